@@ -1,0 +1,29 @@
+"""One exception root for the whole library; each domain has its own subclass."""
+
+
+class MlsysoptError(Exception):
+    """Root of every error mlsysopt raises on purpose; the CLI prints its message and exits 2."""
+
+
+class InvalidGraph(MlsysoptError):
+    """A computation graph is malformed: cycle, bad edge, non-finite feature, empty, ..."""
+
+
+class InvalidCluster(MlsysoptError):
+    """A device cluster is malformed: non-positive speed or bandwidth, disconnected devices, ..."""
+
+
+class InvalidPlacement(MlsysoptError):
+    """A placement names an unknown task or device, or has the wrong shape."""
+
+
+class ConstraintViolation(InvalidPlacement):
+    """A hard constraint is violated, e.g. a task on a device that does not support its hardware type."""
+
+
+class UnsupportedFormat(MlsysoptError):
+    """A file is of a format mlsysopt cannot read, or is not what its extension claims."""
+
+
+class ImportFailed(MlsysoptError):
+    """An importer could not turn a model or workflow into a CompGraph (e.g. torch.fx cannot trace it)."""

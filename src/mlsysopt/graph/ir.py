@@ -1,0 +1,437 @@
+"""CompGraph: the computation-graph IR that every mlsysopt system reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlsysopt.errors import InvalidGraph, UnsupportedFormat
+
+#: Features every CompGraph carries (zero where a source does not know them).
+#: ``compute`` is what the simulator divides by device speed (FLOPs for DNNs, reference-seconds for workflows).
+BASE_FEATURES: tuple[str, ...] = ("flops", "bytes_in", "bytes_out", "params", "out_elems", "compute")
+
+#: Canonical op vocabulary. Ids are stable; a graph whose source has other ops appends them after these.
+DEFAULT_VOCAB: tuple[str, ...] = (
+    "other",
+    "input",
+    "output",
+    "constant",
+    "task",
+    "conv",
+    "conv_transpose",
+    "linear",
+    "matmul",
+    "attention",
+    "embedding",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "elementwise",
+    "relu",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "hardswish",
+    "softmax",
+    "batch_norm",
+    "layer_norm",
+    "group_norm",
+    "max_pool",
+    "avg_pool",
+    "adaptive_avg_pool",
+    "reduce",
+    "reshape",
+    "transpose",
+    "concat",
+    "split",
+    "slice",
+    "dropout",
+)
+
+_FORMAT_VERSION = 1
+_NPZ_KEYS = ("names", "opcodes", "vocab", "x", "feature_names", "edge_index", "edge_bytes", "hw_type", "meta")
+
+
+def build_vocab(ops: Sequence[str], base: Sequence[str] = DEFAULT_VOCAB) -> tuple[tuple[str, ...], np.ndarray]:
+    """Map op names to ids over ``base`` extended (in first-seen order) by ops it lacks."""
+    vocab = list(base)
+    index = {op: i for i, op in enumerate(vocab)}
+    ids = np.empty(len(ops), dtype=np.int32)
+    for k, op in enumerate(ops):
+        if op not in index:
+            index[op] = len(vocab)
+            vocab.append(op)
+        ids[k] = index[op]
+    return tuple(vocab), ids
+
+
+class CompGraph:
+    """A DAG of operations: opcodes, named float node features, edges carrying bytes, node names.
+
+    ``edge_index[:, k] = (u, v)`` means data flows from ``u`` to ``v`` (``v`` consumes ``u``'s output).
+    ``hw_type[i]`` is the hardware type task ``i`` needs (0 when a source has a single type).
+    The constructor validates once; a CompGraph that exists is a valid DAG.
+    """
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        opcodes: Any,
+        x: Any,
+        feature_names: Sequence[str],
+        edge_index: Any,
+        edge_bytes: Any = None,
+        hw_type: Any = None,
+        vocab: Sequence[str] = DEFAULT_VOCAB,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.names = [str(s) for s in names]
+        self.vocab = tuple(str(s) for s in vocab)
+        self.feature_names = tuple(str(s) for s in feature_names)
+        self.meta = dict(meta or {})
+        n = len(self.names)
+        self.opcodes = _as_array(opcodes, np.int32, "opcodes")
+        self.x = _as_array(x, np.float64, "x")
+        ei = _as_array(edge_index, np.int64, "edge_index")
+        if ei.size == 0:
+            ei = ei.reshape(2, 0)
+        self.edge_index = ei
+        m = ei.shape[1] if ei.ndim == 2 else -1
+        self.edge_bytes = (
+            np.zeros(max(m, 0)) if edge_bytes is None else _as_array(edge_bytes, np.float64, "edge_bytes")
+        )
+        self.hw_type = np.zeros(n, np.int32) if hw_type is None else _as_array(hw_type, np.int32, "hw_type")
+        self.validate()
+
+    @classmethod
+    def build(
+        cls,
+        names: Sequence[str],
+        ops: Sequence[str],
+        features: Mapping[str, Any],
+        edges: Any,
+        edge_bytes: Any = None,
+        hw_type: Any = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> CompGraph:
+        """Build from op names and a ``{feature: values}`` dict; missing base features are zero."""
+        n = len(names)
+        if len(ops) != n:
+            raise InvalidGraph(f"{len(ops)} op names given for {n} nodes")
+        vocab, ids = build_vocab(ops)
+        feats = dict(features)
+        cols = list(BASE_FEATURES) + [k for k in feats if k not in BASE_FEATURES]
+        x = np.zeros((n, len(cols)))
+        for j, name in enumerate(cols):
+            if name in feats:
+                col = np.asarray(feats[name], dtype=np.float64)
+                if col.shape != (n,):
+                    raise InvalidGraph(f"feature '{name}' has shape {col.shape}, expected ({n},)")
+                x[:, j] = col
+        e = np.asarray(edges, dtype=np.int64)
+        e = e.reshape(0, 2) if e.size == 0 else e
+        if e.ndim != 2 or e.shape[1] != 2:
+            raise InvalidGraph(f"edges must be a list of (src, dst) pairs, got shape {e.shape}")
+        return cls(names, ids, x, cols, e.T.copy(), edge_bytes, hw_type, vocab, meta)
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Raise InvalidGraph naming the first problem: shape, range, non-finite value, cycle, ..."""
+        n = len(self.names)
+        if n == 0:
+            raise InvalidGraph("graph is empty: it has no nodes")
+        if len(set(self.names)) != n:
+            seen: set[str] = set()
+            dup = next(s for s in self.names if s in seen or seen.add(s))
+            raise InvalidGraph(f"node name '{dup}' is used more than once")
+        if self.opcodes.shape != (n,):
+            raise InvalidGraph(f"opcodes has shape {self.opcodes.shape}, expected ({n},)")
+        bad = np.flatnonzero((self.opcodes < 0) | (self.opcodes >= len(self.vocab)))
+        if bad.size:
+            i = int(bad[0])
+            raise InvalidGraph(f"node '{self.names[i]}' has opcode {self.opcodes[i]} outside the vocabulary")
+        f = len(self.feature_names)
+        if self.x.shape != (n, f):
+            raise InvalidGraph(f"x has shape {self.x.shape}, expected ({n}, {f}) for {f} feature names")
+        missing = [b for b in BASE_FEATURES if b not in self.feature_names]
+        if missing:
+            raise InvalidGraph(f"missing base features {missing}")
+        if not np.isfinite(self.x).all():
+            i, j = (int(v[0]) for v in np.nonzero(~np.isfinite(self.x)))
+            raise InvalidGraph(
+                f"node '{self.names[i]}' feature '{self.feature_names[j]}' is {self.x[i, j]} (must be finite)"
+            )
+        base = self.x[:, [self.feature_names.index(b) for b in BASE_FEATURES]]
+        if (base < 0).any():
+            i, j = (int(v[0]) for v in np.nonzero(base < 0))
+            raise InvalidGraph(f"node '{self.names[i]}' feature '{BASE_FEATURES[j]}' is negative ({base[i, j]})")
+        if self.hw_type.shape != (n,) or (self.hw_type < 0).any():
+            raise InvalidGraph(f"hw_type must be {n} non-negative integers")
+        self._validate_edges(n)
+        self._levels()  # raises on a cycle
+
+    def _validate_edges(self, n: int) -> None:
+        ei = self.edge_index
+        if ei.ndim != 2 or ei.shape[0] != 2:
+            raise InvalidGraph(f"edge_index has shape {ei.shape}, expected (2, m)")
+        m = ei.shape[1]
+        out = np.flatnonzero(((ei < 0) | (ei >= n)).any(axis=0))
+        if out.size:
+            k = int(out[0])
+            u, v = int(ei[0, k]), int(ei[1, k])
+            raise InvalidGraph(f"edge {k} ({u} -> {v}) is out of range: the graph has {n} nodes (ids 0..{n - 1})")
+        if self.edge_bytes.shape != (m,):
+            raise InvalidGraph(f"edge_bytes has shape {self.edge_bytes.shape}, expected ({m},)")
+        bad = np.flatnonzero(~np.isfinite(self.edge_bytes) | (self.edge_bytes < 0))
+        if bad.size:
+            k = int(bad[0])
+            u, v = self.names[ei[0, k]], self.names[ei[1, k]]
+            raise InvalidGraph(f"edge {k} ('{u}' -> '{v}') has bytes {self.edge_bytes[k]} (must be finite, >= 0)")
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes (tasks)."""
+        return len(self.names)
+
+    @property
+    def num_edges(self) -> int:
+        """Number of edges."""
+        return int(self.edge_index.shape[1])
+
+    def feature(self, name: str) -> np.ndarray:
+        """One named node-feature column."""
+        if name not in self.feature_names:
+            raise InvalidGraph(f"no node feature '{name}' (have: {', '.join(self.feature_names)})")
+        return self.x[:, self.feature_names.index(name)]
+
+    @property
+    def compute(self) -> np.ndarray:
+        """Per-task compute the simulator divides by device speed."""
+        return self.feature("compute")
+
+    @property
+    def ops(self) -> list[str]:
+        """Op name of every node."""
+        return [self.vocab[i] for i in self.opcodes]
+
+    @cached_property
+    def _csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Children in CSR form: (indptr, child ids, edge ids), edges sorted by source then by child."""
+        src, dst = self.edge_index
+        order = np.lexsort((dst, src))
+        indptr = np.zeros(self.num_nodes + 1, np.int64)
+        np.cumsum(np.bincount(src, minlength=self.num_nodes), out=indptr[1:])
+        return indptr, dst[order].astype(np.int64), order.astype(np.int64)
+
+    @cached_property
+    def _parents_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        src, dst = self.edge_index
+        order = np.lexsort((src, dst))
+        indptr = np.zeros(self.num_nodes + 1, np.int64)
+        np.cumsum(np.bincount(dst, minlength=self.num_nodes), out=indptr[1:])
+        return indptr, src[order].astype(np.int64), order.astype(np.int64)
+
+    def children(self, i: int) -> np.ndarray:
+        """Ids of the nodes that consume node ``i``'s output."""
+        indptr, child, _ = self._csr
+        return child[indptr[i] : indptr[i + 1]]
+
+    def parents(self, i: int) -> np.ndarray:
+        """Ids of the nodes whose outputs node ``i`` consumes."""
+        indptr, par, _ = self._parents_csr
+        return par[indptr[i] : indptr[i + 1]]
+
+    def _levels(self) -> np.ndarray:
+        """Longest-path level of every node (sources 0); raises InvalidGraph naming a cycle."""
+        if "_level_cache" in self.__dict__:
+            return self.__dict__["_level_cache"]
+        n = self.num_nodes
+        indptr, child, _ = self._csr
+        indeg = np.bincount(self.edge_index[1], minlength=n)
+        level = np.zeros(n, np.int64)
+        frontier = np.flatnonzero(indeg == 0)
+        depth, done = 0, 0
+        while frontier.size:
+            level[frontier] = depth
+            done += frontier.size
+            kids = _gather(indptr, child, frontier)
+            np.subtract.at(indeg, kids, 1)
+            uniq = np.unique(kids)
+            frontier = uniq[indeg[uniq] == 0]
+            depth += 1
+        if done < n:
+            raise InvalidGraph(f"graph has a cycle: {' -> '.join(self._find_cycle(indeg > 0))}")
+        self.__dict__["_level_cache"] = level
+        return level
+
+    def _find_cycle(self, alive: np.ndarray) -> list[str]:
+        """Names along one cycle among the nodes left after Kahn's algorithm (each has a live parent)."""
+        indptr, par, _ = self._parents_csr
+        start = int(np.flatnonzero(alive)[0])
+        pos: dict[int, int] = {}
+        path: list[int] = []
+        v = start
+        while v not in pos:
+            pos[v] = len(path)
+            path.append(v)
+            v = next(int(p) for p in par[indptr[v] : indptr[v + 1]] if alive[p])
+        cyc = path[pos[v] :][::-1]
+        return [self.names[i] for i in [*cyc, cyc[0]]]
+
+    @cached_property
+    def topo_order(self) -> np.ndarray:
+        """A topological order: by level, then by node id (deterministic)."""
+        return np.lexsort((np.arange(self.num_nodes), self._levels())).astype(np.int64)
+
+    @property
+    def levels(self) -> np.ndarray:
+        """Longest-path depth (in edges) of every node from any source."""
+        return self._levels()
+
+    @property
+    def depth(self) -> int:
+        """Number of nodes on the longest path."""
+        return int(self._levels().max()) + 1
+
+    def op_histogram(self) -> dict[str, int]:
+        """Count of nodes per op name, most common first."""
+        counts = np.bincount(self.opcodes, minlength=len(self.vocab))
+        order = np.argsort(-counts, kind="stable")
+        return {self.vocab[i]: int(counts[i]) for i in order if counts[i] > 0}
+
+    @property
+    def total_flops(self) -> float:
+        """Sum of the ``flops`` feature."""
+        return float(self.feature("flops").sum())
+
+    def index(self, name: str) -> int:
+        """Node id of a node name."""
+        lookup = self.__dict__.get("_name_index")
+        if lookup is None:
+            lookup = self.__dict__["_name_index"] = {s: i for i, s in enumerate(self.names)}
+        if name not in lookup:
+            raise InvalidGraph(f"no node named '{name}'")
+        return lookup[name]
+
+    def __repr__(self) -> str:
+        name = self.meta.get("name", "")
+        return f"CompGraph({name!r}, nodes={self.num_nodes}, edges={self.num_edges}, depth={self.depth})"
+
+    # ------------------------------------------------------------------ conversions
+    def to_pyg(self) -> Any:
+        """A torch_geometric ``Data``: x (float32), op (long), edge_index, edge_attr (bytes), hw_type."""
+        import torch
+        from torch_geometric.data import Data
+
+        return Data(
+            x=torch.as_tensor(self.x, dtype=torch.float32),
+            op=torch.as_tensor(self.opcodes, dtype=torch.long),
+            edge_index=torch.as_tensor(self.edge_index, dtype=torch.long),
+            edge_attr=torch.as_tensor(self.edge_bytes, dtype=torch.float32).unsqueeze(-1),
+            hw_type=torch.as_tensor(self.hw_type, dtype=torch.long),
+            num_nodes=self.num_nodes,
+        )
+
+    def to_networkx(self) -> Any:
+        """A networkx DiGraph on node ids with name/op/hw_type/features; parallel edges sum their bytes."""
+        import networkx as nx
+
+        g = nx.DiGraph(**self.meta)
+        for i, name in enumerate(self.names):
+            feats = dict(zip(self.feature_names, self.x[i].tolist(), strict=True))
+            g.add_node(i, name=name, op=self.vocab[self.opcodes[i]], hw_type=int(self.hw_type[i]), **feats)
+        for (u, v), b in zip(self.edge_index.T.tolist(), self.edge_bytes.tolist(), strict=True):
+            if g.has_edge(u, v):
+                g[u][v]["bytes"] += b
+            else:
+                g.add_edge(u, v, bytes=b)
+        return g
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        """Write a compressed ``.npz`` atomically (temp file, then rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = {
+            "format_version": np.array(_FORMAT_VERSION),
+            "names": np.array(self.names, dtype=np.str_),
+            "opcodes": self.opcodes,
+            "vocab": np.array(self.vocab, dtype=np.str_),
+            "x": self.x,
+            "feature_names": np.array(self.feature_names, dtype=np.str_),
+            "edge_index": self.edge_index,
+            "edge_bytes": self.edge_bytes,
+            "hw_type": self.hw_type,
+            "meta": np.array(json.dumps(self.meta, default=str)),
+        }
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
+        os.close(fd)
+        try:
+            np.savez_compressed(tmp, **arrays)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> CompGraph:
+        """Read a ``.npz`` written by :meth:`save`; errors name the file and the key."""
+        path = Path(path)
+        if not path.is_file():
+            raise InvalidGraph(f"{path}: no such file")
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                missing = [k for k in _NPZ_KEYS if k not in z.files]
+                if missing:
+                    raise InvalidGraph(f"{path}: not a CompGraph file, missing key '{missing[0]}'")
+                d = {k: z[k] for k in _NPZ_KEYS}
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            raise UnsupportedFormat(f"{path}: not a readable .npz file ({exc})") from None
+        try:
+            meta = json.loads(str(d["meta"]))
+            return cls(
+                d["names"].tolist(),
+                d["opcodes"],
+                d["x"],
+                d["feature_names"].tolist(),
+                d["edge_index"],
+                d["edge_bytes"],
+                d["hw_type"],
+                d["vocab"].tolist(),
+                meta,
+            )
+        except InvalidGraph as exc:
+            raise InvalidGraph(f"{path}: {exc}") from None
+        except json.JSONDecodeError:
+            raise InvalidGraph(f"{path}: key 'meta' is not valid JSON") from None
+
+
+def _as_array(value: Any, dtype: Any, key: str) -> np.ndarray:
+    try:
+        return np.ascontiguousarray(np.asarray(value), dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise InvalidGraph(f"'{key}' cannot be read as {np.dtype(dtype).name}: {exc}") from None
+
+
+def _gather(indptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Concatenate ``values[indptr[r]:indptr[r+1]]`` for every row ``r`` (vectorized)."""
+    starts, ends = indptr[rows], indptr[rows + 1]
+    lens = ends - starts
+    total = int(lens.sum())
+    if total == 0:
+        return values[:0]
+    offsets = np.repeat(starts - np.cumsum(lens) + lens, lens)
+    return values[offsets + np.arange(total)]

@@ -1,0 +1,85 @@
+"""Placements: one device id per task; checking them and reading/writing them as JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from mlsysopt.errors import ConstraintViolation, InvalidPlacement
+from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.ir import CompGraph
+
+
+def check_placement(graph: CompGraph, cluster: DeviceCluster, placement: Any) -> np.ndarray:
+    """Return ``placement`` as an int64 array, or raise naming the first bad task.
+
+    InvalidPlacement for a wrong shape or an unknown device id; ConstraintViolation for a task placed on a
+    device that does not support its hardware type.
+    """
+    p = np.asarray(placement)
+    if p.shape != (graph.num_nodes,):
+        raise InvalidPlacement(f"placement has shape {p.shape}, expected ({graph.num_nodes},): one device per task")
+    if not np.issubdtype(p.dtype, np.integer):
+        raise InvalidPlacement(f"placement must hold integer device ids, got {p.dtype}")
+    p = p.astype(np.int64)
+    bad = np.flatnonzero((p < 0) | (p >= cluster.num_devices))
+    if bad.size:
+        i = int(bad[0])
+        raise InvalidPlacement(
+            f"task '{graph.names[i]}' is placed on device {p[i]}, but the cluster has {cluster.num_devices}"
+        )
+    ok = cluster.feasible(graph)[np.arange(graph.num_nodes), p]
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise ConstraintViolation(
+            f"task '{graph.names[i]}' needs hardware type {int(graph.hw_type[i])}, which device "
+            f"'{cluster.names[p[i]]}' does not support"
+        )
+    return p
+
+
+def placement_from_dict(
+    graph: CompGraph, cluster: DeviceCluster, data: Mapping[str, Any], where: str = "placement"
+) -> np.ndarray:
+    """Read ``{task name: device name or id}`` (every task once) into a checked device-id array."""
+    if not isinstance(data, Mapping):
+        raise InvalidPlacement(f"{where}: expected a JSON object mapping task names to devices")
+    if "placement" in data and isinstance(data["placement"], Mapping):
+        data = data["placement"]
+    names = {s: i for i, s in enumerate(graph.names)}
+    devices = {s: i for i, s in enumerate(cluster.names)}
+    p = np.full(graph.num_nodes, -1, np.int64)
+    for task, dev in data.items():
+        if task not in names:
+            raise InvalidPlacement(f"{where}: unknown task '{task}' (not a node of the graph)")
+        if isinstance(dev, str):
+            if dev not in devices:
+                raise InvalidPlacement(f"{where}: task '{task}' is placed on unknown device '{dev}'")
+            p[names[task]] = devices[dev]
+        elif isinstance(dev, int) and not isinstance(dev, bool) and 0 <= dev < cluster.num_devices:
+            p[names[task]] = dev
+        else:
+            raise InvalidPlacement(f"{where}: task '{task}' is placed on unknown device {dev!r}")
+    missing = np.flatnonzero(p < 0)
+    if missing.size:
+        raise InvalidPlacement(
+            f"{where}: {missing.size} task(s) have no device, e.g. '{graph.names[int(missing[0])]}'"
+        )
+    try:
+        return check_placement(graph, cluster, p)
+    except InvalidPlacement as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+
+
+def placement_to_dict(graph: CompGraph, cluster: DeviceCluster, placement: np.ndarray) -> dict[str, str]:
+    """``{task name: device name}`` for JSON output."""
+    return {graph.names[i]: cluster.names[int(d)] for i, d in enumerate(placement)}
+
+
+def random_placement(graph: CompGraph, cluster: DeviceCluster, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random feasible placement."""
+    mask = cluster.check_feasible(graph)
+    u = rng.random(mask.shape) * mask
+    return np.argmax(u, axis=1).astype(np.int64)

@@ -1,0 +1,246 @@
+"""The one DAG cost simulator: makespan, per-task start/finish and critical path of a placement.
+
+Semantics (shared by every system in mlsysopt, and by the SimPy reference in ``benchmarks/simulator.py``):
+
+* Task ``i`` placed on device ``d`` runs for ``compute[i] / speed[d]`` seconds, non-preemptively.
+* An edge ``u -> v`` with ``b`` bytes delivers ``u``'s output at ``finish[u] + comm``, where
+  ``comm = delay[du, dv] + b / bandwidth[du, dv]`` if ``du != dv`` and ``0`` on one device.
+  Links have no contention (every transfer proceeds in parallel).
+* A task is *ready* when the last of its inputs has arrived (sources at time 0).
+* Each device runs one task at a time, in order of readiness (FIFO; ties by task id): a task starts at
+  ``max(ready, time its device becomes free)``.
+* The makespan is the latest finish time. The critical path is traced back from the last task to finish:
+  through the previous task on the same device when the task waited for its device, otherwise through
+  the input that arrived last.
+
+``cp_min`` is a lower bound on every placement's makespan: the longest path where each task runs on the
+fastest device that supports its type and communication is free. SLR = makespan / CP_MIN >= 1.
+
+The event loop is one numba-compiled kernel over flat arrays (CSR children, precomputed once per graph in
+:class:`Simulator`); :meth:`Simulator.makespans` evaluates a batch of placements of one graph.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+import numba
+import numpy as np
+
+from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.placement import check_placement
+
+
+@numba.njit(cache=True, nogil=True)
+def _schedule(
+    indptr: np.ndarray,
+    child: np.ndarray,
+    child_bytes: np.ndarray,
+    n_parents: np.ndarray,
+    compute: np.ndarray,
+    speed: np.ndarray,
+    delay: np.ndarray,
+    inv_bw: np.ndarray,
+    place: np.ndarray,
+    start: np.ndarray,
+    finish: np.ndarray,
+    ready: np.ndarray,
+) -> float:
+    """Event loop: pop the ready task with the earliest (ready time, id), run it, release its children."""
+    n = n_parents.shape[0]
+    remaining = n_parents.copy()
+    dev_free = np.zeros(speed.shape[0])
+    ready[:] = 0.0
+    heap = [(0.0, np.int64(0))]
+    heap.pop()
+    for i in range(n):
+        if remaining[i] == 0:
+            heap.append((0.0, np.int64(i)))
+    heapq.heapify(heap)
+    makespan = 0.0
+    while len(heap) > 0:
+        r, i = heapq.heappop(heap)
+        d = place[i]
+        s = r if r > dev_free[d] else dev_free[d]
+        f = s + compute[i] / speed[d]
+        start[i] = s
+        finish[i] = f
+        dev_free[d] = f
+        if f > makespan:
+            makespan = f
+        for k in range(indptr[i], indptr[i + 1]):
+            c = child[k]
+            dc = place[c]
+            a = f if dc == d else f + (delay[d, dc] + child_bytes[k] * inv_bw[d, dc])
+            if a > ready[c]:
+                ready[c] = a
+            remaining[c] -= 1
+            if remaining[c] == 0:
+                heapq.heappush(heap, (ready[c], c))
+    return makespan
+
+
+@numba.njit(cache=True, nogil=True)
+def _schedule_batch(
+    indptr: np.ndarray,
+    child: np.ndarray,
+    child_bytes: np.ndarray,
+    n_parents: np.ndarray,
+    compute: np.ndarray,
+    speed: np.ndarray,
+    delay: np.ndarray,
+    inv_bw: np.ndarray,
+    places: np.ndarray,
+) -> np.ndarray:
+    """Makespans of many placements (rows of ``places``) of one graph."""
+    n = n_parents.shape[0]
+    out = np.empty(places.shape[0])
+    start = np.empty(n)
+    finish = np.empty(n)
+    ready = np.empty(n)
+    for b in range(places.shape[0]):
+        out[b] = _schedule(
+            indptr, child, child_bytes, n_parents, compute, speed, delay, inv_bw, places[b], start, finish, ready
+        )
+    return out
+
+
+@dataclass
+class Schedule:
+    """Result of simulating one placement."""
+
+    makespan: float
+    start: np.ndarray
+    finish: np.ndarray
+    ready: np.ndarray
+    placement: np.ndarray
+    critical_path: list[int] = field(default_factory=list)
+
+    def to_dict(self, graph: CompGraph, cluster: DeviceCluster) -> dict[str, Any]:
+        """JSON-ready dict with task and device names."""
+        tasks = [
+            {
+                "task": graph.names[i],
+                "device": cluster.names[int(self.placement[i])],
+                "start": float(self.start[i]),
+                "finish": float(self.finish[i]),
+            }
+            for i in range(graph.num_nodes)
+        ]
+        return {
+            "makespan": float(self.makespan),
+            "critical_path": [graph.names[i] for i in self.critical_path],
+            "tasks": tasks,
+        }
+
+
+class Simulator:
+    """Precomputed flat arrays of one (graph, cluster) pair; simulate many placements fast."""
+
+    def __init__(self, graph: CompGraph, cluster: DeviceCluster) -> None:
+        self.graph = graph
+        self.cluster = cluster
+        indptr, child, eid = graph._csr
+        self._indptr = indptr
+        self._child = child
+        self._child_bytes = np.ascontiguousarray(graph.edge_bytes[eid])
+        self._n_parents = np.bincount(graph.edge_index[1], minlength=graph.num_nodes).astype(np.int64)
+        self._compute = np.ascontiguousarray(graph.compute, dtype=np.float64)
+        self._speed = np.ascontiguousarray(cluster.speed, dtype=np.float64)
+        self._delay = np.ascontiguousarray(cluster.delay, dtype=np.float64)
+        self._inv_bw = np.ascontiguousarray(cluster.inv_bandwidth, dtype=np.float64)
+        self._feasible = cluster.feasible(graph)
+
+    def _args(self) -> tuple[np.ndarray, ...]:
+        return (
+            self._indptr,
+            self._child,
+            self._child_bytes,
+            self._n_parents,
+            self._compute,
+            self._speed,
+            self._delay,
+            self._inv_bw,
+        )
+
+    def check(self, placement: Any) -> np.ndarray:
+        """Validate a placement (shape, device ids, hardware types)."""
+        return check_placement(self.graph, self.cluster, placement)
+
+    def makespan(self, placement: Any, check: bool = True) -> float:
+        """Makespan of one placement (``check=False`` skips validation on a hot path you trust)."""
+        p = self.check(placement) if check else np.asarray(placement, np.int64)
+        n = self.graph.num_nodes
+        return float(_schedule(*self._args(), p, np.empty(n), np.empty(n), np.empty(n)))
+
+    def makespans(self, placements: Any, check: bool = True) -> np.ndarray:
+        """Makespans of a batch of placements, shape (B, tasks) -> (B,)."""
+        ps = np.ascontiguousarray(placements, dtype=np.int64)
+        if ps.ndim != 2:
+            ps = ps.reshape(-1, self.graph.num_nodes)
+        if check:
+            for row in ps:
+                self.check(row)
+        return _schedule_batch(*self._args(), ps)
+
+    def run(self, placement: Any) -> Schedule:
+        """Full schedule of one placement: start, finish, ready times and the critical path."""
+        p = self.check(placement)
+        n = self.graph.num_nodes
+        start, finish, ready = np.empty(n), np.empty(n), np.empty(n)
+        ms = float(_schedule(*self._args(), p, start, finish, ready))
+        return Schedule(ms, start, finish, ready, p, self._critical_path(p, start, finish, ready))
+
+    def _critical_path(self, p: np.ndarray, start: np.ndarray, finish: np.ndarray, ready: np.ndarray) -> list[int]:
+        g = self.graph
+        prev_on_device = np.full(g.num_nodes, -1, np.int64)
+        for d in np.unique(p):
+            tasks = np.flatnonzero(p == d)
+            tasks = tasks[np.lexsort((tasks, start[tasks]))]
+            prev_on_device[tasks[1:]] = tasks[:-1]
+        i = int(np.argmax(finish))
+        path = [i]
+        while True:
+            q = int(prev_on_device[i])
+            if start[i] > ready[i] and q >= 0:
+                i = q
+            else:
+                par = g.parents(i)
+                if par.size == 0:
+                    break
+                arrive = [finish[j] + self.cluster.comm_time(b, int(p[j]), int(p[i])) for j, b in self._in(i)]
+                i = int(par[int(np.argmax(arrive))])
+            path.append(i)
+        return path[::-1]
+
+    def _in(self, i: int) -> list[tuple[int, float]]:
+        indptr, par, eid = self.graph._parents_csr
+        sl = slice(indptr[i], indptr[i + 1])
+        return list(zip(par[sl].tolist(), self.graph.edge_bytes[eid[sl]].tolist(), strict=True))
+
+
+def simulate(graph: CompGraph, cluster: DeviceCluster, placement: Any) -> Schedule:
+    """Simulate one placement of ``graph`` on ``cluster`` (see the module docstring for the semantics)."""
+    return Simulator(graph, cluster).run(placement)
+
+
+def cp_min(graph: CompGraph, cluster: DeviceCluster) -> float:
+    """CP_MIN: longest path with every task on its fastest feasible device and free communication."""
+    feas = cluster.check_feasible(graph)
+    best_speed = np.where(feas, cluster.speed[None, :], 0.0).max(axis=1)
+    dur = graph.compute / best_speed
+    indptr, par, _ = graph._parents_csr
+    finish = np.zeros(graph.num_nodes)
+    for i in graph.topo_order:
+        ps = par[indptr[i] : indptr[i + 1]]
+        finish[i] = (finish[ps].max() if ps.size else 0.0) + dur[i]
+    return float(finish.max())
+
+
+def slr(makespan: float, graph: CompGraph, cluster: DeviceCluster) -> float:
+    """Schedule length ratio: makespan / CP_MIN (>= 1 for every feasible placement)."""
+    bound = cp_min(graph, cluster)
+    return float(makespan / bound) if bound > 0 else float("inf") if makespan > 0 else 1.0
