@@ -141,9 +141,7 @@ class DeviceCluster:
         dl = np.zeros((d + 1, d + 1))
         dl[:d, :d] = self.delay
         dl[d, :d] = dl[:d, d] = dl_col
-        return DeviceCluster(
-            np.append(self.speed, speed), np.vstack([self.supports, sup]), bw, dl, [*self.names, name]
-        )
+        return DeviceCluster(np.append(self.speed, speed), np.vstack([self.supports, sup]), bw, dl, [*self.names, name])
 
     def remove_device(self, device: int | str) -> DeviceCluster:
         """A new cluster without ``device`` (an id or a name); the last device cannot be removed."""

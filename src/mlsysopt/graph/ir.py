@@ -11,69 +11,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 
 from mlsysopt.errors import InvalidGraph, UnsupportedFormat
+from mlsysopt.graph.vocab import DEFAULT_VOCAB, build_vocab
 
 #: Features every CompGraph carries (zero where a source does not know them).
 #: ``compute`` is what the simulator divides by device speed (FLOPs for DNNs, reference-seconds for workflows).
 BASE_FEATURES: tuple[str, ...] = ("flops", "bytes_in", "bytes_out", "params", "out_elems", "compute")
 
-#: Canonical op vocabulary. Ids are stable; a graph whose source has other ops appends them after these.
-DEFAULT_VOCAB: tuple[str, ...] = (
-    "other",
-    "input",
-    "output",
-    "constant",
-    "task",
-    "conv",
-    "conv_transpose",
-    "linear",
-    "matmul",
-    "attention",
-    "embedding",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "elementwise",
-    "relu",
-    "gelu",
-    "silu",
-    "sigmoid",
-    "tanh",
-    "hardswish",
-    "softmax",
-    "batch_norm",
-    "layer_norm",
-    "group_norm",
-    "max_pool",
-    "avg_pool",
-    "adaptive_avg_pool",
-    "reduce",
-    "reshape",
-    "transpose",
-    "concat",
-    "split",
-    "slice",
-    "dropout",
-)
-
 _FORMAT_VERSION = 1
 _NPZ_KEYS = ("names", "opcodes", "vocab", "x", "feature_names", "edge_index", "edge_bytes", "hw_type", "meta")
-
-
-def build_vocab(ops: Sequence[str], base: Sequence[str] = DEFAULT_VOCAB) -> tuple[tuple[str, ...], np.ndarray]:
-    """Map op names to ids over ``base`` extended (in first-seen order) by ops it lacks."""
-    vocab = list(base)
-    index = {op: i for i, op in enumerate(vocab)}
-    ids = np.empty(len(ops), dtype=np.int32)
-    for k, op in enumerate(ops):
-        if op not in index:
-            index[op] = len(vocab)
-            vocab.append(op)
-        ids[k] = index[op]
-    return tuple(vocab), ids
 
 
 class CompGraph:
@@ -108,9 +57,7 @@ class CompGraph:
             ei = ei.reshape(2, 0)
         self.edge_index = ei
         m = ei.shape[1] if ei.ndim == 2 else -1
-        self.edge_bytes = (
-            np.zeros(max(m, 0)) if edge_bytes is None else _as_array(edge_bytes, np.float64, "edge_bytes")
-        )
+        self.edge_bytes = np.zeros(max(m, 0)) if edge_bytes is None else _as_array(edge_bytes, np.float64, "edge_bytes")
         self.hw_type = np.zeros(n, np.int32) if hw_type is None else _as_array(hw_type, np.int32, "hw_type")
         self.validate()
 
@@ -259,18 +206,8 @@ class CompGraph:
             return self.__dict__["_level_cache"]
         n = self.num_nodes
         indptr, child, _ = self._csr
-        indeg = np.bincount(self.edge_index[1], minlength=n)
-        level = np.zeros(n, np.int64)
-        frontier = np.flatnonzero(indeg == 0)
-        depth, done = 0, 0
-        while frontier.size:
-            level[frontier] = depth
-            done += frontier.size
-            kids = _gather(indptr, child, frontier)
-            np.subtract.at(indeg, kids, 1)
-            uniq = np.unique(kids)
-            frontier = uniq[indeg[uniq] == 0]
-            depth += 1
+        indeg = np.bincount(self.edge_index[1], minlength=n).astype(np.int64)
+        level, done = _kahn_levels(indptr, child, indeg)
         if done < n:
             raise InvalidGraph(f"graph has a cycle: {' -> '.join(self._find_cycle(indeg > 0))}")
         self.__dict__["_level_cache"] = level
@@ -426,12 +363,26 @@ def _as_array(value: Any, dtype: Any, key: str) -> np.ndarray:
         raise InvalidGraph(f"'{key}' cannot be read as {np.dtype(dtype).name}: {exc}") from None
 
 
-def _gather(indptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Concatenate ``values[indptr[r]:indptr[r+1]]`` for every row ``r`` (vectorized)."""
-    starts, ends = indptr[rows], indptr[rows + 1]
-    lens = ends - starts
-    total = int(lens.sum())
-    if total == 0:
-        return values[:0]
-    offsets = np.repeat(starts - np.cumsum(lens) + lens, lens)
-    return values[offsets + np.arange(total)]
+@numba.njit(cache=True)
+def _kahn_levels(indptr: np.ndarray, child: np.ndarray, indeg: np.ndarray) -> tuple[np.ndarray, int]:
+    """Kahn's algorithm: longest-path level per node; ``indeg`` is left > 0 on nodes of cycles."""
+    n = indeg.shape[0]
+    level = np.zeros(n, np.int64)
+    queue = np.empty(n, np.int64)
+    head, tail = 0, 0
+    for i in range(n):
+        if indeg[i] == 0:
+            queue[tail] = i
+            tail += 1
+    while head < tail:
+        u = queue[head]
+        head += 1
+        for k in range(indptr[u], indptr[u + 1]):
+            v = child[k]
+            if level[u] + 1 > level[v]:
+                level[v] = level[u] + 1
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                queue[tail] = v
+                tail += 1
+    return level, tail

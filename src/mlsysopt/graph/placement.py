@@ -64,9 +64,7 @@ def placement_from_dict(
             raise InvalidPlacement(f"{where}: task '{task}' is placed on unknown device {dev!r}")
     missing = np.flatnonzero(p < 0)
     if missing.size:
-        raise InvalidPlacement(
-            f"{where}: {missing.size} task(s) have no device, e.g. '{graph.names[int(missing[0])]}'"
-        )
+        raise InvalidPlacement(f"{where}: {missing.size} task(s) have no device, e.g. '{graph.names[int(missing[0])]}'")
     try:
         return check_placement(graph, cluster, p)
     except InvalidPlacement as exc:

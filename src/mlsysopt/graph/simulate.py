@@ -13,6 +13,10 @@ Semantics (shared by every system in mlsysopt, and by the SimPy reference in ``b
   through the previous task on the same device when the task waited for its device, otherwise through
   the input that arrived last.
 
+Like every work-conserving list schedule, FIFO-by-readiness has Graham's anomalies: a longer delay can
+reorder a device's queue and *shorten* the makespan. :meth:`Simulator.makespan_in_order` evaluates a placement
+with a fixed per-device order instead (static list scheduling), which is monotone in every delay and size.
+
 ``cp_min`` is a lower bound on every placement's makespan: the longest path where each task runs on the
 fastest device that supports its type and communication is free. SLR = makespan / CP_MIN >= 1.
 
@@ -29,6 +33,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from mlsysopt.errors import InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement
@@ -84,6 +89,44 @@ def _schedule(
 
 
 @numba.njit(cache=True, nogil=True)
+def _schedule_in_order(
+    indptr: np.ndarray,
+    child: np.ndarray,
+    child_bytes: np.ndarray,
+    n_parents: np.ndarray,
+    compute: np.ndarray,
+    speed: np.ndarray,
+    delay: np.ndarray,
+    inv_bw: np.ndarray,
+    place: np.ndarray,
+    order: np.ndarray,
+    start: np.ndarray,
+    finish: np.ndarray,
+    ready: np.ndarray,
+) -> float:
+    """Static list schedule: tasks taken in the given topological ``order``, each device in that order."""
+    dev_free = np.zeros(speed.shape[0])
+    ready[:] = 0.0
+    makespan = 0.0
+    for i in order:
+        d = place[i]
+        s = ready[i] if ready[i] > dev_free[d] else dev_free[d]
+        f = s + compute[i] / speed[d]
+        start[i] = s
+        finish[i] = f
+        dev_free[d] = f
+        if f > makespan:
+            makespan = f
+        for k in range(indptr[i], indptr[i + 1]):
+            c = child[k]
+            dc = place[c]
+            a = f if dc == d else f + (delay[d, dc] + child_bytes[k] * inv_bw[d, dc])
+            if a > ready[c]:
+                ready[c] = a
+    return makespan
+
+
+@numba.njit(cache=True, nogil=True)
 def _schedule_batch(
     indptr: np.ndarray,
     child: np.ndarray,
@@ -103,9 +146,36 @@ def _schedule_batch(
     ready = np.empty(n)
     for b in range(places.shape[0]):
         out[b] = _schedule(
-            indptr, child, child_bytes, n_parents, compute, speed, delay, inv_bw, places[b], start, finish, ready
+            indptr,
+            child,
+            child_bytes,
+            n_parents,
+            compute,
+            speed,
+            delay,
+            inv_bw,
+            places[b],
+            start,
+            finish,
+            ready,
         )
     return out
+
+
+@numba.njit(cache=True)
+def _longest_path(order: np.ndarray, indptr: np.ndarray, par: np.ndarray, dur: np.ndarray) -> float:
+    """Length of the longest path with node weights ``dur`` (parents in CSR form, ``order`` topological)."""
+    finish = np.zeros(dur.shape[0])
+    best = 0.0
+    for i in order:
+        r = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            if finish[par[k]] > r:
+                r = finish[par[k]]
+        finish[i] = r + dur[i]
+        if finish[i] > best:
+            best = finish[i]
+    return best
 
 
 @dataclass
@@ -153,6 +223,7 @@ class Simulator:
         self._delay = np.ascontiguousarray(cluster.delay, dtype=np.float64)
         self._inv_bw = np.ascontiguousarray(cluster.inv_bandwidth, dtype=np.float64)
         self._feasible = cluster.feasible(graph)
+        self._rows = np.arange(graph.num_nodes)
 
     def _args(self) -> tuple[np.ndarray, ...]:
         return (
@@ -168,7 +239,17 @@ class Simulator:
 
     def check(self, placement: Any) -> np.ndarray:
         """Validate a placement (shape, device ids, hardware types)."""
-        return check_placement(self.graph, self.cluster, placement)
+        p = np.asarray(placement)
+        n = self.graph.num_nodes
+        if (
+            p.shape == (n,)
+            and np.issubdtype(p.dtype, np.integer)
+            and p.min() >= 0
+            and p.max() < self.cluster.num_devices
+            and self._feasible[self._rows, p].all()
+        ):
+            return p.astype(np.int64, copy=False)
+        return check_placement(self.graph, self.cluster, p)  # slow path: raises naming the task
 
     def makespan(self, placement: Any, check: bool = True) -> float:
         """Makespan of one placement (``check=False`` skips validation on a hot path you trust)."""
@@ -179,12 +260,43 @@ class Simulator:
     def makespans(self, placements: Any, check: bool = True) -> np.ndarray:
         """Makespans of a batch of placements, shape (B, tasks) -> (B,)."""
         ps = np.ascontiguousarray(placements, dtype=np.int64)
-        if ps.ndim != 2:
-            ps = ps.reshape(-1, self.graph.num_nodes)
-        if check:
+        if ps.ndim == 1:
+            ps = ps[None, :]
+        if ps.ndim != 2 or ps.shape[1] != self.graph.num_nodes:
+            raise InvalidPlacement(f"placements have shape {ps.shape}, expected (B, {self.graph.num_nodes})")
+        if check and not (
+            ps.min(initial=0) >= 0
+            and ps.max(initial=0) < self.cluster.num_devices
+            and self._feasible[self._rows[None, :], ps].all()
+        ):
             for row in ps:
                 self.check(row)
         return _schedule_batch(*self._args(), ps)
+
+    def makespan_in_order(self, placement: Any, order: Any = None) -> float:
+        """Makespan when every device runs its tasks in a fixed topological ``order`` (default: the graph's).
+
+        Unlike the FIFO semantics of :meth:`makespan`, this is monotone: raising a delay, a transfer size or a
+        compute never lowers it. List schedulers such as HEFT produce such an order.
+        """
+        p = self.check(placement)
+        o = self.graph.topo_order if order is None else self._check_order(order)
+        n = self.graph.num_nodes
+        return float(_schedule_in_order(*self._args(), p, o, np.empty(n), np.empty(n), np.empty(n)))
+
+    def _check_order(self, order: Any) -> np.ndarray:
+        o = np.asarray(order, dtype=np.int64)
+        n = self.graph.num_nodes
+        if o.shape != (n,) or not np.array_equal(np.sort(o), np.arange(n)):
+            raise InvalidPlacement(f"order must be a permutation of the {n} task ids")
+        pos = np.empty(n, np.int64)
+        pos[o] = np.arange(n)
+        src, dst = self.graph.edge_index
+        bad = np.flatnonzero(pos[src] >= pos[dst])
+        if bad.size:
+            u, v = self.graph.names[src[bad[0]]], self.graph.names[dst[bad[0]]]
+            raise InvalidPlacement(f"order is not topological: '{v}' comes before its input '{u}'")
+        return o
 
     def run(self, placement: Any) -> Schedule:
         """Full schedule of one placement: start, finish, ready times and the critical path."""
@@ -231,13 +343,8 @@ def cp_min(graph: CompGraph, cluster: DeviceCluster) -> float:
     """CP_MIN: longest path with every task on its fastest feasible device and free communication."""
     feas = cluster.check_feasible(graph)
     best_speed = np.where(feas, cluster.speed[None, :], 0.0).max(axis=1)
-    dur = graph.compute / best_speed
     indptr, par, _ = graph._parents_csr
-    finish = np.zeros(graph.num_nodes)
-    for i in graph.topo_order:
-        ps = par[indptr[i] : indptr[i + 1]]
-        finish[i] = (finish[ps].max() if ps.size else 0.0) + dur[i]
-    return float(finish.max())
+    return float(_longest_path(graph.topo_order, indptr, par, graph.compute / best_speed))
 
 
 def slr(makespan: float, graph: CompGraph, cluster: DeviceCluster) -> float:
