@@ -1,0 +1,461 @@
+"""Import a PyTorch ``nn.Module`` into a CompGraph with torch.fx symbolic tracing and shape propagation.
+
+One node per fx node (same names). Per-node features:
+
+* ``flops``: a multiply-add counts 2 FLOPs. Linear ``2*in*out*batch`` (+ ``out*batch`` bias);
+  Conv ``2*N*Cout*Hout*Wout*(Cin/groups)*kh*kw`` (+ output numel bias); matmul ``2*M*N*K*batch``;
+  scaled_dot_product_attention ``2*B*H*L*S*(E+Ev)`` (``4*B*H*L*S*E`` when ``Ev == E``) + softmax;
+  elementwise ops (add, activations, casts) 1 per output element; normalisations ~5 per element
+  (mean, variance, normalise, scale, shift); pooling ``out numel * kernel area`` (adaptive: input numel);
+  softmax ~3 per element (exp, sum, divide); reductions input numel; views, copies and lookups 0.
+* ``bytes_in``: sum of the bytes on the node's incoming edges; ``bytes_out``/``out_elems``: bytes/elements
+  of the tensors it produces (0 for non-tensor values such as shapes).
+* ``params``: elements of the parameters a ``call_module`` node owns, or of the tensor a ``get_attr`` node
+  fetches; a tensor shared by several nodes counts once, at its first user.
+* ``compute`` = ``flops``: the simulator divides compute by device speed, so device speeds are FLOP/s.
+
+Edge ``u -> v`` carries ``u``'s output bytes (the selected element's bytes when ``v`` indexes a tuple).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import operator
+import os
+import re
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import fx, nn
+from torch.fx.node import map_aggregate
+from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata, _extract_tensor_metadata
+
+from mlsysopt.errors import ImportFailed
+from mlsysopt.graph.ir import CompGraph
+
+NORM_FLOPS_PER_ELEM = 5
+SOFTMAX_FLOPS_PER_ELEM = 3
+
+_ELEMENTWISE = ("add", "sub", "mul", "div", "elementwise", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish")
+_NORMS = ("batch_norm", "layer_norm", "group_norm")
+
+
+def _table(spec: dict[str, str]) -> dict[str, str]:
+    """Invert ``{op: "name name ..."}`` into ``{name: op}``."""
+    return {name: op for op, names in spec.items() for name in names.split()}
+
+
+# Module class name -> canonical op; the MRO is searched, so subclasses of e.g. nn.Conv2d map too.
+_MODULE_OPS = _table(
+    {
+        "linear": "Linear",
+        "conv": "_ConvNd",
+        "conv_transpose": "_ConvTransposeNd",
+        "attention": "MultiheadAttention",
+        "embedding": "Embedding EmbeddingBag",
+        "batch_norm": "_BatchNorm",
+        "layer_norm": "LayerNorm RMSNorm",
+        "group_norm": "GroupNorm _InstanceNorm",
+        "max_pool": "_MaxPoolNd _AdaptiveMaxPoolNd",
+        "avg_pool": "_AvgPoolNd",
+        "adaptive_avg_pool": "_AdaptiveAvgPoolNd",
+        "relu": "ReLU ReLU6 LeakyReLU",
+        "gelu": "GELU",
+        "silu": "SiLU",
+        "sigmoid": "Sigmoid",
+        "tanh": "Tanh",
+        "hardswish": "Hardswish",
+        "softmax": "Softmax LogSoftmax",
+        "dropout": "_DropoutNd",
+        "reshape": "Flatten Unflatten",
+        "other": "Identity",
+        "elementwise": "ELU SELU CELU Mish Softplus PReLU Hardsigmoid Hardtanh",
+    }
+)
+
+# Function ``__name__`` or method name -> canonical op (call_function and call_method share it).
+_CALL_OPS = _table(
+    {
+        "linear": "linear",
+        "conv": "conv1d conv2d conv3d",
+        "conv_transpose": "conv_transpose1d conv_transpose2d conv_transpose3d",
+        "matmul": "matmul mm bmm addmm baddbmm __matmul__",
+        "attention": "scaled_dot_product_attention",
+        "embedding": "embedding",
+        "add": "add iadd add_ __add__ __radd__",
+        "sub": "sub isub sub_ rsub __sub__",
+        "mul": "mul imul mul_ __mul__ __rmul__",
+        "div": "div truediv itruediv floordiv div_ __truediv__",
+        "relu": "relu relu_ relu6 leaky_relu",
+        "gelu": "gelu",
+        "silu": "silu",
+        "sigmoid": "sigmoid",
+        "tanh": "tanh",
+        "hardswish": "hardswish",
+        "softmax": "softmax log_softmax",
+        "batch_norm": "batch_norm",
+        "layer_norm": "layer_norm rms_norm",
+        "group_norm": "group_norm instance_norm",
+        "max_pool": "max_pool1d max_pool2d max_pool3d adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d",
+        "avg_pool": "avg_pool1d avg_pool2d avg_pool3d",
+        "adaptive_avg_pool": "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d",
+        "reduce": "sum mean amax amin max min var std norm prod logsumexp argmax argmin cumsum",
+        "reshape": "view reshape flatten unflatten squeeze unsqueeze expand expand_as view_as contiguous repeat clone",
+        "transpose": "permute transpose t swapaxes movedim",
+        "concat": "cat concat concatenate stack",
+        "split": "split chunk unbind tensor_split",
+        "slice": "narrow select index_select gather",
+        "dropout": "dropout dropout1d dropout2d dropout3d alpha_dropout",
+        "constant": "arange zeros ones full empty randn rand tensor zeros_like ones_like full_like empty_like",
+        "other": "size dim numel getattr detach",
+        "elementwise": "neg exp log sqrt rsqrt pow abs clamp clip where masked_fill erf sin cos reciprocal "
+        "hardtanh hardsigmoid elu softplus mish float half to type type_as",
+    }
+)
+
+
+def from_module(module: nn.Module, example_inputs: Any, name: str | None = None) -> CompGraph:
+    """Trace ``module`` with torch.fx, run it on ``example_inputs`` for shapes, and build its CompGraph."""
+    if not isinstance(module, nn.Module):
+        raise ImportFailed(f"expected a torch.nn.Module, got {type(module).__name__}")
+    name = name or type(module).__name__
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    gm = _trace(module, name)
+    _propagate_shapes(gm, inputs, name)
+
+    nodes = list(gm.graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    seen_tensors: set[int] = set()
+    out_bytes = [_nbytes(n.meta.get("tensor_meta")) for n in nodes]
+    ops: list[str] = []
+    feats: dict[str, list[float]] = {k: [] for k in ("flops", "bytes_in", "bytes_out", "params", "out_elems")}
+    edges: list[tuple[int, int]] = []
+    edge_bytes: list[float] = []
+    for v, node in enumerate(nodes):
+        op, mod = _classify(gm, node)
+        bytes_in = 0.0
+        for parent in node.all_input_nodes:
+            b = out_bytes[index[parent]]
+            if op == "other" and out_bytes[v] == 0:
+                b = 0.0  # x.size() / x.shape read metadata, not the tensor
+            elif _is_tuple_getitem(node, parent):
+                b = out_bytes[v]
+            edges.append((index[parent], v))
+            edge_bytes.append(b)
+            bytes_in += b
+        ops.append(op)
+        feats["flops"].append(float(_flops(op, node, mod)))
+        feats["bytes_in"].append(bytes_in)
+        feats["bytes_out"].append(out_bytes[v])
+        feats["params"].append(float(_params(gm, node, mod, seen_tensors)))
+        feats["out_elems"].append(float(_numel(node.meta.get("tensor_meta"))))
+    features: dict[str, Any] = dict(feats)
+    features["compute"] = feats["flops"]
+    return CompGraph.build(
+        [n.name for n in nodes],
+        ops,
+        features,
+        edges,
+        edge_bytes,
+        meta={"name": name, "source": "torch.fx"},
+    )
+
+
+def from_spec(spec: str, input_shape: tuple[int, ...] | None = None) -> CompGraph:
+    """Import ``package.module:factory``; the factory returns ``(module, example_inputs)`` or a bare module.
+
+    A bare module needs ``input_shape`` (a random float input of that shape is used); when the factory
+    gives example inputs, those are used and ``input_shape`` is ignored.
+    """
+    mod_path, sep, attr = spec.partition(":")
+    if not sep or not mod_path or not attr:
+        raise ImportFailed(f"'{spec}': expected a 'package.module:factory' spec")
+    try:
+        pymod = importlib.import_module(mod_path)
+    except Exception as exc:
+        raise ImportFailed(f"'{spec}': cannot import module '{mod_path}' ({type(exc).__name__}: {exc})") from None
+    factory: Any = pymod
+    for part in attr.split("."):
+        if not hasattr(factory, part):
+            raise ImportFailed(f"'{spec}': module '{mod_path}' has no attribute '{attr}'")
+        factory = getattr(factory, part)
+    if isinstance(factory, nn.Module):
+        made: Any = factory
+    elif callable(factory):
+        try:
+            made = factory()
+        except Exception as exc:
+            raise ImportFailed(f"'{spec}': calling the factory failed ({type(exc).__name__}: {exc})") from None
+    else:
+        raise ImportFailed(f"'{spec}': '{attr}' is neither a factory nor an nn.Module")
+
+    if isinstance(made, nn.Module):
+        if input_shape is None:
+            raise ImportFailed(
+                f"'{spec}' returned a bare nn.Module without example inputs: give input_shape "
+                "(e.g. --input-shape 1,3,32,32) or make the factory return (module, example_inputs)"
+            )
+        module, inputs = made, (torch.randn(*input_shape),)
+    elif isinstance(made, (tuple, list)) and len(made) == 2 and isinstance(made[0], nn.Module):
+        module, inputs = made
+    else:
+        raise ImportFailed(
+            f"'{spec}': the factory returned {type(made).__name__}, "
+            "expected an nn.Module or a (module, example_inputs) pair"
+        )
+    return from_module(module.eval(), inputs, name=attr)
+
+
+# ---------------------------------------------------------------------- tracing
+def _trace(module: nn.Module, name: str) -> fx.GraphModule:
+    try:
+        return fx.symbolic_trace(module)
+    except Exception as exc:
+        where = _user_frame(exc)
+        at = f" at {where}" if where else ""
+        hint = (
+            "Data-dependent Python control flow (if/while on tensor values) cannot be traced; "
+            "rewrite it with torch.where or move it into a leaf module."
+            if "control flow" in str(exc)
+            else "Make the code at that line traceable (no Python logic on tensor values) or a leaf module."
+        )
+        raise ImportFailed(
+            f"torch.fx could not symbolically trace '{name}'{at}: {type(exc).__name__}: {exc}. {hint}"
+        ) from None
+
+
+def _user_frame(exc: BaseException) -> str:
+    """``file:line in func: code`` of the innermost traceback frame outside torch and this file."""
+    torch_dir = os.path.dirname(torch.__file__)
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        fname = os.path.abspath(frame.filename)
+        if fname.startswith(torch_dir) or fname == os.path.abspath(__file__):
+            continue
+        code = (frame.line or "").strip()
+        return f"{frame.filename}:{frame.lineno} in {frame.name}" + (f": `{code}`" if code else "")
+    return ""
+
+
+class _NodeFailed(Exception):
+    def __init__(self, node: fx.Node, cause: Exception) -> None:
+        super().__init__(node.name)
+        self.node, self.cause = node, cause
+
+
+class _QuietShapeProp(ShapeProp):
+    """ShapeProp that raises :class:`_NodeFailed` instead of printing a traceback to stderr."""
+
+    def run_node(self, n: fx.Node) -> Any:
+        """Run one node and record its ``tensor_meta`` (as ShapeProp does)."""
+        try:
+            result = fx.Interpreter.run_node(self, n)
+        except Exception as exc:
+            raise _NodeFailed(n, exc) from None
+        found = False
+
+        def extract(obj: Any) -> Any:
+            nonlocal found
+            if isinstance(obj, torch.Tensor):
+                found = True
+                return _extract_tensor_metadata(obj)
+            return obj
+
+        meta = map_aggregate(result, extract)
+        if found:
+            n.meta["tensor_meta"] = meta
+        n.meta["type"] = type(result)
+        return result
+
+
+def _propagate_shapes(gm: fx.GraphModule, inputs: tuple[Any, ...], name: str) -> None:
+    n_placeholders = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    if len(inputs) > n_placeholders:
+        raise ImportFailed(f"'{name}' takes {n_placeholders} input(s) but {len(inputs)} example inputs were given")
+    prop = _QuietShapeProp(gm)
+    prop.extra_traceback = False
+    try:
+        with torch.no_grad():
+            prop.propagate(*inputs)
+    except _NodeFailed as exc:
+        raise ImportFailed(
+            f"running '{name}' on its example inputs failed at node '{exc.node.name}' "
+            f"({exc.node.format_node()}): {type(exc.cause).__name__}: {exc.cause}"
+        ) from None
+    except Exception as exc:  # e.g. the wrong number of example inputs
+        raise ImportFailed(f"running '{name}' on its example inputs failed: {type(exc).__name__}: {exc}") from None
+
+
+# ---------------------------------------------------------------------- tensor metadata
+def _metas(value: Any) -> Iterator[TensorMetadata]:
+    if isinstance(value, TensorMetadata):  # a NamedTuple, so test it before tuple
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _metas(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _metas(v)
+
+
+def _numel(value: Any) -> int:
+    return sum(math.prod(m.shape) for m in _metas(value))
+
+
+def _nbytes(value: Any) -> float:
+    return float(sum(math.prod(m.shape) * m.dtype.itemsize for m in _metas(value)))
+
+
+def _shape(arg: Any) -> tuple[int, ...] | None:
+    """Shape of an fx node argument that is a single tensor, else None."""
+    if isinstance(arg, fx.Node):
+        tm = arg.meta.get("tensor_meta")
+        if isinstance(tm, TensorMetadata):
+            return tuple(tm.shape)
+    return None
+
+
+def _is_tuple_getitem(node: fx.Node, parent: fx.Node) -> bool:
+    """Whether ``node`` picks one element out of ``parent``'s tuple/list of tensors."""
+    meta = parent.meta.get("tensor_meta")
+    is_container = meta is not None and not isinstance(meta, TensorMetadata)
+    return node.target is operator.getitem and bool(node.args) and node.args[0] is parent and is_container
+
+
+def _arg(node: fx.Node, i: int, key: str, default: Any = None) -> Any:
+    if len(node.args) > i:
+        return node.args[i]
+    return node.kwargs.get(key, default)
+
+
+# ---------------------------------------------------------------------- classification
+def _classify(gm: fx.GraphModule, node: fx.Node) -> tuple[str, nn.Module | None]:
+    """Canonical op name of a node (and its submodule for call_module)."""
+    if node.op == "placeholder":
+        return "input", None
+    if node.op == "output":
+        return "output", None
+    if node.op == "get_attr":
+        return "constant", None
+    if node.op == "call_module":
+        mod = gm.get_submodule(str(node.target))
+        for cls in type(mod).__mro__:
+            if cls.__name__ in _MODULE_OPS:
+                return _MODULE_OPS[cls.__name__], mod
+        return f"call_module:{type(mod).__name__}", mod
+    fname = str(node.target) if node.op == "call_method" else getattr(node.target, "__name__", str(node.target))
+    if fname == "getitem":
+        return ("slice" if _shape(node.args[0]) is not None else "other"), None
+    if fname in _CALL_OPS:
+        return _CALL_OPS[fname], None
+    return f"{node.op}:{fname}", None
+
+
+def _params(gm: fx.GraphModule, node: fx.Node, mod: nn.Module | None, seen: set[int]) -> int:
+    if mod is not None:
+        tensors = list(mod.parameters())
+    elif node.op == "get_attr":
+        obj = operator.attrgetter(str(node.target))(gm)
+        tensors = [obj] if isinstance(obj, torch.Tensor) else []
+    else:
+        return 0
+    total = 0
+    for t in tensors:
+        if id(t) not in seen:
+            seen.add(id(t))
+            total += t.numel()
+    return total
+
+
+# ---------------------------------------------------------------------- FLOPs
+def _flops(op: str, node: fx.Node, mod: nn.Module | None) -> float:
+    """FLOPs of one node (see the module docstring for the formulas)."""
+    out = _numel(node.meta.get("tensor_meta"))
+    in0 = _shape(node.args[0]) if node.args else None
+    if op in _ELEMENTWISE:
+        return out
+    if op in _NORMS:
+        return NORM_FLOPS_PER_ELEM * out
+    if op == "softmax":
+        return SOFTMAX_FLOPS_PER_ELEM * out
+    if op in ("reduce", "adaptive_avg_pool") or (op == "max_pool" and "adaptive" in _fname(node, mod)):
+        return math.prod(in0) if in0 else out
+    if op in ("max_pool", "avg_pool"):
+        kernel = getattr(mod, "kernel_size", 1) if mod is not None else _arg(node, 1, "kernel_size", 1)
+        return out * _area(kernel, _spatial_dims(node, mod))
+    if op == "linear":
+        return _linear_flops(node, mod, out)
+    if op in ("conv", "conv_transpose"):
+        return _conv_flops(op, node, mod, out, in0)
+    if op == "matmul":
+        fused = _fname(node, mod) in ("addmm", "baddbmm")  # out = input + a @ b: one extra add
+        a = _shape(node.args[1]) if fused and len(node.args) > 1 else in0
+        return 2 * out * (a[-1] if a else 0) + (out if fused else 0)
+    if op == "attention":
+        return _attention_flops(node, mod)
+    return 0.0
+
+
+def _fname(node: fx.Node, mod: nn.Module | None) -> str:
+    """Lower-case module class name, method name or function ``__name__`` of a node."""
+    if mod is not None:
+        return type(mod).__name__.lower()
+    if node.op == "call_method":
+        return str(node.target).lower()
+    return str(getattr(node.target, "__name__", node.target)).lower()
+
+
+def _spatial_dims(node: fx.Node, mod: nn.Module | None) -> int:
+    m = re.search(r"(\d)d$", _fname(node, mod))
+    return int(m.group(1)) if m else 2
+
+
+def _area(kernel: Any, dims: int) -> int:
+    if isinstance(kernel, (tuple, list)):
+        return math.prod(int(k) for k in kernel)
+    return int(kernel) ** dims
+
+
+def _linear_flops(node: fx.Node, mod: nn.Module | None, out: int) -> float:
+    if isinstance(mod, nn.Linear):
+        return 2 * out * mod.in_features + (out if mod.bias is not None else 0)
+    w = _shape(_arg(node, 1, "weight"))
+    has_bias = _arg(node, 2, "bias") is not None
+    return 2 * out * (w[-1] if w else 0) + (out if has_bias else 0)
+
+
+def _conv_flops(op: str, node: fx.Node, mod: nn.Module | None, out: int, in0: tuple[int, ...] | None) -> float:
+    if mod is not None:
+        weight = getattr(mod, "weight", None)
+        w = tuple(weight.shape) if isinstance(weight, torch.Tensor) else None
+        has_bias = getattr(mod, "bias", None) is not None
+    else:
+        w = _shape(_arg(node, 1, "weight"))
+        has_bias = _arg(node, 2, "bias") is not None
+    per = math.prod(w[1:]) if w else 0  # (Cin/groups)*kh*kw for conv, (Cout/groups)*kh*kw for transposed
+    # A conv does `per` multiply-adds per output element; a transposed conv does them per input element.
+    macs = (out if op == "conv" else (math.prod(in0) if in0 else 0)) * per
+    return 2 * macs + (out if has_bias else 0)
+
+
+def _attention_flops(node: fx.Node, mod: nn.Module | None) -> float:
+    if isinstance(mod, nn.MultiheadAttention):
+        q, k = _shape(_arg(node, 0, "query")), _shape(_arg(node, 1, "key"))
+        if not q or not k:
+            return 0.0
+        e, heads = mod.embed_dim, mod.num_heads
+        # Unbatched (L, E) or batched (L, N, E) / (N, L, E): only the products matter.
+        lq, lk = math.prod(q[:-1]), math.prod(k[:-1])
+        n = q[1] if len(q) == 3 and not mod.batch_first else (q[0] if len(q) == 3 else 1)
+        proj = 2 * lq * e * e + 2 * lk * mod.kdim * e + 2 * lk * mod.vdim * e + 2 * lq * e * e
+        scores = lq * lk // max(n, 1)  # sum over the batch of L*S
+        return proj + 4 * scores * e + SOFTMAX_FLOPS_PER_ELEM * scores * heads
+    q, k, v = (_shape(_arg(node, i, key)) for i, key in enumerate(("query", "key", "value")))
+    if not q or not k or not v:
+        return 0.0
+    batch, length, e = math.prod(q[:-2]), q[-2], q[-1]
+    s, ev = k[-2], v[-1]
+    scores = batch * length * s
+    return 2 * scores * e + 2 * scores * ev + SOFTMAX_FLOPS_PER_ELEM * scores
