@@ -20,12 +20,9 @@ Edge ``u -> v`` carries ``u``'s output bytes (the selected element's bytes when 
 from __future__ import annotations
 
 import importlib
-import math
 import operator
 import os
-import re
 import traceback
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -34,13 +31,8 @@ from torch.fx.node import map_aggregate
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata, _extract_tensor_metadata
 
 from mlsysopt.errors import ImportFailed
+from mlsysopt.graph.importers.fx_flops import _flops, _nbytes, _numel, _shape
 from mlsysopt.graph.ir import CompGraph
-
-NORM_FLOPS_PER_ELEM = 5
-SOFTMAX_FLOPS_PER_ELEM = 3
-
-_ELEMENTWISE = ("add", "sub", "mul", "div", "elementwise", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish")
-_NORMS = ("batch_norm", "layer_norm", "group_norm")
 
 
 def _table(spec: dict[str, str]) -> dict[str, str]:
@@ -288,46 +280,11 @@ def _propagate_shapes(gm: fx.GraphModule, inputs: tuple[Any, ...], name: str) ->
         raise ImportFailed(f"running '{name}' on its example inputs failed: {type(exc).__name__}: {exc}") from None
 
 
-# ---------------------------------------------------------------------- tensor metadata
-def _metas(value: Any) -> Iterator[TensorMetadata]:
-    if isinstance(value, TensorMetadata):  # a NamedTuple, so test it before tuple
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from _metas(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _metas(v)
-
-
-def _numel(value: Any) -> int:
-    return sum(math.prod(m.shape) for m in _metas(value))
-
-
-def _nbytes(value: Any) -> float:
-    return float(sum(math.prod(m.shape) * m.dtype.itemsize for m in _metas(value)))
-
-
-def _shape(arg: Any) -> tuple[int, ...] | None:
-    """Shape of an fx node argument that is a single tensor, else None."""
-    if isinstance(arg, fx.Node):
-        tm = arg.meta.get("tensor_meta")
-        if isinstance(tm, TensorMetadata):
-            return tuple(tm.shape)
-    return None
-
-
 def _is_tuple_getitem(node: fx.Node, parent: fx.Node) -> bool:
     """Whether ``node`` picks one element out of ``parent``'s tuple/list of tensors."""
     meta = parent.meta.get("tensor_meta")
     is_container = meta is not None and not isinstance(meta, TensorMetadata)
     return node.target is operator.getitem and bool(node.args) and node.args[0] is parent and is_container
-
-
-def _arg(node: fx.Node, i: int, key: str, default: Any = None) -> Any:
-    if len(node.args) > i:
-        return node.args[i]
-    return node.kwargs.get(key, default)
 
 
 # ---------------------------------------------------------------------- classification
@@ -367,95 +324,3 @@ def _params(gm: fx.GraphModule, node: fx.Node, mod: nn.Module | None, seen: set[
             seen.add(id(t))
             total += t.numel()
     return total
-
-
-# ---------------------------------------------------------------------- FLOPs
-def _flops(op: str, node: fx.Node, mod: nn.Module | None) -> float:
-    """FLOPs of one node (see the module docstring for the formulas)."""
-    out = _numel(node.meta.get("tensor_meta"))
-    in0 = _shape(node.args[0]) if node.args else None
-    if op in _ELEMENTWISE:
-        return out
-    if op in _NORMS:
-        return NORM_FLOPS_PER_ELEM * out
-    if op == "softmax":
-        return SOFTMAX_FLOPS_PER_ELEM * out
-    if op in ("reduce", "adaptive_avg_pool") or (op == "max_pool" and "adaptive" in _fname(node, mod)):
-        return math.prod(in0) if in0 else out
-    if op in ("max_pool", "avg_pool"):
-        kernel = getattr(mod, "kernel_size", 1) if mod is not None else _arg(node, 1, "kernel_size", 1)
-        return out * _area(kernel, _spatial_dims(node, mod))
-    if op == "linear":
-        return _linear_flops(node, mod, out)
-    if op in ("conv", "conv_transpose"):
-        return _conv_flops(op, node, mod, out, in0)
-    if op == "matmul":
-        fused = _fname(node, mod) in ("addmm", "baddbmm")  # out = input + a @ b: one extra add
-        a = _shape(node.args[1]) if fused and len(node.args) > 1 else in0
-        return 2 * out * (a[-1] if a else 0) + (out if fused else 0)
-    if op == "attention":
-        return _attention_flops(node, mod)
-    return 0.0
-
-
-def _fname(node: fx.Node, mod: nn.Module | None) -> str:
-    """Lower-case module class name, method name or function ``__name__`` of a node."""
-    if mod is not None:
-        return type(mod).__name__.lower()
-    if node.op == "call_method":
-        return str(node.target).lower()
-    return str(getattr(node.target, "__name__", node.target)).lower()
-
-
-def _spatial_dims(node: fx.Node, mod: nn.Module | None) -> int:
-    m = re.search(r"(\d)d$", _fname(node, mod))
-    return int(m.group(1)) if m else 2
-
-
-def _area(kernel: Any, dims: int) -> int:
-    if isinstance(kernel, (tuple, list)):
-        return math.prod(int(k) for k in kernel)
-    return int(kernel) ** dims
-
-
-def _linear_flops(node: fx.Node, mod: nn.Module | None, out: int) -> float:
-    if isinstance(mod, nn.Linear):
-        return 2 * out * mod.in_features + (out if mod.bias is not None else 0)
-    w = _shape(_arg(node, 1, "weight"))
-    has_bias = _arg(node, 2, "bias") is not None
-    return 2 * out * (w[-1] if w else 0) + (out if has_bias else 0)
-
-
-def _conv_flops(op: str, node: fx.Node, mod: nn.Module | None, out: int, in0: tuple[int, ...] | None) -> float:
-    if mod is not None:
-        weight = getattr(mod, "weight", None)
-        w = tuple(weight.shape) if isinstance(weight, torch.Tensor) else None
-        has_bias = getattr(mod, "bias", None) is not None
-    else:
-        w = _shape(_arg(node, 1, "weight"))
-        has_bias = _arg(node, 2, "bias") is not None
-    per = math.prod(w[1:]) if w else 0  # (Cin/groups)*kh*kw for conv, (Cout/groups)*kh*kw for transposed
-    # A conv does `per` multiply-adds per output element; a transposed conv does them per input element.
-    macs = (out if op == "conv" else (math.prod(in0) if in0 else 0)) * per
-    return 2 * macs + (out if has_bias else 0)
-
-
-def _attention_flops(node: fx.Node, mod: nn.Module | None) -> float:
-    if isinstance(mod, nn.MultiheadAttention):
-        q, k = _shape(_arg(node, 0, "query")), _shape(_arg(node, 1, "key"))
-        if not q or not k:
-            return 0.0
-        e, heads = mod.embed_dim, mod.num_heads
-        # Unbatched (L, E) or batched (L, N, E) / (N, L, E): only the products matter.
-        lq, lk = math.prod(q[:-1]), math.prod(k[:-1])
-        n = q[1] if len(q) == 3 and not mod.batch_first else (q[0] if len(q) == 3 else 1)
-        proj = 2 * lq * e * e + 2 * lk * mod.kdim * e + 2 * lk * mod.vdim * e + 2 * lq * e * e
-        scores = lq * lk // max(n, 1)  # sum over the batch of L*S
-        return proj + 4 * scores * e + SOFTMAX_FLOPS_PER_ELEM * scores * heads
-    q, k, v = (_shape(_arg(node, i, key)) for i, key in enumerate(("query", "key", "value")))
-    if not q or not k or not v:
-        return 0.0
-    batch, length, e = math.prod(q[:-2]), q[-2], q[-1]
-    s, ev = k[-2], v[-1]
-    scores = batch * length * s
-    return 2 * scores * e + 2 * scores * ev + SOFTMAX_FLOPS_PER_ELEM * scores

@@ -1,0 +1,254 @@
+"""CLI smoke tests: real subprocesses, so exit codes and stderr are what a user sees."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.ir import CompGraph
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run(*args: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m mlsysopt.cli ARGS`` in ``cwd``."""
+    return subprocess.run(
+        [sys.executable, "-m", "mlsysopt.cli", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(),
+    )
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env.pop("MLSYSOPT_DEBUG", None)
+    env["COLUMNS"] = "80"  # a narrow terminal must not wrap the error line
+    return env
+
+
+def assert_user_error(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """Exit code 2, exactly one non-empty stderr line starting with 'error:', no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error:"), lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A 4-task diamond with two hardware types, a cluster where dev1 lacks type 1, and bad inputs."""
+    d = tmp_path_factory.mktemp("cli")
+    graph = CompGraph.build(
+        ["a", "b", "c", "d"],
+        ["conv", "relu", "add", "linear"],
+        {"compute": [1.0, 2.0, 1.5, 0.5], "flops": [10.0, 2.0, 1.0, 5.0]},
+        [(0, 1), (0, 2), (1, 3), (2, 3)],
+        edge_bytes=[1.0, 2.0, 1.0, 1.0],
+        hw_type=[0, 1, 0, 0],
+        meta={"name": "diamond"},
+    )
+    graph.save(d / "g.npz")
+    cluster = DeviceCluster(
+        [1.0, 2.0],
+        [[True, True], [True, False]],
+        [[1.0, 4.0], [4.0, 1.0]],
+        [[0.0, 0.1], [0.1, 0.0]],
+        names=["gpu", "cpu"],
+    )
+    cluster.save(d / "c.json")
+
+    with np.load(d / "g.npz", allow_pickle=False) as z:
+        good = {k: z[k] for k in z.files}
+
+    def bad_npz(name: str, **over: Any) -> None:
+        np.savez(d / name, **{**good, **over})
+
+    bad_npz("cyclic.npz", edge_index=np.array([[0, 1, 2], [1, 2, 0]]), edge_bytes=np.ones(3))
+    bad_npz("out_of_range.npz", edge_index=np.array([[0], [7]]), edge_bytes=np.ones(1))
+    x = good["x"].copy()
+    x[1, list(good["feature_names"]).index("compute")] = np.nan
+    bad_npz("nan.npz", x=x)
+    bad_npz(
+        "empty.npz",
+        names=np.array([], dtype=np.str_),
+        opcodes=np.zeros(0, np.int32),
+        x=np.zeros((0, good["x"].shape[1])),
+        edge_index=np.zeros((2, 0), np.int64),
+        edge_bytes=np.zeros(0),
+        hw_type=np.zeros(0, np.int32),
+    )
+    (d / "x.txt").write_text("not a graph\n")
+
+    placements = {
+        "p_ok.json": {"a": "gpu", "b": "gpu", "c": "cpu", "d": "gpu"},
+        "p_unknown_task.json": {"a": "gpu", "b": "gpu", "c": "cpu", "d": "gpu", "zzz": "gpu"},
+        "p_unknown_device.json": {"a": "gpu", "b": "gpu", "c": "tpu", "d": "gpu"},
+        "p_hw_type.json": {"a": "gpu", "b": "cpu", "c": "cpu", "d": "gpu"},
+    }
+    for name, p in placements.items():
+        (d / name).write_text(json.dumps(p))
+
+    c = cluster.to_dict()
+    c_speed = {**c, "speed": [0.0, 1.0]}
+    c_bw = {**c, "bandwidth": [[None, -1.0], [-1.0, None]]}
+    (d / "c_speed.json").write_text(json.dumps(c_speed))
+    (d / "c_bandwidth.json").write_text(json.dumps(c_bw))
+    return {p.name: p for p in d.iterdir()}
+
+
+# ---------------------------------------------------------------------------- happy paths
+def test_help_is_fast_and_lists_systems(tmp_path: Path) -> None:
+    proc = run("--help", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert "graph" in proc.stdout and "demo" in proc.stdout
+
+
+def test_info_on_a_saved_graph(files: dict[str, Path], tmp_path: Path) -> None:
+    proc = run("graph", "info", files["g.npz"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for word in ("tasks", "edges", "depth", "op histogram", "conv", "total FLOPs", "hardware types"):
+        assert word in proc.stdout
+    proc = run("graph", "info", files["g.npz"], "--json", cwd=tmp_path)
+    info = json.loads(proc.stdout)
+    assert info["tasks"] == 4 and info["edges"] == 4 and info["depth"] == 3
+    assert info["total_flops"] == pytest.approx(18.0)
+    assert info["total_compute"] == pytest.approx(5.0)
+    assert info["total_edge_bytes"] == pytest.approx(5.0)
+    assert info["hw_types"] == {"0": 3, "1": 1}
+    assert info["ops"]["conv"] == 1
+
+
+def test_generate_info_simulate_round_trip(tmp_path: Path) -> None:
+    proc = run(
+        "graph", "generate", "--out", "g.npz", "--tasks", "30", "--types", "2",
+        "--cluster-out", "c.json", "--devices", "4", "--seed", "3", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "g.npz").is_file() and (tmp_path / "c.json").is_file()
+    info = json.loads(run("graph", "info", "g.npz", "--json", cwd=tmp_path).stdout)
+    assert info["tasks"] == 30
+
+    proc = run("graph", "simulate", "g.npz", "--cluster", "c.json", "--out", "run", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "random" in proc.stderr  # says it used a random placement
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["makespan"] > 0
+    assert result["slr"] >= 1.0 - 1e-9
+    assert result["cp_min"] > 0
+    assert len(result["schedule"]["tasks"]) == 30
+    assert (tmp_path / "run" / "gantt.png").read_bytes()[:8] == PNG_MAGIC
+
+    # result.json can be fed back as the placement: same makespan
+    proc = run(
+        "graph", "simulate", "g.npz", "--cluster", "c.json", "--placement", "run/result.json", "--out", "run2",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads((tmp_path / "run2" / "result.json").read_text())
+    assert again["makespan"] == pytest.approx(result["makespan"])
+
+
+def test_simulate_with_a_placement_file(files: dict[str, Path], tmp_path: Path) -> None:
+    proc = run(
+        "graph", "simulate", files["g.npz"], "--cluster", files["c.json"], "--placement", files["p_ok.json"],
+        "--out", "run", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["placement"] == json.loads(files["p_ok.json"].read_text())
+    # a(gpu,1s) -> b(gpu,2s) -> d ; a -> c(cpu, 1.5/2 = .75s + comm .1 + 2/4) ; d(gpu, .5) after b at 3
+    assert result["makespan"] == pytest.approx(3.5)
+
+
+# ---------------------------------------------------------------------------- user errors: exit 2, one line
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("x.txt", "unknown file format"),
+        ("cyclic.npz", "cycle"),
+        ("out_of_range.npz", "out of range"),
+        ("nan.npz", "nan"),
+        ("empty.npz", "empty"),
+        ("missing.npz", "no such file"),
+    ],
+)
+def test_bad_graph_files(files: dict[str, Path], tmp_path: Path, name: str, needle: str) -> None:
+    path = files.get(name, tmp_path / name)
+    assert_user_error(run("graph", "info", path, cwd=tmp_path), needle)
+
+
+@pytest.mark.parametrize(
+    ("placement", "needle"),
+    [
+        ("p_unknown_task.json", "unknown task 'zzz'"),
+        ("p_unknown_device.json", "unknown device 'tpu'"),
+        ("p_hw_type.json", "hardware type 1"),
+    ],
+)
+def test_bad_placements(files: dict[str, Path], tmp_path: Path, placement: str, needle: str) -> None:
+    proc = run(
+        "graph", "simulate", files["g.npz"], "--cluster", files["c.json"], "--placement", files[placement],
+        "--out", "run", cwd=tmp_path,
+    )  # fmt: skip
+    assert_user_error(proc, needle)
+    assert not (tmp_path / "run").exists()  # validated before the run dir is created
+
+
+@pytest.mark.parametrize(("cluster", "needle"), [("c_speed.json", "speed"), ("c_bandwidth.json", "bandwidth")])
+def test_bad_clusters(files: dict[str, Path], tmp_path: Path, cluster: str, needle: str) -> None:
+    proc = run("graph", "simulate", files["g.npz"], "--cluster", files[cluster], "--out", "run", cwd=tmp_path)
+    assert_user_error(proc, needle)
+    assert not (tmp_path / "run").exists()
+
+
+def test_simulate_option_errors(files: dict[str, Path], tmp_path: Path) -> None:
+    assert_user_error(run("graph", "simulate", files["g.npz"], "--out", "run", cwd=tmp_path), "--cluster")
+    proc = run(
+        "graph", "simulate", files["g.npz"], "--cluster", files["c.json"], "--placement", files["p_ok.json"],
+        "--random", "--out", "run", cwd=tmp_path,
+    )  # fmt: skip
+    assert_user_error(proc, "not both")
+    assert not (tmp_path / "run").exists()
+    proc = run("graph", "generate", "--out", "g.txt", cwd=tmp_path)
+    assert_user_error(proc, ".npz")
+    # click usage errors keep click's exit code 2
+    proc = run("graph", "generate", "--tasks", "0", "--out", "g.npz", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------- demo
+def test_demo_writes_report(tmp_path: Path) -> None:
+    proc = run("demo", "--out", "demo", "--seed", "0", cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "demo"
+    result = json.loads((out / "result.json").read_text())
+    assert result["sections"] == ["cnn", "montage"]
+    pngs = sorted(out.glob("*.png"))
+    assert len(pngs) == 4
+    html = (out / "index.html").read_text()
+    for png in pngs:
+        assert png.read_bytes()[:8] == PNG_MAGIC
+        assert f'src="{png.name}"' in html
+    for key in ("cnn", "montage"):
+        r = result[key]
+        assert r["cp_min"] > 0
+        for label in ("random", "fastest device"):
+            assert r["placements"][label]["makespan"] >= r["cp_min"] * (1 - 1e-9)
+    assert "http" not in html.replace("http-equiv", "")  # no network resources
