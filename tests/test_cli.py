@@ -252,3 +252,56 @@ def test_demo_writes_report(tmp_path: Path) -> None:
         for label in ("random", "fastest device"):
             assert r["placements"][label]["makespan"] >= r["cp_min"] * (1 - 1e-9)
     assert "http" not in html.replace("http-equiv", "")  # no network resources
+
+
+# ---------------------------------------------------------------------------- importers through the CLI
+UNTRACEABLE = """
+import torch
+from torch import nn
+
+
+class Branchy(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+
+def branchy():
+    return Branchy(), (torch.ones(2, 3),)
+
+
+def tiny():
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)), (torch.ones(1, 4),)
+"""
+
+
+def test_import_spec_onnx_and_untraceable(tmp_path: Path) -> None:
+    (tmp_path / "mymodels.py").write_text(UNTRACEABLE)
+    proc = run("graph", "import", "mymodels:tiny", "--out", "tiny.npz", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    g = CompGraph.load(tmp_path / "tiny.npz")
+    assert g.total_flops == 2 * 4 * 8 + 8 + 8 + 2 * 8 * 2 + 2  # two linears with bias, one relu
+    assert_user_error(run("graph", "info", "mymodels:branchy", cwd=tmp_path), "trace", "x.sum() > 0")
+
+    from mlsysopt.graph.importers.onnx import export_onnx
+    from mlsysopt.zoo import get
+
+    export_onnx(*get("cnn"), tmp_path / "cnn.onnx")
+    proc = run("graph", "info", "cnn.onnx", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["tasks"] > 5 and info["total_flops"] > 1e6
+
+
+def test_wfcommons_json_missing_field(tmp_path: Path) -> None:
+    wf = {
+        "name": "w",
+        "schemaVersion": "1.5",
+        "workflow": {
+            "specification": {"tasks": [{"name": "a", "id": "a", "parents": [], "children": []}], "files": []},
+            "execution": {"tasks": [{"runtimeInSeconds": 3.0}]},
+        },
+    }
+    (tmp_path / "wf.json").write_text(json.dumps(wf))
+    assert_user_error(run("graph", "info", "wf.json", cwd=tmp_path), "wf.json", "'id'")

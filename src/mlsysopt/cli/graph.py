@@ -1,20 +1,12 @@
-"""The ``mlsysopt`` command line: ``mlsysopt <system> <verb>``.
-
-Heavy imports (numba, torch, matplotlib, wfcommons) happen inside the commands that need them, so
-``--help`` starts fast. :func:`main` turns every :class:`~mlsysopt.errors.MlsysoptError` (and file-system
-errors) into one red ``error: ...`` line on stderr and exit code 2; ``MLSYSOPT_DEBUG=1`` shows the traceback.
-"""
+"""``mlsysopt graph ...``: inspect, generate, import and simulate computation graphs."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from mlsysopt.errors import InvalidPlacement, MlsysoptError
@@ -23,77 +15,23 @@ if TYPE_CHECKING:
     from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.ir import CompGraph
 
-app = typer.Typer(
-    name="mlsysopt",
-    help="Learning to optimize ML systems on one computation-graph IR and one DAG simulator.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+from mlsysopt.cli.common import (
+    InputShapeOpt,
+    NumTasksOpt,
+    SeedOpt,
+    SourceArg,
+    _check_run_dir,
+    _check_suffix,
+    _fmt,
+    _load_source,
+    console,
+    err_console,
 )
+
 graph_app = typer.Typer(
     help="Computation graphs and device clusters: inspect, generate, import, simulate.",
     no_args_is_help=True,
 )
-app.add_typer(graph_app, name="graph")
-
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-# ---------------------------------------------------------------------------- shared options
-def _parse_shape(value: str | None) -> tuple[int, ...] | None:
-    if value is None:
-        return None
-    try:
-        shape = tuple(int(v) for v in value.replace("x", ",").split(",") if v.strip())
-    except ValueError:
-        raise typer.BadParameter(f"'{value}' is not a comma-separated list of integers, e.g. 1,3,32,32") from None
-    if not shape or any(s <= 0 for s in shape):
-        raise typer.BadParameter(f"'{value}' must list positive sizes, e.g. 1,3,32,32")
-    return shape
-
-
-SourceArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="SOURCE", help="A .npz CompGraph, .onnx model, WfCommons .json, recipe name, or 'pkg.mod:factory'."
-    ),
-]
-NumTasksOpt = Annotated[int, typer.Option("--num-tasks", min=1, help="Tasks of a WfCommons recipe.")]
-SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Random seed.")]
-InputShapeOpt = Annotated[
-    str | None,
-    typer.Option("--input-shape", help="Example-input shape for a 'module:factory' spec, e.g. 1,3,32,32."),
-]
-
-
-def _load_source(source: str, num_tasks: int = 100, seed: int = 0, input_shape: str | None = None) -> CompGraph:
-    """Load any graph source, passing only the options its importer takes."""
-    from mlsysopt.graph.importers import load_graph
-
-    shape = _parse_shape(input_shape)
-    path = Path(source)
-    if path.suffix.lower() in (".npz", ".onnx", ".json") or path.exists():
-        return load_graph(source)
-    if ":" in source:
-        return load_graph(source, input_shape=shape) if shape else load_graph(source)
-    return load_graph(source, num_tasks=num_tasks, seed=seed)
-
-
-def _check_suffix(path: Path, suffix: str, option: str) -> None:
-    if path.suffix.lower() != suffix:
-        raise MlsysoptError(f"{option} {path}: expected a {suffix} file name")
-    if path.is_dir():
-        raise MlsysoptError(f"{option} {path} is a directory")
-
-
-def _check_run_dir(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise MlsysoptError(f"--out {out} exists and is not a directory")
-
-
-def _fmt(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
 
 
 # ---------------------------------------------------------------------------- graph info / import
@@ -339,101 +277,3 @@ def _print_simulation(r: dict[str, Any], out: Path) -> None:
     table.add_row("critical-path tasks", str(len(r["schedule"]["critical_path"])))
     console.print(table)
     console.print(f"wrote {escape(str(out / 'result.json'))} and {escape(str(out / 'gantt.png'))}")
-
-
-# ---------------------------------------------------------------------------- demo
-@app.command("demo")
-def demo(
-    out: Annotated[Path, typer.Option("--out", help="Run directory for index.html, result.json, plots.")] = Path(
-        "runs/demo"
-    ),
-    seed: SeedOpt = 0,
-    only: Annotated[str | None, typer.Option("--only", help="Comma-separated section names (default: all).")] = None,
-) -> None:
-    """Run every system's demo section and write RUN_DIR/index.html, result.json and the plots."""
-    _check_run_dir(out)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    from mlsysopt import demo as demo_mod
-
-    names = demo_mod.select([s.strip() for s in only.split(",") if s.strip()] if only else None)
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=err_console, transient=False) as progress:
-        task = progress.add_task("demo", total=len(names))
-        current: list[str] = []
-
-        def on_step(name: str, message: str) -> None:
-            if current and current[-1] != name:
-                progress.advance(task)
-            current.append(name)
-            progress.update(task, description=escape(message))
-
-        result = demo_mod.run_demo(out, seed=seed, only=names, on_step=on_step)
-        progress.update(task, completed=len(names), description="demo done")
-    _print_demo(result, out)
-
-
-def _print_demo(result: dict[str, Any], out: Path) -> None:
-    from rich.table import Table
-
-    table = Table(title="demo", title_justify="left")
-    for col in ("section", "placement", "makespan (s)", "SLR"):
-        table.add_column(col, justify="left" if col in ("section", "placement") else "right")
-    for name in result["sections"]:
-        for label, r in result.get(name, {}).get("placements", {}).items():
-            table.add_row(name, label, f"{r['makespan']:.4g}", f"{r['slr']:.3f}")
-    console.print(table)
-    console.print(f"open {escape(str(out / 'index.html'))}")
-
-
-# ---------------------------------------------------------------------------- entry point
-def _one_line(message: str) -> str:
-    return " ".join(line.strip() for line in str(message).splitlines() if line.strip()) or "unknown error"
-
-
-def _fail(message: str) -> None:
-    err_console.print(f"[bold red]error:[/bold red] {escape(_one_line(message))}")
-    sys.exit(2)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app; user errors become one red line and exit code 2."""
-    debug = os.environ.get("MLSYSOPT_DEBUG", "") not in ("", "0")
-    try:
-        app(args=argv, prog_name="mlsysopt")
-    except MlsysoptError as exc:
-        if debug:
-            raise
-        _fail(str(exc))
-    except (
-        FileNotFoundError,
-        PermissionError,
-        IsADirectoryError,
-        NotADirectoryError,
-        FileExistsError,
-    ) as exc:
-        if debug:
-            raise
-        where = f": {exc.filename}" if exc.filename else ""
-        _fail(f"{exc.strerror or exc}{where}")
-    except ModuleNotFoundError as exc:
-        if debug or (exc.name or "").split(".")[0] == "mlsysopt":
-            raise
-        _fail(f"missing dependency '{exc.name}': install it with 'pip install -e .' ({exc})")
-
-
-if __name__ == "__main__":
-    main()

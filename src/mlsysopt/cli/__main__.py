@@ -1,0 +1,5 @@
+"""``python -m mlsysopt.cli``."""
+
+from mlsysopt.cli import main
+
+main()
