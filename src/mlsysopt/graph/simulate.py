@@ -38,58 +38,11 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement
 
+_FIFO = np.empty(0, np.int64)  # an empty order selects the FIFO-by-readiness semantics
+
 
 @numba.njit(cache=True, nogil=True)
 def _schedule(
-    indptr: np.ndarray,
-    child: np.ndarray,
-    child_bytes: np.ndarray,
-    n_parents: np.ndarray,
-    compute: np.ndarray,
-    speed: np.ndarray,
-    delay: np.ndarray,
-    inv_bw: np.ndarray,
-    place: np.ndarray,
-    start: np.ndarray,
-    finish: np.ndarray,
-    ready: np.ndarray,
-) -> float:
-    """Event loop: pop the ready task with the earliest (ready time, id), run it, release its children."""
-    n = n_parents.shape[0]
-    remaining = n_parents.copy()
-    dev_free = np.zeros(speed.shape[0])
-    ready[:] = 0.0
-    heap = [(0.0, np.int64(0))]
-    heap.pop()
-    for i in range(n):
-        if remaining[i] == 0:
-            heap.append((0.0, np.int64(i)))
-    heapq.heapify(heap)
-    makespan = 0.0
-    while len(heap) > 0:
-        r, i = heapq.heappop(heap)
-        d = place[i]
-        s = r if r > dev_free[d] else dev_free[d]
-        f = s + compute[i] / speed[d]
-        start[i] = s
-        finish[i] = f
-        dev_free[d] = f
-        if f > makespan:
-            makespan = f
-        for k in range(indptr[i], indptr[i + 1]):
-            c = child[k]
-            dc = place[c]
-            a = f if dc == d else f + (delay[d, dc] + child_bytes[k] * inv_bw[d, dc])
-            if a > ready[c]:
-                ready[c] = a
-            remaining[c] -= 1
-            if remaining[c] == 0:
-                heapq.heappush(heap, (ready[c], c))
-    return makespan
-
-
-@numba.njit(cache=True, nogil=True)
-def _schedule_in_order(
     indptr: np.ndarray,
     child: np.ndarray,
     child_bytes: np.ndarray,
@@ -104,13 +57,32 @@ def _schedule_in_order(
     finish: np.ndarray,
     ready: np.ndarray,
 ) -> float:
-    """Static list schedule: tasks taken in the given topological ``order``, each device in that order."""
+    """Run every task once and return the makespan.
+
+    With an empty ``order`` (FIFO semantics) the next task is the ready one with the earliest (ready time, id),
+    popped from a heap. With a topological ``order`` (static list scheduling) tasks are taken in that order.
+    """
+    n = n_parents.shape[0]
+    fifo = order.shape[0] == 0
+    remaining = n_parents.copy()
     dev_free = np.zeros(speed.shape[0])
     ready[:] = 0.0
+    heap = [(0.0, np.int64(0))]
+    heap.pop()
+    if fifo:
+        for i in range(n):
+            if remaining[i] == 0:
+                heap.append((0.0, np.int64(i)))
+        heapq.heapify(heap)
     makespan = 0.0
-    for i in order:
+    for step in range(n):
+        if fifo:
+            r, i = heapq.heappop(heap)
+        else:
+            i = order[step]
+            r = ready[i]
         d = place[i]
-        s = ready[i] if ready[i] > dev_free[d] else dev_free[d]
+        s = r if r > dev_free[d] else dev_free[d]
         f = s + compute[i] / speed[d]
         start[i] = s
         finish[i] = f
@@ -123,6 +95,10 @@ def _schedule_in_order(
             a = f if dc == d else f + (delay[d, dc] + child_bytes[k] * inv_bw[d, dc])
             if a > ready[c]:
                 ready[c] = a
+            if fifo:
+                remaining[c] -= 1
+                if remaining[c] == 0:
+                    heapq.heappush(heap, (ready[c], c))
     return makespan
 
 
@@ -144,6 +120,7 @@ def _schedule_batch(
     start = np.empty(n)
     finish = np.empty(n)
     ready = np.empty(n)
+    fifo = np.empty(0, np.int64)
     for b in range(places.shape[0]):
         out[b] = _schedule(
             indptr,
@@ -155,6 +132,7 @@ def _schedule_batch(
             delay,
             inv_bw,
             places[b],
+            fifo,
             start,
             finish,
             ready,
@@ -255,7 +233,7 @@ class Simulator:
         """Makespan of one placement (``check=False`` skips validation on a hot path you trust)."""
         p = self.check(placement) if check else np.asarray(placement, np.int64)
         n = self.graph.num_nodes
-        return float(_schedule(*self._args(), p, np.empty(n), np.empty(n), np.empty(n)))
+        return float(_schedule(*self._args(), p, _FIFO, np.empty(n), np.empty(n), np.empty(n)))
 
     def makespans(self, placements: Any, check: bool = True) -> np.ndarray:
         """Makespans of a batch of placements, shape (B, tasks) -> (B,)."""
@@ -282,7 +260,7 @@ class Simulator:
         p = self.check(placement)
         o = self.graph.topo_order if order is None else self._check_order(order)
         n = self.graph.num_nodes
-        return float(_schedule_in_order(*self._args(), p, o, np.empty(n), np.empty(n), np.empty(n)))
+        return float(_schedule(*self._args(), p, o, np.empty(n), np.empty(n), np.empty(n)))
 
     def _check_order(self, order: Any) -> np.ndarray:
         o = np.asarray(order, dtype=np.int64)
@@ -303,7 +281,7 @@ class Simulator:
         p = self.check(placement)
         n = self.graph.num_nodes
         start, finish, ready = np.empty(n), np.empty(n), np.empty(n)
-        ms = float(_schedule(*self._args(), p, start, finish, ready))
+        ms = float(_schedule(*self._args(), p, _FIFO, start, finish, ready))
         return Schedule(ms, start, finish, ready, p, self._critical_path(p, start, finish, ready))
 
     def _critical_path(self, p: np.ndarray, start: np.ndarray, finish: np.ndarray, ready: np.ndarray) -> list[int]:
