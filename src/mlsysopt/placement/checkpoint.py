@@ -1,0 +1,56 @@
+"""Policy checkpoints: written atomically, validated on load against this build's gpNet feature sizes."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.io import write_atomic
+from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM
+from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
+
+
+class IncompatibleCheckpoint(MlsysoptError):
+    """A checkpoint that this build cannot use (other feature sizes, not a GiPH checkpoint, unreadable)."""
+
+
+def save_checkpoint(path: str | Path, policy: GiPHPolicy, **extra: Any) -> Path:
+    """Write the policy (and any training state in ``extra``) to ``path`` atomically."""
+    buf = io.BytesIO()
+    torch.save({"kind": "giph-policy", "config": policy.config.to_dict(), "policy": policy.state_dict(), **extra}, buf)
+    return write_atomic(path, buf.getvalue())
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint dict, or raise IncompatibleCheckpoint saying why."""
+    path = Path(path)
+    if not path.is_file():
+        raise IncompatibleCheckpoint(f"{path}: no such checkpoint file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for a corrupt or foreign file
+        raise IncompatibleCheckpoint(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict) or data.get("kind") != "giph-policy":
+        raise IncompatibleCheckpoint(f"{path}: not a GiPH policy checkpoint")
+    cfg = data.get("config", {})
+    if cfg.get("node_dim") != NODE_DIM or cfg.get("edge_dim") != EDGE_DIM:
+        raise IncompatibleCheckpoint(
+            f"{path}: trained with {cfg.get('node_dim')} node / {cfg.get('edge_dim')} edge features, "
+            f"this build's gpNet has {NODE_DIM} / {EDGE_DIM}: retrain with 'mlsysopt placement train'"
+        )
+    return data
+
+
+def load_policy(path: str | Path) -> GiPHPolicy:
+    """The policy stored in a checkpoint."""
+    data = load_checkpoint(path)
+    policy = GiPHPolicy(PolicyConfig(**data["config"]))
+    try:
+        policy.load_state_dict(data["policy"])
+    except RuntimeError as exc:
+        raise IncompatibleCheckpoint(f"{path}: weights do not fit the policy ({exc})") from None
+    return policy.eval()

@@ -1,0 +1,102 @@
+"""The placement MDP with the gymnasium API: observe gpNet, relocate one task, get the makespan decrease.
+
+An episode starts from a random feasible placement (or ``options["placement"]``) of a (graph, cluster) pair
+and lasts ``steps_per_task · |V|`` relocations (2·|V| as in GiPH). The observation is the current
+:class:`~mlsysopt.placement.gpnet.GpNet`; an action is the id of a gpNet node (task, device) — move that
+task to that device; the reward is the previous makespan minus the new one (simulator time units).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.placement import check_placement, random_placement
+from mlsysopt.graph.simulate import Schedule, Simulator
+from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM, GpNet, GpNetBuilder
+
+ProblemSampler = Callable[[np.random.Generator], tuple[CompGraph, DeviceCluster]]
+
+
+class PlacementEnv(gym.Env):
+    """Relocate one task per step; reward = makespan decrease. Give a fixed problem or a sampler."""
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's class attribute)
+
+    def __init__(
+        self,
+        graph: CompGraph | None = None,
+        cluster: DeviceCluster | None = None,
+        sampler: ProblemSampler | None = None,
+        steps_per_task: int = 2,
+    ) -> None:
+        if sampler is None and (graph is None or cluster is None):
+            raise MlsysoptError("PlacementEnv needs a graph and a cluster, or a problem sampler")
+        self._fixed = (graph, cluster)
+        self._sampler = sampler
+        self.steps_per_task = steps_per_task
+        # Observations are GpNet objects; the space below documents their feature sizes.
+        self.observation_space = gym.spaces.Graph(
+            node_space=gym.spaces.Box(-1.0, 1.0, (NODE_DIM,)), edge_space=gym.spaces.Box(-1.0, 1.0, (EDGE_DIM,))
+        )
+        self.action_space = gym.spaces.Discrete(1)
+        self.graph: CompGraph | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[GpNet, dict]:
+        """New episode: (graph, cluster) from ``options``, the sampler or the fixed pair; a start placement."""
+        super().reset(seed=seed)
+        options = options or {}
+        if "graph" in options:
+            self.graph, self.cluster = options["graph"], options["cluster"]
+        elif self._sampler is not None:
+            self.graph, self.cluster = self._sampler(self.np_random)
+        else:
+            self.graph, self.cluster = self._fixed
+        self.cluster.check_feasible(self.graph)
+        self.simulator = Simulator(self.graph, self.cluster)
+        self.builder = GpNetBuilder(self.graph, self.cluster)
+        start = options.get("placement")
+        self.placement = (
+            random_placement(self.graph, self.cluster, self.np_random)
+            if start is None
+            else check_placement(self.graph, self.cluster, start).copy()
+        )
+        self.schedule = self.simulator.run(self.placement)
+        self.initial_makespan = self.schedule.makespan
+        self.steps = 0
+        self.max_steps = self.steps_per_task * self.graph.num_nodes
+        obs = self._observe()
+        return obs, {"makespan": self.schedule.makespan, "placement": self.placement.copy()}
+
+    def step(self, action: int) -> tuple[GpNet, float, bool, bool, dict]:
+        """Move the task of gpNet node ``action`` to its device; reward = previous − new makespan."""
+        if self.graph is None:
+            raise MlsysoptError("call reset() before step()")
+        if not 0 <= int(action) < self.action_space.n or not bool(self._obs.action_mask[int(action)]):
+            raise MlsysoptError(f"action {action} is not an allowed gpNet node")
+        task, device = self.builder.move(int(action))
+        before = self.schedule.makespan
+        self.placement = self.placement.copy()
+        self.placement[task] = device
+        self.schedule = self.simulator.run(self.placement)
+        self.steps += 1
+        reward = before - self.schedule.makespan
+        obs = self._observe()
+        info = {"makespan": self.schedule.makespan, "placement": self.placement.copy(), "task": task}
+        return obs, float(reward), False, self.steps >= self.max_steps, info
+
+    def _observe(self) -> GpNet:
+        self._obs = self.builder.build(self.placement, self.schedule)
+        self.action_space = gym.spaces.Discrete(int(self._obs.x.shape[0]))
+        return self._obs
+
+    @property
+    def current_schedule(self) -> Schedule:
+        """Schedule of the current placement."""
+        return self.schedule

@@ -1,0 +1,97 @@
+"""GiPH policy: a GNN over gpNet that sweeps messages in topological order and in reverse, then scores nodes.
+
+Each gpNet edge goes from a lower task level to a strictly higher one, so one sweep over the levels in
+increasing order lets information travel along whole paths (as in GiPH's DAG message passing); the reverse
+sweep carries it back from the sinks. A node's score says how good relocating its task to its device is; the
+action distribution is a softmax over the nodes the ``action_mask`` allows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch_geometric.utils import scatter
+
+if TYPE_CHECKING:
+    from mlsysopt.placement.gpnet import GpNet
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Sizes of the policy network; stored in checkpoints and checked on load."""
+
+    node_dim: int = 5
+    edge_dim: int = 5
+    hidden: int = 32
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for checkpoints."""
+        return asdict(self)
+
+
+class LevelSweep(nn.Module):
+    """Updates the nodes level by level, each from its already-updated predecessors (residual update).
+
+    At each level: message ``ReLU(W [h_src ⊕ e])`` along the edges entering that level, mean-aggregated per
+    destination (PyG's ``scatter``), then ``h_dst += ReLU(U [h_dst ⊕ m])``.
+    """
+
+    def __init__(self, hidden: int, edge_dim: int) -> None:
+        super().__init__()
+        self.message = nn.Linear(hidden + edge_dim, hidden)
+        self.update = nn.Linear(2 * hidden, hidden)
+
+    def forward(
+        self, h: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor, level: torch.Tensor, reverse: bool
+    ) -> torch.Tensor:
+        """One sweep: increasing levels along the edges, or decreasing levels against them."""
+        src, dst = edge_index
+        if reverse:
+            src, dst = dst, src
+        if dst.numel() == 0:
+            return h
+        key = -level[dst] if reverse else level[dst]
+        order = torch.argsort(key, stable=True)
+        src, dst, edge_attr = src[order], dst[order], edge_attr[order]
+        counts = torch.unique_consecutive(key[order], return_counts=True)[1].tolist()
+        start = 0
+        for count in counts:
+            sl = slice(start, start + count)
+            start += count
+            nodes, local = torch.unique(dst[sl], return_inverse=True)
+            msg = torch.relu(self.message(torch.cat([h[src[sl]], edge_attr[sl]], dim=-1)))
+            agg = scatter(msg, local, dim=0, dim_size=nodes.numel(), reduce="mean")
+            hn = h[nodes]
+            h = h.index_copy(0, nodes, hn + torch.relu(self.update(torch.cat([hn, agg], dim=-1))))
+        return h
+
+
+class GiPHPolicy(nn.Module):
+    """Node encoder, a forward and a reverse level sweep, and an MLP that scores every gpNet node."""
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or PolicyConfig()
+        c = self.config
+        self.encode = nn.Sequential(nn.Linear(c.node_dim, c.hidden), nn.ReLU())
+        self.forward_sweep = LevelSweep(c.hidden, c.edge_dim)
+        self.reverse_sweep = LevelSweep(c.hidden, c.edge_dim)
+        self.score = nn.Sequential(nn.Linear(3 * c.hidden, c.hidden), nn.ReLU(), nn.Linear(c.hidden, 1))
+
+    def forward(self, gp: GpNet) -> torch.Tensor:
+        """Masked logits, one per gpNet node (``-inf`` where the action mask forbids the move)."""
+        h0 = self.encode(gp.x)
+        hf = self.forward_sweep(h0, gp.edge_index, gp.edge_attr, gp.level, reverse=False)
+        hb = self.reverse_sweep(h0, gp.edge_index, gp.edge_attr, gp.level, reverse=True)
+        logits = self.score(torch.cat([h0, hf, hb], dim=-1)).squeeze(-1)
+        return logits.masked_fill(~gp.action_mask, float("-inf"))
+
+    def distribution(self, gp: GpNet, restrict: torch.Tensor | None = None) -> torch.distributions.Categorical:
+        """The action distribution; ``restrict`` (bool per node) narrows the allowed moves further."""
+        logits = self(gp)
+        if restrict is not None:
+            logits = logits.masked_fill(~restrict, float("-inf"))
+        return torch.distributions.Categorical(logits=logits)

@@ -1,0 +1,218 @@
+"""Train the GiPH policy with REINFORCE on generated (graph, cluster) pairs.
+
+Read top to bottom: :class:`TrainConfig` holds every knob; :func:`sample_problem` draws a layered DAG and a
+heterogeneous cluster of varied sizes; :func:`rollout` plays one episode with the current policy (no grad, so
+episodes can run in parallel through ``mlsysopt.runtime``); :func:`replay` recomputes the log-probabilities of
+the actions taken (deterministic: same seed, same actions, same gpNets); :func:`train` runs the updates.
+
+Rewards are the makespan decreases from the environment divided by the episode's start makespan (so graphs of
+different scales weigh the same); returns are discounted with γ and a per-step running-mean baseline is
+subtracted (REINFORCE with baseline, as in GiPH). An entropy bonus keeps exploration alive.
+Checkpoints are written atomically every ``checkpoint_every`` updates; ``resume=True`` continues from one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.generate import layered_dag, random_cluster
+from mlsysopt.graph.ir import CompGraph
+from mlsysopt.placement.checkpoint import load_checkpoint, save_checkpoint
+from mlsysopt.placement.env import PlacementEnv
+from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
+from mlsysopt.runtime import make_executor
+
+
+@dataclass
+class TrainConfig:
+    """Every knob of GiPH training (defaults follow the GiPH reference where it has one)."""
+
+    updates: int = 50
+    episodes_per_update: int = 4
+    min_tasks: int = 10
+    max_tasks: int = 50
+    min_devices: int = 10
+    max_devices: int = 20
+    alphas: tuple[float, ...] = (0.2, 0.3, 0.5)
+    edge_p: float = 0.2
+    num_types: int = 5
+    q: float = 0.5
+    steps_per_task: int = 2
+    gamma: float = 0.97
+    lr: float = 0.003
+    entropy: float = 0.01
+    baseline_momentum: float = 0.9
+    hidden: int = 32
+    seed: int = 0
+    workers: int = 1
+    backend: str = "local"
+    checkpoint_every: int = 5
+
+    def validate(self) -> None:
+        """Raise MlsysoptError on a knob outside its range."""
+        if self.updates < 1 or self.episodes_per_update < 1:
+            raise MlsysoptError("updates and episodes_per_update must be >= 1")
+        if not 2 <= self.min_tasks <= self.max_tasks or not 1 <= self.min_devices <= self.max_devices:
+            raise MlsysoptError("need 2 <= min_tasks <= max_tasks and 1 <= min_devices <= max_devices")
+        if not 0 < self.gamma <= 1 or self.lr <= 0:
+            raise MlsysoptError("need 0 < gamma <= 1 and lr > 0")
+
+
+@dataclass
+class Trajectory:
+    """One episode: its problem seed, the actions taken and the normalized rewards."""
+
+    seed: int
+    actions: list[int]
+    rewards: list[float]
+    start_makespan: float
+    best_makespan: float
+
+
+@dataclass
+class TrainResult:
+    """The trained policy and per-update statistics."""
+
+    policy: GiPHPolicy
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def sample_problem(cfg: TrainConfig, seed: int) -> tuple[CompGraph, DeviceCluster]:
+    """A layered DAG and a random cluster with sizes drawn from the config's ranges (synthetic)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(cfg.min_tasks, cfg.max_tasks + 1))
+    d = int(rng.integers(cfg.min_devices, cfg.max_devices + 1))
+    alpha = float(rng.choice(cfg.alphas))
+    graph = layered_dag(n, alpha=alpha, p=cfg.edge_p, num_types=cfg.num_types, seed=int(rng.integers(2**31)))
+    cluster = random_cluster(d, num_types=cfg.num_types, q=cfg.q, seed=int(rng.integers(2**31)))
+    return graph, cluster
+
+
+def _env(cfg: TrainConfig, seed: int) -> tuple[PlacementEnv, Any]:
+    graph, cluster = sample_problem(cfg, seed)
+    env = PlacementEnv(graph, cluster, steps_per_task=cfg.steps_per_task)
+    obs, _ = env.reset(seed=seed)
+    return env, obs
+
+
+def rollout(args: tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]) -> Trajectory:
+    """Play one episode with a copy of the policy (picklable arguments, for any executor)."""
+    policy_config, state, cfg_dict, seed = args
+    torch.set_num_threads(1)  # small graph ops: threads cost more than they give, and workers run side by side
+    cfg = TrainConfig(**cfg_dict)
+    policy = GiPHPolicy(PolicyConfig(**policy_config))
+    policy.load_state_dict(state)
+    policy.eval()
+    gen = torch.Generator().manual_seed(seed)
+    env, obs = _env(cfg, seed)
+    actions, rewards = [], []
+    best = start = env.initial_makespan
+    done = False
+    while not done:
+        with torch.no_grad():
+            probs = policy.distribution(obs).probs
+        action = int(torch.multinomial(probs, 1, generator=gen).item())
+        obs, reward, _, done, info = env.step(action)
+        actions.append(action)
+        rewards.append(reward / start)
+        best = min(best, info["makespan"])
+    return Trajectory(seed, actions, rewards, start, best)
+
+
+def replay(policy: GiPHPolicy, cfg: TrainConfig, traj: Trajectory) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probabilities (with grad) and entropies of a trajectory's actions under ``policy``."""
+    env, obs = _env(cfg, traj.seed)
+    log_probs, entropies = [], []
+    for action in traj.actions:
+        dist = policy.distribution(obs)
+        log_probs.append(dist.log_prob(torch.tensor(action)))
+        entropies.append(dist.entropy())
+        obs, *_ = env.step(action)
+    return torch.stack(log_probs), torch.stack(entropies)
+
+
+def discounted(rewards: list[float], gamma: float) -> np.ndarray:
+    """Returns-to-go ``G_t = r_t + γ G_{t+1}``."""
+    out = np.zeros(len(rewards))
+    acc = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        acc = rewards[t] + gamma * acc
+        out[t] = acc
+    return out
+
+
+def train(
+    cfg: TrainConfig,
+    checkpoint: str | Path | None = None,
+    resume: bool = False,
+    on_update: Callable[[int, dict[str, float]], None] | None = None,
+) -> TrainResult:
+    """Run REINFORCE updates; checkpoint atomically; resume from ``checkpoint`` when asked."""
+    cfg.validate()
+    torch.manual_seed(cfg.seed)
+    policy = GiPHPolicy(PolicyConfig(hidden=cfg.hidden))
+    optim = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    baseline = np.zeros(cfg.steps_per_task * cfg.max_tasks)
+    history: list[dict[str, float]] = []
+    first = 0
+    if resume and checkpoint is not None and Path(checkpoint).exists():
+        data = load_checkpoint(checkpoint)
+        if data.get("train_config", {}).get("hidden", cfg.hidden) != cfg.hidden:
+            raise MlsysoptError(f"{checkpoint}: trained with hidden={data['train_config']['hidden']}, not {cfg.hidden}")
+        policy.load_state_dict(data["policy"])
+        optim.load_state_dict(data["optimizer"])
+        baseline = np.asarray(data["baseline"], dtype=np.float64)
+        history = list(data["history"])
+        first = int(data["update"]) + 1
+    cfg_dict = asdict(cfg)
+    with make_executor(cfg.backend, cfg.workers) as executor:
+        for update in range(first, cfg.updates):
+            seeds = [
+                cfg.seed * 1_000_003 + update * cfg.episodes_per_update + k for k in range(cfg.episodes_per_update)
+            ]
+            state = {k: v.detach().clone() for k, v in policy.state_dict().items()}
+            trajs = executor.map(rollout, [(policy.config.to_dict(), state, cfg_dict, s) for s in seeds])
+            policy.train()
+            optim.zero_grad()
+            loss_total, ent_total = 0.0, 0.0
+            for traj in trajs:
+                returns = discounted(traj.rewards, cfg.gamma)
+                steps = len(returns)
+                adv = returns - baseline[:steps]
+                baseline[:steps] = cfg.baseline_momentum * baseline[:steps] + (1 - cfg.baseline_momentum) * returns
+                log_probs, entropies = replay(policy, cfg, traj)
+                loss = -(log_probs * torch.as_tensor(adv, dtype=torch.float32)).sum() - cfg.entropy * entropies.sum()
+                (loss / len(trajs)).backward()
+                loss_total += float(loss.detach()) / len(trajs)
+                ent_total += float(entropies.mean()) / len(trajs)
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 5.0)
+            optim.step()
+            stats = {
+                "update": float(update),
+                "loss": loss_total,
+                "entropy": ent_total,
+                "improvement": float(np.mean([1 - t.best_makespan / t.start_makespan for t in trajs])),
+            }
+            history.append(stats)
+            if on_update is not None:
+                on_update(update, stats)
+            last = update == cfg.updates - 1
+            if checkpoint is not None and ((update + 1) % cfg.checkpoint_every == 0 or last):
+                save_checkpoint(
+                    checkpoint,
+                    policy,
+                    optimizer=optim.state_dict(),
+                    baseline=baseline.tolist(),
+                    history=history,
+                    update=update,
+                    train_config=cfg_dict,
+                )
+    return TrainResult(policy.eval(), history)
