@@ -25,6 +25,7 @@ import numpy as np
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.generate import scaled_cluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import placement_to_dict, random_placement
 from mlsysopt.graph.simulate import cp_min, simulate
@@ -52,45 +53,6 @@ SectionBuilder = Callable[[DemoContext], "Section | list[Section]"]
 
 
 # ---------------------------------------------------------------------------- shared helpers
-def scaled_cluster(
-    graph: CompGraph,
-    num_devices: int,
-    seed: int,
-    speed_scale: float,
-    bandwidth_scale: float,
-    delay_scale: float,
-    speed_beta: float = 1.0,
-    q: float = 0.5,
-) -> DeviceCluster:
-    """A random heterogeneous cluster for ``graph`` with speeds/bandwidths/delays multiplied into its units.
-
-    The cluster covers every hardware type the graph uses; a type no generated device supports is given to
-    the fastest device so that every task stays placeable.
-    """
-    from mlsysopt.graph.generate import random_cluster
-
-    num_types = int(graph.hw_type.max()) + 1
-    base = random_cluster(
-        num_devices=num_devices,
-        num_types=num_types,
-        speed_beta=speed_beta,
-        delay_avg=1.0,
-        q=q if num_types > 1 else 1.0,
-        seed=seed,
-    )
-    supports = base.supports.copy()
-    if num_types == 1:
-        supports[:] = True
-    supports[int(np.argmax(base.speed)), ~supports.any(axis=0)] = True
-    return DeviceCluster(
-        base.speed * speed_scale,
-        supports,
-        base.bandwidth * bandwidth_scale,
-        base.delay * delay_scale,
-        base.names,
-    )
-
-
 def fastest_placement(graph: CompGraph, cluster: DeviceCluster) -> np.ndarray:
     """Every task on the fastest device that supports all the graph's types (else each on its fastest)."""
     feas = cluster.check_feasible(graph)

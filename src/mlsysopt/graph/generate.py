@@ -270,3 +270,64 @@ def _check_beta(name: str, value: Any, err: type[MlsysoptError]) -> None:
     _check_float(name, value, err, low=0.0)
     if value >= 2.0:
         raise err(f"{name} must be in [0, 2) so that every draw stays positive, got {value}")
+
+
+def scaled_cluster(
+    graph: CompGraph,
+    num_devices: int,
+    seed: int,
+    speed_scale: float,
+    bandwidth_scale: float,
+    delay_scale: float,
+    speed_beta: float = 1.0,
+    q: float = 0.5,
+) -> DeviceCluster:
+    """A random heterogeneous cluster for ``graph`` with speeds/bandwidths/delays multiplied into its units.
+
+    The cluster covers every hardware type the graph uses; a type no generated device supports is given to
+    the fastest device so that every task stays placeable.
+    """
+    num_types = int(graph.hw_type.max()) + 1
+    base = random_cluster(
+        num_devices=num_devices,
+        num_types=num_types,
+        speed_beta=speed_beta,
+        delay_avg=1.0,
+        q=q if num_types > 1 else 1.0,
+        seed=seed,
+    )
+    supports = base.supports.copy()
+    if num_types == 1:
+        supports[:] = True
+    supports[int(np.argmax(base.speed)), ~supports.any(axis=0)] = True
+    return DeviceCluster(
+        base.speed * speed_scale,
+        supports,
+        base.bandwidth * bandwidth_scale,
+        base.delay * delay_scale,
+        base.names,
+    )
+
+
+#: (speed, bandwidth, delay) scales that put a generated cluster into a graph's units.
+UNITS: dict[str, tuple[float, float, float]] = {
+    "dnn": (2e9, 5e8, 1e-5),  # compute in FLOPs: ~1-3 GFLOP/s devices, ~0.5 GB/s links, ~10 µs latency
+    "workflow": (1.0, 1e8, 1e-3),  # compute in seconds at speed 1, files in bytes: ~100 MB/s, ~1 ms
+    "synthetic": (1.0, 1.0, 0.1),  # layered_dag units
+}
+
+
+def graph_units(graph: CompGraph) -> str:
+    """Which UNITS preset fits a graph, from its importer (``meta['source']``)."""
+    source = str(graph.meta.get("source", ""))
+    if source in ("torch.fx", "onnx"):
+        return "dnn"
+    if source == "wfcommons":
+        return "workflow"
+    return "synthetic"
+
+
+def cluster_for(graph: CompGraph, num_devices: int, seed: int = 0, q: float = 0.5) -> DeviceCluster:
+    """A random heterogeneous cluster in the graph's units that can run every task of it."""
+    speed, bandwidth, delay = UNITS[graph_units(graph)]
+    return scaled_cluster(graph, num_devices, seed, speed, bandwidth, delay, q=q)
