@@ -118,9 +118,11 @@ def test_features_finite_and_scaled() -> None:
     _, net = built(g, c, pl)
     for t in (net.x, net.edge_attr):
         assert torch.isfinite(t).all()
-    cols = [i for i in range(NODE_DIM) if NODE_FEATURES[i] != "start_potential"]
+    signed = [NODE_FEATURES.index("start_potential"), NODE_FEATURES.index("finish_potential")]
+    cols = [i for i in range(NODE_DIM) if i not in signed]
     assert (net.x[:, cols] >= 0).all() and (net.x[:, cols] <= 1).all()
-    assert (net.x[:, 3].abs() <= 1).all() and net.x[:, 3].abs().max() == 1.0
+    for col in signed:
+        assert (net.x[:, col].abs() <= 1).all() and net.x[:, col].abs().max() == 1.0
     assert (net.edge_attr >= 0).all() and (net.edge_attr <= 1).all()
     for col in (0, 1, 2):  # heterogeneous inputs span the whole [0, 1] range
         assert net.x[:, col].min() == 0.0 and net.x[:, col].max() == 1.0

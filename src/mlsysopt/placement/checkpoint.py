@@ -36,19 +36,26 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise IncompatibleCheckpoint(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict) or data.get("kind") != "giph-policy":
         raise IncompatibleCheckpoint(f"{path}: not a GiPH policy checkpoint")
-    cfg = data.get("config", {})
+    cfg = data.get("config") or {}
+    if not isinstance(cfg, dict):
+        raise IncompatibleCheckpoint(f"{path}: its 'config' is not a dict")
     if cfg.get("node_dim") != NODE_DIM or cfg.get("edge_dim") != EDGE_DIM:
         raise IncompatibleCheckpoint(
             f"{path}: trained with {cfg.get('node_dim')} node / {cfg.get('edge_dim')} edge features, "
             f"this build's gpNet has {NODE_DIM} / {EDGE_DIM}: retrain with 'mlsysopt placement train'"
         )
+    if not isinstance(data.get("policy"), dict):
+        raise IncompatibleCheckpoint(f"{path}: has no 'policy' state dict")
     return data
 
 
 def load_policy(path: str | Path) -> GiPHPolicy:
     """The policy stored in a checkpoint."""
     data = load_checkpoint(path)
-    policy = GiPHPolicy(PolicyConfig(**data["config"]))
+    try:
+        policy = GiPHPolicy(PolicyConfig(**data["config"]))
+    except (TypeError, ValueError) as exc:
+        raise IncompatibleCheckpoint(f"{path}: policy config {data['config']} is not this build's ({exc})") from None
     try:
         policy.load_state_dict(data["policy"])
     except RuntimeError as exc:

@@ -2,7 +2,10 @@
 
 ``GiPH(policy).place(graph, cluster, budget, seed, init)`` runs the trained policy for ``budget`` simulator
 evaluations (the start placement's included), sampling one relocation per step, and keeps the best placement
-seen. ``adapt`` re-places after devices were added or removed, with the same policy (no retraining): tasks
+seen. By default the policy proposes each move from the best placement so far (a move that makes the makespan
+worse is evaluated, then dropped): policy-guided local search. ``walk=True`` follows every move instead, as
+the training episodes do (GiPH's plain rollout); the benchmark reports both. ``adapt`` re-places after
+devices were added or removed, with the same policy (no retraining): tasks
 whose device disappeared are parked on their fastest feasible device, and the policy's first moves are
 restricted to them, so they are moved first; the rest of the budget is free search.
 """
@@ -17,9 +20,11 @@ import torch
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement, random_placement
+from mlsysopt.graph.simulate import Schedule
 from mlsysopt.placement.base import Evaluator, PlacementResult, Placer
 from mlsysopt.placement.gpnet import GpNetBuilder
 from mlsysopt.placement.policy import GiPHPolicy
+from mlsysopt.runtime.threads import torch_threads
 
 
 class GiPH(Placer):
@@ -27,16 +32,17 @@ class GiPH(Placer):
 
     name = "giph"
 
-    def __init__(self, policy: GiPHPolicy, greedy: bool = False) -> None:
+    def __init__(self, policy: GiPHPolicy, greedy: bool = False, walk: bool = False) -> None:
         self.policy = policy.eval()
         self.greedy = greedy
+        self.walk = walk or greedy  # greedy proposals from a fixed best placement would repeat themselves
 
     @classmethod
-    def load(cls, path: str | Path, greedy: bool = False) -> GiPH:
+    def load(cls, path: str | Path, greedy: bool = False, walk: bool = False) -> GiPH:
         """A GiPH placer from a training checkpoint (validated against this build's feature sizes)."""
         from mlsysopt.placement.checkpoint import load_policy
 
-        return cls(load_policy(path), greedy=greedy)
+        return cls(load_policy(path), greedy=greedy, walk=walk)
 
     def place(
         self,
@@ -80,6 +86,18 @@ class GiPH(Placer):
         placement = start.copy()
         schedule = ev.schedule(placement)
         pending = list(first) if first is not None else []
+        with torch_threads(1):
+            return self._loop(ev, builder, gen, placement, schedule, pending)
+
+    def _loop(
+        self,
+        ev: Evaluator,
+        builder: GpNetBuilder,
+        gen: torch.Generator,
+        placement: np.ndarray,
+        schedule: Schedule,
+        pending: list[int],
+    ) -> PlacementResult:
         while ev.remaining > 0:
             gp = builder.build(placement, schedule)
             restrict = None
@@ -95,11 +113,14 @@ class GiPH(Placer):
                     else int(torch.multinomial(dist.probs, 1, generator=gen).item())
                 )
             task, device = builder.move(action)
-            if task in pending:
+            forced = task in pending  # an orphan's move is always taken
+            if forced:
                 pending.remove(task)
-            placement = placement.copy()
-            placement[task] = device
-            schedule = ev.schedule(placement)
+            candidate = placement.copy()
+            candidate[task] = device
+            new_schedule = ev.schedule(candidate)
+            if self.walk or forced or new_schedule.makespan <= schedule.makespan:
+                placement, schedule = candidate, new_schedule
         return ev.result(self.name)
 
 

@@ -15,6 +15,8 @@ Node features (:data:`NODE_FEATURES`) of ``(t, d)``:
   over ``t``'s parents (0 for a source, comm 0 on one device). Negative = ``t`` could start earlier on ``d``;
   a pivot's value is ``ready[t] - start[t]`` (0 unless ``t`` waited for its device).
 * ``critical``: 1.0 if ``t`` is on the schedule's critical path, else 0.0.
+* ``finish_potential``: ``est(t on d) + compute[t] / speed[d] - finish[t]`` (our addition to GiPH's five): the
+  change of ``t``'s own finish time if it moved to ``d``, ignoring queueing; negative = it would finish earlier.
 
 Edge features (:data:`EDGE_FEATURES`) of an edge between ``(u, du)`` and ``(v, dv)`` for task edge ``u -> v``:
 ``bytes``; ``delay[du, dv]``; ``inv_bandwidth[du, dv]`` (1/bandwidth, finite; 0 on one device);
@@ -22,8 +24,8 @@ Edge features (:data:`EDGE_FEATURES`) of an edge between ``(u, du)`` and ``(v, d
 consecutive on the critical path.
 
 Scaling, per gpNet: every column is min-max scaled to [0, 1] (a constant column becomes 0); the heavy-tailed
-magnitudes (``compute``, ``compute_time``, ``bytes``, ``comm_time``) get ``log1p`` first. ``start_potential`` is
-signed and divided by its largest absolute value instead, to [-1, 1] (sign and zero preserved). The two
+magnitudes (``compute``, ``compute_time``, ``bytes``, ``comm_time``) get ``log1p`` first. The two potentials are
+signed and divided by their largest absolute value instead, to [-1, 1] (sign and zero preserved). The two
 ``critical`` flags are already 0/1 and are left as they are (min-max would erase an all-critical column).
 """
 
@@ -40,7 +42,14 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.simulate import Schedule
 
-NODE_FEATURES: tuple[str, ...] = ("compute", "speed", "compute_time", "start_potential", "critical")
+NODE_FEATURES: tuple[str, ...] = (
+    "compute",
+    "speed",
+    "compute_time",
+    "start_potential",
+    "critical",
+    "finish_potential",
+)
 EDGE_FEATURES: tuple[str, ...] = ("bytes", "delay", "inv_bandwidth", "comm_time", "critical")
 NODE_DIM = len(NODE_FEATURES)
 EDGE_DIM = len(EDGE_FEATURES)
@@ -142,7 +151,8 @@ class GpNetBuilder:
         # static node columns, already scaled
         comp = graph.compute[task]
         speed = cluster.speed[device]
-        self._x_static = _minmax(np.stack([np.log1p(comp), speed, np.log1p(comp / speed)], axis=1))
+        self._compute_time = comp / speed
+        self._x_static = _minmax(np.stack([np.log1p(comp), speed, np.log1p(self._compute_time)], axis=1))
 
     @property
     def num_nodes(self) -> int:
@@ -215,10 +225,8 @@ class GpNetBuilder:
         if self._est_nodes.size:
             arrive = schedule.finish[self._a_src_task] + feat[2, :na]
             est[self._est_nodes] = np.maximum.reduceat(arrive, self._est_starts)
-        potential = est - schedule.start[self.task]
-        scale = np.abs(potential).max(initial=0.0)
-        if scale > 0:
-            potential /= scale
+        potential = _signed_scale(est - schedule.start[self.task])
+        finish_potential = _signed_scale(est + self._compute_time - schedule.finish[self.task])
 
         np.log1p(feat[2], out=feat[2])
         if e:
@@ -237,6 +245,7 @@ class GpNetBuilder:
         x[:, :3] = self._x_static
         x[:, 3] = potential
         x[:, 4] = pos[self.task] >= 0
+        x[:, 5] = finish_potential
         mask = ~is_pivot if nn > self.num_tasks else is_pivot
         return GpNet(
             x=torch.from_numpy(x),
@@ -250,3 +259,9 @@ class GpNetBuilder:
             num_tasks=self.num_tasks,
             num_devices=self.num_devices,
         )
+
+
+def _signed_scale(values: np.ndarray) -> np.ndarray:
+    """Divide by the largest absolute value (to [-1, 1]; sign and zero preserved)."""
+    scale = np.abs(values).max(initial=0.0)
+    return values / scale if scale > 0 else values

@@ -7,7 +7,9 @@ the actions taken (deterministic: same seed, same actions, same gpNets); :func:`
 
 Rewards are the makespan decreases from the environment divided by the episode's start makespan (so graphs of
 different scales weigh the same); returns are discounted with γ and a per-step running-mean baseline is
-subtracted (REINFORCE with baseline, as in GiPH). An entropy bonus keeps exploration alive.
+subtracted (REINFORCE with baseline, as in GiPH); advantages are divided by their standard deviation over the
+update's episodes so that the policy-gradient term is not drowned by the entropy bonus, which keeps
+exploration alive.
 Checkpoints are written atomically every ``checkpoint_every`` updates; ``resume=True`` continues from one.
 """
 
@@ -25,10 +27,11 @@ from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import layered_dag, random_cluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.placement.checkpoint import load_checkpoint, save_checkpoint
+from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, load_checkpoint, save_checkpoint
 from mlsysopt.placement.env import PlacementEnv
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 from mlsysopt.runtime import make_executor
+from mlsysopt.runtime.threads import torch_threads
 
 
 @dataclass
@@ -106,7 +109,6 @@ def _env(cfg: TrainConfig, seed: int) -> tuple[PlacementEnv, Any]:
 def rollout(args: tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]) -> Trajectory:
     """Play one episode with a copy of the policy (picklable arguments, for any executor)."""
     policy_config, state, cfg_dict, seed = args
-    torch.set_num_threads(1)  # small graph ops: threads cost more than they give, and workers run side by side
     cfg = TrainConfig(**cfg_dict)
     policy = GiPHPolicy(PolicyConfig(**policy_config))
     policy.load_state_dict(state)
@@ -116,14 +118,13 @@ def rollout(args: tuple[dict[str, Any], dict[str, Any], dict[str, Any], int]) ->
     actions, rewards = [], []
     best = start = env.initial_makespan
     done = False
-    while not done:
-        with torch.no_grad():
-            probs = policy.distribution(obs).probs
-        action = int(torch.multinomial(probs, 1, generator=gen).item())
-        obs, reward, _, done, info = env.step(action)
-        actions.append(action)
-        rewards.append(reward / start)
-        best = min(best, info["makespan"])
+    with torch_threads(1), torch.no_grad():
+        while not done:
+            action = int(torch.multinomial(policy.distribution(obs).probs, 1, generator=gen).item())
+            obs, reward, _, done, info = env.step(action)
+            actions.append(action)
+            rewards.append(reward / start)
+            best = min(best, info["makespan"])
     return Trajectory(seed, actions, rewards, start, best)
 
 
@@ -165,15 +166,19 @@ def train(
     first = 0
     if resume and checkpoint is not None and Path(checkpoint).exists():
         data = load_checkpoint(checkpoint)
+        missing = [k for k in ("optimizer", "baseline", "history", "update") if k not in data]
+        if missing:
+            raise IncompatibleCheckpoint(f"{checkpoint}: holds a policy only (no {missing[0]}), so it cannot resume")
         if data.get("train_config", {}).get("hidden", cfg.hidden) != cfg.hidden:
             raise MlsysoptError(f"{checkpoint}: trained with hidden={data['train_config']['hidden']}, not {cfg.hidden}")
         policy.load_state_dict(data["policy"])
         optim.load_state_dict(data["optimizer"])
-        baseline = np.asarray(data["baseline"], dtype=np.float64)
+        stored = np.asarray(data["baseline"], dtype=np.float64)[: baseline.size]
+        baseline[: stored.size] = stored  # a larger max_tasks extends the baseline with zeros
         history = list(data["history"])
         first = int(data["update"]) + 1
     cfg_dict = asdict(cfg)
-    with make_executor(cfg.backend, cfg.workers) as executor:
+    with make_executor(cfg.backend, cfg.workers) as executor, torch_threads(1):
         for update in range(first, cfg.updates):
             seeds = [
                 cfg.seed * 1_000_003 + update * cfg.episodes_per_update + k for k in range(cfg.episodes_per_update)
@@ -182,17 +187,23 @@ def train(
             trajs = executor.map(rollout, [(policy.config.to_dict(), state, cfg_dict, s) for s in seeds])
             policy.train()
             optim.zero_grad()
-            loss_total, ent_total = 0.0, 0.0
+            advantages = []
             for traj in trajs:
                 returns = discounted(traj.rewards, cfg.gamma)
                 steps = len(returns)
-                adv = returns - baseline[:steps]
+                advantages.append(returns - baseline[:steps])
                 baseline[:steps] = cfg.baseline_momentum * baseline[:steps] + (1 - cfg.baseline_momentum) * returns
+            # Unit-scale advantages: raw makespan decreases are tiny next to the entropy bonus otherwise.
+            scale = float(np.concatenate(advantages).std()) + 1e-8
+            total_steps = sum(len(a) for a in advantages)
+            loss_total, ent_total = 0.0, 0.0
+            for traj, adv in zip(trajs, advantages, strict=True):
                 log_probs, entropies = replay(policy, cfg, traj)
-                loss = -(log_probs * torch.as_tensor(adv, dtype=torch.float32)).sum() - cfg.entropy * entropies.sum()
-                (loss / len(trajs)).backward()
-                loss_total += float(loss.detach()) / len(trajs)
-                ent_total += float(entropies.mean()) / len(trajs)
+                weight = torch.as_tensor(adv / scale, dtype=torch.float32)
+                loss = (-(log_probs * weight).sum() - cfg.entropy * entropies.sum()) / total_steps
+                loss.backward()
+                loss_total += float(loss.detach())
+                ent_total += float(entropies.detach().mean()) / len(trajs)
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 5.0)
             optim.step()
             stats = {
