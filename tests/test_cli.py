@@ -239,9 +239,9 @@ def test_demo_writes_report(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "demo"
     result = json.loads((out / "result.json").read_text())
-    assert result["sections"] == ["cnn", "montage"]
+    assert result["sections"] == ["cnn", "montage", "placement"]
     pngs = sorted(out.glob("*.png"))
-    assert len(pngs) == 4
+    assert len(pngs) == 7  # cnn 2, montage 2, placement 3 (search curves, best Gantt, adaptation)
     html = (out / "index.html").read_text()
     for png in pngs:
         assert png.read_bytes()[:8] == PNG_MAGIC

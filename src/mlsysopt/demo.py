@@ -167,6 +167,7 @@ def montage_section(ctx: DemoContext) -> Section:
 BUILDERS: dict[str, SectionBuilder | str] = {
     "cnn": cnn_section,
     "montage": montage_section,
+    "placement": "mlsysopt.placement.demo:demo_section",
 }
 
 

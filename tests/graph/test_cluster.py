@@ -118,3 +118,12 @@ def test_json_errors_name_file_and_key(tmp_path) -> None:
         DeviceCluster.load(bad)
     with pytest.raises(InvalidCluster, match="no such file"):
         DeviceCluster.load(tmp_path / "missing.json")
+
+
+def test_null_off_diagonal_is_rejected(tmp_path) -> None:
+    d = cluster3().to_dict()
+    d["delay"][0][2] = None
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(InvalidCluster, match=r"c.json: 'delay'\[0\]\[2\] is null"):
+        DeviceCluster.load(path)

@@ -16,6 +16,7 @@ from rich.markup import escape
 from mlsysopt.cli.common import err_console
 from mlsysopt.cli.demo import demo
 from mlsysopt.cli.graph import graph_app
+from mlsysopt.cli.placement import placement_app
 from mlsysopt.errors import MlsysoptError
 
 app = typer.Typer(
@@ -26,6 +27,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(graph_app, name="graph")
+app.add_typer(placement_app, name="placement")
 app.command("demo")(demo)
 
 

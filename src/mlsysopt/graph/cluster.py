@@ -186,15 +186,20 @@ class DeviceCluster:
             if key not in data:
                 raise InvalidCluster(f"{where}: missing key '{key}'")
 
-        def mat(rows: Any, fill: float) -> np.ndarray:
-            return np.array([[fill if v is None else v for v in row] for row in rows], dtype=np.float64)
+        def mat(rows: Any, fill: float, key: str) -> np.ndarray:
+            out = np.array([[fill if v is None else v for v in row] for row in rows], dtype=np.float64)
+            for i, row in enumerate(rows):
+                for j, v in enumerate(row):
+                    if v is None and i != j:
+                        raise InvalidCluster(f"{where}: '{key}'[{i}][{j}] is null (only the diagonal may be)")
+            return out
 
         try:
             return cls(
                 data["speed"],
                 data["supports"],
-                mat(data["bandwidth"], np.inf),
-                mat(data["delay"], 0.0),
+                mat(data["bandwidth"], np.inf, "bandwidth"),
+                mat(data["delay"], 0.0, "delay"),
                 data.get("names"),
             )
         except InvalidCluster as exc:

@@ -33,7 +33,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for a corrupt or foreign file
-        raise IncompatibleCheckpoint(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        raise IncompatibleCheckpoint(f"{path}: not a readable checkpoint ({type(exc).__name__}: {first})") from None
     if not isinstance(data, dict) or data.get("kind") != "giph-policy":
         raise IncompatibleCheckpoint(f"{path}: not a GiPH policy checkpoint")
     cfg = data.get("config") or {}

@@ -1,0 +1,185 @@
+"""``mlsysopt placement ...`` smoke tests: real subprocesses, tiny budgets, clean one-line user errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_helpers import PNG_MAGIC, assert_user_error, run
+
+ALL = "dev0,dev1,dev2,dev3,dev4"  # every device of the fixture cluster
+TINY_TRAIN = (
+    "--updates", "2", "--episodes-per-update", "1", "--min-tasks", "8", "--max-tasks", "12",
+    "--min-devices", "4", "--max-devices", "6",
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A 24-task layered DAG with 2 hardware types and its 5-device cluster, an untrained policy, bad inputs."""
+    d = tmp_path_factory.mktemp("placement_cli")
+    proc = run(
+        "graph", "generate", "--out", "g.npz", "--tasks", "24", "--types", "2",
+        "--cluster-out", "c.json", "--devices", "5", "--q", "0.7", "--seed", "1", cwd=d,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+
+    from mlsysopt.placement.checkpoint import save_checkpoint
+    from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM
+    from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
+
+    save_checkpoint(d / "untrained.pt", GiPHPolicy(PolicyConfig(node_dim=NODE_DIM, edge_dim=EDGE_DIM)))
+    (d / "garbage.pt").write_bytes(b"this is not a checkpoint\n" * 10)
+    import torch
+
+    other = 7 if NODE_DIM != 7 else NODE_DIM + 2
+    torch.save({"kind": "giph-policy", "config": {"node_dim": other, "edge_dim": 5, "hidden": 32}, "policy": {}},
+               d / "other_features.pt")  # fmt: skip
+
+    cluster = json.loads((d / "c.json").read_text())
+    n = len(cluster["names"])
+    no_type_1 = {**cluster, "supports": [[1, 0]] * n}
+    (d / "c_no_type1.json").write_text(json.dumps(no_type_1))
+    delay = [[None if i == j else 0.1 for j in range(n)] for i in range(n)]
+    delay[0][1] = delay[1][0] = "inf"
+    (d / "c_inf_string.json").write_text(json.dumps({**cluster, "delay": delay}))
+    text = json.dumps({**cluster, "delay": [[None if i == j else 0.1 for j in range(n)] for i in range(n)]})
+    (d / "c_1e400.json").write_text(text.replace("0.1", "1e400", 1))
+
+    with np.load(d / "g.npz", allow_pickle=False) as z:
+        good = {k: z[k] for k in z.files}
+    np.savez(d / "cyclic.npz", **{**good, "edge_index": np.array([[0, 1, 2], [1, 2, 0]]), "edge_bytes": np.ones(3)})
+    return {p.name: p for p in d.iterdir()}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A policy trained for two tiny updates through the CLI: (run dir, stdout + stderr)."""
+    d = tmp_path_factory.mktemp("train")
+    proc = run("placement", "train", "--out", "run", *TINY_TRAIN, cwd=d, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    return d / "run", proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------------------- happy paths
+def test_train_writes_checkpoint_result_and_plot(trained: tuple[Path, str], tmp_path: Path) -> None:
+    run_dir, output = trained
+    assert "synthetic training data (layered DAGs + random clusters)" in output
+    assert (run_dir / "policy.pt").is_file()
+    assert (run_dir / "training.png").read_bytes()[:8] == PNG_MAGIC
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["data"] == "synthetic training data (layered DAGs + random clusters)"
+    assert result["config"]["updates"] == 2 and result["config"]["max_tasks"] == 12
+    assert len(result["history"]) == 2
+    assert {"improvement", "entropy", "loss"} <= set(result["history"][0])
+
+    # --resume continues the saved run; a fresh train refuses to overwrite it
+    shutil.copytree(run_dir, tmp_path / "run")
+    proc = run("placement", "train", "--out", "run", "--resume", "--updates", "3", cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads((tmp_path / "run" / "result.json").read_text())["history"]) == 3
+    assert_user_error(run("placement", "train", "--out", "run", cwd=tmp_path), "--resume")
+
+
+def test_place_with_giph_and_heft(files: dict[str, Path], trained: tuple[Path, str], tmp_path: Path) -> None:
+    policy = trained[0] / "policy.pt"
+    proc = run(
+        "placement", "place", files["g.npz"], "--cluster", files["c.json"], "--method", "giph",
+        "--policy", policy, "--budget", "30", "--out", "giph", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    proc = run(
+        "placement", "place", files["g.npz"], "--devices", "4", "--method", "heft", "--out", "heft", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    for name, evaluations in (("giph", 30), ("heft", 1)):
+        out = tmp_path / name
+        for png in ("gantt.png", "search.png"):
+            assert (out / png).read_bytes()[:8] == PNG_MAGIC
+        result = json.loads((out / "result.json").read_text())
+        assert result["method"] == name
+        assert result["evaluations"] == evaluations == len(result["history"])
+        assert result["makespan"] >= result["cp_min"] * (1 - 1e-9)
+        assert result["schedule"]["makespan"] == pytest.approx(result["makespan"])
+        placement = json.loads((out / "placement.json").read_text())
+        assert len(placement) == 24 and set(placement.values()) <= set(result["cluster"]["names"])
+    assert len(json.loads((tmp_path / "heft" / "result.json").read_text())["cluster"]["names"]) == 4
+
+
+def test_compare_two_seeds(files: dict[str, Path], tmp_path: Path) -> None:
+    proc = run(
+        "placement", "compare", files["g.npz"], "--cluster", files["c.json"], "--policy", files["untrained.pt"],
+        "--seeds", "2", "--budget", "20", "--out", "cmp", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "cmp" / "result.json").read_text())
+    methods = ["heft", "random", "annealing", "eft_greedy", "giph", "giph_from_heft"]
+    assert list(result["results"]) == methods and result["seeds"] == [0, 1]
+    for name, r in result["results"].items():
+        assert len(r["makespans"]) == 2 and r["min_makespan"] <= r["mean_makespan"]
+        assert r["min_makespan"] >= result["cp_min"] * (1 - 1e-9)
+        assert r["mean_ratio_to_heft"] == pytest.approx(r["mean_makespan"] / result["heft_makespan"])
+        assert 1 <= r["mean_steps_to_best"] <= 20, name
+    assert result["results"]["heft"]["mean_ratio_to_heft"] == pytest.approx(1.0)
+    assert (tmp_path / "cmp" / "search.png").read_bytes()[:8] == PNG_MAGIC
+
+    # without --policy GiPH is skipped, and the output says so
+    proc = run(
+        "placement", "compare", files["g.npz"], "--devices", "3", "--methods", "heft,random,giph_from_heft",
+        "--seeds", "2", "--budget", "10", "--out", "cmp2", cwd=tmp_path,
+    )  # fmt: skip
+    assert_user_error(proc, "giph_from_heft", "--policy")
+    proc = run("placement", "compare", files["g.npz"], "--devices", "3", "--seeds", "2", "--budget", "10",
+               "--out", "cmp2", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "skipping giph" in proc.stderr
+    result = json.loads((tmp_path / "cmp2" / "result.json").read_text())
+    assert "giph" not in result["results"] and "giph" in result["skipped"]
+
+
+def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) -> None:
+    proc = run(
+        "placement", "adapt", files["g.npz"], "--cluster", files["c.json"], "--policy", files["untrained.pt"],
+        "--remove", "dev1,dev3", "--add", "1", "--budget", "20", "--out", "ad", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "ad"
+    result = json.loads((out / "result.json").read_text())
+    assert set(result["makespans"]) == {"giph_adapt", "heft_rerun", "keep"}
+    names = result["cluster"]["names"]
+    assert "dev1" not in names and "dev3" not in names and result["added"] == ["dev5"] and len(names) == 4
+    assert result["makespans"]["giph_adapt"] <= result["makespans"]["keep"] + 1e-9  # GiPH starts from "keep"
+    placement = json.loads((out / "placement.json").read_text())
+    assert set(placement.values()) <= set(names)
+    assert (out / "gantt.png").read_bytes()[:8] == PNG_MAGIC
+
+
+# ---------------------------------------------------------------------------- user errors: exit 2, one line, no run dir
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["place", "g.npz", "--devices", "3"], ["needs --policy"]),
+        (["place", "g.npz", "--devices", "3", "--policy", "garbage.pt"], ["garbage.pt", "not a readable checkpoint"]),
+        (["place", "g.npz", "--devices", "3", "--policy", "other_features.pt"], ["other_features.pt", "features"]),
+        (["place", "g.npz", "--cluster", "c_no_type1.json", "--method", "heft"], ["task 't", "hardware type 1"]),
+        (["place", "g.npz", "--cluster", "c_inf_string.json", "--method", "heft"], ["'dev0' -> 'dev1'", "delay"]),
+        (["place", "g.npz", "--cluster", "c_1e400.json", "--method", "heft"], ["'dev0' -> 'dev1'", "delay"]),
+        (["place", "cyclic.npz", "--devices", "2", "--method", "heft"], ["cycle"]),
+        (["adapt", "g.npz", "--cluster", "c.json", "--policy", "untrained.pt", "--remove", "dev99"], ["'dev99'"]),
+        (["adapt", "g.npz", "--cluster", "c.json", "--policy", "untrained.pt", "--remove", ALL], ["every device"]),
+        (["adapt", "g.npz", "--cluster", "c.json", "--policy", "untrained.pt"], ["--remove", "--add"]),
+    ],
+)
+def test_user_errors(files: dict[str, Path], tmp_path: Path, args: list[str], needles: list[str]) -> None:
+    for name in ("g.npz", "cyclic.npz", "c.json", "c_no_type1.json", "c_inf_string.json", "c_1e400.json"):
+        shutil.copy(files[name], tmp_path / name)
+    for name in ("garbage.pt", "other_features.pt", "untrained.pt"):
+        shutil.copy(files[name], tmp_path / name)
+    proc = run("placement", *args, "--out", "run", cwd=tmp_path)
+    assert_user_error(proc, *needles)
+    assert not (tmp_path / "run").exists()
