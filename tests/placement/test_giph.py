@@ -238,7 +238,7 @@ def test_adapt_after_removing_a_device_moves_the_orphans_first() -> None:
     start, orphans = carry_over(g, c, new, placement)
     assert np.array_equal(orphans, hosted)
 
-    giph = GiPH(make_policy())
+    giph = GiPH(make_policy(), walk=True)  # walk mode: restrictions come from orphans only (no tabu masks)
     seen = record_restricts(giph)
     budget = 20
     res = giph.adapt(g, c, new, placement, budget=budget, seed=1)
@@ -275,7 +275,7 @@ def test_adapt_after_adding_devices_has_no_orphans() -> None:
     g, c = problem()
     placement = random_placement(g, c, np.random.default_rng(2))
     bigger = c.add_device(2.0, [True] * c.num_types, 1.5, 0.05, name="new0")
-    giph = GiPH(make_policy())
+    giph = GiPH(make_policy(), walk=True)
     seen = record_restricts(giph)
     res = giph.adapt(g, c, bigger, placement, budget=10, seed=0)
     check_result(res, g, bigger, 10)
@@ -290,3 +290,19 @@ def test_adapt_is_deterministic() -> None:
     a = GiPH(make_policy()).adapt(g, c, new, placement, budget=10, seed=3)
     b = GiPH(make_policy()).adapt(g, c, new, placement, budget=10, seed=3)
     assert a.history == b.history and np.array_equal(a.placement, b.placement)
+
+
+def test_local_search_never_reproposes_a_rejected_move() -> None:
+    g = layered_dag(12, alpha=0.3, p=0.3, num_types=1, seed=2)
+    c = random_cluster(4, num_types=1, seed=2)
+    giph = GiPH(make_policy())
+    seen = record_restricts(giph)
+    res = giph.place(g, c, budget=30, seed=0)
+    check_result(res, g, c, 30)
+    # every restriction is a tabu mask; consecutive masks only shrink until a move is accepted
+    masks = [r for r in seen if r is not None]
+    assert masks and all(m.dtype == torch.bool for m in masks)
+    improved = np.diff([np.inf, *res.history]) < 0
+    for k in range(1, len(masks)):
+        if not improved[k] and masks[k].shape == masks[k - 1].shape:
+            assert bool((masks[k] <= masks[k - 1]).all())

@@ -2,11 +2,11 @@
 
 ``GiPH(policy).place(graph, cluster, budget, seed, init)`` runs the trained policy for ``budget`` simulator
 evaluations (the start placement's included), sampling one relocation per step, and keeps the best placement
-seen. By default the policy proposes each move from the best placement so far (a move that makes the makespan
-worse is evaluated, then dropped): policy-guided local search. ``walk=True`` follows every move instead, as
-the training episodes do (GiPH's plain rollout); the benchmark reports both. ``adapt`` re-places after
-devices were added or removed, with the same policy (no retraining): tasks
-whose device disappeared are parked on their fastest feasible device, and the policy's first moves are
+seen. By default the policy proposes each move from the best placement so far; a move that does not lower the
+makespan is evaluated, dropped, and not proposed again from that placement (policy-guided local search).
+``walk=True`` follows every move instead, as the training episodes do (GiPH's plain rollout); the benchmark
+reports both. ``adapt`` re-places after devices were added or removed, with the same policy (no retraining):
+tasks whose device disappeared are parked on their fastest feasible device, and the policy's first moves are
 restricted to them, so they are moved first; the rest of the budget is free search.
 """
 
@@ -98,13 +98,16 @@ class GiPH(Placer):
         schedule: Schedule,
         pending: list[int],
     ) -> PlacementResult:
+        gp = builder.build(placement, schedule)
+        rejected = torch.zeros(gp.x.shape[0], dtype=torch.bool)  # moves already tried from this placement
         while ev.remaining > 0:
-            gp = builder.build(placement, schedule)
             restrict = None
             if pending:
                 restrict = torch.as_tensor(np.isin(gp.task, pending)) & gp.action_mask
                 if not bool(restrict.any()):
                     pending, restrict = [], None
+            if restrict is None and not self.walk and bool((gp.action_mask & ~rejected).any()):
+                restrict = ~rejected
             with torch.no_grad():
                 dist = self.policy.distribution(gp, restrict)
                 action = (
@@ -119,8 +122,12 @@ class GiPH(Placer):
             candidate = placement.copy()
             candidate[task] = device
             new_schedule = ev.schedule(candidate)
-            if self.walk or forced or new_schedule.makespan <= schedule.makespan:
+            if self.walk or forced or new_schedule.makespan < schedule.makespan:
                 placement, schedule = candidate, new_schedule
+                gp = builder.build(placement, schedule)
+                rejected = torch.zeros_like(rejected)
+            else:
+                rejected[action] = True
         return ev.result(self.name)
 
 
