@@ -198,3 +198,18 @@ def test_node_of_move_round_trip() -> None:
     assert set(b.candidates(0).tolist()) == {b.node_of(0, int(d)) for d in np.flatnonzero(c.feasible(g)[0])}
     with pytest.raises(InvalidPlacement):
         b.node_of(g.num_nodes, 0)
+
+
+def test_finish_potential_by_hand() -> None:
+    # diamond (compute 1, bytes 1) all on dev0 of speeds [1, 2], bandwidth 1, no delay:
+    # t0 [0,1], t1 [1,2], t2 ready 1 but waits -> [2,3], t3 [3,4]
+    from mlsysopt.graph.cluster import DeviceCluster
+
+    c = DeviceCluster([1.0, 2.0], np.ones((2, 1), bool), np.ones((2, 2)), np.zeros((2, 2)))
+    b, net = built(diamond(), c, [0, 0, 0, 0])
+    fin = net.x[:, NODE_FEATURES.index("finish_potential")]
+    # raw: est(t on d) + compute/speed(d) - finish[t]; the largest magnitude (t2's pivot, -1) scales to -1
+    expected = {(0, 0): 0.0, (0, 1): -0.5, (1, 0): 0.0, (1, 1): 0.5, (2, 0): -1.0, (2, 1): -0.5, (3, 0): 0.0}
+    for (t, d), value in expected.items():
+        assert fin[b.node_of(t, d)].item() == pytest.approx(value), (t, d)
+    assert fin[b.node_of(3, 1)].item() == pytest.approx(0.5)

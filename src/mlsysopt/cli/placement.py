@@ -66,7 +66,7 @@ def placement_train(
     max_devices: Annotated[
         int | None, typer.Option("--max-devices", min=1, help="Most devices of a training cluster (default: 20).")
     ] = None,
-    lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Adam learning rate (default: 0.003).")] = None,
+    lr: Annotated[float | None, typer.Option("--lr", min=0.0, help="Adam learning rate (default: 0.01).")] = None,
     hidden: Annotated[int | None, typer.Option("--hidden", min=1, help="Policy width (default: 32).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", min=0, help="Random seed (default: 0).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="Parallel rollouts (default: 1).")] = None,

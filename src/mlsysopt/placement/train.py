@@ -50,7 +50,7 @@ class TrainConfig:
     q: float = 0.5
     steps_per_task: int = 2
     gamma: float = 0.97
-    lr: float = 0.003
+    lr: float = 0.01
     entropy: float = 0.01
     baseline_momentum: float = 0.9
     hidden: int = 32
