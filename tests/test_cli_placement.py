@@ -183,3 +183,15 @@ def test_user_errors(files: dict[str, Path], tmp_path: Path, args: list[str], ne
     proc = run("placement", *args, "--out", "run", cwd=tmp_path)
     assert_user_error(proc, *needles)
     assert not (tmp_path / "run").exists()
+
+
+def test_place_with_the_pretrained_policy(files: dict[str, Path], tmp_path: Path) -> None:
+    proc = run(
+        "placement", "place", files["g.npz"], "--cluster", files["c.json"], "--method", "giph_from_heft",
+        "--policy", "pretrained", "--out", "pre", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "pre" / "result.json").read_text())
+    assert result["evaluations"] == 2 * 24
+    heft = json.loads((tmp_path / "pre" / "result.json").read_text())["history"][0]
+    assert result["makespan"] <= heft  # starts at HEFT's placement and keeps the best

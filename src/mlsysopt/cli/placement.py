@@ -249,7 +249,7 @@ def placement_compare(
     cluster_path: ClusterOpt = None,
     devices: DevicesOpt = None,
     policy: Annotated[
-        Path | None, typer.Option("--policy", help="GiPH checkpoint; without it the GiPH methods are skipped.")
+        Path | None, typer.Option("--policy", help="GiPH checkpoint or 'pretrained'; without it GiPH is skipped.")
     ] = None,
     methods: Annotated[
         str | None, typer.Option("--methods", help="Comma list of methods (default: all, GiPH if --policy).")

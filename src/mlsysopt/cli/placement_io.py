@@ -34,7 +34,10 @@ DevicesOpt = Annotated[
     int | None,
     typer.Option("--devices", min=1, help="Instead of --cluster: a random heterogeneous cluster of N devices."),
 ]
-PolicyOpt = Annotated[Path | None, typer.Option("--policy", help="GiPH checkpoint from 'mlsysopt placement train'.")]
+PolicyOpt = Annotated[
+    Path | None,
+    typer.Option("--policy", help="GiPH checkpoint from 'mlsysopt placement train', or 'pretrained' (shipped)."),
+]
 BudgetOpt = Annotated[
     int | None, typer.Option("--budget", min=1, help="Simulator evaluations per search (default: 2 x tasks).")
 ]
@@ -78,8 +81,21 @@ def load_problem(
 def require_policy(policy: Path | None, why: str) -> Path:
     """The --policy path, or a clear error (before importing torch) when it is missing."""
     if policy is None:
-        raise MlsysoptError(f"{why} needs --policy policy.pt (train one with 'mlsysopt placement train --out RUN')")
+        raise MlsysoptError(
+            f"{why} needs --policy policy.pt (train one with 'mlsysopt placement train --out RUN') "
+            "or --policy pretrained (the policy shipped with mlsysopt)"
+        )
+    policy = pretrained_or(policy)
     check_policy_file(policy)
+    return policy
+
+
+def pretrained_or(policy: Path) -> Path:
+    """``--policy pretrained`` means the policy shipped with mlsysopt; any other value is a path."""
+    if str(policy) == "pretrained":
+        from mlsysopt.placement.checkpoint import PRETRAINED
+
+        return PRETRAINED
     return policy
 
 
@@ -93,7 +109,7 @@ def load_giph(policy: Path | None, why: str) -> GiPH:
 
 def check_policy_file(policy: Path | None) -> None:
     """Fail fast (before importing torch) on a --policy path that is not a file."""
-    if policy is not None and not policy.is_file():
+    if policy is not None and not pretrained_or(policy).is_file():
         raise MlsysoptError(f"--policy {policy}: no such checkpoint file")
 
 
