@@ -169,14 +169,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny training and test sets (about a minute)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--updates", type=int, default=None, help="training updates (default 3 quick, 50 full)")
+    ap.add_argument("--updates", type=int, default=None, help="training updates (default 3 quick, 80 full)")
     ap.add_argument("--workers", type=int, default=2, help="parallel rollout workers")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/placement.json"))
     args = ap.parse_args()
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     cfg = TrainConfig(
-        updates=args.updates or (3 if args.quick else 50),
+        updates=args.updates or (3 if args.quick else 80),
         episodes_per_update=2 if args.quick else 4,
         max_tasks=20 if args.quick else 50,
         seed=args.seed,

@@ -13,7 +13,7 @@ from mlsysopt.io import write_atomic
 from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 
-#: The policy shipped with mlsysopt: trained by ``benchmarks/placement.py`` (50 updates x 4 episodes, synthetic
+#: The policy shipped with mlsysopt: trained by ``benchmarks/placement.py`` (80 updates x 4 episodes, synthetic
 #: layered DAGs of 10-50 tasks on 10-20 random devices). ``--policy pretrained`` selects it on the CLI.
 PRETRAINED = Path(__file__).parent / "pretrained" / "giph.pt"
 
