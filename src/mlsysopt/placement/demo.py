@@ -1,4 +1,4 @@
-"""The placement section of ``mlsysopt demo``: a tiny GiPH training, GiPH vs the baselines, and adaptation.
+"""The placement section of ``mlsysopt demo``: a tiny GiPH training, GiPH (shipped policy) vs the baselines, adaptation.
 
 Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.placement.demo:demo_section"``. Runs in well under a
 minute: the policy is trained for a few updates only (a demo, not the benchmark's training).
@@ -26,7 +26,7 @@ LABELS = {"giph": "GiPH", "giph_from_heft": "GiPH from HEFT"}
 
 
 def demo_section(ctx: DemoContext) -> list[Section]:
-    """Train a tiny policy, compare it with the baselines on Montage, then adapt to losing two devices."""
+    """Run a tiny training, compare the shipped policy with the baselines on Montage, then adapt to losing devices."""
     from mlsysopt.runtime.threads import torch_threads
 
     with torch_threads(1):  # small per-step graphs: intra-op threads cost more than they give
@@ -207,7 +207,7 @@ def _adaptation(
         f"The deployed (best) placement loses its two busiest devices, {' and '.join(removed)}: "
         f"{len(orphans)} of {graph.num_nodes} tasks are orphaned. 'keep' parks each orphan on its fastest "
         "feasible remaining device and changes nothing else (one evaluation); HEFT re-plans from scratch; "
-        f"GiPH.adapt reuses the same tiny policy without retraining, moves the orphans first and then searches "
+        f"GiPH.adapt reuses the same policy without retraining, moves the orphans first and then searches "
         f"freely ({budget} evaluations). Makespan before the change: {before:.4g} s."
     )
     rows = [[label, ms, ms / before] for label, ms in makespans.items()]
