@@ -28,7 +28,7 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import scaled_cluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import placement_to_dict, random_placement
-from mlsysopt.graph.simulate import cp_min, simulate
+from mlsysopt.graph.simulate import cp_min, simulate, slr_from_bound
 from mlsysopt.io import write_json_atomic
 from mlsysopt.report.gantt import plot_gantt
 from mlsysopt.report.html import Section, write_index
@@ -91,7 +91,7 @@ def compare_placements(
         png = f"{key}_{slug}_gantt.png"
         plot_gantt(graph, cluster, sched, ctx.out / png, title=f"{heading}: {label} placement")
         used = len(np.unique(sched.placement))
-        ratio = sched.makespan / bound if bound > 0 else float("inf")
+        ratio = slr_from_bound(sched.makespan, bound)
         rows.append([label, sched.makespan, bound, ratio, used, len(sched.critical_path)])
         images.append(png)
         captions.append(f"{label} placement: makespan {sched.makespan:.4g} s, SLR {ratio:.3g}")

@@ -203,3 +203,11 @@ def test_schedule_to_dict_names() -> None:
     out = simulate(g, c, [0, 1, 0, 1]).to_dict(g, c)
     assert out["makespan"] == 6.0 and out["critical_path"] == ["a", "c", "d"]
     assert out["tasks"][1] == {"task": "b", "device": "dev1", "start": 2.5, "finish": 3.5}
+
+
+def test_slr_from_bound_edge_cases() -> None:
+    from mlsysopt.graph.simulate import slr_from_bound
+
+    assert slr_from_bound(6.0, 2.5) == pytest.approx(2.4)
+    assert slr_from_bound(0.0, 0.0) == 1.0  # an all-zero-compute graph on zero-delay links
+    assert slr_from_bound(1.0, 0.0) == float("inf")

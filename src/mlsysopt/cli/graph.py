@@ -186,7 +186,7 @@ def graph_simulate(
 
     from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.placement import random_placement
-    from mlsysopt.graph.simulate import cp_min, simulate
+    from mlsysopt.graph.simulate import cp_min, simulate, slr_from_bound
 
     with err_console.status("loading graph, cluster and placement"):
         graph = _load_source(graph_source)
@@ -203,7 +203,7 @@ def graph_simulate(
     with err_console.status("simulating"):
         sched = simulate(graph, cluster, placement)
         bound = cp_min(graph, cluster)
-    ratio = sched.makespan / bound if bound > 0 else float("inf")
+    ratio = slr_from_bound(sched.makespan, bound)
     result = _simulate_result(graph, cluster, sched, bound, ratio, how, seed, graph_source)
 
     from mlsysopt.io import write_json_atomic

@@ -195,7 +195,7 @@ def placement_place(
     seconds = time.perf_counter() - t0
 
     from mlsysopt.graph.placement import placement_to_dict
-    from mlsysopt.graph.simulate import cp_min, simulate
+    from mlsysopt.graph.simulate import cp_min, simulate, slr_from_bound
     from mlsysopt.io import write_json_atomic
     from mlsysopt.report.gantt import plot_gantt
     from mlsysopt.report.search import plot_search
@@ -212,7 +212,7 @@ def placement_place(
         "policy": str(policy) if policy else None,
         **res.to_dict(graph, cluster),
         "cp_min": bound,
-        "slr": sched.makespan / bound if bound > 0 else float("inf"),
+        "slr": slr_from_bound(sched.makespan, bound),
         "seconds": seconds,
         "graph": graph_summary(graph, name=str(graph.meta.get("name") or graph_source)),
         "cluster_source": how,

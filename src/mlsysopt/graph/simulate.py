@@ -327,5 +327,11 @@ def cp_min(graph: CompGraph, cluster: DeviceCluster) -> float:
 
 def slr(makespan: float, graph: CompGraph, cluster: DeviceCluster) -> float:
     """Schedule length ratio: makespan / CP_MIN (>= 1 for every feasible placement)."""
-    bound = cp_min(graph, cluster)
-    return float(makespan / bound) if bound > 0 else float("inf") if makespan > 0 else 1.0
+    return slr_from_bound(makespan, cp_min(graph, cluster))
+
+
+def slr_from_bound(makespan: float, bound: float) -> float:
+    """makespan / bound, for callers that already hold CP_MIN (1 for an all-zero graph, inf for 0 bound)."""
+    if bound > 0:
+        return float(makespan / bound)
+    return 1.0 if makespan == 0 else float("inf")
