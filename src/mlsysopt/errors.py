@@ -27,3 +27,11 @@ class UnsupportedFormat(MlsysoptError):
 
 class ImportFailed(MlsysoptError):
     """An importer could not turn a model or workflow into a CompGraph (e.g. torch.fx cannot trace it)."""
+
+
+class InvalidSpace(MlsysoptError):
+    """A configuration space or workload is malformed: empty, a knob outside the machine, a bad rate or SLO."""
+
+
+class InvalidModel(MlsysoptError):
+    """A model cannot be served: the file does not load, or its inputs cannot be batched or built."""
