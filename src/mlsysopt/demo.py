@@ -168,6 +168,8 @@ BUILDERS: dict[str, SectionBuilder | str] = {
     "cnn": cnn_section,
     "montage": montage_section,
     "placement": "mlsysopt.placement.demo:demo_section",
+    "serving": "mlsysopt.serving.demo:demo_section",
+    "nas": "mlsysopt.nas.demo:demo_section",
 }
 
 

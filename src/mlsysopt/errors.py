@@ -35,3 +35,15 @@ class InvalidSpace(MlsysoptError):
 
 class InvalidModel(MlsysoptError):
     """A model cannot be served: the file does not load, or its inputs cannot be batched or built."""
+
+
+class InvalidArchitecture(MlsysoptError):
+    """A NAS architecture is malformed: wrong number of choices, an option out of range, an unknown op, ..."""
+
+
+class InvalidDataset(MlsysoptError):
+    """A NAS dataset is unknown, or a dataset folder is not in the expected layout."""
+
+
+class InvalidConstraint(MlsysoptError):
+    """A NAS resource constraint is unknown, has a non-positive limit, or names a resource the space lacks."""

@@ -144,6 +144,39 @@ class TinyTransformer(nn.Module):
         return self.head(self.norm(x))
 
 
+class BasicBlock(nn.Module):
+    """ResNet basic block: two 3x3 conv-bn layers plus the identity (or a strided 1x1 projection)."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(*_conv_bn(cin, cout, 3, stride), nn.ReLU(), *_conv_bn(cout, cout, 3))
+        self.short = nn.Sequential(*_conv_bn(cin, cout, 1, stride)) if stride != 1 or cin != cout else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """relu(body(x) + shortcut(x))."""
+        return F.relu(self.body(x) + self.short(x))
+
+
+class ResNet10(nn.Module):
+    """A ResNet-10-like net for 3x64x64 images: stem, four stages of one basic block (32-256 channels)."""
+
+    def __init__(self, num_classes: int = 100) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(*_conv_bn(3, 32, 3, 1), nn.ReLU())
+        widths = (32, 64, 128, 256)
+        blocks, cin = [], 32
+        for i, w in enumerate(widths):
+            blocks.append(BasicBlock(cin, w, 1 if i == 0 else 2))
+            cin = w
+        self.blocks = nn.Sequential(*blocks)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits for a batch of images."""
+        return self.fc(torch.flatten(self.pool(self.blocks(self.stem(x))), 1))
+
+
 def cnn() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """A small conv net (conv/bn/relu/maxpool/linear) and one 3x32x32 image."""
     torch.manual_seed(0)
@@ -162,7 +195,13 @@ def transformer() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return TinyTransformer().eval(), (torch.randint(0, 1000, (1, 32)),)
 
 
-ZOO: dict[str, Factory] = {"cnn": cnn, "mobilenet": mobilenet, "transformer": transformer}
+def resnet() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """A ResNet-10-like net and one 3x64x64 image: a few ms per image on one core (the serving benchmark's model)."""
+    torch.manual_seed(0)
+    return ResNet10().eval(), (torch.randn(1, 3, 64, 64),)
+
+
+ZOO: dict[str, Factory] = {"cnn": cnn, "mobilenet": mobilenet, "transformer": transformer, "resnet": resnet}
 
 
 def get(name: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:

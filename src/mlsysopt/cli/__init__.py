@@ -16,7 +16,9 @@ from rich.markup import escape
 from mlsysopt.cli.common import err_console
 from mlsysopt.cli.demo import demo
 from mlsysopt.cli.graph import graph_app
+from mlsysopt.cli.nas import nas_app
 from mlsysopt.cli.placement import placement_app
+from mlsysopt.cli.serving import serving_app
 from mlsysopt.errors import MlsysoptError
 
 app = typer.Typer(
@@ -28,6 +30,8 @@ app = typer.Typer(
 )
 app.add_typer(graph_app, name="graph")
 app.add_typer(placement_app, name="placement")
+app.add_typer(serving_app, name="serving")
+app.add_typer(nas_app, name="nas")
 app.command("demo")(demo)
 
 

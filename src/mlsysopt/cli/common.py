@@ -11,6 +11,8 @@ from rich.console import Console
 from mlsysopt.errors import MlsysoptError
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from mlsysopt.graph.ir import CompGraph
 
 console = Console(highlight=False)
@@ -71,3 +73,11 @@ def _check_run_dir(out: Path) -> None:
 
 def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
+
+
+def progress_bar() -> Progress:
+    """A rich progress bar on stderr: description, bar, done/total, elapsed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return Progress(*columns, console=err_console, transient=False)

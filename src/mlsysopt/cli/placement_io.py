@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from mlsysopt.cli.common import _load_source, console, err_console
+from mlsysopt.cli.common import _load_source, console, err_console, progress_bar  # noqa: F401 (re-exported)
 from mlsysopt.errors import InvalidCluster, MlsysoptError
 
 if TYPE_CHECKING:
     import numpy as np
-    from rich.progress import Progress
 
     from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.ir import CompGraph
@@ -250,13 +249,6 @@ def method_summary(runs: list[PlacementResult], heft_makespan: float, seconds: f
 
 
 # ---------------------------------------------------------------------------- progress and output
-def progress_bar() -> Progress:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    return Progress(*columns, console=err_console, transient=False)
-
-
 def resume_config(ckpt: Path, given: dict[str, Any], config_type: Any) -> tuple[Any, int]:
     """The saved TrainConfig with --updates/--workers/--backend applied, and the first update to run."""
     from mlsysopt.placement.checkpoint import load_checkpoint

@@ -260,13 +260,29 @@ def _flops(op: str, node: onnx.NodeProto, shape: Any) -> float:
     return 0.0
 
 
-def export_onnx(module: Any, example_inputs: Any, path: str | Path) -> Path:
-    """Export ``module`` to ONNX at ``path`` atomically (TorchScript exporter, else torch.export/dynamo)."""
+def export_onnx(module: Any, example_inputs: Any, path: str | Path, dynamic_batch: bool = False) -> Path:
+    """Export ``module`` to ONNX at ``path`` atomically (TorchScript exporter, else torch.export/dynamo).
+
+    With ``dynamic_batch`` the first dim of every input and output is a symbolic ``batch`` axis, so the
+    model accepts any batch size (inputs are named ``input_0``, ..., outputs ``output_0``, ...).
+    """
     import torch
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    kwargs: dict[str, Any] = {}
+    if dynamic_batch:
+        with torch.no_grad():
+            out = module(*inputs)
+        n_out = len(out) if isinstance(out, (tuple, list)) else 1
+        in_names = [f"input_{i}" for i in range(len(inputs))]
+        out_names = [f"output_{i}" for i in range(n_out)]
+        kwargs = {
+            "input_names": in_names,
+            "output_names": out_names,
+            "dynamic_axes": {n: {0: "batch"} for n in in_names + out_names},
+        }
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".onnx")
     os.close(fd)
     umask = os.umask(0)
@@ -279,7 +295,7 @@ def export_onnx(module: Any, example_inputs: Any, path: str | Path) -> Path:
             try:
                 with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                     warnings.simplefilter("ignore")
-                    torch.onnx.export(module, inputs, tmp, dynamo=dynamo, external_data=False)
+                    torch.onnx.export(module, inputs, tmp, dynamo=dynamo, external_data=False, **kwargs)
                 os.replace(tmp, path)
                 return path
             except Exception as exc:

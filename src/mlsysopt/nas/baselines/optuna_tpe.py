@@ -1,0 +1,139 @@
+"""Optuna's TPE sampler with constraints: one categorical parameter per decision of a ``max_blocks`` architecture.
+
+Constraint values go to Optuna through ``Trial.set_constraint`` (Optuna 5's replacement for
+``TPESampler(constraints_func=...)``, same ≤ 0-is-feasible floats), so c-TPE models the feasible region. In hard
+mode a suggestion that is infeasible on cheap resources is told back at once with the penalty value and its
+constraint values: Optuna learns from it and no evaluation is spent. A suggestion already evaluated is told its
+known value; one already in flight is told as failed. For an exact resume the sampler is re-created before every
+suggestion with a seed derived from the search seed and the trial count, and the trials are replayed from the state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState
+
+from mlsysopt.nas.search import Searcher, SearcherConfig
+from mlsysopt.nas.spaces.base import Arch, Evaluation
+
+
+@dataclass
+class TPEConfig(SearcherConfig):
+    """TPE knobs: random start-up trials, multivariate TPE, and refused suggestions allowed per ask."""
+
+    tries: int = 50  # every refused suggestion is a trial TPE conditions on, so fewer than the other methods
+    n_startup: int = 10
+    multivariate: bool = True
+
+
+class OptunaTPE(Searcher):
+    """Constrained TPE over the decisions of ``max_blocks``-block architectures."""
+
+    name = "tpe"
+    Config: ClassVar[type[SearcherConfig]] = TPEConfig
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        blocks = self.space.max_blocks
+        self.names = [f"{i}:{n}" for i, n in enumerate(self.space.decision_names(blocks))]
+        self.dists = {
+            n: CategoricalDistribution(list(range(k)))
+            for n, k in zip(self.names, self.space.decisions(blocks), strict=True)
+        }
+        self.study = optuna.create_study(direction="maximize")
+        self.records: list[dict[str, Any]] = []  # every finished trial, in order, for the resume replay
+        self.pending: dict[Arch, optuna.Trial] = {}
+        self.known: dict[Hashable, tuple[float, dict[str, float]]] = {}  # key -> told value, constraints
+
+    def _constraint_values(self, resources: dict[str, float]) -> dict[str, float]:
+        if not self.constraints.hard:
+            return {}
+        return {k: (v if math.isfinite(v) else 1.0) for k, v in self.constraints.values(resources).items()}
+
+    def _finish(self, trial: optuna.Trial, value: float | None, cons: dict[str, float]) -> None:
+        for k, v in cons.items():
+            trial.set_constraint(k, v)
+        state = TrialState.COMPLETE if value is not None else TrialState.FAIL
+        self.study.tell(trial, value, state=state)
+        self.records.append(
+            {"params": dict(trial.params), "value": value, "constraints": cons, "ok": value is not None}
+        )
+
+    def _suggest(self) -> tuple[optuna.Trial, Arch]:
+        cfg: TPEConfig = self.cfg  # type: ignore[assignment]
+        n = len(self.study.trials)
+        self.study.sampler = optuna.samplers.TPESampler(
+            n_startup_trials=cfg.n_startup, multivariate=cfg.multivariate, seed=(self.seed * 1_000_003 + n) % 2**32
+        )
+        trial = self.study.ask(self.dists)
+        return trial, Arch(tuple(int(trial.params[k]) for k in self.names), self.space.max_blocks)
+
+    def ask(self, n: int) -> list[Arch]:
+        """Up to ``n`` new admissible suggestions (others are told back at once, costing no evaluation)."""
+        out: list[Arch] = []
+        for _ in range(max(self.cfg.tries, 1)):
+            if len(out) >= n:
+                break
+            trial, arch = self._suggest()
+            if not self.valid(arch):
+                self._finish(trial, None, {})
+            elif self.key(arch) in self.known:
+                self._finish(trial, *self.known[self.key(arch)])
+            elif self.key(arch) in self.seen:  # in flight
+                self._finish(trial, None, {})
+            elif self.constraints.hard and not self.feasible(arch):
+                self.known[self.key(arch)] = (self.penalty(), self._constraint_values(self.resources(arch)))
+                self._finish(trial, *self.known[self.key(arch)])
+            else:
+                self.pending[arch] = trial
+                out.append(arch)
+                self.mark([arch])
+        return out
+
+    def tell(self, evals: list[Evaluation]) -> None:
+        """Complete the pending trials with the rewards (failed ones as FAIL)."""
+        for ev in evals:
+            trial = self.pending.pop(ev.arch, None)
+            if trial is None:
+                continue
+            cons = self._constraint_values({**self.resources(ev.arch), **ev.resources})
+            if ev.ok:
+                value = self.reward(ev) if self.usable(ev) else self.penalty()
+                self.known[self.key(ev.arch)] = (value, cons)
+                self._finish(trial, value, cons)
+            else:
+                self._finish(trial, None, {})
+
+    def state_dict(self) -> dict[str, Any]:
+        """Base state plus every finished trial (replayed on load)."""
+        return {**super().state_dict(), "records": list(self.records)}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Rebuild the study by replaying the recorded trials."""
+        super().load_state_dict(d)
+        self.study = optuna.create_study(direction="maximize")
+        self.records, self.pending = [], {}
+        for r in d["records"]:
+            state = TrialState.COMPLETE if r["ok"] else TrialState.FAIL
+            self.study.add_trial(
+                optuna.trial.create_trial(
+                    state=state,
+                    value=r["value"] if r["ok"] else None,
+                    params=r["params"],
+                    distributions=self.dists,
+                    constraints=r["constraints"] or None,
+                )
+            )
+            self.records.append(r)
+        self.known = {}
+        for r in d["records"]:
+            if r["ok"]:
+                arch = Arch(tuple(int(r["params"][k]) for k in self.names), self.space.max_blocks)
+                self.known[self.key(arch)] = (r["value"], r["constraints"])

@@ -1,0 +1,148 @@
+"""PNAS-like search (Liu et al., ECCV 2018): progressive stages and a predictor, without reinforcement learning.
+
+Stage 1 lists candidates with ``min_blocks`` blocks (all of them when there are at most ``max_candidates``, else a
+uniform sample). Each later stage expands the ``beam`` best evaluated architectures of the previous stage by one
+block (every extension, or a sample when there are too many). Within a stage the predictor (trained on everything
+evaluated, all block counts) ranks the remaining candidates and ``ask(n)`` returns the top ``n``; before two points
+are known the order is random. The evaluation budget is split across stages like EPNAS's (:func:`stage_budgets`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mlsysopt.nas.epnas import Stages, stage_budgets
+from mlsysopt.nas.predictor import Predictor
+from mlsysopt.nas.search import Searcher, SearcherConfig
+from mlsysopt.nas.spaces.base import Arch, Evaluation
+
+
+@dataclass
+class PNASConfig(SearcherConfig):
+    """Beam width, candidate cap per stage, budget split and predictor knobs."""
+
+    beam: int = 5
+    max_candidates: int = 1000
+    stage_split: str = "linear"
+    members: int = 3
+    pred_hidden: int = 32
+    pred_epochs: int = 50
+    pred_lr: float = 0.03
+    rank_weight: float = 1.0
+    refit_growth: float = 0.1
+
+
+class PNAS(Searcher):
+    """Progressive beam search ranked by the performance predictor."""
+
+    name = "pnas"
+    Config: ClassVar[type[SearcherConfig]] = PNASConfig
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cfg: PNASConfig = self.cfg  # type: ignore[assignment]
+        blocks = list(range(self.space.min_blocks, self.space.max_blocks + 1))
+        self.stages = Stages(blocks, stage_budgets(self.budget, len(blocks), cfg.stage_split))
+        self.predictor = Predictor(
+            cfg.members, cfg.pred_hidden, cfg.pred_epochs, rank_weight=cfg.rank_weight, seed=self.seed
+        )
+        self.data: list[tuple[Arch, float]] = []
+        self.pool: list[Arch] = []
+        self.stage = -1  # the stage whose candidates are in the pool
+        self.fitted_n = 0
+
+    def _random(self, blocks: int, k: int) -> list[Arch]:
+        return list(dict.fromkeys(self.space.sample(self.rng, blocks) for _ in range(k)))
+
+    def _build_pool(self, s: int) -> list[Arch]:
+        cfg: PNASConfig = self.cfg  # type: ignore[assignment]
+        blocks = self.stages.blocks_list[s]
+        if s == 0 or self.stage == s:  # first stage, or a refill of an exhausted stage
+            opts = self.space.decisions(blocks)
+            if math.prod(opts) <= cfg.max_candidates:
+                return [Arch(c, blocks) for c in itertools.product(*(range(k) for k in opts))]
+            return self._random(blocks, cfg.max_candidates)
+        prev = sorted((p for p in self.data if p[0].blocks == self.stages.blocks_list[s - 1]), key=lambda p: -p[1])
+        parents = [a for a, _ in prev[: cfg.beam]]
+        if not parents:
+            return self._random(blocks, cfg.max_candidates)
+        new = self.space.decisions(blocks)[len(self.space.decisions(blocks - 1)) :]
+        per = cfg.max_candidates // len(parents)
+        out: list[Arch] = []
+        for p in parents:
+            if math.prod(new) <= per:
+                out += [Arch(p.choices + c, blocks) for c in itertools.product(*(range(k) for k in new))]
+            else:
+                out += [self.space.extend(p, self.rng) for _ in range(per)]
+        return list(dict.fromkeys(out))
+
+    def ask(self, n: int) -> list[Arch]:
+        """The ``n`` best-predicted admissible candidates of the current stage's pool."""
+        while True:
+            s = self.stages.index
+            for _ in range(2):  # the stage's pool, then one refill if it ran dry
+                if s != self.stage or not self.pool:
+                    self.pool = self._build_pool(s)
+                    self.stage = s
+                self.pool = [a for a in self.pool if self.admissible(a)]
+                if self.pool:
+                    break
+            if self.pool or not self.stages.advance():
+                break
+        if self.predictor.fitted and len(self.pool) > n:
+            pred = self.predictor.predict(np.stack([self.space.encode(a) for a in self.pool]))
+            self.pool = [self.pool[i] for i in np.argsort(-pred, kind="stable")]
+        elif self.stage == 0 and not self.data:
+            self.pool = [self.pool[i] for i in self.rng.permutation(len(self.pool))]
+        chosen: list[Arch] = []
+        while self.pool and len(chosen) < n:
+            arch = self.pool.pop(0)
+            if self.admissible(arch):  # two pool entries may be the same table cell
+                chosen.append(arch)
+                self.mark([arch])
+        self.stages.consume(len(chosen))
+        return chosen
+
+    def tell(self, evals: list[Evaluation]) -> None:
+        """Add usable evaluations to the predictor's data and refit it."""
+        for ev in evals:
+            if self.usable(ev):
+                self.data.append((ev.arch, self.reward(ev)))
+        self._refit()
+
+    def _refit(self, n: int | None = None) -> None:
+        """Fit on the first ``n`` data points (default: all, once the data grew by ``refit_growth``)."""
+        cfg: PNASConfig = self.cfg  # type: ignore[assignment]
+        if n is None:
+            n = len(self.data)
+            if n - self.fitted_n < max(1, int(cfg.refit_growth * self.fitted_n)):
+                return
+        if n >= 2:
+            X = np.stack([self.space.encode(a) for a, _ in self.data[:n]])
+            self.predictor.fit(X, np.array([r for _, r in self.data[:n]]))
+            self.fitted_n = n
+
+    def state_dict(self) -> dict[str, Any]:
+        """Base state plus predictor data, the current pool and stage."""
+        return {
+            **super().state_dict(),
+            "data": [(list(a.choices), a.blocks, r) for a, r in self.data],
+            "pool": [(list(a.choices), a.blocks) for a in self.pool],
+            "stage": self.stage,
+            "stages": self.stages.state_dict(),
+            "fitted_n": self.fitted_n,
+        }
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict` (the predictor is refit on the restored data)."""
+        super().load_state_dict(d)
+        self.data = [(Arch(tuple(c), b), float(r)) for c, b, r in d["data"]]
+        self.pool = [Arch(tuple(c), b) for c, b in d["pool"]]
+        self.stage = int(d["stage"])
+        self.stages.load_state_dict(d["stages"])
+        self._refit(int(d["fitted_n"]))

@@ -1,0 +1,19 @@
+"""Random search: uniform architectures of ``max_blocks`` blocks; in hard mode infeasible ones are never proposed."""
+
+from __future__ import annotations
+
+from mlsysopt.nas.search import Searcher
+from mlsysopt.nas.spaces.base import Arch, Evaluation
+
+
+class RandomSearch(Searcher):
+    """Uniformly random, never-repeated architectures (rejecting infeasible ones on cheap resources in hard mode)."""
+
+    name = "random"
+
+    def ask(self, n: int) -> list[Arch]:
+        """``n`` new uniform samples."""
+        return self.draw(lambda: self.space.sample(self.rng), n)
+
+    def tell(self, evals: list[Evaluation]) -> None:
+        """Random search learns nothing."""

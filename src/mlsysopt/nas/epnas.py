@@ -1,0 +1,238 @@
+"""EPNAS (Zhou et al., BMVC 2019): a REINFORCE LSTM controller, progressive stages and a performance predictor.
+
+The whole algorithm, read top to bottom (every knob is in :class:`EPNASConfig`):
+
+1. **Stages.** The search grows architectures from ``space.min_blocks`` to ``space.max_blocks`` blocks, one stage per
+   block count. The paper gives no budget split, so :func:`stage_budgets` gives stage ``s`` (0-based) a share of the
+   evaluation budget proportional to ``s + 1`` (``stage_split="linear"``): later stages hold larger spaces (every
+   extra block multiplies it) and produce the architecture that is returned, while early stages are cheap to learn
+   from because the predictor sees every block count through the zero-padded encoding. ``"equal"`` and ``"last"``
+   (everything in the final stage) are the alternatives.
+2. **Candidates.** Each round the controller samples ``candidates`` architectures of the current stage's block count
+   (one LSTM pass for the whole batch). Invalid, already-proposed and -- with hard constraints -- infeasible ones
+   (judged on the cheap ``space.resources``) are dropped before any evaluation; the infeasible ones are remembered
+   and given a penalty reward (the worst reward seen so far) in the next controller update, at most as many as
+   were evaluated, so the controller learns where the feasible region is without drowning the performance signal.
+3. **Ranking.** Once ``warmup`` architectures have been evaluated, the performance predictor (an MLP ensemble with a
+   ranking loss, :mod:`mlsysopt.nas.predictor`) scores the survivors by ``mean + ucb · std`` and ``ask(n)``
+   returns the top ``n``: ``n`` is the parallel batch (``run_search`` passes its ``workers``), so the top-K of the
+   paper is exactly what the workers evaluate together. Before the warm-up the controller's own samples are used.
+4. **Updates.** ``tell`` adds every evaluated architecture to the predictor's data and refits it from scratch, then
+   takes one REINFORCE step (moving-average baseline, entropy bonus; :mod:`mlsysopt.nas.controller`) on the rewards
+   of the evaluated architectures (``Constraints.reward``: the validation performance under hard constraints, the
+   MnasNet-weighted one under soft constraints; failures get the penalty).
+
+The best feasible architecture so far is what ``run_search`` returns. ``state_dict`` holds the controller, its
+optimizer and baseline, the sampling generator, the predictor's data (the predictor is a deterministic function of
+it), the numpy rng and the stage bookkeeping, so a resumed search continues exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.nas.controller import Controller, Reinforce, sample_archs
+from mlsysopt.nas.predictor import Predictor
+from mlsysopt.nas.search import Searcher, SearcherConfig
+from mlsysopt.nas.spaces.base import Arch, Evaluation
+
+SPLITS = ("linear", "equal", "last")
+
+
+def stage_budgets(budget: int, n_stages: int, split: str = "linear") -> list[int]:
+    """Evaluations per stage, summing to ``budget`` (rounding leftovers go to the last stage)."""
+    if split not in SPLITS:
+        raise MlsysoptError(f"unknown stage_split '{split}' (choose from: {', '.join(SPLITS)})")
+    weights = {"linear": [s + 1 for s in range(n_stages)], "equal": [1] * n_stages, "last": [0] * (n_stages - 1) + [1]}
+    w = np.asarray(weights[split], dtype=float)
+    out = [int(x) for x in np.floor(budget * w / w.sum())]
+    out[-1] += budget - sum(out)
+    return out
+
+
+class Stages:
+    """The stage being searched; a stage whose fresh candidates run out hands its leftover budget to the next."""
+
+    def __init__(self, blocks: list[int], quota: list[int]) -> None:
+        self.blocks_list, self.quota = list(blocks), list(quota)
+        self.index = self.used = 0
+        self._skip_empty()
+
+    @property
+    def blocks(self) -> int:
+        """Block count of the current stage."""
+        return self.blocks_list[self.index]
+
+    @property
+    def last(self) -> bool:
+        """Whether this is the final stage (it never ends)."""
+        return self.index == len(self.quota) - 1
+
+    def advance(self) -> bool:
+        """Move to the next stage, carrying over the unused budget; False at the last stage."""
+        if self.last:
+            return False
+        self.quota[self.index + 1] += max(self.quota[self.index] - self.used, 0)
+        self.quota[self.index] = self.used
+        self.index, self.used = self.index + 1, 0
+        return True
+
+    def consume(self, k: int) -> None:
+        """Count ``k`` proposals against the current stage; move on when its budget is spent."""
+        self.used += k
+        self._skip_empty()
+
+    def _skip_empty(self) -> None:
+        while not self.last and self.used >= self.quota[self.index]:
+            self.index, self.used = self.index + 1, self.used - self.quota[self.index]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Index, proposals used in the stage, and the (carried-over) quotas."""
+        return {"index": self.index, "used": self.used, "quota": list(self.quota)}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`."""
+        self.index, self.used, self.quota = int(d["index"]), int(d["used"]), list(d["quota"])
+
+
+@dataclass
+class EPNASConfig(SearcherConfig):
+    """Every EPNAS knob (defaults tuned on NAS-Bench-Graph; see the module docstring for what each does)."""
+
+    candidates: int = 100
+    warmup: int = 10
+    stage_split: str = "linear"
+    ucb: float = 0.0
+    hidden: int = 64
+    temperature: float = 5.0
+    tanh_c: float = 2.5
+    lr: float = 0.01
+    entropy: float = 1e-3
+    baseline_decay: float = 0.9
+    penalty: float = -1.0
+    predicted_update: float = 0.0
+    members: int = 3
+    pred_hidden: int = 32
+    pred_epochs: int = 50
+    pred_lr: float = 0.03
+    rank_weight: float = 1.0
+    refit_growth: float = 0.1
+
+
+class EPNAS(Searcher):
+    """Efficient Progressive NAS: controller proposes, predictor ranks, the top ``n`` are evaluated in parallel."""
+
+    name = "epnas"
+    Config: ClassVar[type[SearcherConfig]] = EPNASConfig
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
+        if cfg.candidates < 1 or cfg.warmup < 0:
+            raise MlsysoptError("EPNAS needs candidates >= 1 and warmup >= 0")
+        space = self.space
+        blocks = list(range(space.min_blocks, space.max_blocks + 1))
+        self.stages = Stages(blocks, stage_budgets(self.budget, len(blocks), cfg.stage_split))
+        self.controller = Controller(
+            space.decisions(space.max_blocks), cfg.hidden, cfg.temperature, cfg.tanh_c, seed=self.seed
+        )
+        self.pg = Reinforce(self.controller, lr=cfg.lr, entropy=cfg.entropy, baseline_decay=cfg.baseline_decay)
+        self.gen = torch.Generator().manual_seed(self.seed)
+        self.predictor = Predictor(
+            cfg.members, cfg.pred_hidden, cfg.pred_epochs, cfg.pred_lr, rank_weight=cfg.rank_weight, seed=self.seed
+        )
+        self.data: list[tuple[Arch, float]] = []  # (evaluated arch, reward): the predictor's training set
+        self.infeasible: list[Arch] = []  # sampled but infeasible since the last update: penalised next update
+        self.fitted_n = 0  # size of the data the predictor was last fit on
+
+    def ask(self, n: int) -> list[Arch]:
+        """The ``n`` best-predicted admissible candidates among the controller's samples at the current stage."""
+        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
+        pool = self._candidates(n)
+        while not pool and self.stages.advance():  # this block count has nothing fresh left
+            pool = self._candidates(n)
+        if len(self.data) >= max(cfg.warmup, 2) and self.predictor.fitted and len(pool) > n:
+            mean, std = self.predictor.predict_dist(np.stack([self.space.encode(a) for a in pool]))
+            score = mean + cfg.ucb * std
+            if cfg.predicted_update and score.std() > 0:
+                adv = torch.as_tensor((score - score.mean()) / score.std(), dtype=torch.float32)
+                self.pg.step([a.choices for a in pool], cfg.predicted_update * adv)
+            pool = [pool[i] for i in np.argsort(-score, kind="stable")]
+        chosen = pool[:n]
+        self.mark(chosen)
+        self.stages.consume(len(chosen))
+        return chosen
+
+    def _candidates(self, n: int) -> list[Arch]:
+        """Fresh admissible controller samples of the current stage (at least ``n`` if ``tries`` allow)."""
+        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
+        blocks = self.stages.blocks
+        options = self.space.decisions(blocks)
+        pool: list[Arch] = []
+        keys: set[Any] = set()
+        for _ in range(max(1, cfg.tries // cfg.candidates)):
+            for arch in sample_archs(self.controller, options, blocks, cfg.candidates, self.gen):
+                if not self.valid(arch) or (self.constraints.hard and not self.feasible(arch)):
+                    self.infeasible.append(arch)
+                elif self.key(arch) not in self.seen and self.key(arch) not in keys:
+                    pool.append(arch)
+                    keys.add(self.key(arch))
+            if len(pool) >= n:
+                break
+        return pool
+
+    def tell(self, evals: list[Evaluation]) -> None:
+        """Refit the predictor on every evaluation so far, then one REINFORCE step on these rewards."""
+        if not evals:
+            return
+        good = [ev for ev in evals if self.usable(ev)]
+        rewards = [self.reward(ev) for ev in good]
+        self.data += [(ev.arch, r) for ev, r in zip(good, rewards, strict=True)]
+        penalised = [ev.arch.choices for ev in evals if not self.usable(ev)]
+        n_pen = min(len(self.infeasible), len(evals))
+        if n_pen:
+            idx = self.rng.choice(len(self.infeasible), n_pen, replace=False)
+            penalised += [self.infeasible[i].choices for i in sorted(idx)]
+        self.infeasible = []
+        self._refit()
+        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
+        self.pg.update([ev.arch.choices for ev in good], rewards, penalised, cfg.penalty)
+
+    def _refit(self, n: int | None = None) -> None:
+        """Fit on the first ``n`` data points (default: all, once they grew by ``refit_growth`` since the last fit)."""
+        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
+        if n is None:
+            n = len(self.data)
+            if n < max(cfg.warmup, 2) or n - self.fitted_n < max(1, int(cfg.refit_growth * self.fitted_n)):
+                return
+        if n >= 2:
+            X = np.stack([self.space.encode(a) for a, _ in self.data[:n]])
+            self.predictor.fit(X, np.array([r for _, r in self.data[:n]]))
+            self.fitted_n = n
+
+    def state_dict(self) -> dict[str, Any]:
+        """Controller, optimizer, baseline, sampling generator, predictor data, rng and stage bookkeeping."""
+        return {
+            **super().state_dict(),
+            "pg": self.pg.state_dict(),
+            "gen": self.gen.get_state(),
+            "data": [(list(a.choices), a.blocks, r) for a, r in self.data],
+            "infeasible": [(list(a.choices), a.blocks) for a in self.infeasible],
+            "stages": self.stages.state_dict(),
+            "fitted_n": self.fitted_n,
+        }
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict` (the predictor is refit on the restored data)."""
+        super().load_state_dict(d)
+        self.pg.load_state_dict(d["pg"])
+        self.gen.set_state(d["gen"])
+        self.data = [(Arch(tuple(c), b), float(r)) for c, b, r in d["data"]]
+        self.infeasible = [Arch(tuple(c), b) for c, b in d["infeasible"]]
+        self.stages.load_state_dict(d["stages"])
+        self._refit(int(d["fitted_n"]))

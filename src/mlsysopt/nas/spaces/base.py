@@ -1,0 +1,224 @@
+"""The search-space interface shared by every NAS method: architectures, evaluations, spaces.
+
+An architecture is a tuple of option indices, one per decision, in the order a controller decodes them.
+Every space is *progressive*: ``decisions(b)`` is a prefix of ``decisions(b + 1)``, so an architecture with
+``b`` blocks grows into one with ``b + 1`` blocks by appending the new block's decisions (:meth:`SearchSpace.extend`).
+A space lists its decisions as ``head`` decisions (made once) followed by ``block`` decisions (repeated per block).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mlsysopt.errors import InvalidArchitecture
+
+_MAX_TRIES = 10_000
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One option index per decision; `blocks` = how many blocks these decisions describe."""
+
+    choices: tuple[int, ...]
+    blocks: int
+
+    def __post_init__(self) -> None:
+        # numpy integers from a Generator become plain ints, so archs hash, compare and serialise alike.
+        conv = tuple(int(c) if isinstance(c, numbers.Integral) and not isinstance(c, bool) else c for c in self.choices)
+        object.__setattr__(self, "choices", conv)
+        if isinstance(self.blocks, numbers.Integral) and not isinstance(self.blocks, bool):
+            object.__setattr__(self, "blocks", int(self.blocks))
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"choices": [...], "blocks": b}``, JSON-ready."""
+        return {"choices": list(self.choices), "blocks": self.blocks}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Arch:
+        """Inverse of :meth:`to_dict`."""
+        return cls(tuple(d["choices"]), d["blocks"])
+
+
+def _json_float(v: Any) -> float | None:
+    """A JSON-safe float: ``None`` for NaN/inf (strict JSON has neither)."""
+    if v is None:
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+@dataclass
+class Evaluation:
+    """The outcome of evaluating one architecture; ``perf`` (validation, higher is better) is all a search sees."""
+
+    arch: Arch
+    perf: float
+    test_perf: float | None
+    resources: dict[str, float]
+    cost_s: float
+    ok: bool = True
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; non-finite floats become ``None``."""
+        return {
+            "arch": self.arch.to_dict(),
+            "perf": _json_float(self.perf),
+            "test_perf": _json_float(self.test_perf),
+            "resources": {k: _json_float(v) for k, v in self.resources.items()},
+            "cost_s": _json_float(self.cost_s),
+            "ok": self.ok,
+            "error": self.error,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Evaluation:
+        """Inverse of :meth:`to_dict` (``None`` performance comes back as NaN)."""
+        nan = float("nan")
+        return cls(
+            arch=Arch.from_dict(d["arch"]),
+            perf=nan if d.get("perf") is None else float(d["perf"]),
+            test_perf=None if d.get("test_perf") is None else float(d["test_perf"]),
+            resources={k: nan if v is None else float(v) for k, v in (d.get("resources") or {}).items()},
+            cost_s=nan if d.get("cost_s") is None else float(d["cost_s"]),
+            ok=bool(d.get("ok", True)),
+            error=d.get("error"),
+            extra=dict(d.get("extra") or {}),
+        )
+
+
+class SearchSpace(ABC):
+    """A progressive NAS search space: decisions, sampling, encoding, cheap resources and evaluation.
+
+    Subclasses set ``name``, ``min_blocks``, ``max_blocks``, ``resource_names``, and the decision lists
+    ``head_options``/``head_names`` (once) and ``block_options``/``block_names`` (per block, ``{i}`` = block number).
+    """
+
+    name: str
+    min_blocks: int = 1
+    max_blocks: int
+    resource_names: tuple[str, ...]
+    head_options: tuple[int, ...] = ()
+    head_names: tuple[str, ...] = ()
+    block_options: tuple[int, ...]
+    block_names: tuple[str, ...]
+
+    # ------------------------------------------------------------------ decisions
+    def decisions(self, blocks: int) -> list[int]:
+        """Number of options per decision for ``blocks`` blocks; a prefix of ``decisions(blocks + 1)``."""
+        self._check_blocks(blocks)
+        return list(self.head_options) + list(self.block_options) * blocks
+
+    def decision_names(self, blocks: int) -> list[str]:
+        """Names of the decisions, e.g. ``["link", "op1"]`` or ``["b1.op_a", "b1.op_b", "b1.width"]``."""
+        self._check_blocks(blocks)
+        per_block = [n.format(i=i) for i in range(1, blocks + 1) for n in self.block_names]
+        return list(self.head_names) + per_block
+
+    def _check_blocks(self, blocks: Any) -> None:
+        if not isinstance(blocks, numbers.Integral) or isinstance(blocks, bool):
+            raise InvalidArchitecture(f"{self.name}: blocks must be an integer, got {blocks!r}")
+        if not self.min_blocks <= blocks <= self.max_blocks:
+            raise InvalidArchitecture(
+                f"{self.name}: blocks must be in {self.min_blocks}..{self.max_blocks}, got {blocks}"
+            )
+
+    # ------------------------------------------------------------------ validity
+    def check(self, arch: Arch) -> None:
+        """Raise InvalidArchitecture if ``arch`` is malformed (choice count, range) or not in the space."""
+        if not isinstance(arch, Arch):
+            raise InvalidArchitecture(f"{self.name}: expected an Arch, got {type(arch).__name__}")
+        self._check_blocks(arch.blocks)
+        opts = self.decisions(arch.blocks)
+        if len(arch.choices) != len(opts):
+            raise InvalidArchitecture(
+                f"{self.name}: an architecture with {arch.blocks} block(s) has {len(opts)} decisions "
+                f"({', '.join(self.decision_names(arch.blocks))}), got {len(arch.choices)} choices"
+            )
+        names = self.decision_names(arch.blocks)
+        for name, c, n in zip(names, arch.choices, opts, strict=True):
+            if not isinstance(c, int) or isinstance(c, bool):
+                raise InvalidArchitecture(f"{self.name}: choice for '{name}' must be an integer, got {c!r}")
+            if not 0 <= c < n:
+                raise InvalidArchitecture(f"{self.name}: choice for '{name}' is {c}, must be in 0..{n - 1}")
+        self._check_semantics(arch)
+
+    def _check_semantics(self, arch: Arch) -> None:  # noqa: B027 (optional hook)
+        """Space-specific validity beyond shape and range (e.g. present in a table); raise InvalidArchitecture."""
+
+    def is_valid(self, arch: Arch) -> bool:
+        """Whether :meth:`check` passes."""
+        try:
+            self.check(arch)
+        except InvalidArchitecture:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, rng: np.random.Generator, blocks: int | None = None) -> Arch:
+        """A uniformly random valid architecture (uniform per decision, rejecting invalid ones); default max_blocks."""
+        blocks = self.max_blocks if blocks is None else blocks
+        opts = self.decisions(blocks)
+        for _ in range(_MAX_TRIES):
+            arch = Arch(tuple(int(rng.integers(n)) for n in opts), blocks)
+            if self.is_valid(arch):
+                return arch
+        raise InvalidArchitecture(f"{self.name}: found no valid architecture with {blocks} block(s)")
+
+    def extend(self, arch: Arch, rng: np.random.Generator) -> Arch:
+        """``arch`` with one more block whose decisions are drawn at random."""
+        self.check(arch)
+        if arch.blocks >= self.max_blocks:
+            raise InvalidArchitecture(f"{self.name}: cannot extend an architecture that already has max_blocks blocks")
+        new = self.decisions(arch.blocks + 1)[len(arch.choices) :]
+        for _ in range(_MAX_TRIES):
+            grown = Arch(arch.choices + tuple(int(rng.integers(n)) for n in new), arch.blocks + 1)
+            if self.is_valid(grown):
+                return grown
+        raise InvalidArchitecture(f"{self.name}: found no valid extension of {arch}")
+
+    # ------------------------------------------------------------------ encoding
+    def encode_length(self) -> int:
+        """Length of every :meth:`encode` vector (one-hot per decision of a max_blocks architecture)."""
+        return sum(self.decisions(self.max_blocks))
+
+    def _pad_choice(self, index: int) -> int | None:
+        """Option implied for decision ``index`` when an architecture has fewer blocks (None: zeros)."""
+        return None
+
+    def encode(self, arch: Arch) -> np.ndarray:
+        """Fixed-length float32 vector: one-hot per decision, decisions beyond ``arch.blocks`` padded."""
+        self.check(arch)
+        opts = self.decisions(self.max_blocks)
+        vec = np.zeros(sum(opts), dtype=np.float32)
+        offset = 0
+        for i, n in enumerate(opts):
+            c = arch.choices[i] if i < len(arch.choices) else self._pad_choice(i)
+            if c is not None:
+                vec[offset + c] = 1.0
+            offset += n
+        return vec
+
+    # ------------------------------------------------------------------ space-specific
+    @abstractmethod
+    def decode(self, arch: Arch) -> dict[str, Any]:
+        """Human-readable, JSON-ready description of ``arch``."""
+
+    @abstractmethod
+    def resources(self, arch: Arch) -> dict[str, float]:
+        """Cheap resource figures (no training), used to filter candidates by constraints before evaluating."""
+
+    @abstractmethod
+    def evaluate(self, arch: Arch, seed: int = 0) -> Evaluation:
+        """Evaluate ``arch`` (may train; must work in another process after pickling the space)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"

@@ -1,0 +1,290 @@
+"""A cell-based CNN space trained for real on digits (bundled with scikit-learn) or a CIFAR-10 image folder.
+
+Network: stem (3x3 conv to ``stem_width`` channels, BN, ReLU; stride 2 when images are >= 32 px) -> ``b`` blocks
+-> global average pool -> linear classifier. Block ``i`` has three decisions ``[op_a, op_b, width]``: both ops
+read the block input (same channels, same size), their outputs are added, then a 1x1 conv + BN + ReLU maps to
+``width`` channels. Ops: conv3x3, conv5x5 (conv + BN + ReLU), sepconv3x3 (depthwise 3x3 + pointwise 1x1 + BN + ReLU),
+maxpool3x3, avgpool3x3 (stride 1), identity. Progression: ``b = 1..max_blocks`` blocks; block ``b + 1``'s three
+decisions are appended, so ``decisions(b)`` is a prefix of ``decisions(b + 1)``; every block adds parameters
+(at least its 1x1 conv).
+
+Resources (batch 1): ``params`` and ``flops`` are sums over the nodes of the built model imported with the
+torch.fx importer; ``intensity`` = flops / bytes, bytes = sum of node ``bytes_in + bytes_out`` + ``params * 4``
+(every activation read and written once, float32 weights read once); ``latency_ms`` = median of
+``latency_runs`` timed forward passes with one torch thread on this CPU. Resources are cached per architecture;
+the cache travels with the pickled space, so a worker reports the latency the search filtered on.
+
+Training (:meth:`CnnSpace.evaluate`): ``epochs`` epochs (default 8) of Adam (lr 0.01, batch 64) from scratch with
+one torch thread, seeded by ``seed``; perf = validation accuracy, test_perf = test accuracy. Digits: a stratified
+60/20/20 train/valid/test split fixed by ``split_seed``; an image folder: 20% of each class of ``train/`` held out
+for validation, ``test/`` for test. About 1-2 s per 1-block and 3-7 s per 3-block candidate on one core for digits.
+A non-finite loss ends training with ``Evaluation(ok=False, perf=nan)`` instead of raising.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from mlsysopt.errors import InvalidArchitecture, InvalidDataset, InvalidSpace
+from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+from mlsysopt.nas.spaces.data import Split, image_folder_info, load_digits_split, load_image_folder_split
+from mlsysopt.runtime.threads import torch_threads
+
+OPS: tuple[str, ...] = ("conv3x3", "conv5x5", "sepconv3x3", "maxpool3x3", "avgpool3x3", "identity")
+DIGITS_SHAPE = (1, 8, 8)
+
+
+def _make_op(name: str, channels: int) -> nn.Module:
+    """The module for op ``name`` on ``channels`` channels (shape-preserving)."""
+    c = channels
+    if name in ("conv3x3", "conv5x5"):
+        k = 3 if name == "conv3x3" else 5
+        return nn.Sequential(nn.Conv2d(c, c, k, padding=k // 2, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+    if name == "sepconv3x3":
+        return nn.Sequential(
+            nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False),
+            nn.Conv2d(c, c, 1, bias=False),
+            nn.BatchNorm2d(c),
+            nn.ReLU(),
+        )
+    if name == "maxpool3x3":
+        return nn.MaxPool2d(3, stride=1, padding=1)
+    if name == "avgpool3x3":
+        return nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+    if name == "identity":
+        return nn.Identity()
+    raise InvalidArchitecture(f"unknown op '{name}' (choose from: {', '.join(OPS)})")
+
+
+class _Block(nn.Module):
+    """``relu(bn(conv1x1(op_a(x) + op_b(x))))`` to ``width`` channels."""
+
+    def __init__(self, op_a: str, op_b: str, c_in: int, width: int) -> None:
+        super().__init__()
+        self.a, self.b = _make_op(op_a, c_in), _make_op(op_b, c_in)
+        self.proj = nn.Sequential(nn.Conv2d(c_in, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Both ops on the block input, added, then projected."""
+        return self.proj(self.a(x) + self.b(x))
+
+
+def build_model(
+    spec: list[tuple[str, str, int]], input_shape: tuple[int, int, int], n_classes: int, stem: int
+) -> nn.Module:
+    """The ``nn.Module`` for blocks ``[(op_a, op_b, width), ...]`` on images of ``input_shape``."""
+    c, h, _ = input_shape
+    layers: list[nn.Module] = [
+        nn.Conv2d(c, stem, 3, stride=2 if h >= 32 else 1, padding=1, bias=False),
+        nn.BatchNorm2d(stem),
+        nn.ReLU(),
+    ]
+    width = stem
+    for op_a, op_b, w in spec:
+        layers.append(_Block(op_a, op_b, width, w))
+        width = w
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, n_classes)]
+    return nn.Sequential(*layers)
+
+
+class _Adam:
+    """Adam with torch's default betas and eps (torch.optim imports torch._dynamo: ~2-3 s in every spawned worker)."""
+
+    def __init__(self, params: list[nn.Parameter], lr: float, betas: tuple[float, float] = (0.9, 0.999)) -> None:
+        self.params, self.lr, self.betas, self.eps, self.t = params, lr, betas, 1e-8, 0
+        self.m = [torch.zeros_like(p) for p in params]
+        self.v = [torch.zeros_like(p) for p in params]
+
+    def zero_grad(self) -> None:
+        """Drop the gradients."""
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One bias-corrected Adam update of every parameter that has a gradient."""
+        self.t += 1
+        b1, b2 = self.betas
+        c1, c2 = 1 - b1**self.t, 1 - b2**self.t
+        for p, m, v in zip(self.params, self.m, self.v, strict=True):
+            if p.grad is None:
+                continue
+            m.mul_(b1).add_(p.grad, alpha=1 - b1)
+            v.mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+            p.addcdiv_(m, (v / c2).sqrt_().add_(self.eps), value=-self.lr / c1)
+
+
+def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 512) -> float:
+    model.eval()
+    with torch.no_grad():
+        hits = [(model(x[i : i + batch]).argmax(1) == y[i : i + batch]).sum() for i in range(0, len(x), batch)]
+        correct = int(sum(int(h) for h in hits))
+    return correct / max(len(x), 1)
+
+
+class CnnSpace(SearchSpace):
+    """CNN cells trained for a few epochs: perf = valid accuracy, test_perf = test accuracy."""
+
+    min_blocks = 1
+    resource_names = ("params", "flops", "latency_ms", "intensity")
+    block_names = ("b{i}.op_a", "b{i}.op_b", "b{i}.width")
+
+    def __init__(
+        self,
+        dataset: str = "digits",
+        *,
+        max_blocks: int = 4,
+        ops: tuple[str, ...] | list[str] = OPS,
+        widths: tuple[int, ...] | list[int] = (8, 16, 32),
+        stem_width: int = 16,
+        epochs: int = 8,
+        batch_size: int = 64,
+        lr: float = 0.01,
+        split_seed: int = 0,
+        threads: int = 1,
+        latency_runs: int = 20,
+        max_per_class: int | None = None,
+    ) -> None:
+        unknown = [o for o in ops if o not in OPS]
+        if unknown or not ops:
+            given = unknown or "(none given)"
+            raise InvalidSpace(f"unknown op(s) {given} for the CNN space (choose from: {', '.join(OPS)})")
+        if not widths or any(int(w) < 1 for w in widths) or stem_width < 1:
+            raise InvalidSpace(f"widths and stem_width must be positive integers, got {list(widths)} and {stem_width}")
+        if max_blocks < 1 or epochs < 1 or batch_size < 1 or not 0 < lr < math.inf or threads < 1 or latency_runs < 1:
+            raise InvalidSpace("max_blocks, epochs, batch_size, lr, threads and latency_runs must all be positive")
+        if dataset == "digits":
+            self.root: str | None = None
+            self.input_shape: tuple[int, int, int] = DIGITS_SHAPE
+            self.n_classes = 10
+        elif dataset.startswith("cifar10:") and dataset[len("cifar10:") :]:
+            root = Path(dataset[len("cifar10:") :]).expanduser()
+            self.root = str(root)
+            classes, self.input_shape = image_folder_info(root)  # checks the layout now: a bad folder fails early
+            self.n_classes = len(classes)
+        else:
+            raise InvalidDataset(f"unknown CNN dataset '{dataset}' (choose from: digits, cifar10:/path/to/folder)")
+        self.name = dataset
+        self.max_blocks = int(max_blocks)
+        self.ops = tuple(ops)
+        self.widths = tuple(int(w) for w in widths)
+        self.block_options = (len(self.ops), len(self.ops), len(self.widths))
+        self.stem_width, self.epochs, self.batch_size = int(stem_width), int(epochs), int(batch_size)
+        self.lr = float(lr)
+        self.split_seed, self.threads, self.latency_runs = int(split_seed), int(threads), int(latency_runs)
+        self.max_per_class = max_per_class
+        self._resource_cache: dict[Arch, dict[str, float]] = {}
+
+    # ------------------------------------------------------------------ names
+    def spec(self, arch: Arch) -> list[tuple[str, str, int]]:
+        """``[(op_a, op_b, width), ...]`` per block."""
+        self.check(arch)
+        c = arch.choices
+        return [(self.ops[c[3 * i]], self.ops[c[3 * i + 1]], self.widths[c[3 * i + 2]]) for i in range(arch.blocks)]
+
+    def decode(self, arch: Arch) -> dict[str, Any]:
+        """``{"space", "blocks": [{"op_a", "op_b", "width"}, ...]}``."""
+        blocks = [{"op_a": a, "op_b": b, "width": w} for a, b, w in self.spec(arch)]
+        return {"space": self.name, "stem_width": self.stem_width, "blocks": blocks}
+
+    def arch_from_names(self, blocks: list[tuple[str, str, int]]) -> Arch:
+        """The Arch for ``[(op_a, op_b, width), ...]``; unknown ops or widths raise InvalidArchitecture."""
+        choices: list[int] = []
+        for op_a, op_b, width in blocks:
+            for op in (op_a, op_b):
+                if op not in self.ops:
+                    raise InvalidArchitecture(f"{self.name}: unknown op '{op}' (choose from: {', '.join(self.ops)})")
+            if width not in self.widths:
+                raise InvalidArchitecture(f"{self.name}: width {width} is not one of {list(self.widths)}")
+            choices += [self.ops.index(op_a), self.ops.index(op_b), self.widths.index(width)]
+        arch = Arch(tuple(choices), len(blocks))
+        self.check(arch)
+        return arch
+
+    def build(self, arch: Arch) -> nn.Module:
+        """The untrained ``nn.Module`` of ``arch``."""
+        return build_model(self.spec(arch), self.input_shape, self.n_classes, self.stem_width)
+
+    # ------------------------------------------------------------------ resources
+    def resources(self, arch: Arch) -> dict[str, float]:
+        """``params``, ``flops``, ``intensity`` (FLOPs/byte) from the fx importer; measured ``latency_ms``."""
+        self.check(arch)
+        if arch not in self._resource_cache:
+            self._resource_cache[arch] = self._measure(arch)
+        return dict(self._resource_cache[arch])
+
+    def _measure(self, arch: Arch) -> dict[str, float]:
+        from mlsysopt.graph.importers.torch_fx import from_module
+
+        torch.manual_seed(0)
+        model = self.build(arch).eval()
+        x = torch.zeros(1, *self.input_shape)
+        g = from_module(model, x, name=f"cnn{arch.choices}")
+        params, flops = float(g.feature("params").sum()), float(g.feature("flops").sum())
+        nbytes = float(g.feature("bytes_in").sum() + g.feature("bytes_out").sum()) + 4.0 * params
+        times = []
+        with torch_threads(1), torch.no_grad():
+            for i in range(self.latency_runs + 3):
+                t0 = time.perf_counter()
+                model(x)
+                if i >= 3:  # the first calls warm up allocators and kernels
+                    times.append(time.perf_counter() - t0)
+        return {
+            "params": params,
+            "flops": flops,
+            "latency_ms": statistics.median(times) * 1000.0,
+            "intensity": flops / nbytes if nbytes > 0 else 0.0,
+        }
+
+    # ------------------------------------------------------------------ training
+    def _split(self) -> Split:
+        if self.root is None:
+            return load_digits_split(self.split_seed)
+        return load_image_folder_split(self.root, self.split_seed, self.max_per_class)
+
+    def evaluate(self, arch: Arch, seed: int = 0) -> Evaluation:
+        """Train for ``epochs`` epochs (Adam, one torch thread, deterministic for ``seed``); NaN loss -> ok=False."""
+        self.check(arch)
+        t0 = time.perf_counter()
+        split = self._split()
+        x_tr, y_tr = torch.from_numpy(split.x_train), torch.from_numpy(split.y_train)
+        extra: dict[str, Any] = {"epochs": self.epochs, "seed": seed}
+        with torch_threads(self.threads):
+            torch.manual_seed(seed)
+            model = self.build(arch)
+            opt = _Adam(list(model.parameters()), self.lr)
+            loss_fn = nn.CrossEntropyLoss()
+            gen = torch.Generator().manual_seed(seed)
+            loss = torch.tensor(0.0)
+            for epoch in range(self.epochs):
+                model.train()
+                order = torch.randperm(len(x_tr), generator=gen)
+                for i in range(0, len(order), self.batch_size):
+                    idx = order[i : i + self.batch_size]
+                    opt.zero_grad()
+                    loss = loss_fn(model(x_tr[idx]), y_tr[idx])
+                    if not math.isfinite(loss.item()):
+                        return Evaluation(
+                            arch,
+                            float("nan"),
+                            None,
+                            self.resources(arch),
+                            time.perf_counter() - t0,
+                            ok=False,
+                            error=f"training loss became {loss.item()} in epoch {epoch + 1}",
+                            extra=extra,
+                        )
+                    loss.backward()
+                    opt.step()
+            valid = _accuracy(model, torch.from_numpy(split.x_valid), torch.from_numpy(split.y_valid))
+            test = _accuracy(model, torch.from_numpy(split.x_test), torch.from_numpy(split.y_test))
+        extra["train_loss"] = loss.item()
+        extra["train_s"] = time.perf_counter() - t0
+        return Evaluation(arch, valid, test, self.resources(arch), time.perf_counter() - t0, extra=extra)

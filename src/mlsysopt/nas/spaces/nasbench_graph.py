@@ -1,0 +1,207 @@
+"""NAS-Bench-Graph as a search space: GNN cells looked up in the tables the ``nas-bench-graph`` package ships.
+
+A NAS-Bench-Graph cell has 4 computing nodes; ``link`` (one of 9 patterns) says which earlier node (0 = the
+cell input) feeds each node, and each node applies one op (``gat gcn gin cheb sage arma graph fc skip``;
+proteins: ``gcn sage arma fc skip``). The table is keyed by ``nas_bench_graph.Arch(link, ops).valid_hash()``,
+which maps every (link, ops) combination to its canonical isomorphism class (26,206 entries; proteins 2,021);
+only an all-``skip`` cell is missing.
+
+Progression: with ``b`` blocks the decisions are ``[link, op1, ..., opb]`` and computing nodes ``b+1..4`` are
+``skip``; so ``b`` is how many nodes may compute, and ``decisions(b)`` is a prefix of ``decisions(b + 1)``.
+Every such cell is in the table (distinct cells: 24, 380, 3,124, 26,206 for b = 1..4 on the 9-op datasets)
+except the all-``skip`` one, which :meth:`SearchSpace.check` rejects. :meth:`encode` pads missing op decisions with
+the ``skip`` one-hot, so the same cell encodes the same at every ``b``.
+
+Loading: :func:`nas_bench_graph.light_read` unpickles ``<package>/light/<dataset>.bench``. Only those packaged
+table files are ever unpickled, never a user path: the dataset name is checked against :data:`DATASETS` first.
+Tables are cached per process (loading one takes ~0.03-0.1 s).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from mlsysopt.errors import InvalidArchitecture, InvalidDataset
+from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+
+DATASETS: tuple[str, ...] = ("cora", "citeseer", "pubmed", "cs", "physics", "photo", "computers", "arxiv", "proteins")
+N_NODES = 4
+
+_TABLES: dict[str, dict[int, dict[str, Any]]] = {}
+_LOAD_S: dict[str, float] = {}
+_REPRESENTATIVES: dict[tuple[str, int], dict[int, Arch]] = {}
+
+
+def load_table(dataset: str) -> dict[int, dict[str, Any]]:
+    """The packaged table of ``dataset`` (``{valid_hash: {valid_perf, perf, latency, para}}``), cached per process."""
+    if dataset not in DATASETS:
+        raise InvalidDataset(f"unknown NAS-Bench-Graph dataset '{dataset}' (choose from: {', '.join(DATASETS)})")
+    if dataset not in _TABLES:
+        import nas_bench_graph
+
+        t0 = time.perf_counter()
+        _TABLES[dataset] = nas_bench_graph.light_read(dataset)
+        _LOAD_S[dataset] = time.perf_counter() - t0
+    return _TABLES[dataset]
+
+
+def _resources(entry: dict[str, Any]) -> dict[str, float]:
+    return {"params": float(round(float(entry["para"]) * 1e6)), "latency_ms": float(entry["latency"]) * 1000.0}
+
+
+class NasBenchGraphSpace(SearchSpace):
+    """GNN cells of NAS-Bench-Graph on one dataset; evaluation is a table look-up (valid perf; test reported)."""
+
+    min_blocks = 1
+    max_blocks = N_NODES
+    resource_names = ("params", "latency_ms")
+    head_names = ("link",)
+    block_names = ("op{i}",)
+
+    def __init__(self, dataset: str = "cora") -> None:
+        import nas_bench_graph
+
+        if dataset not in DATASETS:
+            raise InvalidDataset(f"unknown NAS-Bench-Graph dataset '{dataset}' (choose from: {', '.join(DATASETS)})")
+        self.dataset = dataset
+        self.name = f"nasbench-graph:{dataset}"
+        self.links: tuple[tuple[int, ...], ...] = tuple(tuple(lk) for lk in nas_bench_graph.link_list)
+        ops = nas_bench_graph.gnn_list_proteins if dataset == "proteins" else nas_bench_graph.gnn_list
+        self.ops: tuple[str, ...] = tuple(ops)
+        self.head_options = (len(self.links),)
+        self.block_options = (len(self.ops),)
+        self._skip = self.ops.index("skip")
+
+    # ------------------------------------------------------------------ table
+    @property
+    def table(self) -> dict[int, dict[str, Any]]:
+        """The raw table (loaded on first use in each process; never pickled with the space)."""
+        return load_table(self.dataset)
+
+    @property
+    def load_seconds(self) -> float:
+        """Seconds this process spent unpickling the table."""
+        load_table(self.dataset)
+        return _LOAD_S[self.dataset]
+
+    def cell(self, arch: Arch) -> tuple[list[int], list[str]]:
+        """``(link, ops)`` of the full 4-node cell; nodes beyond ``arch.blocks`` are ``skip``."""
+        link = list(self.links[arch.choices[0]])
+        ops = [self.ops[c] for c in arch.choices[1:]] + ["skip"] * (N_NODES - arch.blocks)
+        return link, ops
+
+    def _key(self, arch: Arch) -> int:
+        import nas_bench_graph
+
+        link, ops = self.cell(arch)
+        return int(nas_bench_graph.Arch(link, ops).valid_hash())
+
+    def key(self, arch: Arch) -> int:
+        """The table key (``valid_hash``) of ``arch``."""
+        self.check(arch)
+        return self._key(arch)
+
+    def entry(self, arch: Arch) -> dict[str, Any]:
+        """The raw table entry of ``arch``."""
+        return self.table[self.key(arch)]
+
+    def _check_semantics(self, arch: Arch) -> None:
+        if self._key(arch) not in self.table:
+            link, ops = self.cell(arch)
+            why = " (every computing node is skip)" if all(o == "skip" for o in ops) else ""
+            raise InvalidArchitecture(f"{self.name}: cell link={link} ops={ops} is not in the table{why}")
+
+    def _pad_choice(self, index: int) -> int | None:
+        return self._skip if index >= len(self.head_options) else None
+
+    # ------------------------------------------------------------------ names
+    def decode(self, arch: Arch) -> dict[str, Any]:
+        """``{"link", "ops", "blocks", "key"}`` of the full cell."""
+        self.check(arch)
+        link, ops = self.cell(arch)
+        return {"space": self.name, "link": link, "ops": ops, "blocks": arch.blocks, "key": self._key(arch)}
+
+    def arch_from_names(self, link: Sequence[int], ops: Sequence[str]) -> Arch:
+        """The Arch with this link pattern and ops for nodes ``1..len(ops)`` (the rest ``skip``)."""
+        lk = tuple(int(v) for v in link)
+        if lk not in self.links:
+            choices = ", ".join(str(list(x)) for x in self.links)
+            raise InvalidArchitecture(f"{self.name}: unknown link {list(link)} (choose from: {choices})")
+        unknown = [o for o in ops if o not in self.ops]
+        if unknown:
+            raise InvalidArchitecture(f"{self.name}: unknown op(s) {unknown} (choose from: {', '.join(self.ops)})")
+        arch = Arch((self.links.index(lk), *(self.ops.index(o) for o in ops)), len(ops))
+        self.check(arch)
+        return arch
+
+    # ------------------------------------------------------------------ resources and evaluation
+    def resources(self, arch: Arch) -> dict[str, float]:
+        """``{"params": count, "latency_ms": ms}`` from the table (NAS-Bench-Graph measured them)."""
+        return _resources(self.entry(arch))
+
+    def evaluate(self, arch: Arch, seed: int = 0) -> Evaluation:
+        """Table look-up: perf = valid_perf, test_perf = perf; ``seed`` is ignored (one entry per cell)."""
+        t0 = time.perf_counter()
+        key = self.key(arch)
+        e = self.table[key]
+        ev = Evaluation(arch, float(e["valid_perf"]), float(e["perf"]), _resources(e), 0.0, extra={"key": key})
+        ev.cost_s = time.perf_counter() - t0
+        return ev
+
+    # ------------------------------------------------------------------ whole-table views
+    def table_stats(self) -> dict[str, float]:
+        """Size of the table and the median latency (ms) and params over it."""
+        values = list(self.table.values())
+        return {
+            "n_archs": float(len(values)),
+            "median_latency_ms": float(np.median([float(e["latency"]) for e in values]) * 1000.0),
+            "median_params": float(np.median([float(e["para"]) for e in values]) * 1e6),
+            "load_s": self.load_seconds,
+        }
+
+    def _best_key(self, feasible: Callable[[dict[str, float]], bool]) -> int | None:
+        best_key, best = None, -np.inf
+        for key, e in self.table.items():
+            if float(e["perf"]) > best and feasible(_resources(e)):
+                best_key, best = key, float(e["perf"])
+        return best_key
+
+    def best_feasible(self, feasible: Callable[[dict[str, float]], bool]) -> Evaluation | None:
+        """The table cell with the best test perf among those whose resources satisfy ``feasible`` (None if none)."""
+        key = self._best_key(feasible)
+        if key is None:
+            return None
+        e = self.table[key]
+        arch = self._representatives(self.max_blocks)[key]
+        return Evaluation(arch, float(e["valid_perf"]), float(e["perf"]), _resources(e), 0.0, extra={"key": key})
+
+    def best_feasible_test(self, feasible: Callable[[dict[str, float]], bool]) -> float | None:
+        """Best test performance over every table cell whose resources satisfy ``feasible`` (for regret)."""
+        key = self._best_key(feasible)
+        return None if key is None else float(self.table[key]["perf"])
+
+    def iter_archs(self, blocks: int | None = None) -> Iterator[Arch]:
+        """Every distinct table cell reachable with ``blocks`` blocks (default 4: the whole table), once each."""
+        yield from self._representatives(self.max_blocks if blocks is None else blocks).values()
+
+    def _representatives(self, blocks: int) -> dict[int, Arch]:
+        """``{key: first Arch in link x ops order with that key}`` for ``blocks`` blocks (~0.8 s at 4, cached)."""
+        self._check_blocks(blocks)
+        cache_key = (self.dataset, blocks)
+        if cache_key not in _REPRESENTATIVES:
+            import nas_bench_graph
+
+            table, reps = self.table, {}
+            for li, lk in enumerate(self.links):
+                for ops in itertools.product(range(len(self.ops)), repeat=blocks):
+                    names = [self.ops[o] for o in ops] + ["skip"] * (N_NODES - blocks)
+                    key = int(nas_bench_graph.Arch(list(lk), names).valid_hash())
+                    if key in table and key not in reps:
+                        reps[key] = Arch((li, *ops), blocks)
+            _REPRESENTATIVES[cache_key] = reps
+        return _REPRESENTATIVES[cache_key]

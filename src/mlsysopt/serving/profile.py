@@ -1,0 +1,235 @@
+"""The service time of one inference batch as a small parametric model, fitted to timings of a served model.
+
+The model of one ``session.run`` over ``rows`` rows with ``intra`` intra-op and ``inter`` inter-op threads::
+
+    ms = a_ms + c_ms * rows * amdahl(f_intra, intra) * amdahl(f_inter, inter)
+         + intra_ms * (intra - 1) + inter_ms * (inter - 1)
+    amdahl(f, n) = (1 - f) + f / n
+
+``a_ms`` is the per-batch overhead, ``c_ms`` the single-thread cost of one row, ``f_intra``/``f_inter`` the
+fractions of that cost the intra-op pool / parallel graph execution can spread over threads (Amdahl's law), and
+``intra_ms``/``inter_ms`` the per-batch cost of each extra intra-op / inter-op thread (waking and joining it;
+``inter > 1`` also switches ONNX Runtime to its parallel executor, whose scheduling costs land in ``inter_ms``).
+Six parameters: a profile fits from ~20 timings.
+
+A profile describes one machine (``cores``). Measured on a small machine, it can be *extrapolated* to a bigger
+one with :meth:`ServiceProfile.scaled`: thread counts beyond the measured ones then follow Amdahl's law, which is
+an extrapolation, not a measurement (real speedups flatten sooner: memory bandwidth, caches, NUMA).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from mlsysopt.errors import InvalidSpace
+from mlsysopt.io import write_json_atomic
+
+SOURCES = ("measured", "extrapolated", "synthetic")
+PARAMS = ("a_ms", "c_ms", "f_intra", "f_inter", "intra_ms", "inter_ms")
+_FRACTIONS = ("f_intra", "f_inter")
+_MIN_SAMPLES = len(PARAMS)
+
+
+class TimesBatches(Protocol):
+    """What :func:`measure_samples` needs of a served model (``mlsysopt.serving.model.ServedModel`` has it)."""
+
+    def time_batch(self, rows: int, intra: int, inter: int, repeats: int = 5) -> float:
+        """Median milliseconds of one ``session.run`` over ``rows`` rows with the given thread counts."""
+        ...
+
+
+@dataclass(frozen=True)
+class ServiceSample:
+    """One timing: a batch of ``rows`` rows with ``intra``/``inter`` threads took ``ms`` milliseconds."""
+
+    rows: int
+    intra: int
+    inter: int
+    ms: float
+
+
+def _amdahl(f: float | np.ndarray, n: float | np.ndarray) -> float | np.ndarray:
+    return (1.0 - f) + f / n
+
+
+def _predict(p: np.ndarray, rows: np.ndarray, intra: np.ndarray, inter: np.ndarray) -> np.ndarray:
+    a, c, fi, fo, ti, to = p
+    return a + c * rows * _amdahl(fi, intra) * _amdahl(fo, inter) + ti * (intra - 1) + to * (inter - 1)
+
+
+@dataclass(frozen=True)
+class ServiceProfile:
+    """Service time (ms) of one batch as a function of rows, intra-op and inter-op threads on a ``cores`` machine."""
+
+    a_ms: float
+    c_ms: float
+    f_intra: float
+    f_inter: float
+    intra_ms: float
+    inter_ms: float
+    cores: int
+    source: str = "measured"
+    model: str = ""
+
+    def __post_init__(self) -> None:
+        _check_fields(asdict(self), where="service profile")
+
+    def service_ms(self, rows: int, intra: int, inter: int) -> float:
+        """Milliseconds one batch of ``rows`` rows takes with ``intra`` intra-op and ``inter`` inter-op threads."""
+        if rows < 1 or intra < 1 or inter < 1:
+            raise InvalidSpace(f"service_ms needs rows, intra, inter >= 1 (got {rows}, {intra}, {inter})")
+        return float(_predict(self.params, np.float64(rows), np.float64(intra), np.float64(inter)))
+
+    @property
+    def params(self) -> np.ndarray:
+        """The six fitted parameters in :data:`PARAMS` order."""
+        return np.array([getattr(self, k) for k in PARAMS], dtype=np.float64)
+
+    def scaled(self, cores: int) -> ServiceProfile:
+        """The same parameters describing a ``cores``-core machine (Amdahl extrapolation beyond measured threads).
+
+        A measured profile becomes ``extrapolated``; a synthetic one stays ``synthetic``.
+        """
+        if cores == self.cores:
+            return self
+        source = "synthetic" if self.source == "synthetic" else "extrapolated"
+        return replace(self, cores=cores, source=source)
+
+    @classmethod
+    def synthetic(cls, cores: int = 32) -> ServiceProfile:
+        """A plausible mid-size CNN on a CPU, for studying tuners without any measurement.
+
+        1 ms per batch (framework call, allocation), 0.6 ms per row on one thread, 90% of the per-row work
+        parallel over intra-op threads (convolutions), 30% over inter-op threads (independent branches),
+        0.05 ms per extra intra-op thread and 0.1 ms per extra inter-op thread (the parallel executor).
+        """
+        return cls(1.0, 0.6, 0.9, 0.3, 0.05, 0.1, cores=cores, source="synthetic", model="synthetic-cnn")
+
+    def fit_error(self, samples: Sequence[ServiceSample]) -> float:
+        """Median relative error |predicted - measured| / measured over ``samples``."""
+        if not samples:
+            raise InvalidSpace("fit_error needs at least one sample")
+        rows, intra, inter, ms = _arrays(samples)
+        return float(np.median(np.abs(_predict(self.params, rows, intra, inter) - ms) / ms))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the parameters, cores, source and model name."""
+        return asdict(self)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the profile as JSON atomically."""
+        return write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> ServiceProfile:
+        """Read a profile written by :meth:`save`; :class:`InvalidSpace` naming the file (and key) if it is bad."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise InvalidSpace(f"{path}: service profile not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidSpace(f"{path}: cannot read service profile ({exc})") from None
+        except json.JSONDecodeError as exc:
+            raise InvalidSpace(f"{path}: not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise InvalidSpace(f"{path}: a service profile must be a JSON object, not {type(data).__name__}")
+        _check_fields(data, where=str(path))
+        kwargs = {k: float(data[k]) for k in PARAMS}
+        return cls(
+            **kwargs, cores=int(data["cores"]), source=data.get("source", "measured"), model=data.get("model", "")
+        )
+
+
+def _check_fields(data: dict[str, Any], where: str) -> None:
+    """Raise one :class:`InvalidSpace` naming ``where`` and the key for a missing, unknown or bad field."""
+    allowed = {*PARAMS, "cores", "source", "model"}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise InvalidSpace(f"{where}: unknown key(s) {', '.join(unknown)} (keys: {', '.join(sorted(allowed))})")
+    for key in (*PARAMS, "cores"):
+        if key not in data:
+            raise InvalidSpace(f"{where}: missing key '{key}'")
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise InvalidSpace(f"{where}: key '{key}' must be a finite number, got {value!r}")
+        if value < 0:
+            raise InvalidSpace(f"{where}: key '{key}' must be >= 0, got {value!r}")
+    for key in _FRACTIONS:
+        if data[key] > 1:
+            raise InvalidSpace(f"{where}: key '{key}' is a parallel fraction and must be <= 1, got {data[key]!r}")
+    if data["c_ms"] <= 0:
+        raise InvalidSpace(f"{where}: key 'c_ms' (per-row cost) must be > 0, got {data['c_ms']!r}")
+    cores = data["cores"]
+    if cores != int(cores) or cores < 1:
+        raise InvalidSpace(f"{where}: key 'cores' must be a whole number >= 1, got {cores!r}")
+    if data.get("source", "measured") not in SOURCES:
+        raise InvalidSpace(f"{where}: key 'source' must be one of {', '.join(SOURCES)}, got {data['source']!r}")
+    if not isinstance(data.get("model", ""), str):
+        raise InvalidSpace(f"{where}: key 'model' must be a string, got {data['model']!r}")
+
+
+def _arrays(samples: Iterable[ServiceSample]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    arr = np.array([(s.rows, s.intra, s.inter, s.ms) for s in samples], dtype=np.float64).reshape(-1, 4)
+    if not np.all(np.isfinite(arr)) or np.any(arr[:, :3] < 1) or np.any(arr[:, 3] <= 0):
+        raise InvalidSpace("service samples need rows, intra, inter >= 1 and a finite, positive ms")
+    return arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3]
+
+
+def fit_profile(samples: Sequence[ServiceSample], cores: int, model: str = "") -> ServiceProfile:
+    """Robust least-squares fit of the six parameters to timings, on log-ms (relative errors count).
+
+    A knob the samples never vary (e.g. every sample has ``inter=1``) cannot be fitted: its parallel fraction
+    and per-thread cost are held at 0 (more threads neither help nor cost, beyond contention). The soft-L1 loss
+    keeps a few timings disturbed by other processes (a thread waiting for a busy core) from dragging the fit.
+    """
+    from scipy.optimize import least_squares
+
+    if len(samples) < _MIN_SAMPLES:
+        raise InvalidSpace(f"fitting a service profile needs at least {_MIN_SAMPLES} samples, got {len(samples)}")
+    rows, intra, inter, ms = _arrays(samples)
+    if np.unique(rows).size < 2:
+        raise InvalidSpace("fitting a service profile needs samples of at least two batch sizes (rows)")
+    log_ms = np.log(ms)
+    a0 = 0.5 * float(ms.min())
+    c0 = max(float(np.median((ms - a0) / rows)), 1e-6)
+    x0 = np.array([a0, c0, 0.5, 0.1, 0.01 * a0, 0.01 * a0])
+    # parameters of a knob with one value only: fixed at 0
+    vary_intra, vary_inter = np.unique(intra).size > 1, np.unique(inter).size > 1
+    free = np.array([True, True, vary_intra, vary_inter, vary_intra, vary_inter])
+    lower = np.array([0.0, 1e-9, 0.0, 0.0, 0.0, 0.0])[free]
+    upper = np.array([np.inf, np.inf, 1.0, 1.0, np.inf, np.inf])[free]
+    full = np.zeros(len(PARAMS))
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        full[free] = x
+        return np.log(np.maximum(_predict(full, rows, intra, inter), 1e-12)) - log_ms
+
+    res = least_squares(residuals, x0[free], bounds=(lower, upper), x_scale="jac", loss="soft_l1", f_scale=0.1)
+    params = np.zeros(len(PARAMS))
+    params[free] = res.x
+    return ServiceProfile(*(float(v) for v in params), cores=int(cores), source="measured", model=model)
+
+
+def measure_samples(
+    served_model: TimesBatches,
+    rows: Sequence[int] = (1, 2, 4, 8, 16, 32),
+    intra: Sequence[int] = (1, 2),
+    inter: Sequence[int] = (1, 2),
+    repeats: int = 5,
+) -> list[ServiceSample]:
+    """Time every (rows, intra, inter) combination with ``served_model.time_batch`` (median of ``repeats``)."""
+    out = []
+    for i in intra:
+        for o in inter:
+            for r in rows:
+                ms = float(served_model.time_batch(int(r), int(i), int(o), repeats=repeats))
+                out.append(ServiceSample(int(r), int(i), int(o), ms))
+    return out

@@ -1,0 +1,17 @@
+"""Optuna's Tree-structured Parzen Estimator over the ordinal knob indices."""
+
+from __future__ import annotations
+
+import optuna
+
+from mlsysopt.serving.tuners._optuna import OptunaTuner
+
+
+class OptunaTPE(OptunaTuner):
+    """Bayesian optimisation with Optuna's ``TPESampler`` (default settings, seeded)."""
+
+    name = "tpe"
+
+    def make_sampler(self, seed: int, **knobs: object) -> optuna.samplers.BaseSampler:
+        """A seeded ``TPESampler``; ``knobs`` are passed through (e.g. ``multivariate=True``)."""
+        return optuna.samplers.TPESampler(seed=seed, **knobs)

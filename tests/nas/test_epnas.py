@@ -1,0 +1,106 @@
+"""EPNAS: stage budgets, progression, predictor ranking in ask, penalties for infeasible samples, exact state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_methods import FakeSpace, best_feasible, constraints
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.nas.epnas import EPNAS, Stages, stage_budgets
+from mlsysopt.nas.search import get_method, run_search
+from mlsysopt.nas.spaces.base import Arch
+
+
+def test_stage_budgets() -> None:
+    assert stage_budgets(100, 4, "linear") == [10, 20, 30, 40]
+    assert stage_budgets(10, 3, "equal") == [3, 3, 4]
+    assert stage_budgets(7, 3, "last") == [0, 0, 7]
+    assert stage_budgets(5, 1) == [5]
+    assert sum(stage_budgets(101, 4)) == 101
+    with pytest.raises(MlsysoptError, match="unknown stage_split 'cosine'"):
+        stage_budgets(10, 2, "cosine")
+
+
+def test_stages_carry_leftover_budget_forward() -> None:
+    st = Stages([1, 2, 3], [2, 3, 5])
+    st.consume(2)
+    assert st.blocks == 2
+    st.consume(1)
+    assert st.advance() and st.blocks == 3 and st.quota == [2, 1, 7]
+    assert not st.advance() and st.last
+    st.consume(100)
+    assert st.blocks == 3  # the last stage never ends
+    assert Stages([1, 2], [0, 4]).blocks == 2  # an empty stage is skipped
+
+
+def test_search_progresses_from_min_to_max_blocks() -> None:
+    space, cons = FakeSpace(), constraints()
+    result = run_search(EPNAS(space, cons, budget=30, seed=0), workers=2)
+    blocks = [ev.arch.blocks for ev in result.history]
+    assert len(blocks) == 30 and blocks == sorted(blocks)
+    assert blocks.count(1) == 10 and blocks.count(2) == 20  # the linear split of 30 over 2 stages
+
+
+def test_exhausted_stage_hands_its_budget_on() -> None:
+    space, cons = FakeSpace(), constraints()  # only 23 feasible one-block architectures
+    result = run_search(EPNAS(space, cons, budget=60, seed=0, stage_split="equal"), workers=3)
+    blocks = [ev.arch.blocks for ev in result.history]
+    assert len(blocks) == 60 and blocks.count(1) == 23
+
+
+def test_ask_returns_the_top_predicted_candidates() -> None:
+    space, cons = FakeSpace(), constraints()
+    s = EPNAS(space, cons, budget=40, seed=1, warmup=4)
+    run_search(s, workers=4)  # 40 evaluations: the predictor is fitted
+    assert s.predictor.fitted
+    pool = [a for a in space.all_archs() if a.blocks == 2 and s.admissible(a)]
+    s._candidates = lambda n: list(pool)  # type: ignore[method-assign]
+    pred = s.predictor.predict(np.stack([space.encode(a) for a in pool]))
+    chosen = s.ask(3)
+    assert chosen == [pool[i] for i in np.argsort(-pred, kind="stable")[:3]]
+
+
+def test_infeasible_samples_get_the_penalty_in_the_controller_update() -> None:
+    space, cons = FakeSpace(), constraints()
+    s = EPNAS(space, cons, budget=12, seed=0, penalty=-2.0)
+    updates = []
+    real = s.pg.update
+
+    def spy(choices, rewards, penalised, penalty):
+        updates.append((list(choices), list(rewards), list(penalised), penalty))
+        return real(choices, rewards, penalised, penalty)
+
+    s.pg.update = spy  # type: ignore[method-assign]
+    result = run_search(s, workers=3)
+    assert len(updates) == 4
+    perf = {ev.arch.choices: ev.perf for ev in result.history}
+    for choices, rewards, penalised, penalty in updates:
+        assert len(choices) == 3 and rewards == [perf[c] for c in choices]  # hard mode: reward = performance
+        assert 1 <= len(penalised) <= 3  # most samples break the constraints; at most as many as evaluated
+        for c in penalised:
+            assert not cons.feasible(space.resources(Arch(tuple(c), (len(c) - 1) // 2)))
+        assert penalty == -2.0
+
+
+def test_state_dict_resumes_exactly() -> None:
+    space, cons = FakeSpace(), constraints()
+    a = EPNAS(space, cons, budget=30, seed=4, warmup=3)
+    run_search(a, workers=2)
+    b = EPNAS(space, cons, budget=30, seed=4, warmup=3)
+    b.load_state_dict(a.state_dict())
+    assert a.ask(3) == b.ask(3)
+
+
+def test_epnas_finds_the_constrained_optimum_on_the_fake_space() -> None:
+    space, cons = FakeSpace(), constraints()
+    target = best_feasible(space, cons)
+    found = [run_search(EPNAS(space, cons, budget=30, seed=s), workers=3).best.perf for s in (0, 2, 3)]
+    assert sum(f == target for f in found) >= 2, f"{found} vs the optimum {target}"
+
+
+def test_bad_knobs() -> None:
+    with pytest.raises(MlsysoptError, match="candidates >= 1"):
+        get_method("epnas", FakeSpace(), constraints(), candidates=0)
+    with pytest.raises(MlsysoptError, match="unknown stage_split"):
+        get_method("epnas", FakeSpace(), constraints(), stage_split="fast")

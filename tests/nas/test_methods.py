@@ -1,0 +1,114 @@
+"""The method contract: every NAS method in METHODS on a tiny fake space (also home of the fake space)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mlsysopt.nas.constraints import Constraint, Constraints
+from mlsysopt.nas.search import METHODS, run_search
+from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+
+
+class FakeSpace(SearchSpace):
+    """A head decision and two per-block decisions, 3 options each, 1..2 blocks; additive synthetic performance.
+
+    Higher options score better but cost more params, so the constrained optimum differs from the unconstrained one.
+    """
+
+    name = "fake"
+    min_blocks = 1
+    max_blocks = 2
+    resource_names = ("params", "flops", "latency_ms", "intensity")
+    head_options = (3,)
+    head_names = ("head",)
+    block_options = (3, 3)
+    block_names = ("b{i}.op", "b{i}.width")
+
+    def __init__(self, seed: int = 0, fail: set[Arch] | None = None, nan: set[Arch] | None = None, flaky: int = 0):
+        rng = np.random.default_rng(seed)
+        n = len(self.decisions(self.max_blocks))
+        self.values = np.sort(rng.uniform(0, 1, (n, 3)), axis=1)  # option 2 is the best of every decision
+        self.fail, self.nan = fail or set(), nan or set()
+        self.flaky = flaky  # the first `flaky` evaluations raise (only meaningful in-process)
+        self.calls = 0
+
+    def decode(self, arch: Arch) -> dict[str, Any]:
+        return dict(zip(self.decision_names(arch.blocks), arch.choices, strict=True))
+
+    def resources(self, arch: Arch) -> dict[str, float]:
+        params = 1.0 + sum(arch.choices)
+        return {"params": params, "flops": 10 * params, "latency_ms": arch.blocks + 0.1 * params, "intensity": params}
+
+    def true_perf(self, arch: Arch) -> float:
+        return float(sum(self.values[i, c] for i, c in enumerate(arch.choices))) / len(self.values)
+
+    def evaluate(self, arch: Arch, seed: int = 0) -> Evaluation:
+        self.check(arch)
+        self.calls += 1
+        if arch in self.fail or self.calls <= self.flaky:
+            raise RuntimeError(f"boom {arch.choices}")
+        perf = math.nan if arch in self.nan else self.true_perf(arch)
+        return Evaluation(arch, perf, perf - 0.01, self.resources(arch), cost_s=0.0)
+
+    def all_archs(self) -> list[Arch]:
+        return [
+            Arch(c, b)
+            for b in range(self.min_blocks, self.max_blocks + 1)
+            for c in itertools.product(*(range(k) for k in self.decisions(b)))
+        ]
+
+
+def constraints(mode: str = "hard") -> Constraints:
+    """params <= 5 and latency <= 2.4: 74 of the 270 fake architectures are feasible."""
+    return Constraints([Constraint("max_params", 5), Constraint("max_latency_ms", 2.4)], mode=mode)
+
+
+def best_feasible(space: FakeSpace, cons: Constraints) -> float:
+    return max(space.true_perf(a) for a in space.all_archs() if cons.feasible(space.resources(a)))
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_method_contract(method: str) -> None:
+    space, cons = FakeSpace(), constraints()
+    budget = 24
+    runs = []
+    for _ in range(2):
+        searcher = METHODS[method](space, cons, budget=budget, seed=3)
+        asked: list[Arch] = []
+        real_ask = searcher.ask
+
+        def ask(n: int, real_ask: Any = real_ask, asked: list[Arch] = asked) -> list[Arch]:
+            out = real_ask(n)
+            assert len(out) <= n
+            asked.extend(out)
+            return out
+
+        searcher.ask = ask  # type: ignore[method-assign]
+        result = run_search(searcher, workers=3)
+        assert 0 < len(result.history) <= budget
+        for a in asked:
+            space.check(a)
+            assert cons.feasible(space.resources(a)), f"{method} proposed an infeasible {a}"
+        assert len(set(asked)) == len(asked), f"{method} proposed an architecture twice"
+        assert result.best is not None and cons.feasible(result.best.resources)
+        assert result.best.perf == max(ev.perf for ev in result.history)
+        runs.append([ev.arch for ev in result.history])
+    assert runs[0] == runs[1], f"{method} is not deterministic for a fixed seed"
+
+
+def test_methods_beat_nothing_and_find_good_archs() -> None:
+    """With 30 evaluations (of 74 feasible architectures) every method gets close to the constrained optimum."""
+    space, cons = FakeSpace(), constraints()
+    target = best_feasible(space, cons)
+    t0 = time.perf_counter()
+    for method, cls in sorted(METHODS.items()):
+        result = run_search(cls(space, cons, budget=30, seed=0), workers=2)
+        assert result.best is not None
+        assert target - result.best.perf < 0.1, f"{method}: {result.best.perf:.3f} vs optimum {target:.3f}"
+    assert time.perf_counter() - t0 < 30

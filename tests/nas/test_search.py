@@ -1,0 +1,158 @@
+"""The search driver: retries, failures, NaN, hard constraints, no feasible architecture, budget, resume, errors."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_methods import FakeSpace, constraints
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.nas.constraints import Constraint, Constraints
+from mlsysopt.nas.search import METHODS, Searcher, evaluate_one, get_method, run_search
+from mlsysopt.nas.spaces.base import Arch, Evaluation
+
+
+def test_failing_evaluation_is_retried_once() -> None:
+    space = FakeSpace(flaky=1)  # the very first evaluation raises, its retry succeeds
+    result = run_search(get_method("random", space, constraints(), budget=6, seed=0), workers=2)
+    assert len(result.history) == 6 and result.failed == 0
+    first = result.history[0]
+    assert first.ok and first.extra["retried"] and "boom" in first.extra["first_error"]
+    assert space.calls == 7  # 6 evaluations + 1 retry
+
+
+def test_permanent_failure_is_recorded_and_the_search_goes_on() -> None:
+    space, cons = FakeSpace(), constraints()
+    probe = get_method("random", space, cons, budget=8, seed=5)
+    doomed = probe.ask(1)[0]  # the first candidate seed 5 proposes
+    space.fail = {doomed}
+    result = run_search(get_method("random", space, cons, budget=8, seed=5), workers=3)
+    assert len(result.history) == 8  # the failure counts once against the budget
+    bad = [ev for ev in result.history if not ev.ok]
+    assert [ev.arch for ev in bad] == [doomed] and result.failed == 1
+    assert "RuntimeError: boom" in bad[0].error and bad[0].extra["retried"]
+    assert math.isnan(bad[0].perf)
+    assert result.best is not None and result.best.ok
+
+
+def test_nan_performance_is_a_failure() -> None:
+    space = FakeSpace()
+    arch = Arch((0, 0, 0), 1)
+    space.nan = {arch}
+    ev = evaluate_one(space, arch, 0)
+    assert not ev.ok and math.isnan(ev.perf) and "non-finite" in ev.error
+    ok = evaluate_one(space, Arch((0, 0, 1), 1), 0)
+    assert ok.ok and ok.perf == space.true_perf(Arch((0, 0, 1), 1))
+
+
+def test_no_feasible_architecture_returns_none_and_says_why() -> None:
+    space = FakeSpace()
+    cons = Constraints([Constraint("max_params", 0.5), Constraint("max_latency_ms", 100)])  # params >= 1 always
+    for method in ("random", "epnas", "tpe"):
+        result = run_search(get_method(method, space, cons, budget=10, seed=0), workers=2)
+        assert result.best is None and result.history == []
+        assert "never met params <= 0.5" in result.message and "latency" not in result.message
+
+
+def test_constraints_met_separately_but_never_together() -> None:
+    space = FakeSpace()  # intensity = params in the fake space: each constraint alone is satisfiable, not both
+    cons = Constraints([Constraint("max_params", 4), Constraint("min_intensity", 5)])
+    result = run_search(get_method("random", space, cons, budget=5, seed=0))
+    assert result.best is None and "no architecture met all constraints at once" in result.message
+
+
+def test_hard_mode_never_evaluates_an_infeasible_proposal() -> None:
+    class Careless(Searcher):
+        name = "careless"
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.queue = [Arch((2, 2, 2), 1), Arch((0, 0, 0), 1)]  # the first breaks max_params <= 5
+            self.told: list[Evaluation] = []
+
+        def ask(self, n: int) -> list[Arch]:
+            out, self.queue = self.queue[:n], self.queue[n:]
+            return out
+
+        def tell(self, evals: list[Evaluation]) -> None:
+            self.told += evals
+
+    space = FakeSpace()
+    s = Careless(space, constraints(), budget=2)
+    result = run_search(s, workers=2)
+    assert [ev.arch for ev in result.history] == [Arch((0, 0, 0), 1)]
+    assert result.skipped == 1 and space.calls == 1
+    refused = [ev for ev in s.told if not ev.ok]
+    assert refused[0].arch == Arch((2, 2, 2), 1) and "infeasible" in refused[0].error
+
+
+def test_soft_mode_evaluates_everything_and_maximises_the_soft_reward() -> None:
+    space, cons = FakeSpace(), constraints("soft")
+    result = run_search(get_method("random", space, cons, budget=30, seed=1), workers=3)
+    assert len(result.history) == 30
+    assert any(not cons.feasible(ev.resources) for ev in result.history)
+    best_reward = max(cons.reward(ev.perf, ev.resources) for ev in result.history)
+    assert cons.reward(result.best.perf, result.best.resources) == best_reward
+
+
+def test_result_is_json_ready_and_best_so_far_is_monotone() -> None:
+    result = run_search(get_method("evolution", FakeSpace(), constraints(), budget=12, seed=0), workers=2)
+    d = json.loads(json.dumps(result.to_dict()))
+    assert d["evaluations"] == 12 and d["best"]["perf"] == result.best.perf and d["best_decoded"]
+    curve = result.best_so_far()
+    assert len(curve) == 12 and all(b >= a for a, b in itertools.pairwise(curve) if not math.isnan(a))
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_resume_from_checkpoint_gives_the_same_result(method: str, tmp_path: Path) -> None:
+    space, cons = FakeSpace(), constraints()
+    knobs = {"warmup": 4} if method == "epnas" else {}
+    full = run_search(get_method(method, space, cons, budget=14, seed=2, **knobs), workers=3)
+
+    class Crash(Exception):
+        pass
+
+    def crash_at_8(ev: Evaluation, i: int) -> None:
+        if i == 8:
+            raise Crash
+
+    ckpt = tmp_path / "search.pt"
+    with pytest.raises(Crash):
+        run_search(
+            get_method(method, space, cons, budget=14, seed=2, **knobs), workers=3, checkpoint=ckpt, on_eval=crash_at_8
+        )
+    assert ckpt.exists()
+    resumed = run_search(get_method(method, space, cons, budget=14, seed=2, **knobs), workers=3, checkpoint=ckpt)
+    assert [ev.arch for ev in resumed.history] == [ev.arch for ev in full.history]
+    assert [ev.perf for ev in resumed.history] == [ev.perf for ev in full.history]
+    assert resumed.best.arch == full.best.arch
+
+
+def test_checkpoint_of_another_search_is_refused(tmp_path: Path) -> None:
+    ckpt = tmp_path / "c.pt"
+    run_search(get_method("random", FakeSpace(), constraints(), budget=2, seed=0), checkpoint=ckpt)
+    with pytest.raises(MlsysoptError, match="checkpoint is for method 'random', not 'evolution'"):
+        run_search(get_method("evolution", FakeSpace(), constraints(), budget=2, seed=0), checkpoint=ckpt)
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    with pytest.raises(MlsysoptError, match="not a readable search checkpoint"):
+        run_search(get_method("random", FakeSpace(), constraints(), budget=2), checkpoint=tmp_path / "junk.pt")
+
+
+@pytest.mark.parametrize("budget", [0, -3, 2.5])
+def test_bad_budget(budget: float) -> None:
+    with pytest.raises(MlsysoptError, match="budget must be an integer >= 1"):
+        get_method("random", FakeSpace(), constraints(), budget=budget)
+
+
+def test_unknown_method_and_knob() -> None:
+    with pytest.raises(MlsysoptError, match="unknown NAS method 'darts'.*epnas"):
+        get_method("darts", FakeSpace())
+    with pytest.raises(MlsysoptError, match="unknown knob.*'epnas': candidatez"):
+        get_method("epnas", FakeSpace(), candidatez=3)
+    with pytest.raises(MlsysoptError, match="workers must be >= 1"):
+        run_search(get_method("random", FakeSpace()), workers=0)
