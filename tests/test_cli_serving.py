@@ -135,3 +135,19 @@ def test_bad_inputs_give_one_clear_line(tmp_path: Path, model: Path) -> None:
     assert_user_error(
         run("serving", "serve", "--model", model, "--config", bad_config, "--out", "s", cwd=tmp_path), "threads"
     )
+
+
+def test_demo_serving_section(tmp_path: Path) -> None:
+    proc = run("demo", "--out", "demo", "--only", "serving", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "demo"
+    result = json.loads((out / "result.json").read_text())
+    assert result["sections"] == ["serving"]
+    real = result["serving_real"]
+    assert "real measurements" in real["data"]
+    assert len(real["measurements"]) == 12 and real["best"] is not None
+    assert "extrapolated" in result["serving_sim"]["data"]
+    html = (out / "index.html").read_text()
+    for png in ("real_steps.png", "real_heatmap.png", "sim_steps.png"):
+        assert (out / "serving" / png).read_bytes()[:8] == PNG_MAGIC
+        assert f"serving/{png}" in html

@@ -34,6 +34,9 @@ def test_models_have_their_signature_layers() -> None:
     assert tokens.dtype == torch.long and tokens.shape == (1, 32)
     assert any(isinstance(m, nn.LayerNorm) for m in tr.modules())
     assert tr(tokens).shape == (1, 32, 1000)
+    res, (img,) = zoo.get("resnet")
+    assert img.shape == (1, 3, 64, 64)
+    assert sum(isinstance(m, zoo.BasicBlock) for m in res.modules()) == 4
 
 
 def test_factories_are_deterministic() -> None:
@@ -44,5 +47,5 @@ def test_factories_are_deterministic() -> None:
 
 
 def test_unknown_name_lists_available() -> None:
-    with pytest.raises(MlsysoptError, match="cnn, mobilenet, transformer"):
+    with pytest.raises(MlsysoptError, match="cnn, mobilenet, resnet, transformer"):
         zoo.get("resnet9000")

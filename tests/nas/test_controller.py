@@ -96,3 +96,15 @@ def test_reinforce_state_round_trip() -> None:
         assert torch.equal(p, q)
     assert other.baseline == pg.baseline and other.steps == 2
     assert Arch((0, 1), 1) == Arch((0, 1), 1)
+
+
+def test_prefixes_are_kept_and_the_rest_is_sampled() -> None:
+    ctrl = Controller([3, 3, 3, 3], hidden=8)
+    gen = torch.Generator().manual_seed(3)
+    prefixes = [(2, 1), (0,), (), (1, 1, 1)]
+    choices, _, _ = ctrl.sample(4, batch=4, generator=gen, prefixes=prefixes)
+    for row, p in zip(choices.tolist(), prefixes, strict=True):
+        assert tuple(row[: len(p)]) == p
+    archs = sample_archs(ctrl, [3, 3, 3, 3], 2, 200, gen, prefixes=[(2, 2)] * 100)
+    assert all(a.choices[:2] == (2, 2) for a in archs[:100])
+    assert len({a.choices[:2] for a in archs[100:]}) > 3  # rows without a prefix are free

@@ -104,3 +104,16 @@ def test_bad_knobs() -> None:
         get_method("epnas", FakeSpace(), constraints(), candidates=0)
     with pytest.raises(MlsysoptError, match="unknown stage_split"):
         get_method("epnas", FakeSpace(), constraints(), stage_split="fast")
+
+
+def test_grow_completes_prefixes_of_the_best_architectures() -> None:
+    space, cons = FakeSpace(), constraints()
+    s = EPNAS(space, cons, budget=30, seed=0, grow=0.5, beam=2)
+    assert s._prefixes(1) == []  # nothing evaluated yet
+    run_search(s, workers=2)
+    best = {a.choices for a, _ in sorted(s.data, key=lambda p: -p[1])[:2]}
+    prefixes = s._prefixes(2)
+    assert len(prefixes) == 50
+    for p in prefixes:
+        assert any(b[: len(p)] == p for b in best)
+        assert 1 <= len(p) < 5  # one-block parents are grown; two-block ones get a suffix re-sampled

@@ -15,6 +15,7 @@ from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas.constraints import Constraint, Constraints
 from mlsysopt.nas.search import METHODS, Searcher, evaluate_one, get_method, run_search
 from mlsysopt.nas.spaces.base import Arch, Evaluation
+from mlsysopt.runtime import LocalExecutor
 
 
 def test_failing_evaluation_is_retried_once() -> None:
@@ -156,3 +157,12 @@ def test_unknown_method_and_knob() -> None:
         get_method("epnas", FakeSpace(), candidatez=3)
     with pytest.raises(MlsysoptError, match="workers must be >= 1"):
         run_search(get_method("random", FakeSpace()), workers=0)
+
+
+def test_parallel_evaluation_in_a_process_pool_matches_serial() -> None:
+    space, cons = FakeSpace(), constraints()
+    serial = run_search(get_method("epnas", space, cons, budget=6, seed=1), workers=2)
+    with LocalExecutor(2) as pool:
+        parallel = run_search(get_method("epnas", space, cons, budget=6, seed=1), pool, workers=2)
+    assert [ev.arch for ev in parallel.history] == [ev.arch for ev in serial.history]
+    assert parallel.failed == 0 and parallel.best.perf == serial.best.perf

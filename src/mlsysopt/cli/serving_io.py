@@ -20,7 +20,7 @@ BACKEND_KINDS = ("real", "sim")
 
 ModelOpt = Annotated[
     str | None,
-    typer.Option("--model", help="An .onnx file with a dynamic batch axis, or zoo:cnn|zoo:mobilenet|zoo:transformer."),
+    typer.Option("--model", help="An .onnx file with a dynamic batch axis, or zoo:resnet|cnn|mobilenet|transformer."),
 ]
 ProfileOpt = Annotated[
     str | None,

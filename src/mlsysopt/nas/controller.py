@@ -64,11 +64,24 @@ class Controller(nn.Module):
         return self.tanh_c * torch.tanh(x) if self.tanh_c else x
 
     def sample(
-        self, n_decisions: int, batch: int = 1, generator: torch.Generator | None = None
+        self,
+        n_decisions: int,
+        batch: int = 1,
+        generator: torch.Generator | None = None,
+        prefixes: Sequence[Sequence[int]] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``batch`` samples of the first ``n_decisions`` decisions: choices ``[B, n]``, log-prob, entropy ``[B]``."""
+        """``batch`` samples of the first ``n_decisions`` decisions: choices ``[B, n]``, log-prob, entropy ``[B]``.
+
+        With ``prefixes`` (one per row, any length), row ``b`` keeps ``prefixes[b]`` as its first decisions and the
+        controller samples only the rest, conditioned on them.
+        """
         if not 1 <= n_decisions <= self.max_decisions:
             raise ValueError(f"n_decisions must be in 1..{self.max_decisions}, got {n_decisions}")
+        forced = torch.zeros(batch, n_decisions, dtype=torch.long)
+        plen = torch.zeros(batch, dtype=torch.long)
+        for b, p in enumerate(prefixes or ()):
+            p = list(p)[:n_decisions]
+            forced[b, : len(p)], plen[b] = torch.as_tensor(p, dtype=torch.long), len(p)
         x = self.start.expand(batch, -1)
         state = None
         choices, log_prob, entropy = [], torch.zeros(batch), torch.zeros(batch)
@@ -77,6 +90,7 @@ class Controller(nn.Module):
             state = (h, c)
             logp = torch.log_softmax(self._logits(h, i), dim=-1)
             a = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+            a = torch.where(plen > i, forced[:, i], a)
             log_prob = log_prob + logp.gather(1, a[:, None]).squeeze(1)
             entropy = entropy - (logp.exp() * logp).sum(-1)
             choices.append(a)
@@ -183,9 +197,15 @@ class Reinforce:
 
 
 def sample_archs(
-    controller: Controller, options: Sequence[int], blocks: int, batch: int, generator: torch.Generator
+    controller: Controller,
+    options: Sequence[int],
+    blocks: int,
+    batch: int,
+    generator: torch.Generator,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[Arch]:
-    """``batch`` architectures of ``blocks`` blocks (``options`` = ``space.decisions(blocks)``), no gradient."""
+    """``batch`` architectures of ``blocks`` blocks (``options`` = ``space.decisions(blocks)``), optionally
+    completing given ``prefixes``; no gradient."""
     with torch.no_grad(), torch_threads(1):
-        choices, _, _ = controller.sample(len(options), batch, generator)
+        choices, _, _ = controller.sample(len(options), batch, generator, prefixes)
     return [Arch(tuple(row), blocks) for row in choices.tolist()]

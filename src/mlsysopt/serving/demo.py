@@ -1,7 +1,7 @@
 """The serving section of ``mlsysopt demo``: profile a real model, tune it live with RRL, study tuners in simulation.
 
 Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.serving.demo:demo_section"``. About a minute: the
-zoo CNN served by ONNX Runtime on this machine (real measurements), then RRL vs random search on a SimPy model
+zoo ResNet served by ONNX Runtime on this machine (real measurements), then RRL vs random search on a SimPy model
 of the engine with this machine's profile extrapolated to 32 cores.
 """
 
@@ -20,7 +20,7 @@ SIM_CORES = 32
 
 
 def demo_section(ctx: DemoContext) -> list[Section]:
-    """Profile the zoo CNN, tune its serving configuration live with RRL, then compare tuners on the simulator."""
+    """Profile the zoo ResNet, tune its serving configuration live with RRL, then compare tuners on the simulator."""
     from mlsysopt.runtime.threads import torch_threads
 
     with torch_threads(1):
@@ -39,8 +39,8 @@ def _real(ctx: DemoContext) -> Section:
 
     out = ctx.out / "serving"
     out.mkdir(parents=True, exist_ok=True)
-    ctx.step("serving: exporting the zoo CNN to ONNX and timing batches")
-    model = resolve_model("zoo:cnn", out)
+    ctx.step("serving: exporting the zoo ResNet to ONNX and timing batches")
+    model = resolve_model("zoo:resnet", out)
     samples = measure_samples(model, rows=(1, 4, 16), intra=(1, 2), inter=(1,), repeats=3)
     profile = fit_profile(samples, cores=_cores(), model=model.path.name)
     profile.save(out / "profile.json")
@@ -83,7 +83,7 @@ def _real(ctx: DemoContext) -> Section:
     if bm is not None:
         rows.append(["RRL best", bm.config.label(), bm.mean_ms, bm.p99_ms, bm.saturated])
     text = (
-        f"The zoo CNN exported to ONNX and served by ONNX Runtime on this machine ({_cores()} cores): a shared "
+        f"The zoo ResNet exported to ONNX and served by ONNX Runtime on this machine ({_cores()} cores): a shared "
         f"request queue, dynamic batching and worker sessions, under open-loop Poisson load at {rate:.0f} "
         f"requests/s. RRL measured {len(measured)} of the {space.size} configurations; latency is real, "
         f"measured here. SLO (p99): {slo:.1f} ms. {result.message}"

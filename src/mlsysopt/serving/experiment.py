@@ -154,4 +154,3 @@ def heatmap_values(
         if math.isfinite(score) and score < out.get(key, math.inf):
             out[key] = score
     return out
-

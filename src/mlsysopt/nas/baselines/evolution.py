@@ -41,6 +41,8 @@ class RegularizedEvolution(Searcher):
         parent = max((self.population[i] for i in sorted(idx)), key=lambda p: p[1])[0]
         opts = self.space.decisions(parent.blocks)
         movable = [i for i, k in enumerate(opts) if k > 1]
+        if not movable:
+            return self.space.sample(self.rng)
         i = int(self.rng.choice(movable))
         new = int(self.rng.integers(opts[i] - 1))
         choices = list(parent.choices)
