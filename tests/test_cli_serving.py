@@ -150,4 +150,5 @@ def test_demo_serving_section(tmp_path: Path) -> None:
     html = (out / "index.html").read_text()
     for png in ("real_steps.png", "real_heatmap.png", "sim_steps.png"):
         assert (out / "serving" / png).read_bytes()[:8] == PNG_MAGIC
-        assert f"serving/{png}" in html
+        assert f'src="serving/{png}"' in html
+    assert "was not written" not in html

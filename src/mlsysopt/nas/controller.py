@@ -204,8 +204,7 @@ def sample_archs(
     generator: torch.Generator,
     prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[Arch]:
-    """``batch`` architectures of ``blocks`` blocks (``options`` = ``space.decisions(blocks)``), optionally
-    completing given ``prefixes``; no gradient."""
+    """``batch`` architectures of ``blocks`` blocks (``options = space.decisions(blocks)``), completing ``prefixes``."""
     with torch.no_grad(), torch_threads(1):
         choices, _, _ = controller.sample(len(options), batch, generator, prefixes)
     return [Arch(tuple(row), blocks) for row in choices.tolist()]

@@ -15,6 +15,9 @@ The whole algorithm, read top to bottom (every knob is in :class:`EPNASConfig`):
    most as many as were evaluated, enter the next controller update with a fixed advantage ``penalty`` (−1: one
    reward spread below the baseline), so the controller learns where the feasible region is without drowning the
    performance signal. A stage whose block count has nothing fresh left hands its budget to the next stage.
+   With ``grow > 0`` that fraction of every batch instead completes prefixes of the ``beam`` best architectures so
+   far (PNAS's "expand the top K": a smaller one is grown to this stage's blocks, a full one gets a random suffix
+   re-sampled), the controller choosing the rest conditioned on the prefix.
 3. **Ranking.** Once ``warmup`` architectures have been evaluated, the performance predictor (an MLP ensemble with a
    ranking loss, :mod:`mlsysopt.nas.predictor`) scores the survivors by ``mean + ucb · std`` and ``ask(n)``
    returns the top ``n``: ``n`` is the parallel batch (``run_search`` passes its ``workers``), so the top-K of the
@@ -202,8 +205,7 @@ class EPNAS(Searcher):
         return pool
 
     def _prefixes(self, blocks: int) -> list[tuple[int, ...]]:
-        """Prefixes for the first ``grow`` fraction of a sample batch: the best architectures so far, grown to
-        ``blocks`` blocks, or with a random suffix re-sampled when they already have ``blocks``."""
+        """Prefixes for a ``grow`` fraction of a batch: best architectures to grow, or to re-sample a suffix of."""
         cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
         k = round(cfg.grow * cfg.candidates)
         if not k or not self.data:

@@ -93,7 +93,7 @@ def _real(ctx: DemoContext) -> Section:
         text=text,
         table=rows,
         columns=["configuration", "knobs", "mean ms", "p99 ms", "saturated"],
-        images=[out / "real_steps.png", out / "real_heatmap.png"],
+        images=["serving/real_steps.png", "serving/real_heatmap.png"],  # relative to the run directory
         captions=["measured latency per step and best so far", "best measured latency per (workers, max batch)"],
         anchor="serving",
     )
@@ -141,7 +141,7 @@ def _simulated(ctx: DemoContext) -> Section:
         text=text,
         table=rows,
         columns=["tuner", f"best mean latency after {SIM_BUDGET} (ms)", "space size"],
-        images=[out / "sim_steps.png"],
+        images=["serving/sim_steps.png"],
         captions=["best mean latency so far per tuner"],
     )
 
