@@ -70,7 +70,7 @@ def plot_heatmap(
     for (r, c), v in values.items():
         if r in rows and c in cols:
             grid[list(rows).index(r), list(cols).index(c)] = v
-    fig = new_figure(1.1 + 0.75 * len(cols), 1.2 + 0.55 * len(rows))
+    fig = new_figure(max(5.5, 1.1 + 0.75 * len(cols)), max(3.0, 1.2 + 0.55 * len(rows)))
     ax = fig.add_subplot()
     shown = np.log10(np.clip(grid, 1e-9, None))
     im = ax.imshow(shown, cmap="viridis_r", aspect="auto", origin="lower")
