@@ -26,6 +26,7 @@ import torch
 from mlsysopt.errors import InvalidArchitecture, MlsysoptError
 from mlsysopt.io import write_atomic
 from mlsysopt.nas.constraints import Constraints
+from mlsysopt.nas.evaluation import evaluate_batch, evaluate_one
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
 from mlsysopt.runtime import Executor, SerialExecutor
 
@@ -225,49 +226,6 @@ class SearchResult:
         }
 
 
-def evaluate_one(space: SearchSpace, arch: Arch, seed: int = 0) -> Evaluation:
-    """Evaluate one architecture, turning a crash or a non-finite performance into ``ok=False`` (never raises)."""
-    t0 = time.perf_counter()
-    try:
-        ev = space.evaluate(arch, seed)
-    except Exception as e:  # an evaluation's crash must not stop the search: it is recorded instead
-        try:
-            res = dict(space.resources(arch))
-        except Exception:
-            res = {}
-        return Evaluation(
-            arch, float("nan"), None, res, time.perf_counter() - t0, ok=False, error=f"{type(e).__name__}: {e}"
-        )
-    if ev.perf is None or not math.isfinite(float(ev.perf)):
-        ev.perf, ev.ok = float("nan"), False
-        ev.error = ev.error or "evaluation returned a non-finite performance"
-    return ev
-
-
-def _evaluate_task(task: tuple[SearchSpace, Arch, int]) -> Evaluation:
-    return evaluate_one(*task)
-
-
-def _evaluate_batch(executor: Executor, space: SearchSpace, archs: list[Arch], seed: int) -> list[Evaluation]:
-    """Evaluate ``archs`` in parallel; each failure is retried once (the retry is flagged in ``extra``)."""
-
-    def run(batch: list[Arch]) -> list[Evaluation]:
-        try:
-            return list(executor.map(_evaluate_task, [(space, a, seed) for a in batch]))
-        except Exception as e:  # the executor itself broke (lost worker, pickling): fail this batch, keep going
-            return [
-                Evaluation(a, float("nan"), None, {}, 0.0, ok=False, error=f"{type(e).__name__}: {e}") for a in batch
-            ]
-
-    evals = run(archs)
-    again = [i for i, ev in enumerate(evals) if not ev.ok]
-    if again:
-        for i, ev in zip(again, run([archs[i] for i in again]), strict=True):
-            ev.extra = {**ev.extra, "retried": True, "first_error": evals[i].error}
-            evals[i] = ev
-    return evals
-
-
 def _save(path: Path, data: dict[str, Any]) -> None:
     buf = io.BytesIO()
     torch.save(data, buf)
@@ -346,7 +304,7 @@ def run_search(
         todo = [a for a in archs if not cons.hard or searcher.feasible(a)]
         refused = [a for a in archs if a not in todo]
         idle = 0 if todo else idle + 1
-        evals = _evaluate_batch(executor, space, todo, searcher.seed) if todo else []
+        evals = evaluate_batch(executor, space, todo, searcher.seed) if todo else []
         for ev in evals:
             history.append(ev)
             failed += not ev.ok
