@@ -170,6 +170,7 @@ BUILDERS: dict[str, SectionBuilder | str] = {
     "placement": "mlsysopt.placement.demo:demo_section",
     "serving": "mlsysopt.serving.demo:demo_section",
     "nas": "mlsysopt.nas.demo:demo_section",
+    "costmodel": "mlsysopt.costmodel.demo:demo_section",
 }
 
 

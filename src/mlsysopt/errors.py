@@ -47,3 +47,15 @@ class InvalidDataset(MlsysoptError):
 
 class InvalidConstraint(MlsysoptError):
     """A NAS resource constraint is unknown, has a non-positive limit, or names a resource the space lacks."""
+
+
+class InvalidDataFile(MlsysoptError):
+    """A cost-model data file (TpuGraphs .npz, MalNet edgelist, split file) is malformed; names file and key."""
+
+
+class InvalidOption(MlsysoptError):
+    """A cost-model option is out of range: segment size < 1, k < 1, SED probability outside [0, 1), ..."""
+
+
+class InvalidCheckpoint(MlsysoptError):
+    """A checkpoint is unreadable or was written by an incompatible model (different task, sizes or backbone)."""

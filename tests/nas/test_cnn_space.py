@@ -52,6 +52,43 @@ def test_resources_are_positive_and_grow_with_blocks(digits: CnnSpace) -> None:
     assert digits.resources(big)["intensity"] > digits.resources(small)["intensity"]
 
 
+def test_closed_form_resources_equal_the_fx_importer(digits: CnnSpace, tmp_path: Path) -> None:
+    """The fast path must give the importer's params, FLOPs and intensity exactly, for every op and width."""
+    pairs = [(a, b) for a in digits.ops for b in digits.ops]  # every op pair, the widths taking turns
+    archs = [digits.arch_from_names([(a, b, digits.widths[i % len(digits.widths)])]) for i, (a, b) in enumerate(pairs)]
+    rng = np.random.default_rng(7)
+    archs += [digits.sample(rng, b) for b in range(2, digits.max_blocks + 1) for _ in range(4)]
+    for arch in archs:
+        assert digits.resources_for(arch, ()) == digits.importer_resources(arch), digits.decode(arch)
+    for size in (32, 33):  # RGB images with the stride-2 stem, even and odd sizes
+        root = tmp_path / f"rgb{size}"
+        for cls in ("a", "b"):
+            _write_images(root / "train" / cls, 2, size=size)
+            _write_images(root / "test" / cls, 1, size=size)
+        space = get_space(f"cifar10:{root}")
+        assert space.input_shape == (3, size, size)
+        for arch in [space.sample(rng, b) for b in range(1, space.max_blocks + 1) for _ in range(2)]:
+            assert space.resources_for(arch, ()) == space.importer_resources(arch), space.decode(arch)
+
+
+def test_latency_is_measured_only_when_asked_and_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    space = CnnSpace("digits", latency_runs=2)
+    timed: list[Arch] = []
+    real = space._measure_latency
+    monkeypatch.setattr(space, "_measure_latency", lambda a: timed.append(a) or real(a))
+    arch = space.arch_from_names([("conv5x5", "sepconv3x3", 32), ("identity", "avgpool3x3", 8)])
+    cheap = space.resources_for(arch, ("params", "flops"))
+    assert set(cheap) == {"params", "flops", "intensity"} and timed == []
+    assert space.costly_resources == ("latency_ms",)
+    full = space.resources(arch)
+    assert set(full) == set(space.resource_names) and full["latency_ms"] > 0 and timed == [arch]
+    assert space.resources_for(arch, ("latency_ms",)) == full and timed == [arch]  # cached
+    monkeypatch.undo()
+    clone = pickle.loads(pickle.dumps(space))  # the measured latency travels to workers, the cheap cache does not
+    assert clone._latency_cache == {arch: full["latency_ms"]} and clone._static_cache == {}
+    assert clone.resources(arch) == full
+
+
 def test_decisions_names_and_bad_archs(digits: CnnSpace) -> None:
     assert digits.decisions(1) == [6, 6, 3] and digits.decisions(2) == [6, 6, 3, 6, 6, 3]
     assert digits.decision_names(1) == ["b1.op_a", "b1.op_b", "b1.width"]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
-from test_methods import FakeSpace, best_feasible, constraints
+from test_methods import CostlySpace, FakeSpace, best_feasible, constraints
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas.epnas import EPNAS, Stages, stage_budgets
 from mlsysopt.nas.search import get_method, run_search
-from mlsysopt.nas.spaces.base import Arch
+from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 
 def test_stage_budgets() -> None:
@@ -61,6 +63,23 @@ def test_ask_returns_the_top_predicted_candidates() -> None:
     assert chosen == [pool[i] for i in np.argsort(-pred, kind="stable")[:3]]
 
 
+def test_costly_constraints_are_checked_lazily_in_predicted_order() -> None:
+    space, cons = CostlySpace(), constraints()  # params (cheap) and latency (costly, counted)
+    s = EPNAS(space, cons, budget=40, seed=1, warmup=4)
+    run_search(s, workers=4)
+    pool = [a for a in space.all_archs() if a.blocks == 2 and s.admissible(a, costly=False)]
+    order = np.argsort(-s.predictor.predict(np.stack([space.encode(a) for a in pool])), kind="stable")
+    ranked = [pool[i] for i in order]
+    ok = [a for a in ranked if cons.feasible(space.resources(a))]
+    prefix = ranked[: ranked.index(ok[2]) + 1]  # what must be checked to find the 3 best-predicted feasible ones
+    assert 3 < len(prefix) < len(pool)  # the test exercises both skipping and stopping early
+    s._candidates = lambda n: list(pool)  # type: ignore[method-assign]
+    s.infeasible, timed = [], space.timed
+    assert s.ask(3) == ok[:3]
+    assert s.infeasible == [a for a in prefix if a not in ok]  # rejected ones feed the controller's penalty
+    assert 0 < space.timed - timed <= len(prefix)  # latency looked up for (at most) the checked prefix only
+
+
 def test_infeasible_samples_get_the_penalty_in_the_controller_update() -> None:
     space, cons = FakeSpace(), constraints()
     s = EPNAS(space, cons, budget=12, seed=0, penalty=-2.0)
@@ -92,6 +111,33 @@ def test_state_dict_resumes_exactly() -> None:
     assert a.ask(3) == b.ask(3)
 
 
+def test_a_fixed_round_size_makes_the_search_independent_of_the_workers(tmp_path: Path) -> None:
+    space, cons = FakeSpace(), constraints()
+    runs = {w: run_search(EPNAS(space, cons, budget=16, seed=2, warmup=4, round_size=2), workers=w) for w in (1, 2, 3)}
+    archs = {w: [ev.arch for ev in r.history] for w, r in runs.items()}
+    assert len(archs[1]) == 16 and archs[1] == archs[2] == archs[3]
+    default = {w: [ev.arch for ev in run_search(EPNAS(space, cons, budget=16, seed=2, warmup=4), workers=w).history]
+               for w in (1, 2)}  # fmt: skip
+    assert default[2] == archs[2] and default[1] != archs[1]  # round_size 0 follows the driver's batch
+
+    class Crash(Exception):
+        pass
+
+    def crash_at_8(ev: Evaluation, i: int) -> None:  # checkpointed after 7: mid-round, half of it told, not learnt
+        if i == 8:
+            raise Crash
+
+    ckpt = tmp_path / "epnas.pt"
+
+    def fresh() -> EPNAS:
+        return EPNAS(space, cons, budget=16, seed=2, warmup=4, round_size=2)
+
+    with pytest.raises(Crash):
+        run_search(fresh(), workers=1, checkpoint=ckpt, on_eval=crash_at_8)
+    resumed = run_search(fresh(), workers=1, checkpoint=ckpt)
+    assert [ev.arch for ev in resumed.history] == archs[1]
+
+
 def test_epnas_finds_the_constrained_optimum_on_the_fake_space() -> None:
     space, cons = FakeSpace(), constraints()
     target = best_feasible(space, cons)
@@ -102,6 +148,8 @@ def test_epnas_finds_the_constrained_optimum_on_the_fake_space() -> None:
 def test_bad_knobs() -> None:
     with pytest.raises(MlsysoptError, match="candidates >= 1"):
         get_method("epnas", FakeSpace(), constraints(), candidates=0)
+    with pytest.raises(MlsysoptError, match="round_size >= 0"):
+        get_method("epnas", FakeSpace(), constraints(), round_size=-1)
     with pytest.raises(MlsysoptError, match="unknown stage_split"):
         get_method("epnas", FakeSpace(), constraints(), stage_split="fast")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import time
 from typing import Any
 
@@ -36,6 +37,7 @@ class FakeSpace(SearchSpace):
         self.values = np.sort(rng.uniform(0, 1, (n, 3)), axis=1)  # option 2 is the best of every decision
         self.fail, self.nan = fail or set(), nan or set()
         self.flaky = flaky  # the first `flaky` evaluations raise (only meaningful in-process)
+        self.exit_on: set[Arch] = set()  # evaluating these kills the (worker) process
         self.calls = 0
 
     def decode(self, arch: Arch) -> dict[str, Any]:
@@ -51,6 +53,8 @@ class FakeSpace(SearchSpace):
     def evaluate(self, arch: Arch, seed: int = 0) -> Evaluation:
         self.check(arch)
         self.calls += 1
+        if arch in self.exit_on:
+            os._exit(3)
         if arch in self.fail or self.calls <= self.flaky:
             raise RuntimeError(f"boom {arch.choices}")
         perf = math.nan if arch in self.nan else self.true_perf(arch)
@@ -62,6 +66,25 @@ class FakeSpace(SearchSpace):
             for b in range(self.min_blocks, self.max_blocks + 1)
             for c in itertools.product(*(range(k) for k in self.decisions(b)))
         ]
+
+
+class CostlySpace(FakeSpace):
+    """FakeSpace whose latency is a costly resource: counts how often it is fetched (and cheap look-ups)."""
+
+    costly_resources = ("latency_ms",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cheap = self.timed = 0
+
+    def resources_for(self, arch: Arch, names: Any) -> dict[str, float]:
+        res = self.resources(arch)
+        if "latency_ms" in names:
+            self.timed += 1
+        else:
+            self.cheap += 1
+            del res["latency_ms"]
+        return res
 
 
 def constraints(mode: str = "hard") -> Constraints:

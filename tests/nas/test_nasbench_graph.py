@@ -105,8 +105,11 @@ def test_iterating_the_whole_table() -> None:
 def test_pickles_without_the_table() -> None:
     space = NasBenchGraphSpace("pubmed")
     _ = space.table
+    rng = np.random.default_rng(1)
+    keys = {a: space.key(a) for a in (space.sample(rng) for _ in range(500))}  # fills the process-wide key memo
     blob = pickle.dumps(space)
-    assert len(blob) < 10_000  # the 2 MB table stays behind; each process loads its own
+    assert len(blob) < 10_000  # the 2 MB table and the key memo stay behind; each process has its own
+    assert all(k == nas_bench_graph.Arch(*space.cell(a)).valid_hash() for a, k in keys.items())  # memo is exact
     clone = pickle.loads(blob)
     arch = space.sample(np.random.default_rng(0))
     assert clone.evaluate(arch).perf == space.evaluate(arch).perf

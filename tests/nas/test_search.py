@@ -5,17 +5,19 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_methods import FakeSpace, constraints
+import torch
+from test_methods import CostlySpace, FakeSpace, constraints
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas.constraints import Constraint, Constraints
 from mlsysopt.nas.search import METHODS, Searcher, evaluate_one, get_method, run_search
 from mlsysopt.nas.spaces.base import Arch, Evaluation
-from mlsysopt.runtime import LocalExecutor
+from mlsysopt.runtime import Executor, LocalExecutor
 
 
 def test_failing_evaluation_is_retried_once() -> None:
@@ -139,6 +141,10 @@ def test_checkpoint_of_another_search_is_refused(tmp_path: Path) -> None:
     run_search(get_method("random", FakeSpace(), constraints(), budget=2, seed=0), checkpoint=ckpt)
     with pytest.raises(MlsysoptError, match="checkpoint is for method 'random', not 'evolution'"):
         run_search(get_method("evolution", FakeSpace(), constraints(), budget=2, seed=0), checkpoint=ckpt)
+    old = torch.load(ckpt, weights_only=True)
+    torch.save({**old, "version": 1}, tmp_path / "v1.pt")  # an earlier format: refused by name, not a KeyError
+    with pytest.raises(MlsysoptError, match="not a search checkpoint of version 2"):
+        run_search(get_method("random", FakeSpace(), constraints(), budget=2, seed=0), checkpoint=tmp_path / "v1.pt")
     (tmp_path / "junk.pt").write_text("not a checkpoint")
     with pytest.raises(MlsysoptError, match="not a readable search checkpoint"):
         run_search(get_method("random", FakeSpace(), constraints(), budget=2), checkpoint=tmp_path / "junk.pt")
@@ -166,3 +172,62 @@ def test_parallel_evaluation_in_a_process_pool_matches_serial() -> None:
         parallel = run_search(get_method("epnas", space, cons, budget=6, seed=1), pool, workers=2)
     assert [ev.arch for ev in parallel.history] == [ev.arch for ev in serial.history]
     assert parallel.failed == 0 and parallel.best.perf == serial.best.perf
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_costly_resources_are_fetched_late_and_only_when_constrained(method: str) -> None:
+    space, cons = CostlySpace(), constraints()  # params <= 5 (cheap) and latency <= 2.4 (costly)
+    result = run_search(get_method(method, space, cons, budget=24, seed=3), workers=3)
+    assert result.best is not None and cons.feasible(space.resources(result.best.arch))
+    assert all(cons.feasible(space.resources(ev.arch)) for ev in result.history)
+    if method != "tpe":  # c-TPE is told every constraint's value, so it needs the latency of all it suggests
+        assert space.timed < 0.55 * space.cheap, (space.timed, space.cheap)  # only candidates passing params
+    space = CostlySpace()
+    result = run_search(get_method(method, space, Constraints([Constraint("max_params", 5)]), budget=8, seed=3))
+    assert len(result.history) == 8 and space.timed == 0  # no latency constraint: no latency fetched at all
+
+
+def test_a_costly_constraint_nobody_looked_at_is_not_reported_as_never_met() -> None:
+    space = CostlySpace()
+    cons = Constraints([Constraint("max_params", 0.5), Constraint("max_latency_ms", 100)])
+    result = run_search(get_method("epnas", space, cons, budget=4, seed=0))
+    assert result.best is None and space.timed == 0
+    assert "never met params <= 0.5" in result.message and "latency" not in result.message
+
+
+class BrokenExecutor(Executor):
+    """Raises on the first ``failures`` calls of ``map``, then evaluates in-process."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.calls = failures, 0
+
+    def map(self, fn: Any, items: Any) -> list[Any]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise BrokenProcessPool("A process in the process pool was terminated abruptly")
+        return [fn(x) for x in items]
+
+
+def test_a_broken_executor_stops_the_search_with_a_clear_error(tmp_path: Path) -> None:
+    ex = BrokenExecutor(failures=1)  # the first batch breaks once; its retry (one call per candidate) works
+    result = run_search(get_method("random", FakeSpace(), constraints(), budget=6, seed=0), ex, workers=2)
+    assert result.failed == 0 and len(result.history) == 6 and result.history[0].extra["retried"]
+    ckpt = tmp_path / "s.pt"
+    ex = BrokenExecutor(failures=10**6)
+    with pytest.raises(MlsysoptError, match=r"executor failed on 3 batches in a row.*BrokenProcessPool.*s\.pt"):
+        run_search(get_method("random", FakeSpace(), constraints(), budget=50, seed=0), ex, workers=2, checkpoint=ckpt)
+    assert ex.calls == 3 * 3  # each batch: one call, then one retry per candidate; then the driver gives up
+    resumed = run_search(get_method("random", FakeSpace(), constraints(), budget=8, seed=0), checkpoint=ckpt)
+    assert len(resumed.history) == 8 and resumed.failed == 6  # the 3 broken batches stay recorded as failed
+
+
+def test_a_worker_that_dies_fails_its_candidate_alone() -> None:
+    space, cons = FakeSpace(), constraints()
+    doomed = get_method("random", space, cons, budget=6, seed=5).ask(1)[0]
+    space.exit_on = {doomed}
+    with LocalExecutor(2) as pool:
+        result = run_search(get_method("random", space, cons, budget=6, seed=5), pool, workers=2)
+    bad = [ev for ev in result.history if not ev.ok]
+    assert [ev.arch for ev in bad] == [doomed] and len(result.history) == 6
+    assert "BrokenProcessPool" in bad[0].error and bad[0].extra["retried"]
+    assert result.best is not None and result.best.ok

@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 
 from mlsysopt.cli.common import err_console
+from mlsysopt.cli.costmodel import costmodel_app
 from mlsysopt.cli.demo import demo
 from mlsysopt.cli.graph import graph_app
 from mlsysopt.cli.nas import nas_app
@@ -29,6 +30,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(graph_app, name="graph")
+app.add_typer(costmodel_app, name="costmodel")
 app.add_typer(placement_app, name="placement")
 app.add_typer(serving_app, name="serving")
 app.add_typer(nas_app, name="nas")

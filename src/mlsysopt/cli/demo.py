@@ -59,13 +59,18 @@ def demo(
 
 
 def _print_demo(result: dict[str, Any], out: Path) -> None:
+    """One table of every section's headline figures (placements: makespan and SLR; others: their ``headline``)."""
     from rich.table import Table
 
     table = Table(title="demo", title_justify="left")
-    for col in ("section", "placement", "makespan (s)", "SLR"):
-        table.add_column(col, justify="left" if col in ("section", "placement") else "right")
-    for name in result["sections"]:
-        for label, r in result.get(name, {}).get("placements", {}).items():
-            table.add_row(name, label, f"{r['makespan']:.4g}", f"{r['slr']:.3f}")
+    for col in ("section", "item", "result"):
+        table.add_column(col)
+    for key, res in result.items():
+        if not isinstance(res, dict):
+            continue
+        for label, r in res.get("placements", {}).items():
+            table.add_row(key, label, f"makespan {r['makespan']:.4g} s, SLR {r['slr']:.3f}")
+        for label, text in res.get("headline", {}).items():
+            table.add_row(key, escape(str(label)), escape(str(text)))
     console.print(table)
     console.print(f"open {escape(str(out / 'index.html'))}")

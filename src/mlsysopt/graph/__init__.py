@@ -2,7 +2,7 @@
 
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import BASE_FEATURES, DEFAULT_VOCAB, CompGraph
-from mlsysopt.graph.simulate import Schedule, Simulator, cp_min, simulate, slr
+from mlsysopt.graph.simulate import Schedule, Simulator, cp_min, longest_path, simulate, slr
 
 __all__ = [
     "BASE_FEATURES",
@@ -12,6 +12,7 @@ __all__ = [
     "Schedule",
     "Simulator",
     "cp_min",
+    "longest_path",
     "simulate",
     "slr",
 ]

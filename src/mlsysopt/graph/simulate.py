@@ -33,7 +33,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from mlsysopt.errors import InvalidPlacement
+from mlsysopt.errors import InvalidGraph, InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement
@@ -323,6 +323,17 @@ def cp_min(graph: CompGraph, cluster: DeviceCluster) -> float:
     best_speed = np.where(feas, cluster.speed[None, :], 0.0).max(axis=1)
     indptr, par, _ = graph._parents_csr
     return float(_longest_path(graph.topo_order, indptr, par, graph.compute / best_speed))
+
+
+def longest_path(graph: CompGraph, durations: Any) -> float:
+    """Critical-path length of ``graph`` with per-node durations (no devices, no communication)."""
+    dur = np.ascontiguousarray(durations, dtype=np.float64)
+    if dur.shape != (graph.num_nodes,):
+        raise InvalidGraph(f"durations has shape {dur.shape}, expected ({graph.num_nodes},)")
+    if not np.isfinite(dur).all() or (dur < 0).any():
+        raise InvalidGraph("durations must be finite and >= 0")
+    indptr, par, _ = graph._parents_csr
+    return float(_longest_path(graph.topo_order, indptr, par, dur))
 
 
 def slr(makespan: float, graph: CompGraph, cluster: DeviceCluster) -> float:

@@ -21,7 +21,7 @@ A missing or NaN resource counts as a violation (unknown usage is never assumed 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,9 +139,14 @@ class Constraints:
         """``{name: value}``, each <= 0 when satisfied."""
         return {c.name: c.value(resources) for c in self.constraints}
 
-    def feasible(self, resources: Mapping[str, float]) -> bool:
-        """Whether every constraint is satisfied."""
-        return all(c.satisfied(resources) for c in self.constraints)
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """The resources the constraints read, in order (each once)."""
+        return tuple(dict.fromkeys(c.resource for c in self.constraints))
+
+    def feasible(self, resources: Mapping[str, float], only: Collection[str] | None = None) -> bool:
+        """Whether every constraint is satisfied (with ``only``: every constraint on one of those resources)."""
+        return all(c.satisfied(resources) for c in self.constraints if only is None or c.resource in only)
 
     def violated(self, resources: Mapping[str, float]) -> list[str]:
         """Names of the constraints ``resources`` violate."""

@@ -1,4 +1,10 @@
-"""Evaluating architectures for a search: one at a time without ever raising, and in parallel with one retry."""
+"""Evaluating architectures for a search: one at a time without ever raising, and in parallel with one retry.
+
+An evaluation that raises or returns NaN is a failed :class:`Evaluation`. When the executor itself breaks (a worker
+process died, a task could not be pickled) the batch's evaluations fail with ``extra["executor_error"]``; the
+retry then runs on a fresh pool (:class:`~mlsysopt.runtime.LocalExecutor` drops a broken one), and
+:func:`~mlsysopt.nas.search.run_search` stops with a clear error when the executor breaks batch after batch.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,13 @@ import time
 
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
 from mlsysopt.runtime import Executor
+
+EXECUTOR_ERROR = "executor_error"  # ``Evaluation.extra`` flag: the executor broke, not the evaluation itself
+
+
+def executor_failed(evals: list[Evaluation]) -> bool:
+    """Whether every evaluation of a batch failed because the executor broke (even on the retry)."""
+    return bool(evals) and all(ev.extra.get(EXECUTOR_ERROR) for ev in evals)
 
 
 def evaluate_one(space: SearchSpace, arch: Arch, seed: int = 0) -> Evaluation:
@@ -33,20 +46,27 @@ def _evaluate_task(task: tuple[SearchSpace, Arch, int]) -> Evaluation:
 
 
 def evaluate_batch(executor: Executor, space: SearchSpace, archs: list[Arch], seed: int) -> list[Evaluation]:
-    """Evaluate ``archs`` in parallel; each failure is retried once (the retry is flagged in ``extra``)."""
+    """Evaluate ``archs`` in parallel; each failure is retried once (the retry is flagged in ``extra``).
+
+    When the executor broke, the retries run one candidate per call, so a candidate that kills its worker
+    (a segfault, running out of memory) fails alone instead of taking its batch mates down again.
+    """
 
     def run(batch: list[Arch]) -> list[Evaluation]:
         try:
             return list(executor.map(_evaluate_task, [(space, a, seed) for a in batch]))
         except Exception as e:  # the executor itself broke (lost worker, pickling): fail this batch, keep going
-            return [
-                Evaluation(a, float("nan"), None, {}, 0.0, ok=False, error=f"{type(e).__name__}: {e}") for a in batch
-            ]
+            err = f"{type(e).__name__}: {e}"
+            return [Evaluation(a, float("nan"), None, {}, 0.0, False, err, {EXECUTOR_ERROR: True}) for a in batch]
 
     evals = run(archs)
     again = [i for i, ev in enumerate(evals) if not ev.ok]
     if again:
-        for i, ev in zip(again, run([archs[i] for i in again]), strict=True):
+        if executor_failed(evals):  # one crashing candidate took the batch down: retry each alone to isolate it
+            retried = [ev for i in again for ev in run([archs[i]])]
+        else:
+            retried = run([archs[i] for i in again])
+        for i, ev in zip(again, retried, strict=True):
             ev.extra = {**ev.extra, "retried": True, "first_error": evals[i].error}
             evals[i] = ev
     return evals

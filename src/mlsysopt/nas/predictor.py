@@ -11,6 +11,7 @@ search exact without storing weights.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,28 @@ import torch
 from torch import nn
 
 from mlsysopt.runtime.threads import torch_threads
+
+
+@dataclass
+class PredictorConfig:
+    """The predictor knobs EPNAS and PNAS share (their configs inherit them)."""
+
+    members: int = 3  # predictor ensemble size
+    pred_hidden: int = 32
+    pred_epochs: int = 50
+    pred_lr: float = 0.03
+    rank_weight: float = 1.0  # weight of the pairwise ranking loss next to the MSE
+    refit_growth: float = 0.1  # refit the predictor once its data grew by this fraction (at least one point)
+
+    def make_predictor(self, seed: int) -> Predictor:
+        """A fresh :class:`Predictor` with these knobs."""
+        return Predictor(
+            self.members, self.pred_hidden, self.pred_epochs, self.pred_lr, rank_weight=self.rank_weight, seed=seed
+        )
+
+    def refit_due(self, n: int, fitted_n: int) -> bool:
+        """Whether data of ``n`` points grew enough since the last fit on ``fitted_n`` to refit."""
+        return n - fitted_n >= max(1, int(self.refit_growth * fitted_n))
 
 
 class _Ensemble(nn.Module):

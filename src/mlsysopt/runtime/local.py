@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from mlsysopt.errors import MlsysoptError
@@ -32,7 +33,11 @@ class LocalExecutor(Executor):
         """Results of ``fn`` over ``items`` computed by the pool, in input order."""
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
-        return list(self._pool.map(fn, items))
+        try:
+            return list(self._pool.map(fn, items))
+        except BrokenProcessPool:  # a worker died: the pool is unusable, so the next call starts a fresh one
+            self.close()
+            raise
 
     def close(self) -> None:
         """Shut the pool down."""

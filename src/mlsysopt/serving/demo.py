@@ -76,6 +76,10 @@ def _real(ctx: DemoContext) -> Section:
         "best": bm.to_dict() if bm else None,
         "measurements": [m.to_dict() for m in measured],
         "message": result.message,
+        "headline": {
+            "ORT default, mean latency": f"{default.mean_ms:.2f} ms",
+            "RRL's pick, mean latency": "-" if bm is None else f"{bm.mean_ms:.2f} ms ({len(measured)} measured)",
+        },
     }
     rows = [
         ["ONNX Runtime default", default.config.label(), default.mean_ms, default.p99_ms, default.saturated],
@@ -129,6 +133,7 @@ def _simulated(ctx: DemoContext) -> Section:
         "rate": rate,
         "space_size": space.size,
         "tuners": json.loads(json.dumps(final)),
+        "headline": {f"{n} best (simulated)": f"{f['best_ms']:.2f} ms" for n, f in final.items()},
     }
     rows = [[n, f["best_ms"], space.size] for n, f in final.items()]
     text = (

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from mlsysopt.nas.search import Searcher, SearcherConfig
+from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 

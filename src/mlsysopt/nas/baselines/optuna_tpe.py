@@ -19,7 +19,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from mlsysopt.nas.search import Searcher, SearcherConfig
+from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 

@@ -17,24 +17,18 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mlsysopt.nas.epnas import Stages, stage_budgets
-from mlsysopt.nas.predictor import Predictor
-from mlsysopt.nas.search import Searcher, SearcherConfig
+from mlsysopt.nas.predictor import PredictorConfig
+from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 
 @dataclass
-class PNASConfig(SearcherConfig):
-    """Beam width, candidate cap per stage, budget split and predictor knobs."""
+class PNASConfig(PredictorConfig, SearcherConfig):
+    """Beam width, candidate cap per stage, budget split and the predictor knobs (shared with EPNAS)."""
 
     beam: int = 5
     max_candidates: int = 1000
     stage_split: str = "linear"
-    members: int = 3
-    pred_hidden: int = 32
-    pred_epochs: int = 50
-    pred_lr: float = 0.03
-    rank_weight: float = 1.0
-    refit_growth: float = 0.1
 
 
 class PNAS(Searcher):
@@ -48,9 +42,7 @@ class PNAS(Searcher):
         cfg: PNASConfig = self.cfg  # type: ignore[assignment]
         blocks = list(range(self.space.min_blocks, self.space.max_blocks + 1))
         self.stages = Stages(blocks, stage_budgets(self.budget, len(blocks), cfg.stage_split))
-        self.predictor = Predictor(
-            cfg.members, cfg.pred_hidden, cfg.pred_epochs, rank_weight=cfg.rank_weight, seed=self.seed
-        )
+        self.predictor = cfg.make_predictor(self.seed)
         self.data: list[tuple[Arch, float]] = []
         self.pool: list[Arch] = []
         self.stage = -1  # the stage whose candidates are in the pool
@@ -89,7 +81,7 @@ class PNAS(Searcher):
                 if s != self.stage or not self.pool:
                     self.pool = self._build_pool(s)
                     self.stage = s
-                self.pool = [a for a in self.pool if self.admissible(a)]
+                self.pool = [a for a in self.pool if self.admissible(a, costly=False)]  # costly: when popped
                 if self.pool:
                     break
             if self.pool or not self.stages.advance():
@@ -120,7 +112,7 @@ class PNAS(Searcher):
         cfg: PNASConfig = self.cfg  # type: ignore[assignment]
         if n is None:
             n = len(self.data)
-            if n - self.fitted_n < max(1, int(cfg.refit_growth * self.fitted_n)):
+            if not cfg.refit_due(n, self.fitted_n):
                 return
         if n >= 2:
             X = np.stack([self.space.encode(a) for a, _ in self.data[:n]])

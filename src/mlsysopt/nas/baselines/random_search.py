@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlsysopt.nas.search import Searcher
+from mlsysopt.nas.searcher import Searcher
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 

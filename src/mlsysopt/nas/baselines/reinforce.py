@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import torch
 
 from mlsysopt.nas.controller import Controller, Reinforce, sample_archs
-from mlsysopt.nas.search import Searcher, SearcherConfig
+from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,11 @@ import numpy as np
 from mlsysopt.errors import InvalidArchitecture
 
 _MAX_TRIES = 10_000
+
+
+def _plain_int(c: Any) -> Any:
+    """A numpy (or other integral) integer as a plain int; anything else (including bool) unchanged."""
+    return int(c) if isinstance(c, numbers.Integral) and not isinstance(c, bool) else c
 
 
 @dataclass(frozen=True)
@@ -30,8 +36,11 @@ class Arch:
 
     def __post_init__(self) -> None:
         # numpy integers from a Generator become plain ints, so archs hash, compare and serialise alike.
-        conv = tuple(int(c) if isinstance(c, numbers.Integral) and not isinstance(c, bool) else c for c in self.choices)
-        object.__setattr__(self, "choices", conv)
+        if not all(type(c) is int for c in self.choices):  # the common case needs no conversion
+            conv = tuple(_plain_int(c) for c in self.choices)
+            object.__setattr__(self, "choices", conv)
+        elif type(self.choices) is not tuple:
+            object.__setattr__(self, "choices", tuple(self.choices))
         if isinstance(self.blocks, numbers.Integral) and not isinstance(self.blocks, bool):
             object.__setattr__(self, "blocks", int(self.blocks))
 
@@ -98,7 +107,8 @@ class Evaluation:
 class SearchSpace(ABC):
     """A progressive NAS search space: decisions, sampling, encoding, cheap resources and evaluation.
 
-    Subclasses set ``name``, ``min_blocks``, ``max_blocks``, ``resource_names``, and the decision lists
+    Subclasses set ``name``, ``min_blocks``, ``max_blocks``, ``resource_names`` (and ``costly_resources``, the
+    ones a search should ask for only when needed and as late as possible), and the decision lists
     ``head_options``/``head_names`` (once) and ``block_options``/``block_names`` (per block, ``{i}`` = block number).
     """
 
@@ -106,6 +116,7 @@ class SearchSpace(ABC):
     min_blocks: int = 1
     max_blocks: int
     resource_names: tuple[str, ...]
+    costly_resources: tuple[str, ...] = ()  # resources that take real time to get (e.g. a timed latency)
     head_options: tuple[int, ...] = ()
     head_names: tuple[str, ...] = ()
     block_options: tuple[int, ...]
@@ -124,7 +135,7 @@ class SearchSpace(ABC):
         return list(self.head_names) + per_block
 
     def _check_blocks(self, blocks: Any) -> None:
-        if not isinstance(blocks, numbers.Integral) or isinstance(blocks, bool):
+        if type(blocks) is not int and (not isinstance(blocks, numbers.Integral) or isinstance(blocks, bool)):
             raise InvalidArchitecture(f"{self.name}: blocks must be an integer, got {blocks!r}")
         if not self.min_blocks <= blocks <= self.max_blocks:
             raise InvalidArchitecture(
@@ -143,12 +154,13 @@ class SearchSpace(ABC):
                 f"{self.name}: an architecture with {arch.blocks} block(s) has {len(opts)} decisions "
                 f"({', '.join(self.decision_names(arch.blocks))}), got {len(arch.choices)} choices"
             )
-        names = self.decision_names(arch.blocks)
-        for name, c, n in zip(names, arch.choices, opts, strict=True):
-            if not isinstance(c, int) or isinstance(c, bool):
-                raise InvalidArchitecture(f"{self.name}: choice for '{name}' must be an integer, got {c!r}")
-            if not 0 <= c < n:
-                raise InvalidArchitecture(f"{self.name}: choice for '{name}' is {c}, must be in 0..{n - 1}")
+        for i, (c, n) in enumerate(zip(arch.choices, opts, strict=True)):
+            if type(c) is not int or not 0 <= c < n:  # Arch turns numpy integers into ints; bool is not int
+                name = self.decision_names(arch.blocks)[i]
+                if not isinstance(c, int) or isinstance(c, bool):
+                    raise InvalidArchitecture(f"{self.name}: choice for '{name}' must be an integer, got {c!r}")
+                if not 0 <= c < n:
+                    raise InvalidArchitecture(f"{self.name}: choice for '{name}' is {c}, must be in 0..{n - 1}")
         self._check_semantics(arch)
 
     def _check_semantics(self, arch: Arch) -> None:  # noqa: B027 (optional hook)
@@ -214,7 +226,11 @@ class SearchSpace(ABC):
 
     @abstractmethod
     def resources(self, arch: Arch) -> dict[str, float]:
-        """Cheap resource figures (no training), used to filter candidates by constraints before evaluating."""
+        """Every resource figure (no training), used to filter candidates by constraints before evaluating."""
+
+    def resources_for(self, arch: Arch, names: Collection[str]) -> dict[str, float]:
+        """At least the resources in ``names``; a space skips its ``costly_resources`` nobody asked for."""
+        return self.resources(arch)
 
     @abstractmethod
     def evaluate(self, arch: Arch, seed: int = 0) -> Evaluation:

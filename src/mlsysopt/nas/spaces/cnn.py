@@ -8,11 +8,17 @@ maxpool3x3, avgpool3x3 (stride 1), identity. Progression: ``b = 1..max_blocks`` 
 decisions are appended, so ``decisions(b)`` is a prefix of ``decisions(b + 1)``; every block adds parameters
 (at least its 1x1 conv).
 
-Resources (batch 1): ``params`` and ``flops`` are sums over the nodes of the built model imported with the
-torch.fx importer; ``intensity`` = flops / bytes, bytes = sum of node ``bytes_in + bytes_out`` + ``params * 4``
-(every activation read and written once, float32 weights read once); ``latency_ms`` = median of
-``latency_runs`` timed forward passes with one torch thread on this CPU. Resources are cached per architecture;
-the cache travels with the pickled space, so a worker reports the latency the search filtered on.
+Resources (batch 1): ``params`` and ``flops`` are sums over the nodes of the built model as the torch.fx importer
+counts them; ``intensity`` = flops / bytes, bytes = sum of node ``bytes_in + bytes_out`` + ``params * 4`` (every
+activation read and written once, float32 weights read once). The importer (:meth:`CnnSpace.importer_resources`) is
+the reference; :meth:`CnnSpace.resources` gets the same three numbers in closed form
+(:mod:`mlsysopt.nas.spaces.cnn_resources`: ~20-60 us instead of ~20-100 ms, tested equal to the importer),
+because a search looks at thousands of candidates. ``latency_ms`` = median of ``latency_runs`` timed forward
+passes with one torch thread on this CPU; it is the one costly resource (:attr:`CnnSpace.costly_resources`),
+measured only when asked for (``resources``, or ``resources_for`` with ``latency_ms`` among the names, e.g. when a
+latency constraint is active) and cached per architecture. The latency cache travels with the pickled space, so a
+worker reports the latency the search filtered on; an architecture nobody measured has its latency measured by the
+worker that trains it.
 
 Training (:meth:`CnnSpace.evaluate`): ``epochs`` epochs (default 8) of Adam (lr 0.01, batch 64) from scratch with
 one torch thread, seeded by ``seed``; perf = validation accuracy, test_perf = test accuracy. Digits: a stratified
@@ -26,6 +32,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +41,7 @@ from torch import nn
 
 from mlsysopt.errors import InvalidArchitecture, InvalidDataset, InvalidSpace
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+from mlsysopt.nas.spaces.cnn_resources import static_resources
 from mlsysopt.nas.spaces.data import Split, image_folder_info, load_digits_split, load_image_folder_split
 from mlsysopt.runtime.threads import torch_threads
 
@@ -134,6 +142,7 @@ class CnnSpace(SearchSpace):
 
     min_blocks = 1
     resource_names = ("params", "flops", "latency_ms", "intensity")
+    costly_resources = ("latency_ms",)
     block_names = ("b{i}.op_a", "b{i}.op_b", "b{i}.width")
 
     def __init__(
@@ -180,7 +189,8 @@ class CnnSpace(SearchSpace):
         self.lr = float(lr)
         self.split_seed, self.threads, self.latency_runs = int(split_seed), int(threads), int(latency_runs)
         self.max_per_class = max_per_class
-        self._resource_cache: dict[Arch, dict[str, float]] = {}
+        self._static_cache: dict[Arch, dict[str, float]] = {}
+        self._latency_cache: dict[Arch, float] = {}
 
     # ------------------------------------------------------------------ names
     def spec(self, arch: Arch) -> list[tuple[str, str, int]]:
@@ -214,21 +224,37 @@ class CnnSpace(SearchSpace):
 
     # ------------------------------------------------------------------ resources
     def resources(self, arch: Arch) -> dict[str, float]:
-        """``params``, ``flops``, ``intensity`` (FLOPs/byte) from the fx importer; measured ``latency_ms``."""
-        self.check(arch)
-        if arch not in self._resource_cache:
-            self._resource_cache[arch] = self._measure(arch)
-        return dict(self._resource_cache[arch])
+        """``params``, ``flops``, ``intensity`` (FLOPs/byte; closed form, equals the importer's) and ``latency_ms``."""
+        return self.resources_for(arch, self.resource_names)
 
-    def _measure(self, arch: Arch) -> dict[str, float]:
+    def resources_for(self, arch: Arch, names: Collection[str]) -> dict[str, float]:
+        """``params``, ``flops``, ``intensity``, and ``latency_ms`` (measured once, cached) only if ``names`` has it."""
+        static = self._static_cache.get(arch)
+        if static is None:  # spec() checks the architecture; a cached one was checked when it was cached
+            static = static_resources(self.spec(arch), self.input_shape, self.n_classes, self.stem_width)
+            self._static_cache[arch] = static
+        out = dict(static)
+        if "latency_ms" in names:
+            if arch not in self._latency_cache:
+                self._latency_cache[arch] = self._measure_latency(arch)
+            out["latency_ms"] = self._latency_cache[arch]
+        return out
+
+    def importer_resources(self, arch: Arch) -> dict[str, float]:
+        """``params``, ``flops`` and ``intensity`` of the built model via the torch.fx importer (the reference path)."""
         from mlsysopt.graph.importers.torch_fx import from_module
 
+        self.check(arch)
+        g = from_module(self.build(arch).eval(), torch.zeros(1, *self.input_shape), name=f"cnn{arch.choices}")
+        params, flops = float(g.feature("params").sum()), float(g.feature("flops").sum())
+        nbytes = float(g.feature("bytes_in").sum() + g.feature("bytes_out").sum()) + 4.0 * params
+        return {"params": params, "flops": flops, "intensity": flops / nbytes if nbytes > 0 else 0.0}
+
+    def _measure_latency(self, arch: Arch) -> float:
+        """Median of ``latency_runs`` timed batch-1 forward passes (after 3 warm-up calls), one torch thread, in ms."""
         torch.manual_seed(0)
         model = self.build(arch).eval()
         x = torch.zeros(1, *self.input_shape)
-        g = from_module(model, x, name=f"cnn{arch.choices}")
-        params, flops = float(g.feature("params").sum()), float(g.feature("flops").sum())
-        nbytes = float(g.feature("bytes_in").sum() + g.feature("bytes_out").sum()) + 4.0 * params
         times = []
         with torch_threads(1), torch.no_grad():
             for i in range(self.latency_runs + 3):
@@ -236,12 +262,11 @@ class CnnSpace(SearchSpace):
                 model(x)
                 if i >= 3:  # the first calls warm up allocators and kernels
                     times.append(time.perf_counter() - t0)
-        return {
-            "params": params,
-            "flops": flops,
-            "latency_ms": statistics.median(times) * 1000.0,
-            "intensity": flops / nbytes if nbytes > 0 else 0.0,
-        }
+        return statistics.median(times) * 1000.0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without the closed-form cache (cheap to recompute); measured latencies travel along."""
+        return {**self.__dict__, "_static_cache": {}}
 
     # ------------------------------------------------------------------ training
     def _split(self) -> Split:

@@ -35,6 +35,7 @@ N_NODES = 4
 _TABLES: dict[str, dict[int, dict[str, Any]]] = {}
 _LOAD_S: dict[str, float] = {}
 _REPRESENTATIVES: dict[tuple[str, int], dict[int, Arch]] = {}
+_KEYS: dict[tuple[str, ...], dict[Arch, int]] = {}  # op list -> {arch: valid_hash}; at most ~33k entries each
 
 
 def load_table(dataset: str) -> dict[int, dict[str, Any]]:
@@ -76,6 +77,7 @@ class NasBenchGraphSpace(SearchSpace):
         self.head_options = (len(self.links),)
         self.block_options = (len(self.ops),)
         self._skip = self.ops.index("skip")
+        self._keys = _KEYS.setdefault(self.ops, {})
 
     # ------------------------------------------------------------------ table
     @property
@@ -96,10 +98,23 @@ class NasBenchGraphSpace(SearchSpace):
         return link, ops
 
     def _key(self, arch: Arch) -> int:
-        import nas_bench_graph
+        """``valid_hash`` of the cell (~85 us), memoised per op list and architecture for the whole process."""
+        key = self._keys.get(arch)
+        if key is None:
+            import nas_bench_graph
 
-        link, ops = self.cell(arch)
-        return int(nas_bench_graph.Arch(link, ops).valid_hash())
+            link, ops = self.cell(arch)
+            key = self._keys[arch] = int(nas_bench_graph.Arch(link, ops).valid_hash())
+        return key
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the configuration only: the memoised keys are process-wide (see :data:`_KEYS`)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_keys"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`__getstate__` (re-attaches this process's key memo)."""
+        self.__dict__.update(state)
+        self._keys = _KEYS.setdefault(self.ops, {})
 
     def key(self, arch: Arch) -> int:
         """The table key (``valid_hash``) of ``arch``."""

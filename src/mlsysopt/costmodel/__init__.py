@@ -1,0 +1,1 @@
+"""GST+EFD: graph segment training of cost models on large graphs."""

@@ -1,0 +1,100 @@
+"""GraphRecord: the one in-memory form every cost-model dataset yields, and the lazy dataset interface."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlsysopt.errors import InvalidOption
+
+#: What a record is for: rank layout configs, rank tile configs, or classify a whole graph.
+TASKS: tuple[str, ...] = ("layout", "tile", "malnet")
+
+
+@dataclass
+class GraphRecord:
+    """One graph as the trainer sees it; arrays are numpy, edges point producer -> consumer (PyG convention).
+
+    Ranking tasks carry one runtime per configuration; classification carries ``label``.
+    Layout records put config features on nodes (``config_node_ids``, ``node_config_feat``);
+    tile records put them on the whole graph (``graph_config_feat``).
+    """
+
+    name: str
+    task: str
+    x: np.ndarray  # (n, F) float32 node features
+    edge_index: np.ndarray  # (2, m) int64, data flows edge_index[0] -> edge_index[1]
+    opcode: np.ndarray | None = None  # (n,) int64 op ids, None for MalNet
+    node_splits: np.ndarray | None = None  # (s,) sorted node ids where a new segment must start
+    config_node_ids: np.ndarray | None = None  # (nc,) int64 nodes that take a layout config
+    node_config_feat: np.ndarray | None = None  # (c, nc, 18) float32
+    graph_config_feat: np.ndarray | None = None  # (c, 24) float32
+    runtime: np.ndarray | None = None  # (c,) float64 target per configuration (tile: normalized)
+    label: int | None = None  # class id for MalNet
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes."""
+        return int(self.x.shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        """Number of edges."""
+        return int(self.edge_index.shape[1])
+
+    @property
+    def num_configs(self) -> int:
+        """Configurations with a runtime (1 for classification records)."""
+        return 1 if self.runtime is None else int(self.runtime.shape[0])
+
+    @property
+    def is_ranking(self) -> bool:
+        """True for layout and tile records (targets are per-configuration runtimes)."""
+        return self.task in ("layout", "tile")
+
+
+class GraphDataset(ABC):
+    """A lazy collection of graphs: only names are held; ``record(i)`` reads one file."""
+
+    task: str
+
+    @property
+    @abstractmethod
+    def names(self) -> list[str]:
+        """Graph names in a stable order."""
+
+    @abstractmethod
+    def record(self, i: int) -> GraphRecord:
+        """Read, validate and return graph ``i`` (one file; nothing else is kept in memory)."""
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self) -> Iterator[GraphRecord]:
+        for i in range(len(self)):
+            yield self.record(i)
+
+
+class InMemoryDataset(GraphDataset):
+    """Records already in memory (e.g. one generated graph for a memory benchmark); all of one task."""
+
+    def __init__(self, records: list[GraphRecord]) -> None:
+        if not records:
+            raise InvalidOption("an in-memory dataset needs at least one graph")
+        tasks = {r.task for r in records}
+        if len(tasks) != 1:
+            raise InvalidOption(f"an in-memory dataset mixes tasks: {sorted(tasks)}")
+        self.task = records[0].task
+        self._records = list(records)
+
+    @property
+    def names(self) -> list[str]:
+        """Graph names in the given order."""
+        return [r.name for r in self._records]
+
+    def record(self, i: int) -> GraphRecord:
+        """Record ``i`` (no copy)."""
+        return self._records[i]

@@ -1,0 +1,405 @@
+"""SYNTHETIC TpuGraphs-like and MalNet-like data, written in the exact published file formats.
+
+The real data cannot be downloaded here, so everything these generators write is synthetic; file names say so.
+
+**Layout graphs** (:func:`synth_layout_graph`, :func:`synth_layout`). An XLA-like DAG whose node ids are a
+topological order. Ops come from :data:`SYNTH_OPS`; operand 0 is usually the previous node (long chains, short
+branches), binary ops take a second operand: dot/convolution a weight parameter, the others a skip connection
+from up to ~3,000 nodes back (so effects cross segments). Each tensor has rank 2-4 and dims from a palette with
+awkward sizes (3, 49, 100, 1000...). ``node_feat`` columns (the rest is zero):
+0 is-source, 1 rank, 2-7 dims (outer..inner, 0-padded), 8 log2 elements, 9 contraction size (dot/conv/reduce),
+10 log2 work, 11 #operands, 12 #users, 13-18 the node's own minor-to-major order (sources: the layout they come
+in; others: row-major; -1 padded), 19 element bits, 20-25 log2 dims, 26-31 log2 padding waste of each dim if it
+were minor-most (padded to 128), 32-37 the same as second-minor (padded to 8), 38-45 N(0, 0.1) noise.
+
+Layout model. A tensor's layout is one of 4 classes; for rank r class 0 is row-major (minor-to-major
+``[r-1, ..., 0]``), 1 swaps the two minor-most dims, 2 makes dim 0 minor-most, 3 makes dim 0 second-minor (on
+rank 2, 2 = 1 and 3 = 0). Dot, convolution, ~30% of reshapes/transposes and ~25% of parameters are configurable
+(~10-15% of nodes); a configuration picks their class. A non-configurable node takes the class of its operand 0
+(its first row in ``edge_index``), so a choice propagates down chains; sources keep their own class.
+``node_config_feat[c, j]`` = minor-to-major orders (6 each, -1 padded) of the node's output, operand 0 and
+operand 1 under the chosen class. Node cost (ns) = overhead + work x padding-efficiency / throughput, where the
+efficiency ``1 + sens(op) * log2(waste)`` comes from padding the minor-most dim to 128 and the second-minor to 8
+(so it depends on the node's dims AND its layout), plus, for every input whose class differs from the node's
+(except the operand 0 a node inherits from), a transpose costing ``2 x elements(producer) / bandwidth``. So a
+node's cost depends on its own layout and its producers'. ``config_runtime`` = critical path (the shared
+``mlsysopt.graph.simulate._longest_path``) of those costs, rounded to integer ns as in the published files:
+no single segment determines it. :func:`layout_durations` recomputes the costs from a file's arrays alone.
+Configurations: config 0 is all-default; the others mutate a random fraction of nodes, or (30%) assign one class
+per block of nodes, which makes the count of non-default layouts informative but far from decisive.
+
+**Tile graphs** (:func:`synth_tile`): small kernels from the same generator; a configuration tiles the kernel's
+output. Cost per node = work x (padding waste ^ sens) / (hardware utilisation of the tile ^ 0.5) x spill factor,
+plus a per-tile overhead; runtime = critical path; the normalizer is the default tiling's runtime.
+
+**MalNet-like graphs**: :func:`synth_malnet` and :func:`malnet_like_graph` live next to the MalNet format in
+:mod:`mlsysopt.costmodel.data.malnet` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from mlsysopt.costmodel.data.malnet import MALNET_GENERATORS, draw_size, malnet_like_graph, synth_malnet
+from mlsysopt.costmodel.data.tpugraphs import NODE_FEAT_DIM, save_npz
+from mlsysopt.errors import InvalidOption
+from mlsysopt.graph.simulate import _longest_path
+
+SYNTH_OPS: tuple[str, ...] = ("parameter", "constant", "add", "multiply", "tanh", "convert", "broadcast", "reshape",
+                              "transpose", "reduce", "dot", "convolution", "concatenate", "slice")  # fmt: skip
+PARAM, CONST, ADD, MUL, TANH, CONVERT, BCAST, RESHAPE, TRANSPOSE, REDUCE, DOT, CONV, CONCAT, SLICE = range(14)
+_ELEMENTWISE = (ADD, MUL, TANH, CONVERT)
+_BINARY, _BINARY_P = (ADD, MUL, DOT, CONV, CONCAT), (0.35, 0.15, 0.15, 0.1, 0.25)
+_UNARY, _UNARY_P = (TANH, CONVERT, BCAST, RESHAPE, TRANSPOSE, REDUCE, SLICE), (0.25, 0.1, 0.1, 0.15, 0.1, 0.15, 0.15)
+_PALETTE = np.array([1, 2, 3, 4, 7, 8, 16, 28, 32, 49, 64, 96, 100, 128, 196, 256, 384, 512, 1000, 1024])
+_CAP = {2: 20, 3: 18, 4: 16}  # palette prefix per rank
+_MAX_ELEMS = 2**14
+_SECOND_MINOR = True
+_CHAIN = 0.85  # probability that operand 0 is the previous node
+_OVERHEAD = 200.0  # ns per executed op
+_SENS = np.array([0, 0, 0.5, 0.5, 0.5, 0.5, 0.3, 0.3, 0.3, 0.7, 1.0, 1.0, 0.3, 0.3])  # padding sensitivity per op
+_TPUT = np.array([1, 1, 200, 200, 100, 200, 200, 200, 100, 800, 4e4, 4e4, 200, 200])  # work per ns per op
+_BANDWIDTH = 400.0  # elements per ns for a layout transpose
+SPLITS: tuple[str, ...] = ("train", "valid", "test")
+__all__ = ["MALNET_GENERATORS", "SYNTH_OPS", "layout_durations", "layout_runtime", "malnet_like_graph", "synth_layout",
+           "synth_layout_graph", "synth_malnet", "synth_tile", "synth_tile_graph"]  # fmt: skip
+
+
+def _perm(r: int, k: int) -> list[int]:
+    """Minor-to-major order of layout class ``k`` for rank ``r``."""
+    base = list(range(r - 1, -1, -1))
+    if k == 1:
+        return [r - 2, r - 1, *base[2:]]
+    if k == 2:
+        return [0, *base[:-1]]
+    if k == 3:
+        return [r - 1, 0, *base[1:-1]]
+    return base
+
+
+_PERM = np.full((5, 4, 6), -1, np.int64)  # rank 0 row = "no such operand" (all -1)
+_CANON = np.zeros((5, 4), np.int64)
+for _r in (2, 3, 4):
+    for _k in range(4):
+        _PERM[_r, _k, :_r] = _perm(_r, _k)
+        _CANON[_r, _k] = next(j for j in range(4) if _perm(_r, j) == _perm(_r, _k))
+_CANON[0] = _CANON[1] = np.arange(4)
+
+
+def _jump(anchor: np.ndarray) -> np.ndarray:
+    """Follow ``anchor`` pointers (each to a smaller id or itself) to their fixed points (pointer jumping)."""
+    while True:
+        nxt = anchor[anchor]
+        if np.array_equal(nxt, anchor):
+            return anchor
+        anchor = nxt
+
+
+def _dag(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Opcodes, operands (-1 = none), shapes and configurability of an XLA-like DAG in topological id order."""
+    idx = np.arange(n)
+    is_src = rng.random(n) < 0.10
+    is_src[0] = True
+    cand = idx - np.where(rng.random(n) < _CHAIN, 1, 2 + rng.geometric(0.2, n))
+    is_src |= cand < 0
+    # operand 0 is the latest compute node at or before the candidate, so chains run past parameters
+    last_op = np.maximum.accumulate(np.where(is_src, -1, idx))
+    op0 = np.where(is_src, -1, np.where(last_op[np.maximum(cand, 0)] >= 0, last_op[np.maximum(cand, 0)], cand))
+    binary = ~is_src & (rng.random(n) < 0.30)
+    opc = np.where(rng.random(n) < 0.85, PARAM, CONST)
+    opc[binary] = rng.choice(_BINARY, size=int(binary.sum()), p=_BINARY_P)
+    unary = ~is_src & ~binary
+    opc[unary] = rng.choice(_UNARY, size=int(unary.sum()), p=_UNARY_P)
+    last_src = np.maximum.accumulate(np.where(is_src, idx, -1))
+    skip = np.maximum(idx - np.exp(rng.uniform(np.log(2), np.log(3000), n)).astype(np.int64), 0)
+    weights = np.isin(opc, (DOT, CONV)) | (np.isin(opc, (ADD, MUL)) & (rng.random(n) < 0.3))
+    op1 = np.where(weights, last_src, skip)
+    op1[~binary | (op1 == op0)] = -1
+    rank = rng.choice([2, 3, 4], size=n, p=[0.4, 0.35, 0.25])
+    dims = np.zeros((n, 6), np.int64)
+    for r in (2, 3, 4):
+        sel = np.flatnonzero(rank == r)
+        dims[sel, :r] = _PALETTE[rng.integers(0, _CAP[r], (sel.size, r))]
+    rows = np.arange(n)
+    for _ in range(3):  # shrink the largest dim until a tensor has at most _MAX_ELEMS elements
+        over = np.ceil(np.where(dims > 0, dims, 1).prod(axis=1) / _MAX_ELEMS)
+        over = 2 ** np.ceil(np.log2(over)).astype(np.int64)  # by powers of two, so aligned dims stay aligned
+        j = (dims + rng.random(dims.shape)).argmax(axis=1)  # random tie-break keeps dim positions symmetric
+        dims[rows, j] = np.maximum(dims[rows, j] // over, 1)
+    fresh = ~np.isin(opc, _ELEMENTWISE)
+    shape_of = _jump(np.where(fresh, idx, op0))
+    kdim = np.where(opc == DOT, _PALETTE[rng.integers(4, 20, n)], 0)
+    kdim = np.where(opc == REDUCE, _PALETTE[rng.integers(1, 9, n)], kdim)
+    kdim = np.where(opc == CONV, _PALETTE[rng.integers(2, 11, n)], kdim)
+    u = rng.random(n)
+    conf = np.isin(opc, (DOT, CONV)) | (np.isin(opc, (RESHAPE, TRANSPOSE)) & (u < 0.3)) | ((opc == PARAM) & (u < 0.25))
+    layout = np.where(is_src, rng.integers(0, 4, n), 0)  # sources arrive in a layout of their own
+    return {"opcode": opc, "op0": op0, "op1": op1, "rank": rank[shape_of], "dims": dims[shape_of], "kdim": kdim,
+            "configurable": conf, "layout": layout}  # fmt: skip
+
+
+def _edges(op0: np.ndarray, op1: np.ndarray) -> np.ndarray:
+    """TpuGraphs ``edge_index`` (m, 2): rows ``[consumer, producer]`` by consumer, operand 0 first."""
+    cons = np.concatenate([np.flatnonzero(op0 >= 0), np.flatnonzero(op1 >= 0)])
+    prod = np.concatenate([op0[op0 >= 0], op1[op1 >= 0]])
+    slot = np.concatenate([np.zeros((op0 >= 0).sum(), np.int64), np.ones((op1 >= 0).sum(), np.int64)])
+    order = np.argsort(cons * 2 + slot, kind="stable")
+    return np.stack([cons[order], prod[order]], axis=1).astype(np.int64)
+
+
+def _work(opc: np.ndarray, elems: np.ndarray, kdim: np.ndarray) -> np.ndarray:
+    work = elems.copy()
+    work[np.isin(opc, (PARAM, CONST))] = 0.0
+    work = np.where(opc == DOT, 2.0 * elems * kdim, work)
+    work = np.where(opc == CONV, 18.0 * elems * kdim, work)
+    return np.where(opc == REDUCE, elems * kdim, work)
+
+
+def _node_feat(
+    g: Mapping[str, np.ndarray], n_ops: np.ndarray, n_users: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    n = g["opcode"].shape[0]
+    x = np.zeros((n, NODE_FEAT_DIM), np.float32)
+    elems = np.where(g["dims"] > 0, g["dims"], 1).prod(axis=1).astype(np.float64)
+    x[:, 0] = np.isin(g["opcode"], (PARAM, CONST))
+    x[:, 1] = g["rank"]
+    x[:, 2:8] = g["dims"]
+    x[:, 8] = np.log2(elems)
+    x[:, 9] = g["kdim"]
+    x[:, 10] = np.log2(_work(g["opcode"], elems, g["kdim"].astype(np.float64)) + 1.0)
+    x[:, 11] = n_ops
+    x[:, 12] = n_users
+    x[:, 13:19] = _PERM[g["rank"], g["layout"]]
+    x[:, 19] = 32.0
+    d = np.where(g["dims"] > 0, g["dims"], 1).astype(np.float64)
+    x[:, 20:26] = np.log2(d)
+    x[:, 26:32] = np.where(g["dims"] > 0, np.log2(np.ceil(d / 128) * 128 / d), 0)  # padding waste as minor-most dim
+    x[:, 32:38] = np.where(g["dims"] > 0, np.log2(np.ceil(d / 8) * 8 / d), 0)  # ... as second-minor dim
+    x[:, 38:46] = rng.normal(0.0, 0.1, (n, 8))
+    return x
+
+
+def _classes(ids: np.ndarray, configs: int, rng: np.random.Generator) -> np.ndarray:
+    """(configs, nc) layout classes: config 0 default, then random mutations or per-block classes."""
+    nc = ids.shape[0]
+    q = rng.random((configs, 1))
+    cls = np.where(rng.random((configs, nc)) < q, rng.integers(0, 4, (configs, nc)), 0)
+    for j in np.flatnonzero(rng.random(configs) < 0.3):
+        block = int(rng.integers(20, 500))
+        region = rng.integers(0, 4, int(ids.max()) // block + 1)
+        cls[j] = np.where(rng.random(nc) < 0.9, region[ids // block], cls[j])
+    cls[0] = 0
+    return cls
+
+
+def _config_feat(cls: np.ndarray, ids: np.ndarray, rank: np.ndarray, op0: np.ndarray, op1: np.ndarray) -> np.ndarray:
+    def rank_of(op: np.ndarray) -> np.ndarray:
+        return np.where(op[ids] >= 0, rank[np.maximum(op[ids], 0)], 0)
+
+    parts = [_PERM[r[None, :], cls] for r in (rank[ids], rank_of(op0), rank_of(op1))]
+    return np.concatenate(parts, axis=2).astype(np.float32)
+
+
+def synth_layout_graph(num_nodes: int, configs: int, rng: np.random.Generator, splits: bool | None = None) -> dict:
+    """One SYNTHETIC layout graph in memory: the published ``.npz`` keys, shapes and dtypes (see module docs).
+
+    ``splits=None`` stores ``node_splits`` (shape (1, s)) for about half the graphs; True/False forces it.
+    """
+    if num_nodes < 2 or configs < 1:
+        raise InvalidOption(f"a synthetic layout graph needs >= 2 nodes and >= 1 config (got {num_nodes}, {configs})")
+    g = _dag(num_nodes, rng)
+    ei = _edges(g["op0"], g["op1"])
+    n_ops = np.bincount(ei[:, 0], minlength=num_nodes)
+    n_users = np.bincount(ei[:, 1], minlength=num_nodes)
+    ids = np.flatnonzero(g["configurable"]).astype(np.int64)
+    if ids.size == 0:
+        ids = np.array([num_nodes - 1])
+    cls = _classes(ids, configs, rng)
+    arrays = {
+        "node_feat": _node_feat(g, n_ops, n_users, rng),
+        "node_opcode": g["opcode"].astype(np.uint8),
+        "edge_index": ei,
+        "node_config_ids": ids,
+        "node_config_feat": _config_feat(cls, ids, g["rank"], g["op0"], g["op1"]),
+    }
+    if splits or (splits is None and rng.random() < 0.5):
+        k = max(1, num_nodes // int(rng.integers(300, 3000)))
+        arrays["node_splits"] = np.unique(rng.integers(1, num_nodes, k)).astype(np.int64)[None, :]
+    arrays["config_runtime"] = np.rint(layout_runtime(arrays)).astype(np.int64)
+    return arrays
+
+
+def _decode_classes(ncf: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Layout class of each (config, configurable node) from its output minor-to-major order."""
+    f0, f1 = ncf[..., 0].astype(np.int64), ncf[..., 1].astype(np.int64)
+    out = np.zeros(f0.shape, np.int64)
+    for k in (3, 2, 1):  # lowest matching class wins (rank 2 aliases)
+        out = np.where((f0 == _PERM[rank, k, 0]) & (f1 == _PERM[rank, k, 1]), k, out)
+    return out
+
+
+def layout_durations(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per-(config, node) SYNTHETIC costs in ns, from a synthetic layout file's arrays alone (see module docs)."""
+    x, opc = arrays["node_feat"], np.asarray(arrays["node_opcode"], np.int64)
+    n = x.shape[0]
+    cons, prod = np.asarray(arrays["edge_index"], np.int64).T
+    ids = np.asarray(arrays["node_config_ids"], np.int64)
+    rank = x[:, 1].astype(np.int64)
+    dims = x[:, 2:8].astype(np.float64)
+    elems = np.where(dims > 0, dims, 1).prod(axis=1)
+    work = _work(opc, elems, x[:, 9].astype(np.float64))
+    rows = np.arange(n)
+    eff = np.empty((n, 4))
+    for k in range(4):
+        dm, ds = (dims[rows, np.maximum(_PERM[rank, k, j], 0)] for j in (0, 1))
+        waste = np.ceil(dm / 128) * 128 / dm * (np.ceil(ds / 8) * 8 / ds if _SECOND_MINOR else 1.0)
+        eff[:, k] = 1.0 + _SENS[opc] * np.log2(waste)
+    first = np.unique(cons, return_index=True)[1]
+    op0 = np.full(n, -1, np.int64)
+    op0[cons[first]] = prod[first]
+    own = np.zeros(n, bool)
+    own[ids] = True
+    anchor = _jump(np.where(own | (op0 < 0), rows, op0))
+    inherit = np.zeros(cons.shape[0], bool)
+    inherit[first] = ~own[cons[first]]
+    tcost = 2.0 * elems[prod] / _BANDWIDTH
+    base = np.where(np.isin(opc, (PARAM, CONST)), 0.0, _OVERHEAD)
+    cls_all = _decode_classes(np.asarray(arrays["node_config_feat"]), rank[ids])
+    out = np.empty((cls_all.shape[0], n))
+    full = _decode_classes(x[:, 13:19], rank)
+    for c in range(cls_all.shape[0]):
+        full[ids] = cls_all[c]
+        lc = _CANON[rank, full[anchor]]
+        mism = (lc[prod] != lc[cons]) & ~inherit
+        out[c] = base + work * eff[rows, lc] / _TPUT[opc] + np.bincount(cons, weights=tcost * mism, minlength=n)
+    return out
+
+
+def layout_runtime(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+    """SYNTHETIC runtime (ns, float) of every configuration: critical path of :func:`layout_durations`."""
+    cons, prod = np.asarray(arrays["edge_index"], np.int64).T
+    if (prod >= cons).any():
+        raise InvalidOption("synthetic runtimes need node ids in topological order (every producer < consumer)")
+    dur = layout_durations(arrays)
+    n = dur.shape[1]
+    order = np.argsort(cons, kind="stable")
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(cons, minlength=n), out=indptr[1:])
+    par = np.ascontiguousarray(prod[order])
+    topo = np.arange(n, dtype=np.int64)
+    return np.array([_longest_path(topo, indptr, par, np.ascontiguousarray(d)) for d in dur])
+
+
+# ---------------------------------------------------------------------------- tile
+def _tile_costs(g: Mapping[str, np.ndarray], tiles: np.ndarray) -> np.ndarray:
+    """(c, n) SYNTHETIC node costs of a kernel under each tiling of its output (the last node)."""
+    r = int(g["rank"][-1])
+    d = g["dims"][-1, :r].astype(np.float64)
+    t = tiles[:, :r].astype(np.float64)
+    n_tiles = np.ceil(d / t).prod(axis=1)
+    waste = (np.ceil(d / t) * t).prod(axis=1) / d.prod()
+    util = np.minimum(t[:, -1], 128) / 128 * np.minimum(t[:, -2], 8) / 8
+    spill = 1.0 + np.maximum(t.prod(axis=1) / 2**18 - 1.0, 0.0)
+    elems = np.where(g["dims"] > 0, g["dims"], 1).prod(axis=1).astype(np.float64)
+    work = _work(g["opcode"], elems, g["kdim"].astype(np.float64)) / _TPUT[g["opcode"]]
+    sens = _SENS[g["opcode"]][None, :]
+    cost = _OVERHEAD + work[None, :] * waste[:, None] ** sens / np.sqrt(util)[:, None] * spill[:, None]
+    cost[:, -1] += 30.0 * n_tiles
+    return cost
+
+
+def synth_tile_graph(num_nodes: int, configs: int, rng: np.random.Generator) -> dict:
+    """One SYNTHETIC tile kernel in memory: the published tile ``.npz`` keys, shapes and dtypes."""
+    if num_nodes < 2 or configs < 1:
+        raise InvalidOption(f"a synthetic tile graph needs >= 2 nodes and >= 1 config (got {num_nodes}, {configs})")
+    g = _dag(num_nodes, rng)
+    ei = _edges(g["op0"], g["op1"])
+    r = int(g["rank"][-1])
+    d = g["dims"][-1, :r]
+    top = np.ceil(np.log2(np.maximum(d, 1))).astype(np.int64) + 1
+    tiles = np.zeros((configs, 6), np.int64)
+    tiles[:, :r] = 2 ** np.floor(rng.random((configs, r)) * (top + 1)).astype(np.int64)
+    default = np.zeros((1, 6), np.int64)
+    default[0, :r] = 1
+    default[0, r - 1], default[0, r - 2] = min(128, 2 ** top[-1]), min(8, 2 ** top[-2])
+    cf = np.zeros((configs, 24), np.float32)
+    cf[:, :6] = tiles
+    cf[:, 6], cf[:, 7] = tiles[:, :r].sum(axis=1), tiles[:, :r].prod(axis=1)
+    cf[:, 8 : 8 + r] = np.log2(tiles[:, :r])
+    parents = np.argsort(ei[:, 0], kind="stable")
+    indptr = np.zeros(num_nodes + 1, np.int64)
+    np.cumsum(np.bincount(ei[:, 0], minlength=num_nodes), out=indptr[1:])
+    par, topo = np.ascontiguousarray(ei[parents, 1]), np.arange(num_nodes, dtype=np.int64)
+    rt = [_longest_path(topo, indptr, par, c) for c in _tile_costs(g, np.concatenate([default, tiles]))]
+    return {
+        "node_feat": _node_feat(
+            g, np.bincount(ei[:, 0], minlength=num_nodes), np.bincount(ei[:, 1], minlength=num_nodes), rng
+        ),
+        "node_opcode": g["opcode"].astype(np.uint8),
+        "edge_index": ei,
+        "config_feat": cf,
+        "config_runtime": np.rint(rt[1:]).astype(np.int64),
+        "config_runtime_normalizers": np.full(configs, round(rt[0]), np.int64),
+    }
+
+
+# ---------------------------------------------------------------------------- writers
+def _counts(num_graphs: int | Mapping[str, int] | None, default: Mapping[str, int]) -> dict[str, int]:
+    if num_graphs is None:
+        return dict(default)
+    if isinstance(num_graphs, int):
+        return {"train": num_graphs, "valid": max(1, num_graphs // 4), "test": max(1, num_graphs // 4)}
+    out = {str(k): int(v) for k, v in num_graphs.items()}
+    if any(v < 0 for v in out.values()):
+        raise InvalidOption(f"graph counts must be >= 0, got {out}")
+    return out
+
+
+def _write_split_graphs(out_dir, kind, make, num_graphs, nodes, configs, seed, default) -> dict[str, list[Path]]:
+    written: dict[str, list[Path]] = {}
+    for split, count in _counts(num_graphs, default).items():
+        written[split] = []
+        for i in range(count):
+            rng = np.random.default_rng([seed, zlib.crc32(split.encode()), i])
+            n = draw_size(nodes, rng, "nodes")
+            c = configs if isinstance(configs, int) else draw_size(configs, rng, "configs")
+            if c < 1:
+                raise InvalidOption(f"configs must be >= 1, got {configs}")
+            path = Path(out_dir) / split / f"synthetic_{kind}_{split}_{i:04d}.npz"
+            written[split].append(save_npz(path, make(n, c, rng)))
+    return written
+
+
+def synth_layout(
+    out_dir: str | Path,
+    num_graphs: int | Mapping[str, int] | None = None,
+    nodes: int | tuple[int, int] = (1000, 5000),
+    configs: int | tuple[int, int] = 64,
+    seed: int = 0,
+) -> dict[str, list[Path]]:
+    """Write SYNTHETIC layout graphs as ``out_dir/{split}/synthetic_layout_{split}_NNNN.npz``; deterministic by seed.
+
+    ``num_graphs``: {split: count} (default train 20, valid 5, test 5) or an int n (train n, valid/test n // 4).
+    Sizes are log-uniform in ``nodes``; each graph depends only on (seed, split, index).
+    """
+    return _write_split_graphs(out_dir, "layout", synth_layout_graph, num_graphs, nodes, configs, seed,
+                               {"train": 20, "valid": 5, "test": 5})  # fmt: skip
+
+
+def synth_tile(
+    out_dir: str | Path,
+    num_graphs: int | Mapping[str, int] | None = None,
+    nodes: int | tuple[int, int] = (10, 200),
+    configs: int | tuple[int, int] = (16, 128),
+    seed: int = 0,
+) -> dict[str, list[Path]]:
+    """Write SYNTHETIC tile kernels as ``out_dir/{split}/synthetic_tile_{split}_NNNN.npz`` (as :func:`synth_layout`)."""
+    return _write_split_graphs(out_dir, "tile", synth_tile_graph, num_graphs, nodes, configs, seed,
+                               {"train": 40, "valid": 10, "test": 10})  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- MalNet-like

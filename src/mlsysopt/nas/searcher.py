@@ -1,0 +1,202 @@
+"""The searcher interface every NAS method implements: Optuna-like ask/tell, plus cached validity/resource helpers.
+
+A method subclasses :class:`Searcher` (and :class:`SearcherConfig` for its knobs) and implements ``ask``/``tell``;
+:func:`mlsysopt.nas.search.run_search` drives it. The helpers answer, once per architecture, whether it is in the
+space, what its identity is (table spaces map equivalent cells to one key) and what its resources are, so methods
+never propose an architecture twice and, in hard-constraint mode, never propose an infeasible one.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mlsysopt.errors import InvalidArchitecture, MlsysoptError
+from mlsysopt.nas.constraints import Constraints
+from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+
+
+@dataclass
+class SearcherConfig:
+    """Knobs shared by every searcher (subclasses extend this dataclass)."""
+
+    tries: int = 2000  # random draws per ask before a searcher gives up finding a new admissible candidate
+
+
+class Searcher(ABC):
+    """One NAS method behind an Optuna-like ask/tell interface; ``knobs`` fill the method's ``Config``.
+
+    Helpers shared by every method cache each architecture's validity, resources and identity. The identity is
+    ``space.key(arch)`` when the space has such a method (NAS-Bench-Graph maps isomorphic cells to one table key),
+    so no method spends an evaluation on an architecture equivalent to one it already proposed. Only the resources
+    the constraints read are asked for; the space's ``costly_resources`` among them (a timed latency) are fetched
+    only when :meth:`feasible` needs them, so a method can filter on the cheap ones first (:meth:`feasible_cheap`,
+    ``admissible(arch, costly=False)``) and check the costly ones for the few candidates it is about to propose.
+    """
+
+    name: ClassVar[str] = ""
+    Config: ClassVar[type[SearcherConfig]] = SearcherConfig
+
+    def __init__(
+        self, space: SearchSpace, constraints: Constraints | None = None, budget: int = 100, seed: int = 0, **knobs: Any
+    ) -> None:
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+            raise MlsysoptError(f"budget must be an integer >= 1 (evaluations), got {budget!r}")
+        known = [f.name for f in fields(self.Config)]
+        unknown = sorted(set(knobs) - set(known))
+        if unknown:
+            raise MlsysoptError(
+                f"unknown knob(s) for method '{self.name}': {', '.join(unknown)} (known: {', '.join(known)})"
+            )
+        self.cfg = self.Config(**knobs)
+        self.space = space
+        self.constraints = constraints if constraints is not None else Constraints()
+        self.constraints.check_resources(space)
+        self.budget, self.seed = budget, int(seed)
+        self.rng = np.random.default_rng(seed)
+        self.proposed: list[Arch] = []  # every architecture ever proposed, in order
+        self.seen: set[Hashable] = set()  # their keys: no architecture (or table-equivalent one) is proposed twice
+        self.worst: float | None = None  # lowest reward seen: the penalty for infeasible or failed candidates
+        self._cache: dict[Arch, tuple[bool, Hashable, dict[str, float]]] = {}
+        needed = self.constraints.resources
+        costly = set(getattr(space, "costly_resources", ()))
+        self._cheap_names = tuple(r for r in needed if r not in costly)
+        self._costly_names = tuple(r for r in needed if r in costly)
+        self._full: dict[Arch, dict[str, float]] = {}  # cheap + costly resources, once the costly ones were fetched
+        # constraint -> met by any architecture looked at (None: its resource was never looked at, e.g. a costly one)
+        self.met: dict[str, bool | None] = dict.fromkeys(self.constraints.names)
+
+    # ---------------------------------------------------------------- interface
+    @abstractmethod
+    def ask(self, n: int) -> list[Arch]:
+        """Up to ``n`` new candidates to evaluate next, in parallel (fewer or none when nothing admissible is left)."""
+
+    @abstractmethod
+    def tell(self, evals: list[Evaluation]) -> None:
+        """The outcomes of asked candidates (failed and never-evaluated infeasible ones have ``ok=False``)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume (plain data and tensors only)."""
+        return {
+            "rng": self.rng.bit_generator.state,
+            "proposed": [[*a.choices, a.blocks] for a in self.proposed],
+            "worst": self.worst,
+            "met": dict(self.met),
+        }
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`."""
+        self.rng.bit_generator.state = d["rng"]
+        self.proposed, self.seen = [], set()
+        self.mark([Arch(tuple(s[:-1]), s[-1]) for s in d["proposed"]])
+        self.worst = d["worst"]
+        self.met = dict(d["met"])
+
+    # ---------------------------------------------------------------- helpers for subclasses
+    def _info(self, arch: Arch) -> tuple[bool, Hashable, dict[str, float]]:
+        """(valid, key, cheap resources) of ``arch``, computed once: table spaces make each of these a look-up."""
+        info = self._cache.get(arch)
+        if info is None:
+            key: Hashable = arch
+            try:
+                if callable(getattr(self.space, "key", None)):
+                    key = self.space.key(arch)  # checks the architecture too
+                else:
+                    self.space.check(arch)
+            except InvalidArchitecture:
+                info = (False, arch, {})
+            else:
+                info = (True, key, dict(self.space.resources_for(arch, self._cheap_names)))
+                self._note_met(info[2])
+            self._cache[arch] = info
+        return info
+
+    def _note_met(self, res: dict[str, float]) -> None:
+        for c in self.constraints.constraints:
+            if c.resource in res:
+                self.met[c.name] = bool(self.met[c.name]) or c.satisfied(res)
+
+    def valid(self, arch: Arch) -> bool:
+        """Whether ``arch`` is in the space (``space.is_valid``, cached)."""
+        return self._info(arch)[0]
+
+    def key(self, arch: Arch) -> Hashable:
+        """Identity for de-duplication: ``space.key(arch)`` when the space has one (equivalent cells), else ``arch``."""
+        return self._info(arch)[1]
+
+    def resources(self, arch: Arch) -> dict[str, float]:
+        """The resources the constraints read (costly ones fetched on first use; cached)."""
+        valid, _, res = self._info(arch)
+        if not valid:
+            return dict(self.space.resources(arch))  # raises InvalidArchitecture with the reason
+        if not self._costly_names:
+            return res
+        if arch not in self._full:
+            self._full[arch] = {**res, **self.space.resources_for(arch, self.constraints.resources)}
+            self._note_met(self._full[arch])
+        return self._full[arch]
+
+    def feasible(self, arch: Arch) -> bool:
+        """Whether ``arch`` meets every constraint (costly resources are fetched only if the cheap ones pass)."""
+        if self._costly_names and not self.feasible_cheap(arch):
+            return False
+        return self.constraints.feasible(self.resources(arch))
+
+    def feasible_cheap(self, arch: Arch) -> bool:
+        """Whether ``arch`` meets every constraint on a cheap resource (all of them when none is costly)."""
+        if not self._costly_names:
+            return self.feasible(arch)
+        return self.constraints.feasible(self._info(arch)[2], only=self._cheap_names)
+
+    def fresh(self, arch: Arch) -> bool:
+        """Valid and never proposed (nor any equivalent architecture)."""
+        return self.valid(arch) and self.key(arch) not in self.seen
+
+    def admissible(self, arch: Arch, costly: bool = True) -> bool:
+        """Fresh and (in hard mode) feasible: worth spending an evaluation on (``costly=False``: on cheap resources)."""
+        if not self.fresh(arch):
+            return False
+        return not self.constraints.hard or (self.feasible(arch) if costly else self.feasible_cheap(arch))
+
+    def mark(self, archs: list[Arch]) -> None:
+        """Record ``archs`` as proposed."""
+        for a in archs:
+            self.proposed.append(a)
+            self.seen.add(self.key(a))
+
+    def draw(self, gen: Callable[[], Arch], n: int) -> list[Arch]:
+        """Up to ``n`` admissible architectures from ``gen`` (at most ``cfg.tries`` draws), marked as proposed."""
+        out: list[Arch] = []
+        keys: set[Hashable] = set()
+        for _ in range(max(self.cfg.tries, 1)):
+            if len(out) >= n:
+                break
+            arch = gen()
+            if self.admissible(arch) and self.key(arch) not in keys:
+                out.append(arch)
+                keys.add(self.key(arch))
+        self.mark(out)
+        return out
+
+    def usable(self, ev: Evaluation) -> bool:
+        """Evaluated, finite, and (in hard mode) feasible on its measured resources: a real data point."""
+        if not ev.ok or not math.isfinite(ev.perf):
+            return False
+        return not self.constraints.hard or self.constraints.feasible({**self.resources(ev.arch), **ev.resources})
+
+    def reward(self, ev: Evaluation) -> float:
+        """``Constraints.reward`` of a usable evaluation; failed or infeasible ones get :meth:`penalty`."""
+        if not self.usable(ev):
+            return self.penalty()
+        r = self.constraints.reward(ev.perf, {**self.resources(ev.arch), **ev.resources})
+        self.worst = r if self.worst is None else min(self.worst, r)
+        return r
+
+    def penalty(self) -> float:
+        """Reward for infeasible or failed candidates: the worst reward so far (at first, the constraints' penalty)."""
+        return self.constraints.penalty if self.worst is None else self.worst
