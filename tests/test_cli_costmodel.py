@@ -97,12 +97,20 @@ def test_bad_training_options_are_one_clear_error(layout_root: Path, args: tuple
     assert_user_error(proc, *needles)
 
 
-def test_bad_data_is_one_clear_error(tmp_path: Path) -> None:
+def test_an_npz_missing_keys_is_one_clear_error_naming_the_file(tmp_path: Path) -> None:
     (tmp_path / "d" / "train").mkdir(parents=True)
     np.savez(tmp_path / "d" / "train" / "g.npz", node_feat=np.zeros((3, 140), np.float32))
-    proc = run("costmodel", "train", "--data", "d", "--out", "r", cwd=tmp_path)
-    assert_user_error(proc, "g.npz")
-    assert_user_error(run("costmodel", "train", "--data", "nowhere", "--out", "r", cwd=tmp_path), "nowhere")
-    assert_user_error(run("costmodel", "synth", "graphs", "--out", "x", cwd=tmp_path), "unknown kind")
-    assert_user_error(run("costmodel", "synth", "layout", "--out", "x", "--nodes", "9-3", cwd=tmp_path), "--nodes")
-    assert_user_error(run("costmodel", "evaluate", "--run", "none", "--data", "d", cwd=tmp_path), "checkpoint")
+    assert_user_error(run("costmodel", "train", "--data", "d", "--out", "r", cwd=tmp_path), "g.npz")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("train", "--data", "nowhere", "--out", "r"), "nowhere"),
+        (("synth", "graphs", "--out", "x"), "unknown kind"),
+        (("synth", "layout", "--out", "x", "--nodes", "9-3"), "--nodes"),
+        (("evaluate", "--run", "none", "--data", "d"), "checkpoint"),
+    ],
+)
+def test_bad_paths_and_options_are_one_clear_error(tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
+    assert_user_error(run("costmodel", *args, cwd=tmp_path), needle)

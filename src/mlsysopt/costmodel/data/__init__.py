@@ -9,7 +9,7 @@ from mlsysopt.costmodel.data.malnet import (
     read_edgelist,
     write_edgelist,
 )
-from mlsysopt.costmodel.data.record import TASKS, GraphDataset, GraphRecord
+from mlsysopt.costmodel.data.record import TASKS, GraphDataset, GraphRecord, InMemoryDataset
 from mlsysopt.costmodel.data.synthetic import (
     SYNTH_OPS,
     layout_durations,
@@ -46,6 +46,7 @@ __all__ = [
     "TILE_KEYS",
     "GraphDataset",
     "GraphRecord",
+    "InMemoryDataset",
     "MalNetDataset",
     "TpuGraphsDataset",
     "degree_profile",

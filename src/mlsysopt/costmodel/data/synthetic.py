@@ -3,30 +3,33 @@
 The real data cannot be downloaded here, so everything these generators write is synthetic; file names say so.
 
 **Layout graphs** (:func:`synth_layout_graph`, :func:`synth_layout`). An XLA-like DAG whose node ids are a
-topological order. Ops come from :data:`SYNTH_OPS`; operand 0 is usually the previous node (long chains, short
-branches), binary ops take a second operand: dot/convolution a weight parameter, the others a skip connection
-from up to ~3,000 nodes back (so effects cross segments). Each tensor has rank 2-4 and dims from a palette with
-awkward sizes (3, 49, 100, 1000...). ``node_feat`` columns (the rest is zero):
-0 is-source, 1 rank, 2-7 dims (outer..inner, 0-padded), 8 log2 elements, 9 contraction size (dot/conv/reduce),
-10 log2 work, 11 #operands, 12 #users, 13-18 the node's own minor-to-major order (sources: the layout they come
-in; others: row-major; -1 padded), 19 element bits, 20-25 log2 dims, 26-31 log2 padding waste of each dim if it
-were minor-most (padded to 128), 32-37 the same as second-minor (padded to 8), 38-45 N(0, 0.1) noise.
+topological order. Ops come from :data:`SYNTH_OPS`; operand 0 is usually the previous compute node (long chains,
+short branches), binary ops take a second operand: dot/convolution (and 30% of add/multiply) a parameter, the
+others a skip connection from up to ~3,000 nodes back (so effects cross segments). Each tensor has rank 2-4, dims
+from a palette with awkward sizes (3, 49, 100, 1000...) and at most 2^16 elements. ``node_feat`` columns (the
+rest is zero): 0 is-source, 1 rank, 2-7 dims (outer..inner, 0-padded), 8 log2 elements, 9 contraction size
+(dot/conv/reduce), 10 log2 work, 11 #operands, 12 #users, 13-18 the node's native minor-to-major order (-1
+padded), 19 element bits, 20-25 log2 dims, 26-31 log2 padding waste of each dim if it were minor-most (padded to
+128), 32-37 the same as second-minor (padded to 8), 38-45 N(0, 0.1) noise.
 
 Layout model. A tensor's layout is one of 4 classes; for rank r class 0 is row-major (minor-to-major
 ``[r-1, ..., 0]``), 1 swaps the two minor-most dims, 2 makes dim 0 minor-most, 3 makes dim 0 second-minor (on
-rank 2, 2 = 1 and 3 = 0). Dot, convolution, ~30% of reshapes/transposes and ~25% of parameters are configurable
-(~10-15% of nodes); a configuration picks their class. A non-configurable node takes the class of its operand 0
-(its first row in ``edge_index``), so a choice propagates down chains; sources keep their own class.
-``node_config_feat[c, j]`` = minor-to-major orders (6 each, -1 padded) of the node's output, operand 0 and
-operand 1 under the chosen class. Node cost (ns) = overhead + work x padding-efficiency / throughput, where the
-efficiency ``1 + sens(op) * log2(waste)`` comes from padding the minor-most dim to 128 and the second-minor to 8
-(so it depends on the node's dims AND its layout), plus, for every input whose class differs from the node's
-(except the operand 0 a node inherits from), a transpose costing ``2 x elements(producer) / bandwidth``. So a
-node's cost depends on its own layout and its producers'. ``config_runtime`` = critical path (the shared
-``mlsysopt.graph.simulate._longest_path``) of those costs, rounded to integer ns as in the published files:
-no single segment determines it. :func:`layout_durations` recomputes the costs from a file's arrays alone.
-Configurations: config 0 is all-default; the others mutate a random fraction of nodes, or (30%) assign one class
-per block of nodes, which makes the count of non-default layouts informative but far from decisive.
+rank 2, 2 = 1 and 3 = 0). Every node has a random native class (node_feat 13-18). Dot, convolution, ~30% of
+reshapes/transposes and ~25% of parameters are configurable (~10-15% of nodes); a configuration picks their
+class (config 0 = the native classes). Another node follows the class of the configurable node or source it
+reaches within 2 operand-0 steps (operand 0 = its first row in ``edge_index``), else keeps its native class, so a
+choice spreads to nearby consumers. ``node_config_feat[c, j]`` = minor-to-major orders (6 each, -1 padded) of
+the node's output, operand 0 and operand 1 under the chosen class.
+Node cost (ns) = overhead + work / throughput + a layout penalty ``U * sens(op) * log2(waste) *
+log2(1 + work / throughput)``, where ``waste`` pads the minor-most dim to 128 and the second-minor to 8 (so it
+depends on the node's dims AND its class), + for every input whose class differs from the node's (except the
+operand 0 it follows) a transpose ``U * (1 + log2 elements(producer))``. So a node's cost depends on its own
+layout and its producers'. Penalties are log-compressed in the op's size on purpose: with linear scaling a few
+huge ops decide every ranking and a small GNN barely learns (measured: OPA ~0.6 instead of ~0.7).
+``config_runtime`` = critical path (the shared ``mlsysopt.graph.simulate._longest_path``) of those costs,
+rounded to integer ns as in the published files, so no single segment determines it. :func:`layout_durations`
+recomputes the costs from a file's arrays alone. Configurations other than 0 mutate a random fraction of nodes,
+or (30%) give one class per block of nodes; class counts alone predict little (GBDT on aggregates: OPA ~0.65).
 
 **Tile graphs** (:func:`synth_tile`): small kernels from the same generator; a configuration tiles the kernel's
 output. Cost per node = work x (padding waste ^ sens) / (hardware utilisation of the tile ^ 0.5) x spill factor,
@@ -39,7 +42,7 @@ plus a per-tile overhead; runtime = critical path; the normalizer is the default
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -57,13 +60,13 @@ _BINARY, _BINARY_P = (ADD, MUL, DOT, CONV, CONCAT), (0.35, 0.15, 0.15, 0.1, 0.25
 _UNARY, _UNARY_P = (TANH, CONVERT, BCAST, RESHAPE, TRANSPOSE, REDUCE, SLICE), (0.25, 0.1, 0.1, 0.15, 0.1, 0.15, 0.15)
 _PALETTE = np.array([1, 2, 3, 4, 7, 8, 16, 28, 32, 49, 64, 96, 100, 128, 196, 256, 384, 512, 1000, 1024])
 _CAP = {2: 20, 3: 18, 4: 16}  # palette prefix per rank
-_MAX_ELEMS = 2**14
-_SECOND_MINOR = True
+_MAX_ELEMS = 2**16
+_HOPS = 2  # a chosen layout reaches consumers at most this many operand-0 steps away
 _CHAIN = 0.85  # probability that operand 0 is the previous node
 _OVERHEAD = 200.0  # ns per executed op
 _SENS = np.array([0, 0, 0.5, 0.5, 0.5, 0.5, 0.3, 0.3, 0.3, 0.7, 1.0, 1.0, 0.3, 0.3])  # padding sensitivity per op
 _TPUT = np.array([1, 1, 200, 200, 100, 200, 200, 200, 100, 800, 4e4, 4e4, 200, 200])  # work per ns per op
-_BANDWIDTH = 400.0  # elements per ns for a layout transpose
+_UNIT = 50.0  # ns per unit of (log-compressed) layout penalty and transpose cost
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
 __all__ = ["MALNET_GENERATORS", "SYNTH_OPS", "layout_durations", "layout_runtime", "malnet_like_graph", "synth_layout",
            "synth_layout_graph", "synth_malnet", "synth_tile", "synth_tile_graph"]  # fmt: skip
@@ -137,7 +140,7 @@ def _dag(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     kdim = np.where(opc == CONV, _PALETTE[rng.integers(2, 11, n)], kdim)
     u = rng.random(n)
     conf = np.isin(opc, (DOT, CONV)) | (np.isin(opc, (RESHAPE, TRANSPOSE)) & (u < 0.3)) | ((opc == PARAM) & (u < 0.25))
-    layout = np.where(is_src, rng.integers(0, 4, n), 0)  # sources arrive in a layout of their own
+    layout = rng.integers(0, 4, n)  # every tensor's native layout class (what the compiler would pick alone)
     return {"opcode": opc, "op0": op0, "op1": op1, "rank": rank[shape_of], "dims": dims[shape_of], "kdim": kdim,
             "configurable": conf, "layout": layout}  # fmt: skip
 
@@ -183,16 +186,16 @@ def _node_feat(
     return x
 
 
-def _classes(ids: np.ndarray, configs: int, rng: np.random.Generator) -> np.ndarray:
-    """(configs, nc) layout classes: config 0 default, then random mutations or per-block classes."""
+def _classes(ids: np.ndarray, native: np.ndarray, configs: int, rng: np.random.Generator) -> np.ndarray:
+    """(configs, nc) layout classes: config 0 = native classes, then random mutations or per-block classes."""
     nc = ids.shape[0]
     q = rng.random((configs, 1))
-    cls = np.where(rng.random((configs, nc)) < q, rng.integers(0, 4, (configs, nc)), 0)
+    cls = np.where(rng.random((configs, nc)) < q, rng.integers(0, 4, (configs, nc)), native[None, :])
     for j in np.flatnonzero(rng.random(configs) < 0.3):
         block = int(rng.integers(20, 500))
         region = rng.integers(0, 4, int(ids.max()) // block + 1)
         cls[j] = np.where(rng.random(nc) < 0.9, region[ids // block], cls[j])
-    cls[0] = 0
+    cls[0] = native
     return cls
 
 
@@ -218,7 +221,7 @@ def synth_layout_graph(num_nodes: int, configs: int, rng: np.random.Generator, s
     ids = np.flatnonzero(g["configurable"]).astype(np.int64)
     if ids.size == 0:
         ids = np.array([num_nodes - 1])
-    cls = _classes(ids, configs, rng)
+    cls = _classes(ids, g["layout"][ids], configs, rng)
     arrays = {
         "node_feat": _node_feat(g, n_ops, n_users, rng),
         "node_opcode": g["opcode"].astype(np.uint8),
@@ -242,6 +245,18 @@ def _decode_classes(ncf: np.ndarray, rank: np.ndarray) -> np.ndarray:
     return out
 
 
+def _anchors(op0: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Whose layout each node follows: itself, or the configurable node / source within ``_HOPS`` operand-0 steps.
+
+    -1 means none is that close: the node keeps its native layout.
+    """
+    fixed = own | (op0 < 0)
+    a = np.arange(op0.shape[0])
+    for _ in range(_HOPS):
+        a = np.where(fixed[a], a, op0[a])
+    return np.where(fixed[a], a, -1)
+
+
 def layout_durations(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
     """Per-(config, node) SYNTHETIC costs in ns, from a synthetic layout file's arrays alone (see module docs)."""
     x, opc = arrays["node_feat"], np.asarray(arrays["node_opcode"], np.int64)
@@ -253,29 +268,31 @@ def layout_durations(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
     elems = np.where(dims > 0, dims, 1).prod(axis=1)
     work = _work(opc, elems, x[:, 9].astype(np.float64))
     rows = np.arange(n)
-    eff = np.empty((n, 4))
+    busy = work / _TPUT[opc]
+    pen = np.empty((n, 4))  # layout penalty of every node under each class
     for k in range(4):
         dm, ds = (dims[rows, np.maximum(_PERM[rank, k, j], 0)] for j in (0, 1))
-        waste = np.ceil(dm / 128) * 128 / dm * (np.ceil(ds / 8) * 8 / ds if _SECOND_MINOR else 1.0)
-        eff[:, k] = 1.0 + _SENS[opc] * np.log2(waste)
+        waste = np.ceil(dm / 128) * 128 / dm * np.ceil(ds / 8) * 8 / ds
+        pen[:, k] = _UNIT * _SENS[opc] * np.log2(waste) * np.log2(1.0 + busy)
     first = np.unique(cons, return_index=True)[1]
     op0 = np.full(n, -1, np.int64)
     op0[cons[first]] = prod[first]
     own = np.zeros(n, bool)
     own[ids] = True
-    anchor = _jump(np.where(own | (op0 < 0), rows, op0))
+    anchor = _anchors(op0, own)
     inherit = np.zeros(cons.shape[0], bool)
     inherit[first] = ~own[cons[first]]
-    tcost = 2.0 * elems[prod] / _BANDWIDTH
-    base = np.where(np.isin(opc, (PARAM, CONST)), 0.0, _OVERHEAD)
+    tcost = _UNIT * (1.0 + np.log2(elems[prod]))
+    base = np.where(np.isin(opc, (PARAM, CONST)), 0.0, _OVERHEAD) + busy
     cls_all = _decode_classes(np.asarray(arrays["node_config_feat"]), rank[ids])
     out = np.empty((cls_all.shape[0], n))
-    full = _decode_classes(x[:, 13:19], rank)
+    native = _decode_classes(x[:, 13:19], rank)
+    full = native.copy()
     for c in range(cls_all.shape[0]):
         full[ids] = cls_all[c]
-        lc = _CANON[rank, full[anchor]]
+        lc = _CANON[rank, np.where(anchor >= 0, full[anchor], native)]
         mism = (lc[prod] != lc[cons]) & ~inherit
-        out[c] = base + work * eff[rows, lc] / _TPUT[opc] + np.bincount(cons, weights=tcost * mism, minlength=n)
+        out[c] = base + pen[rows, lc] + np.bincount(cons, weights=tcost * mism, minlength=n)
     return out
 
 
@@ -359,7 +376,16 @@ def _counts(num_graphs: int | Mapping[str, int] | None, default: Mapping[str, in
     return out
 
 
-def _write_split_graphs(out_dir, kind, make, num_graphs, nodes, configs, seed, default) -> dict[str, list[Path]]:
+def _write_split_graphs(
+    out_dir: str | Path,
+    kind: str,
+    make: Callable[[int, int, np.random.Generator], dict],
+    num_graphs: int | Mapping[str, int] | None,
+    nodes: int | tuple[int, int],
+    configs: int | tuple[int, int],
+    seed: int,
+    default: Mapping[str, int],
+) -> dict[str, list[Path]]:
     written: dict[str, list[Path]] = {}
     for split, count in _counts(num_graphs, default).items():
         written[split] = []
@@ -400,6 +426,3 @@ def synth_tile(
     """Write SYNTHETIC tile kernels as ``out_dir/{split}/synthetic_tile_{split}_NNNN.npz`` (as :func:`synth_layout`)."""
     return _write_split_graphs(out_dir, "tile", synth_tile_graph, num_graphs, nodes, configs, seed,
                                {"train": 40, "valid": 10, "test": 10})  # fmt: skip
-
-
-# ---------------------------------------------------------------------------- MalNet-like
