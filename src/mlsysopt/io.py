@@ -39,3 +39,28 @@ def _default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def save_torch_atomic(path: str | Path, obj: Any) -> Path:
+    """``torch.save`` ``obj`` to ``path`` via a temp file and a rename (never a half-written checkpoint)."""
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return write_atomic(path, buf.getvalue())
+
+
+def load_torch(path: str | Path, error: type[Exception]) -> Any:
+    """``torch.load`` (weights only, onto the CPU), raising ``error`` that says why a file is missing or unreadable."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: no such checkpoint file")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for a truncated or foreign file
+        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        raise error(f"{path}: not a readable checkpoint ({type(exc).__name__}: {first})") from None

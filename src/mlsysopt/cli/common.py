@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -69,6 +69,32 @@ def _check_suffix(path: Path, suffix: str, option: str) -> None:
 def _check_run_dir(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise MlsysoptError(f"--out {out} exists and is not a directory")
+
+
+def check_run_state(out: Path, resume: bool, settings: dict[str, Any], resumable: tuple[str, ...]) -> Path:
+    """The run's checkpoint path; refuse a stale checkpoint without --resume, and --resume of other settings.
+
+    ``resumable`` names the settings that may change on resume (e.g. a larger budget or more epochs).
+    """
+    import json
+
+    _check_run_dir(out)
+    ckpt, saved = out / "checkpoint.pt", out / "settings.json"
+    if not resume:
+        if ckpt.exists():
+            raise MlsysoptError(f"{ckpt} exists: pass --resume to continue it, or choose another --out")
+        return ckpt
+    if not ckpt.is_file():
+        raise MlsysoptError(f"--resume: no checkpoint at {ckpt} (run without --resume first)")
+    try:
+        before = json.loads(saved.read_text())
+    except (OSError, ValueError):
+        raise MlsysoptError(f"--resume: {saved} is missing or unreadable, so the run cannot be checked") from None
+    diff = [k for k in settings if k not in resumable and before.get(k) != settings[k]]
+    if diff:
+        what = ", ".join(f"{k} {before.get(k)!r} (now {settings[k]!r})" for k in diff)
+        raise MlsysoptError(f"--resume: {out} was started with other settings: {what}")
+    return ckpt
 
 
 def _fmt(v: float) -> str:

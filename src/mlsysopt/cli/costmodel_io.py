@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.cli.common import check_run_state as common_check_run_state
+from mlsysopt.errors import InvalidOption
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory: result.json, checkpoint.pt, plots.")]
 DataOpt = Annotated[
@@ -47,25 +47,9 @@ def parse_graphs(value: str) -> int | dict[str, int]:
     return out
 
 
-def check_run_state(out: Path, resume: bool, settings: dict[str, Any]) -> None:
-    """Refuse a stale checkpoint without --resume, and --resume of a run started with other settings."""
-    ckpt, saved = out / "checkpoint.pt", out / "settings.json"
-    if out.exists() and not out.is_dir():
-        raise MlsysoptError(f"--out {out} exists and is not a directory")
-    if not resume:
-        if ckpt.exists():
-            raise MlsysoptError(f"{ckpt} exists: pass --resume to continue it, or choose another --out")
-        return
-    if not ckpt.is_file():
-        raise MlsysoptError(f"--resume: no checkpoint at {ckpt} (run without --resume first)")
-    try:
-        before = json.loads(saved.read_text())
-    except (OSError, ValueError):
-        raise MlsysoptError(f"--resume: {saved} is missing or unreadable, so the run cannot be checked") from None
-    diff = [k for k in settings if k not in RESUMABLE and before.get(k) != settings[k]]
-    if diff:
-        what = ", ".join(f"{k} {before.get(k)!r} (now {settings[k]!r})" for k in diff)
-        raise MlsysoptError(f"--resume: {out} was started with other settings: {what}")
+def check_run_state(out: Path, resume: bool, settings: dict[str, Any]) -> Path:
+    """The checkpoint path (see :func:`mlsysopt.cli.common.check_run_state`; RESUMABLE may change on resume)."""
+    return common_check_run_state(out, resume, settings, RESUMABLE)
 
 
 def dataset_or_none(root: Path, split: str) -> Any:

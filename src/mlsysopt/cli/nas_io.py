@@ -11,6 +11,7 @@ import numpy as np
 import typer
 from rich.markup import escape
 
+from mlsysopt.cli.common import check_run_state as common_check_run_state
 from mlsysopt.cli.common import console
 from mlsysopt.errors import MlsysoptError
 
@@ -157,23 +158,8 @@ def best_feasible_test(space: SearchSpace, cons: Constraints) -> float | None:
 
 # ---------------------------------------------------------------------------- resume
 def check_run_state(out: Path, resume: bool, settings: dict[str, Any]) -> Path:
-    """The checkpoint path; refuse a stale checkpoint without --resume, and --resume of another run's settings."""
-    ckpt, saved = out / "checkpoint.pt", out / "settings.json"
-    if not resume:
-        if ckpt.exists():
-            raise MlsysoptError(f"{ckpt} exists: pass --resume to continue it, or choose another --out")
-        return ckpt
-    if not ckpt.is_file():
-        raise MlsysoptError(f"--resume: no checkpoint at {ckpt} (run without --resume first)")
-    try:
-        before = json.loads(saved.read_text())
-    except (OSError, ValueError):
-        raise MlsysoptError(f"--resume: {saved} is missing or unreadable, so the run cannot be checked") from None
-    diff = [k for k in settings if k not in RESUMABLE and before.get(k) != settings[k]]
-    if diff:
-        what = ", ".join(f"{k} {before.get(k)!r} (now {settings[k]!r})" for k in diff)
-        raise MlsysoptError(f"--resume: {out} was started with other settings: {what}")
-    return ckpt
+    """The checkpoint path (see :func:`mlsysopt.cli.common.check_run_state`; RESUMABLE may change on resume)."""
+    return common_check_run_state(out, resume, settings, RESUMABLE)
 
 
 def checkpoint_evaluations(ckpt: Path) -> int:

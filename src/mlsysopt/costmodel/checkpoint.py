@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +9,7 @@ import numpy as np
 import torch
 
 from mlsysopt.errors import InvalidCheckpoint
-from mlsysopt.io import write_atomic
+from mlsysopt.io import load_torch, save_torch_atomic
 
 if TYPE_CHECKING:
     from mlsysopt.costmodel.train import Trainer
@@ -31,21 +30,13 @@ def checkpoint_path(path: str | Path) -> Path:
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
     """Write ``state`` (tensors, dicts, lists, numbers, strings) to ``path`` via a temp file and a rename."""
-    buf = io.BytesIO()
-    torch.save({"kind": KIND, "version": VERSION, **state}, buf)
-    return write_atomic(path, buf.getvalue())
+    return save_torch_atomic(path, {"kind": KIND, "version": VERSION, **state})
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read a checkpoint written by :func:`save_checkpoint`, or raise InvalidCheckpoint saying why not."""
     path = Path(path)
-    if not path.is_file():
-        raise InvalidCheckpoint(f"{path}: no such checkpoint file")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a truncated or foreign file
-        first = (str(exc).strip().splitlines() or [""])[0][:160]
-        raise InvalidCheckpoint(f"{path}: not a readable checkpoint ({type(exc).__name__}: {first})") from None
+    data = load_torch(path, InvalidCheckpoint)
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise InvalidCheckpoint(f"{path}: not a cost-model checkpoint")
     if data.get("version") != VERSION:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -60,75 +59,12 @@ from mlsysopt.costmodel.model import (
     to_device,
 )
 from mlsysopt.costmodel.segment import Segmenter
+from mlsysopt.costmodel.train_config import MODES, TrainConfig
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 
-MODES: tuple[str, ...] = ("full", "gst", "gst+e", "gst+ef", "gst+efd")
+__all__ = ["MODES", "Progress", "TrainConfig", "Trainer", "combine"]
+
 Progress = Callable[[int, int, dict[str, Any]], None]
-
-
-@dataclass
-class TrainConfig:
-    """Every knob of cost-model training; ``validate`` raises InvalidOption on one out of range."""
-
-    mode: str = "gst+efd"
-    segment_size: int = 1000
-    segmenter: str = "auto"  # contiguous for layout/tile, metis for malnet (as in the reference)
-    k: int = 1
-    sed_p: float = 0.5
-    epochs: int = 10
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    loss: str = "auto"  # hinge for ranking, ce for malnet
-    configs_per_graph: int = 32
-    graphs_per_step: int = 1
-    finetune_epochs: int = 10
-    finetune_lr: float | None = None
-    finetune_configs: int = 256
-    eval_chunk: int = 32
-    grad_clip: float | None = 1.0
-    seed: int = 0
-    device: str = "cpu"
-    prune_hops: int | None = None
-    measure_memory: bool = True
-    cache_dir: str | None = None
-
-    def validate(self) -> None:
-        """Raise InvalidOption naming the first bad option."""
-        if self.mode not in MODES:
-            raise InvalidOption(f"unknown mode '{self.mode}' (choose from: {', '.join(MODES)})")
-        if self.segmenter not in ("auto", "contiguous", "metis"):
-            raise InvalidOption(f"unknown segmenter '{self.segmenter}' (choose from: auto, contiguous, metis)")
-        ints = {"segment_size": 1, "k": 1, "epochs": 1, "finetune_epochs": 0, "configs_per_graph": 2}
-        ints |= {"graphs_per_step": 1, "finetune_configs": 2, "eval_chunk": 1, "seed": 0}
-        for name, low in ints.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise InvalidOption(f"{name.replace('_', ' ')} must be an integer >= {low}, got {value!r}")
-        if not 0.0 <= self.sed_p < 1.0:
-            raise InvalidOption(f"SED probability must be in [0, 1), got {self.sed_p}")
-        if not self.lr > 0 or (self.finetune_lr is not None and not self.finetune_lr > 0) or self.weight_decay < 0:
-            raise InvalidOption("learning rates must be > 0 and weight decay >= 0")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise InvalidOption(f"grad clip must be > 0 or None, got {self.grad_clip}")
-        if self.prune_hops is not None and self.prune_hops < 0:
-            raise InvalidOption(f"prune hops must be >= 0, got {self.prune_hops}")
-        if torch.device(self.device).type == "cuda" and not torch.cuda.is_available():
-            raise InvalidOption(f"device '{self.device}' requested but CUDA is not available")
-
-    @property
-    def finetunes(self) -> bool:
-        """True for the modes with the F phase."""
-        return self.mode in ("gst+ef", "gst+efd")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict of every field."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        """Rebuild from :meth:`to_dict` output, ignoring keys this build does not know."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 def combine(

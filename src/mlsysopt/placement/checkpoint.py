@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.io import write_atomic
+from mlsysopt.io import load_torch, save_torch_atomic
 from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 
@@ -24,21 +21,14 @@ class IncompatibleCheckpoint(MlsysoptError):
 
 def save_checkpoint(path: str | Path, policy: GiPHPolicy, **extra: Any) -> Path:
     """Write the policy (and any training state in ``extra``) to ``path`` atomically."""
-    buf = io.BytesIO()
-    torch.save({"kind": "giph-policy", "config": policy.config.to_dict(), "policy": policy.state_dict(), **extra}, buf)
-    return write_atomic(path, buf.getvalue())
+    state = {"kind": "giph-policy", "config": policy.config.to_dict(), "policy": policy.state_dict(), **extra}
+    return save_torch_atomic(path, state)
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read a checkpoint dict, or raise IncompatibleCheckpoint saying why."""
     path = Path(path)
-    if not path.is_file():
-        raise IncompatibleCheckpoint(f"{path}: no such checkpoint file")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a corrupt or foreign file
-        first = (str(exc).strip().splitlines() or [""])[0][:160]
-        raise IncompatibleCheckpoint(f"{path}: not a readable checkpoint ({type(exc).__name__}: {first})") from None
+    data = load_torch(path, IncompatibleCheckpoint)
     if not isinstance(data, dict) or data.get("kind") != "giph-policy":
         raise IncompatibleCheckpoint(f"{path}: not a GiPH policy checkpoint")
     cfg = data.get("config") or {}

@@ -10,15 +10,14 @@ from mlsysopt.costmodel.data.malnet import (
     write_edgelist,
 )
 from mlsysopt.costmodel.data.record import TASKS, GraphDataset, GraphRecord, InMemoryDataset
+from mlsysopt.costmodel.data.synth_files import synth_layout, synth_tile
 from mlsysopt.costmodel.data.synthetic import (
     SYNTH_OPS,
     layout_durations,
     layout_runtime,
     malnet_like_graph,
-    synth_layout,
     synth_layout_graph,
     synth_malnet,
-    synth_tile,
     synth_tile_graph,
 )
 from mlsysopt.costmodel.data.tpugraphs import (

@@ -2,7 +2,7 @@
 
 The real data cannot be downloaded here, so everything these generators write is synthetic; file names say so.
 
-**Layout graphs** (:func:`synth_layout_graph`, :func:`synth_layout`). An XLA-like DAG whose node ids are a
+**Layout graphs** (:func:`synth_layout_graph`, written by ``synth_files``). An XLA-like DAG whose node ids are a
 topological order. Ops come from :data:`SYNTH_OPS`; operand 0 is usually the previous compute node (long chains,
 short branches), binary ops take a second operand: dot/convolution (and 30% of add/multiply) a parameter, the
 others a skip connection from up to ~3,000 nodes back (so effects cross segments). Each tensor has rank 2-4, dims
@@ -31,7 +31,7 @@ rounded to integer ns as in the published files, so no single segment determines
 recomputes the costs from a file's arrays alone. Configurations other than 0 mutate a random fraction of nodes,
 or (30%) give one class per block of nodes; class counts alone predict little (GBDT on aggregates: OPA ~0.65).
 
-**Tile graphs** (:func:`synth_tile`): small kernels from the same generator; a configuration tiles the kernel's
+**Tile graphs** (:func:`synth_tile_graph`): small kernels from the same generator; a configuration tiles the kernel's
 output. Cost per node = work x (padding waste ^ sens) / (hardware utilisation of the tile ^ 0.5) x spill factor,
 plus a per-tile overhead; runtime = critical path; the normalizer is the default tiling's runtime.
 
@@ -41,14 +41,12 @@ plus a per-tile overhead; runtime = critical path; the normalizer is the default
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 
 import numpy as np
 
-from mlsysopt.costmodel.data.malnet import MALNET_GENERATORS, draw_size, malnet_like_graph, synth_malnet
-from mlsysopt.costmodel.data.tpugraphs import NODE_FEAT_DIM, save_npz
+from mlsysopt.costmodel.data.malnet import MALNET_GENERATORS, malnet_like_graph, synth_malnet
+from mlsysopt.costmodel.data.tpugraphs import NODE_FEAT_DIM
 from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.simulate import _longest_path
 
@@ -68,8 +66,8 @@ _SENS = np.array([0, 0, 0.5, 0.5, 0.5, 0.5, 0.3, 0.3, 0.3, 0.7, 1.0, 1.0, 0.3, 0
 _TPUT = np.array([1, 1, 200, 200, 100, 200, 200, 200, 100, 800, 4e4, 4e4, 200, 200])  # work per ns per op
 _UNIT = 50.0  # ns per unit of (log-compressed) layout penalty and transpose cost
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
-__all__ = ["MALNET_GENERATORS", "SYNTH_OPS", "layout_durations", "layout_runtime", "malnet_like_graph", "synth_layout",
-           "synth_layout_graph", "synth_malnet", "synth_tile", "synth_tile_graph"]  # fmt: skip
+__all__ = ["MALNET_GENERATORS", "SYNTH_OPS", "layout_durations", "layout_runtime", "malnet_like_graph",
+           "synth_layout_graph", "synth_malnet", "synth_tile_graph"]  # fmt: skip
 
 
 def _perm(r: int, k: int) -> list[int]:
@@ -365,64 +363,3 @@ def synth_tile_graph(num_nodes: int, configs: int, rng: np.random.Generator) -> 
 
 
 # ---------------------------------------------------------------------------- writers
-def _counts(num_graphs: int | Mapping[str, int] | None, default: Mapping[str, int]) -> dict[str, int]:
-    if num_graphs is None:
-        return dict(default)
-    if isinstance(num_graphs, int):
-        return {"train": num_graphs, "valid": max(1, num_graphs // 4), "test": max(1, num_graphs // 4)}
-    out = {str(k): int(v) for k, v in num_graphs.items()}
-    if any(v < 0 for v in out.values()):
-        raise InvalidOption(f"graph counts must be >= 0, got {out}")
-    return out
-
-
-def _write_split_graphs(
-    out_dir: str | Path,
-    kind: str,
-    make: Callable[[int, int, np.random.Generator], dict],
-    num_graphs: int | Mapping[str, int] | None,
-    nodes: int | tuple[int, int],
-    configs: int | tuple[int, int],
-    seed: int,
-    default: Mapping[str, int],
-) -> dict[str, list[Path]]:
-    written: dict[str, list[Path]] = {}
-    for split, count in _counts(num_graphs, default).items():
-        written[split] = []
-        for i in range(count):
-            rng = np.random.default_rng([seed, zlib.crc32(split.encode()), i])
-            n = draw_size(nodes, rng, "nodes")
-            c = configs if isinstance(configs, int) else draw_size(configs, rng, "configs")
-            if c < 1:
-                raise InvalidOption(f"configs must be >= 1, got {configs}")
-            path = Path(out_dir) / split / f"synthetic_{kind}_{split}_{i:04d}.npz"
-            written[split].append(save_npz(path, make(n, c, rng)))
-    return written
-
-
-def synth_layout(
-    out_dir: str | Path,
-    num_graphs: int | Mapping[str, int] | None = None,
-    nodes: int | tuple[int, int] = (1000, 5000),
-    configs: int | tuple[int, int] = 64,
-    seed: int = 0,
-) -> dict[str, list[Path]]:
-    """Write SYNTHETIC layout graphs as ``out_dir/{split}/synthetic_layout_{split}_NNNN.npz``; deterministic by seed.
-
-    ``num_graphs``: {split: count} (default train 20, valid 5, test 5) or an int n (train n, valid/test n // 4).
-    Sizes are log-uniform in ``nodes``; each graph depends only on (seed, split, index).
-    """
-    return _write_split_graphs(out_dir, "layout", synth_layout_graph, num_graphs, nodes, configs, seed,
-                               {"train": 20, "valid": 5, "test": 5})  # fmt: skip
-
-
-def synth_tile(
-    out_dir: str | Path,
-    num_graphs: int | Mapping[str, int] | None = None,
-    nodes: int | tuple[int, int] = (10, 200),
-    configs: int | tuple[int, int] = (16, 128),
-    seed: int = 0,
-) -> dict[str, list[Path]]:
-    """Write SYNTHETIC tile kernels as ``out_dir/{split}/synthetic_tile_{split}_NNNN.npz`` (as :func:`synth_layout`)."""
-    return _write_split_graphs(out_dir, "tile", synth_tile_graph, num_graphs, nodes, configs, seed,
-                               {"train": 40, "valid": 10, "test": 10})  # fmt: skip
