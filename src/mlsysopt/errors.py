@@ -59,3 +59,11 @@ class InvalidOption(MlsysoptError):
 
 class InvalidCheckpoint(MlsysoptError):
     """A checkpoint is unreadable or was written by an incompatible model (different task, sizes or backbone)."""
+
+
+class InvalidRunDir(MlsysoptError):
+    """A run folder cannot be used: it is a file, another process holds it, or --resume does not match it."""
+
+
+class WriteFailed(MlsysoptError):
+    """An output file could not be written: the disk is full or read-only, or the folder is not writable."""

@@ -20,13 +20,7 @@ from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 MC = ModelConfig.for_task("layout", hidden=16, layers=2, opcode_dim=4, dropout=0.0)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: torch's intra-op threads only add overhead (and contention on a shared machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def layout_sets(n_train: int = 12, nodes: int = 120) -> tuple[ListDataset, ListDataset]:

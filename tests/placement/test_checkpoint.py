@@ -15,14 +15,7 @@ from mlsysopt.placement.giph import GiPH
 from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM, GpNet, GpNetBuilder
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny graphs: torch's thread pool only adds contention (100x slower on a busy 2-core box)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def gpnet(seed: int = 1) -> GpNet:

@@ -16,14 +16,7 @@ from mlsysopt.graph.simulate import Simulator
 from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM, GpNet, GpNetBuilder
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """Tiny graphs: torch's thread pool only adds contention (100x slower on a busy 2-core box)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 CHAIN_LEN = 12

@@ -1,18 +1,60 @@
-"""The shared substrate: graph IR, device clusters, the DAG simulator, generators and importers."""
+"""The shared substrate: graph IR, device clusters, the DAG simulator, generators and importers.
 
-from mlsysopt.graph.cluster import DeviceCluster
-from mlsysopt.graph.ir import BASE_FEATURES, DEFAULT_VOCAB, CompGraph
-from mlsysopt.graph.simulate import Schedule, Simulator, cp_min, longest_path, simulate, slr
+Every name below is imported on first use, so ``import mlsysopt.graph`` is cheap::
 
-__all__ = [
-    "BASE_FEATURES",
-    "DEFAULT_VOCAB",
-    "CompGraph",
-    "DeviceCluster",
-    "Schedule",
-    "Simulator",
-    "cp_min",
-    "longest_path",
-    "simulate",
-    "slr",
-]
+    from mlsysopt.graph import layered_dag, random_cluster, simulate, cp_min
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlsysopt.lazy import lazy_exports
+
+_EXPORTS = {
+    "BASE_FEATURES": "mlsysopt.graph.ir",
+    "DEFAULT_VOCAB": "mlsysopt.graph.ir",
+    "CompGraph": "mlsysopt.graph.ir",
+    "DeviceCluster": "mlsysopt.graph.cluster",
+    "Schedule": "mlsysopt.graph.simulate",
+    "Simulator": "mlsysopt.graph.simulate",
+    "simulate": "mlsysopt.graph.simulate",
+    "cp_min": "mlsysopt.graph.simulate",
+    "slr": "mlsysopt.graph.simulate",
+    "slr_from_bound": "mlsysopt.graph.simulate",
+    "longest_path": "mlsysopt.graph.simulate",
+    "longest_paths": "mlsysopt.graph.simulate",
+    "build_csr": "mlsysopt.graph.topology",
+    "longest_paths_csr": "mlsysopt.graph.topology",
+    "priority_order": "mlsysopt.graph.topology",
+    "layered_dag": "mlsysopt.graph.generate",
+    "random_cluster": "mlsysopt.graph.generate",
+    "cluster_for": "mlsysopt.graph.generate",
+    "graph_units": "mlsysopt.graph.generate",
+    "load_graph": "mlsysopt.graph.importers",
+    "check_placement": "mlsysopt.graph.placement",
+    "random_placement": "mlsysopt.graph.placement",
+    "placement_from_dict": "mlsysopt.graph.placement",
+    "placement_to_dict": "mlsysopt.graph.placement",
+}
+
+if TYPE_CHECKING:
+    from mlsysopt.graph.cluster import DeviceCluster
+    from mlsysopt.graph.generate import cluster_for, graph_units, layered_dag, random_cluster
+    from mlsysopt.graph.importers import load_graph
+    from mlsysopt.graph.ir import BASE_FEATURES, DEFAULT_VOCAB, CompGraph
+    from mlsysopt.graph.placement import check_placement, placement_from_dict, placement_to_dict, random_placement
+    from mlsysopt.graph.simulate import (
+        Schedule,
+        Simulator,
+        cp_min,
+        longest_path,
+        longest_paths,
+        simulate,
+        slr,
+        slr_from_bound,
+    )
+    from mlsysopt.graph.topology import build_csr, longest_paths_csr, priority_order
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

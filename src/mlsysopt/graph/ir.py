@@ -11,10 +11,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import numba
 import numpy as np
 
 from mlsysopt.errors import InvalidGraph, UnsupportedFormat
+from mlsysopt.graph.topology import CSR, build_csr, kahn_levels, priority_order
 from mlsysopt.graph.vocab import DEFAULT_VOCAB, build_vocab
 
 #: Features every CompGraph carries (zero where a source does not know them).
@@ -174,30 +174,35 @@ class CompGraph:
         return [self.vocab[i] for i in self.opcodes]
 
     @cached_property
-    def _csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def children_csr(self) -> CSR:
         """Children in CSR form: (indptr, child ids, edge ids), edges sorted by source then by child."""
         src, dst = self.edge_index
-        order = np.lexsort((dst, src))
-        indptr = np.zeros(self.num_nodes + 1, np.int64)
-        np.cumsum(np.bincount(src, minlength=self.num_nodes), out=indptr[1:])
-        return indptr, dst[order].astype(np.int64), order.astype(np.int64)
+        return build_csr(src, dst, self.num_nodes)
 
     @cached_property
-    def _parents_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def parents_csr(self) -> CSR:
+        """Parents in CSR form: (indptr, parent ids, edge ids), edges sorted by consumer then by parent."""
         src, dst = self.edge_index
-        order = np.lexsort((src, dst))
-        indptr = np.zeros(self.num_nodes + 1, np.int64)
-        np.cumsum(np.bincount(dst, minlength=self.num_nodes), out=indptr[1:])
-        return indptr, src[order].astype(np.int64), order.astype(np.int64)
+        return build_csr(dst, src, self.num_nodes)
+
+    @cached_property
+    def in_degree(self) -> np.ndarray:
+        """Number of inputs of every node, shape (n,)."""
+        return np.bincount(self.edge_index[1], minlength=self.num_nodes).astype(np.int64)
+
+    def priority_order(self, priority: Any) -> np.ndarray:
+        """A topological order that always takes the ready node of smallest ``priority`` (shape (n,))."""
+        indptr, child, _ = self.children_csr
+        return priority_order(indptr, child, self.in_degree, np.asarray(priority))
 
     def children(self, i: int) -> np.ndarray:
         """Ids of the nodes that consume node ``i``'s output."""
-        indptr, child, _ = self._csr
+        indptr, child, _ = self.children_csr
         return child[indptr[i] : indptr[i + 1]]
 
     def parents(self, i: int) -> np.ndarray:
         """Ids of the nodes whose outputs node ``i`` consumes."""
-        indptr, par, _ = self._parents_csr
+        indptr, par, _ = self.parents_csr
         return par[indptr[i] : indptr[i + 1]]
 
     def _levels(self) -> np.ndarray:
@@ -205,9 +210,9 @@ class CompGraph:
         if "_level_cache" in self.__dict__:
             return self.__dict__["_level_cache"]
         n = self.num_nodes
-        indptr, child, _ = self._csr
-        indeg = np.bincount(self.edge_index[1], minlength=n).astype(np.int64)
-        level, done = _kahn_levels(indptr, child, indeg)
+        indptr, child, _ = self.children_csr
+        indeg = self.in_degree.copy()
+        level, done = kahn_levels(indptr, child, indeg)
         if done < n:
             raise InvalidGraph(f"graph has a cycle: {' -> '.join(self._find_cycle(indeg > 0))}")
         self.__dict__["_level_cache"] = level
@@ -215,7 +220,7 @@ class CompGraph:
 
     def _find_cycle(self, alive: np.ndarray) -> list[str]:
         """Names along one cycle among the nodes left after Kahn's algorithm (each has a live parent)."""
-        indptr, par, _ = self._parents_csr
+        indptr, par, _ = self.parents_csr
         start = int(np.flatnonzero(alive)[0])
         pos: dict[int, int] = {}
         path: list[int] = []
@@ -361,28 +366,3 @@ def _as_array(value: Any, dtype: Any, key: str) -> np.ndarray:
         return np.ascontiguousarray(np.asarray(value), dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise InvalidGraph(f"'{key}' cannot be read as {np.dtype(dtype).name}: {exc}") from None
-
-
-@numba.njit(cache=True)
-def _kahn_levels(indptr: np.ndarray, child: np.ndarray, indeg: np.ndarray) -> tuple[np.ndarray, int]:
-    """Kahn's algorithm: longest-path level per node; ``indeg`` is left > 0 on nodes of cycles."""
-    n = indeg.shape[0]
-    level = np.zeros(n, np.int64)
-    queue = np.empty(n, np.int64)
-    head, tail = 0, 0
-    for i in range(n):
-        if indeg[i] == 0:
-            queue[tail] = i
-            tail += 1
-    while head < tail:
-        u = queue[head]
-        head += 1
-        for k in range(indptr[u], indptr[u + 1]):
-            v = child[k]
-            if level[u] + 1 > level[v]:
-                level[v] = level[u] + 1
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                queue[tail] = v
-                tail += 1
-    return level, tail

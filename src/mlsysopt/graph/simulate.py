@@ -37,6 +37,7 @@ from mlsysopt.errors import InvalidGraph, InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement
+from mlsysopt.graph.topology import longest_paths_csr
 
 _FIFO = np.empty(0, np.int64)  # an empty order selects the FIFO-by-readiness semantics
 
@@ -140,22 +141,6 @@ def _schedule_batch(
     return out
 
 
-@numba.njit(cache=True)
-def _longest_path(order: np.ndarray, indptr: np.ndarray, par: np.ndarray, dur: np.ndarray) -> float:
-    """Length of the longest path with node weights ``dur`` (parents in CSR form, ``order`` topological)."""
-    finish = np.zeros(dur.shape[0])
-    best = 0.0
-    for i in order:
-        r = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            if finish[par[k]] > r:
-                r = finish[par[k]]
-        finish[i] = r + dur[i]
-        if finish[i] > best:
-            best = finish[i]
-    return best
-
-
 @dataclass
 class Schedule:
     """Result of simulating one placement."""
@@ -191,7 +176,7 @@ class Simulator:
     def __init__(self, graph: CompGraph, cluster: DeviceCluster) -> None:
         self.graph = graph
         self.cluster = cluster
-        indptr, child, eid = graph._csr
+        indptr, child, eid = graph.children_csr
         self._indptr = indptr
         self._child = child
         self._child_bytes = np.ascontiguousarray(graph.edge_bytes[eid])
@@ -307,7 +292,7 @@ class Simulator:
         return path[::-1]
 
     def _in(self, i: int) -> list[tuple[int, float]]:
-        indptr, par, eid = self.graph._parents_csr
+        indptr, par, eid = self.graph.parents_csr
         sl = slice(indptr[i], indptr[i + 1])
         return list(zip(par[sl].tolist(), self.graph.edge_bytes[eid[sl]].tolist(), strict=True))
 
@@ -321,19 +306,27 @@ def cp_min(graph: CompGraph, cluster: DeviceCluster) -> float:
     """CP_MIN: longest path with every task on its fastest feasible device and free communication."""
     feas = cluster.check_feasible(graph)
     best_speed = np.where(feas, cluster.speed[None, :], 0.0).max(axis=1)
-    indptr, par, _ = graph._parents_csr
-    return float(_longest_path(graph.topo_order, indptr, par, graph.compute / best_speed))
+    indptr, par, _ = graph.parents_csr
+    return float(longest_paths_csr(graph.topo_order, indptr, par, graph.compute / best_speed)[0])
 
 
 def longest_path(graph: CompGraph, durations: Any) -> float:
-    """Critical-path length of ``graph`` with per-node durations (no devices, no communication)."""
+    """Critical-path length of ``graph`` with per-node durations, shape (n,) (no devices, no communication)."""
     dur = np.ascontiguousarray(durations, dtype=np.float64)
     if dur.shape != (graph.num_nodes,):
         raise InvalidGraph(f"durations has shape {dur.shape}, expected ({graph.num_nodes},)")
+    return float(longest_paths(graph, dur[None, :])[0])
+
+
+def longest_paths(graph: CompGraph, durations: Any) -> np.ndarray:
+    """Critical-path lengths for a batch of per-node durations: shape (B, n) -> (B,)."""
+    dur = np.ascontiguousarray(durations, dtype=np.float64)
+    if dur.ndim != 2 or dur.shape[1] != graph.num_nodes:
+        raise InvalidGraph(f"durations has shape {dur.shape}, expected (B, {graph.num_nodes})")
     if not np.isfinite(dur).all() or (dur < 0).any():
         raise InvalidGraph("durations must be finite and >= 0")
-    indptr, par, _ = graph._parents_csr
-    return float(_longest_path(graph.topo_order, indptr, par, dur))
+    indptr, par, _ = graph.parents_csr
+    return longest_paths_csr(graph.topo_order, indptr, par, dur)
 
 
 def slr(makespan: float, graph: CompGraph, cluster: DeviceCluster) -> float:

@@ -126,7 +126,7 @@ class GpNetBuilder:
         # log1p(bytes) min-maxed over the task edges: every task edge has an A edge, so this is per gpNet too
         bytes_scaled = _minmax(np.log1p(nbytes)[:, None])[:, 0]
         # A edges: parent pivot -> every candidate of the consumer, grouped by the candidate (for reduceat).
-        pptr, _, peid = graph._parents_csr
+        pptr, _, peid = graph.parents_csr
         cnt = (pptr[1:] - pptr[:-1])[task]
         a_dst = np.repeat(np.arange(nn, dtype=np.int64), cnt)
         a_edge = peid[pptr[task[a_dst]] + _offsets(cnt)]

@@ -26,7 +26,7 @@ depends on the node's dims AND its class), + for every input whose class differs
 operand 0 it follows) a transpose ``U * (1 + log2 elements(producer))``. So a node's cost depends on its own
 layout and its producers'. Penalties are log-compressed in the op's size on purpose: with linear scaling a few
 huge ops decide every ranking and a small GNN barely learns (measured: OPA ~0.6 instead of ~0.7).
-``config_runtime`` = critical path (the shared ``mlsysopt.graph.simulate._longest_path``) of those costs,
+``config_runtime`` = critical path (the shared ``mlsysopt.graph.topology.longest_paths_csr``) of those costs,
 rounded to integer ns as in the published files, so no single segment determines it. :func:`layout_durations`
 recomputes the costs from a file's arrays alone. Configurations other than 0 mutate a random fraction of nodes,
 or (30%) give one class per block of nodes; class counts alone predict little (GBDT on aggregates: OPA ~0.65).
@@ -48,7 +48,7 @@ import numpy as np
 from mlsysopt.costmodel.data.malnet import MALNET_GENERATORS, malnet_like_graph, synth_malnet
 from mlsysopt.costmodel.data.tpugraphs import NODE_FEAT_DIM
 from mlsysopt.errors import InvalidOption
-from mlsysopt.graph.simulate import _longest_path
+from mlsysopt.graph.topology import build_csr, longest_paths_csr
 
 SYNTH_OPS: tuple[str, ...] = ("parameter", "constant", "add", "multiply", "tanh", "convert", "broadcast", "reshape",
                               "transpose", "reduce", "dot", "convolution", "concatenate", "slice")  # fmt: skip
@@ -301,12 +301,8 @@ def layout_runtime(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
         raise InvalidOption("synthetic runtimes need node ids in topological order (every producer < consumer)")
     dur = layout_durations(arrays)
     n = dur.shape[1]
-    order = np.argsort(cons, kind="stable")
-    indptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(cons, minlength=n), out=indptr[1:])
-    par = np.ascontiguousarray(prod[order])
-    topo = np.arange(n, dtype=np.int64)
-    return np.array([_longest_path(topo, indptr, par, np.ascontiguousarray(d)) for d in dur])
+    indptr, par, _ = build_csr(cons, prod, n)  # parents of every consumer
+    return longest_paths_csr(np.arange(n, dtype=np.int64), indptr, par, dur)
 
 
 # ---------------------------------------------------------------------------- tile
@@ -345,11 +341,9 @@ def synth_tile_graph(num_nodes: int, configs: int, rng: np.random.Generator) -> 
     cf[:, :6] = tiles
     cf[:, 6], cf[:, 7] = tiles[:, :r].sum(axis=1), tiles[:, :r].prod(axis=1)
     cf[:, 8 : 8 + r] = np.log2(tiles[:, :r])
-    parents = np.argsort(ei[:, 0], kind="stable")
-    indptr = np.zeros(num_nodes + 1, np.int64)
-    np.cumsum(np.bincount(ei[:, 0], minlength=num_nodes), out=indptr[1:])
-    par, topo = np.ascontiguousarray(ei[parents, 1]), np.arange(num_nodes, dtype=np.int64)
-    rt = [_longest_path(topo, indptr, par, c) for c in _tile_costs(g, np.concatenate([default, tiles]))]
+    indptr, par, _ = build_csr(ei[:, 0], ei[:, 1], num_nodes)  # parents of every consumer
+    topo = np.arange(num_nodes, dtype=np.int64)
+    rt = longest_paths_csr(topo, indptr, par, _tile_costs(g, np.concatenate([default, tiles]))).tolist()
     return {
         "node_feat": _node_feat(
             g, np.bincount(ei[:, 0], minlength=num_nodes), np.bincount(ei[:, 1], minlength=num_nodes), rng

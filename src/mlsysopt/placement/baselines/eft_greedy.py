@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 from mlsysopt.graph.cluster import DeviceCluster
@@ -17,21 +15,7 @@ MAX_STALE = 50
 
 def random_topological_order(graph: CompGraph, rng: np.random.Generator) -> np.ndarray:
     """A topological order that picks uniformly at random among the ready tasks (random priorities)."""
-    n = graph.num_nodes
-    priority = rng.random(n)
-    indptr, child, _ = graph._csr
-    indeg = np.bincount(graph.edge_index[1], minlength=n)
-    heap = [(priority[i], int(i)) for i in np.flatnonzero(indeg == 0)]
-    heapq.heapify(heap)
-    order = np.empty(n, np.int64)
-    for k in range(n):
-        _, i = heapq.heappop(heap)
-        order[k] = i
-        for c in child[indptr[i] : indptr[i + 1]]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                heapq.heappush(heap, (priority[c], int(c)))
-    return order
+    return graph.priority_order(rng.random(graph.num_nodes))
 
 
 def eft_placement(

@@ -18,7 +18,7 @@ def exec_times(graph: CompGraph, cluster: DeviceCluster) -> np.ndarray:
 
 def parent_edges(graph: CompGraph) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per task: (parent ids, bytes of each in-edge); parallel edges stay separate, as in the simulator."""
-    indptr, par, eid = graph._parents_csr
+    indptr, par, eid = graph.parents_csr
     return [
         (par[indptr[i] : indptr[i + 1]], graph.edge_bytes[eid[indptr[i] : indptr[i + 1]]])
         for i in range(graph.num_nodes)
@@ -47,7 +47,7 @@ def upward_rank(graph: CompGraph, cluster: DeviceCluster, mask: np.ndarray) -> n
         c_mean = cluster.delay[off].mean() + graph.edge_bytes * cluster.inv_bandwidth[off].mean()
     else:
         c_mean = np.zeros(graph.num_edges)
-    indptr, child, eid = graph._csr
+    indptr, child, eid = graph.children_csr
     rank = np.zeros(graph.num_nodes)
     for i in graph.topo_order[::-1]:
         sl = slice(indptr[i], indptr[i + 1])

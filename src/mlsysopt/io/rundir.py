@@ -1,0 +1,208 @@
+"""The run folder every job writes to: validated first, locked while in use, resumable, never half-written.
+
+A job builds a :class:`RunDir`, calls :meth:`RunDir.check` (no side effects), validates all of its inputs, and
+only then enters ``with run:``, which creates the folder, takes an exclusive lock, clears temp files a killed run
+left behind and records ``settings.json``. Inside, checkpoints and results are written atomically. If the job
+fails before it has a checkpoint, everything it created is removed again, so a refused input or a crash in the
+first step leaves no folder and no file; once a checkpoint exists it is kept for ``--resume``.
+
+On ``--resume`` the saved settings must equal the current ones except for the names in ``resumable`` (a larger
+budget, more epochs, other workers); the error names every setting that differs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import sys
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from mlsysopt.errors import InvalidRunDir, MlsysoptError, WriteFailed
+from mlsysopt.io.files import load_torch, remove_stale_temps, save_torch_atomic
+from mlsysopt.io.jsonio import read_json, to_jsonable, write_json_atomic
+
+SETTINGS = "settings.json"
+LOCK = ".lock"
+
+
+class RunDir:
+    """One job's output folder.
+
+    Args:
+        path: the folder (``--out``); created on :meth:`open`, never before.
+        settings: the job's settings, recorded in ``settings.json`` and compared on resume.
+        resume: continue the checkpoint in ``path`` (``--resume``).
+        resumable: settings that may differ on resume (e.g. ``("budget", "workers")``).
+        checkpoint: checkpoint file name (``.pt``: torch, ``.json``: JSON), or None for a job that never resumes.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        settings: dict[str, Any] | None = None,
+        resume: bool = False,
+        resumable: tuple[str, ...] = (),
+        checkpoint: str | None = "checkpoint.pt",
+    ) -> None:
+        self.path = Path(path)
+        self.settings = to_jsonable(dict(settings or {}))
+        self.resume = bool(resume)
+        self.resumable = tuple(resumable)
+        self.checkpoint_name = checkpoint
+        if self.resume and checkpoint is None:
+            raise MlsysoptError("--resume: this command has no checkpoint to continue")
+        self._lock_fd: int | None = None
+        self._created_folder = False
+        self._before: set[str] = set()
+        self.previous_settings: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------------ paths
+    def file(self, name: str) -> Path:
+        """Path of ``name`` inside the run folder."""
+        return self.path / name
+
+    @property
+    def checkpoint(self) -> Path:
+        """Path of the checkpoint file."""
+        if self.checkpoint_name is None:
+            raise MlsysoptError(f"{self.path}: this run keeps no checkpoint")
+        return self.path / self.checkpoint_name
+
+    @property
+    def has_checkpoint(self) -> bool:
+        """Whether the folder holds a checkpoint (one saved earlier, or by this run)."""
+        return self.checkpoint_name is not None and self.checkpoint.is_file()
+
+    # ------------------------------------------------------------------------ checks (no side effects)
+    def check(self) -> RunDir:
+        """Refuse a folder that cannot be used, before anything is created: a file, busy, or a resume mismatch."""
+        p = self.path
+        if p.exists() and not p.is_dir():
+            raise InvalidRunDir(f"--out {p} exists and is not a folder")
+        holder = _lock_holder(p / LOCK)
+        if holder is not None:
+            raise InvalidRunDir(f"--out {p} is in use by {holder}: wait for it to finish, or choose another --out")
+        if self.checkpoint_name is None:
+            return self
+        ckpt = self.checkpoint
+        if not self.resume:
+            if ckpt.exists():
+                raise InvalidRunDir(f"{ckpt} exists: pass --resume to continue it, or choose another --out")
+            return self
+        if not ckpt.is_file():
+            raise InvalidRunDir(f"--resume: no checkpoint at {ckpt} (run without --resume first)")
+        saved = read_json(p / SETTINGS, InvalidRunDir)
+        self.previous_settings = saved
+        diff = [k for k in self.settings if k not in self.resumable and saved.get(k) != self.settings[k]]
+        if diff:
+            what = ", ".join(f"{k} {saved.get(k)!r} (now {self.settings[k]!r})" for k in diff)
+            raise InvalidRunDir(f"--resume: {p} was started with other settings: {what}")
+        return self
+
+    # ------------------------------------------------------------------------ open / close
+    def open(self) -> RunDir:
+        """Create the folder, take the lock, remove stale temp files and record ``settings.json``."""
+        self.check()
+        try:
+            self._created_folder = not self.path.exists()
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise WriteFailed(f"cannot create the run folder {self.path}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            holder = _lock_holder(self.path / LOCK) or "another process"
+            raise InvalidRunDir(
+                f"--out {self.path} is in use by {holder}: wait for it to finish, or choose another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n{' '.join(['mlsysopt', *sys.argv[1:3]])[:200]}\n".encode())
+        self._lock_fd = fd
+        remove_stale_temps(self.path)
+        self._before = {p.name for p in self.path.iterdir()}
+        try:
+            write_json_atomic(self.path / SETTINGS, self.settings)
+        except MlsysoptError:
+            self.close(failed=True)
+            raise
+        return self
+
+    def close(self, failed: bool = False) -> None:
+        """Release the lock; after a failure with no checkpoint, remove what this run created."""
+        if failed and not self.has_checkpoint:
+            self._roll_back()
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                (self.path / LOCK).unlink(missing_ok=True)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        if failed and self._created_folder and self.path.is_dir() and not any(self.path.iterdir()):
+            self.path.rmdir()
+
+    def _roll_back(self) -> None:
+        if not self.path.is_dir():
+            return
+        for entry in self.path.iterdir():
+            if entry.name in self._before or entry.name == LOCK:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+        if SETTINGS not in self._before or self._created_folder:
+            (self.path / SETTINGS).unlink(missing_ok=True)
+
+    def __enter__(self) -> RunDir:
+        return self.open()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close(failed=exc_type is not None)
+
+    # ------------------------------------------------------------------------ reading and writing
+    def write_json(self, name: str, data: Any) -> Path:
+        """Write strict JSON ``name`` atomically."""
+        return write_json_atomic(self.path / name, data)
+
+    def read_json(self, name: str, error: type[MlsysoptError] = InvalidRunDir) -> Any:
+        """Read JSON ``name`` with the guarded reader."""
+        return read_json(self.path / name, error)
+
+    def save_checkpoint(self, state: Any) -> Path:
+        """Write the checkpoint atomically (torch for ``.pt``, JSON otherwise)."""
+        if self.checkpoint.suffix == ".pt":
+            return save_torch_atomic(self.checkpoint, state)
+        return write_json_atomic(self.checkpoint, state)
+
+    def load_checkpoint(self, error: type[MlsysoptError] = InvalidRunDir) -> Any:
+        """Read the checkpoint (torch weights-only for ``.pt``, guarded JSON otherwise)."""
+        if self.checkpoint.suffix == ".pt":
+            return load_torch(self.checkpoint, error)
+        return read_json(self.checkpoint, error)
+
+
+def _lock_holder(lock: Path) -> str | None:
+    """'process PID (COMMAND)' when another process holds ``lock``, else None."""
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        text = Path(lock).read_text(errors="replace").splitlines()
+        pid = text[0].strip() if text else "?"
+        cmd = text[1].strip() if len(text) > 1 else "mlsysopt"
+        return f"process {pid} ({cmd})"
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

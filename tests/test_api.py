@@ -1,0 +1,56 @@
+"""The public Python API: every documented name imports from its package root, and roots import lazily."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+#: Names each package root must export (the architecture issue's list, and more).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "mlsysopt.graph": (
+        "CompGraph",
+        "DeviceCluster",
+        "load_graph",
+        "simulate",
+        "Simulator",
+        "cp_min",
+        "slr",
+        "layered_dag",
+        "random_cluster",
+        "longest_path",
+        "longest_paths",
+        "build_csr",
+        "longest_paths_csr",
+    ),
+    "mlsysopt.io": ("RunDir", "read_json", "write_json_atomic", "to_jsonable", "save_torch_atomic", "load_torch"),
+}
+
+
+@pytest.mark.parametrize(("package", "name"), [(p, n) for p, names in REQUIRED.items() for n in names])
+def test_name_imports_from_the_package_root(package: str, name: str) -> None:
+    module = importlib.import_module(package)
+    assert getattr(module, name) is not None
+    assert name in module.__all__
+    assert name in dir(module)
+
+
+@pytest.mark.parametrize("package", sorted(REQUIRED))
+def test_unknown_names_raise_attribute_error(package: str) -> None:
+    module = importlib.import_module(package)
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchThing'"):
+        _ = module.NoSuchThing
+
+
+@pytest.mark.parametrize("package", sorted(REQUIRED))
+def test_package_roots_import_lazily(package: str) -> None:
+    """Importing a package root loads none of the heavy libraries (torch, numba, onnxruntime, matplotlib)."""
+    code = (
+        f"import sys, {package}\n"
+        "heavy = [m for m in ('torch', 'numba', 'onnxruntime', 'matplotlib', 'optuna') if m in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"importing {package} loaded {out}"
