@@ -126,7 +126,7 @@ def adaptivity(giph: GiPH, changes: int, seed: int) -> dict[str, Any]:
         heft = get_baseline("heft").place(graph, new).makespan
         res = giph.adapt(graph, cluster, new, p_giph, default_budget(graph), seed + k)
         keep, _ = carry_over(graph, cluster, new, p_keep)
-        from mlsysopt.graph.simulate import Simulator
+        from mlsysopt.graph.simulator import Simulator
 
         keep_ms = Simulator(graph, new).makespan(keep)
         ratios["giph"].append(res.makespan / heft)

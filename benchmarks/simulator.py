@@ -2,7 +2,7 @@
 
 The GiPH reference evaluates each placement with SimPy (each device a capacity-1 resource, a process per task
 that waits for its inputs, then queues FIFO for its device). ``simpy_makespan`` below is that design, written
-for the semantics documented in ``mlsysopt.graph.simulate``. Both run the same random feasible placements of
+for the semantics documented in ``mlsysopt.graph.simulator``. Both run the same random feasible placements of
 the same generated graphs on 20-device clusters; we report simulations per second, the speedup, and the largest
 relative makespan difference.
 
@@ -24,7 +24,7 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import layered_dag, random_cluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import random_placement
-from mlsysopt.graph.simulate import Simulator
+from mlsysopt.graph.simulator import Simulator
 from mlsysopt.io import write_json_atomic
 
 # Connection probability per size: layered_dag links each task to every earlier layer with probability p,

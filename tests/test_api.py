@@ -54,3 +54,13 @@ def test_package_roots_import_lazily(package: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"importing {package} loaded {out}"
+
+
+@pytest.mark.parametrize("package", sorted(REQUIRED))
+def test_no_public_name_is_also_a_submodule(package: str) -> None:
+    """``pkg.simulate`` must stay the function even after ``pkg/simulate.py`` is imported by someone."""
+    import pkgutil
+
+    module = importlib.import_module(package)
+    submodules = {m.name for m in pkgutil.iter_modules(module.__path__)}
+    assert not submodules & set(module.__all__)

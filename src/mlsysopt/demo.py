@@ -28,7 +28,7 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import scaled_cluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import placement_to_dict, random_placement
-from mlsysopt.graph.simulate import cp_min, simulate, slr_from_bound
+from mlsysopt.graph.simulator import cp_min, simulate, slr_from_bound
 from mlsysopt.io import write_json_atomic
 from mlsysopt.report.gantt import plot_gantt
 from mlsysopt.report.html import Section, write_index

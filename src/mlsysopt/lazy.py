@@ -10,6 +10,9 @@ from typing import Any
 def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for a package root whose public names live in submodules.
 
+    A public name must not also be the name of a submodule of the package (``simulate`` beside
+    ``simulate.py``): importing the submodule would replace the attribute. ``tests/test_api.py`` checks this.
+
     Args:
         package: the package's ``__name__``.
         exports: public name -> module that defines it (absolute, e.g. ``"mlsysopt.placement.giph"``).

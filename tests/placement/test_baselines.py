@@ -10,7 +10,7 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import chain, diamond, fork, fork_join, homogeneous_cluster, layered_dag, random_cluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement, random_placement
-from mlsysopt.graph.simulate import Simulator
+from mlsysopt.graph.simulator import Simulator
 from mlsysopt.placement.baselines import BASELINES, HEFT, SimulatedAnnealing, get_baseline, heft_schedule
 from mlsysopt.placement.baselines.eft_greedy import random_topological_order
 from mlsysopt.placement.baselines.heft import earliest_slot

@@ -9,7 +9,7 @@ import torch
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.generate import layered_dag, random_cluster
 from mlsysopt.graph.placement import random_placement
-from mlsysopt.graph.simulate import Simulator
+from mlsysopt.graph.simulator import Simulator
 from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, load_checkpoint, load_policy, save_checkpoint
 from mlsysopt.placement.giph import GiPH
 from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM, GpNet, GpNetBuilder

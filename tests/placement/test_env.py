@@ -10,7 +10,7 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import chain, diamond, homogeneous_cluster, layered_dag, random_cluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement
-from mlsysopt.graph.simulate import Simulator
+from mlsysopt.graph.simulator import Simulator
 from mlsysopt.placement.env import PlacementEnv
 from mlsysopt.placement.gpnet import GpNet
 

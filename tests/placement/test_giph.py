@@ -11,7 +11,7 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import chain, homogeneous_cluster, layered_dag, random_cluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement, random_placement
-from mlsysopt.graph.simulate import Simulator
+from mlsysopt.graph.simulator import Simulator
 from mlsysopt.placement.base import PlacementResult
 from mlsysopt.placement.giph import GiPH, carry_over
 from mlsysopt.placement.gpnet import GpNetBuilder

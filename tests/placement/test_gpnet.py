@@ -10,7 +10,7 @@ from mlsysopt.errors import ConstraintViolation, InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import diamond, homogeneous_cluster, layered_dag, random_cluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.simulate import Simulator
+from mlsysopt.graph.simulator import Simulator
 from mlsysopt.placement.gpnet import EDGE_DIM, EDGE_FEATURES, NODE_DIM, NODE_FEATURES, GpNet, GpNetBuilder
 
 DIAMOND_EDGES = [(0, 1), (0, 2), (1, 3), (2, 3)]

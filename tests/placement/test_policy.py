@@ -12,7 +12,7 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import chain, diamond, homogeneous_cluster, layered_dag, random_cluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import random_placement
-from mlsysopt.graph.simulate import Simulator
+from mlsysopt.graph.simulator import Simulator
 from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM, GpNet, GpNetBuilder
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 

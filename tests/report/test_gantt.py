@@ -11,7 +11,7 @@ from mlsysopt.errors import InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import random_placement
-from mlsysopt.graph.simulate import simulate
+from mlsysopt.graph.simulator import simulate
 from mlsysopt.report.figures import save_figure, time_unit
 from mlsysopt.report.gantt import plot_gantt
 

@@ -186,7 +186,7 @@ def graph_simulate(
 
     from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.placement import random_placement
-    from mlsysopt.graph.simulate import cp_min, simulate, slr_from_bound
+    from mlsysopt.graph.simulator import cp_min, simulate, slr_from_bound
 
     with err_console.status("loading graph, cluster and placement"):
         graph = _load_source(graph_source)

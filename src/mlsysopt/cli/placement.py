@@ -195,7 +195,7 @@ def placement_place(
     seconds = time.perf_counter() - t0
 
     from mlsysopt.graph.placement import placement_to_dict
-    from mlsysopt.graph.simulate import cp_min, simulate, slr_from_bound
+    from mlsysopt.graph.simulator import cp_min, simulate, slr_from_bound
     from mlsysopt.io import write_json_atomic
     from mlsysopt.report.gantt import plot_gantt
     from mlsysopt.report.search import plot_search
@@ -269,7 +269,7 @@ def placement_compare(
     giph = load_giph(policy, "GiPH") if any(m.startswith("giph") for m in names) else None
     if skipped:
         err_console.print(f"no --policy given: skipping {', '.join(skipped)}")
-    from mlsysopt.graph.simulate import cp_min, simulate
+    from mlsysopt.graph.simulator import cp_min, simulate
     from mlsysopt.placement.base import default_budget
 
     spend = default_budget(graph) if budget is None else budget
@@ -352,7 +352,7 @@ def placement_adapt(
         raise type(exc)(f"after the change: {exc}") from None
 
     giph = load_giph(policy, "placement adapt")
-    from mlsysopt.graph.simulate import cp_min, simulate
+    from mlsysopt.graph.simulator import cp_min, simulate
     from mlsysopt.placement.base import default_budget
     from mlsysopt.placement.giph import carry_over
 

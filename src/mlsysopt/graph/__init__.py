@@ -16,14 +16,14 @@ _EXPORTS = {
     "DEFAULT_VOCAB": "mlsysopt.graph.ir",
     "CompGraph": "mlsysopt.graph.ir",
     "DeviceCluster": "mlsysopt.graph.cluster",
-    "Schedule": "mlsysopt.graph.simulate",
-    "Simulator": "mlsysopt.graph.simulate",
-    "simulate": "mlsysopt.graph.simulate",
-    "cp_min": "mlsysopt.graph.simulate",
-    "slr": "mlsysopt.graph.simulate",
-    "slr_from_bound": "mlsysopt.graph.simulate",
-    "longest_path": "mlsysopt.graph.simulate",
-    "longest_paths": "mlsysopt.graph.simulate",
+    "Schedule": "mlsysopt.graph.simulator",
+    "Simulator": "mlsysopt.graph.simulator",
+    "simulate": "mlsysopt.graph.simulator",
+    "cp_min": "mlsysopt.graph.simulator",
+    "slr": "mlsysopt.graph.simulator",
+    "slr_from_bound": "mlsysopt.graph.simulator",
+    "longest_path": "mlsysopt.graph.simulator",
+    "longest_paths": "mlsysopt.graph.simulator",
     "build_csr": "mlsysopt.graph.topology",
     "longest_paths_csr": "mlsysopt.graph.topology",
     "priority_order": "mlsysopt.graph.topology",
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from mlsysopt.graph.importers import load_graph
     from mlsysopt.graph.ir import BASE_FEATURES, DEFAULT_VOCAB, CompGraph
     from mlsysopt.graph.placement import check_placement, placement_from_dict, placement_to_dict, random_placement
-    from mlsysopt.graph.simulate import (
+    from mlsysopt.graph.simulator import (
         Schedule,
         Simulator,
         cp_min,

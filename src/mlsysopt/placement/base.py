@@ -11,7 +11,7 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.simulate import Schedule, Simulator
+from mlsysopt.graph.simulator import Schedule, Simulator
 
 
 class BudgetExhausted(MlsysoptError):

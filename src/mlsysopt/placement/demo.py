@@ -37,7 +37,7 @@ def _build(ctx: DemoContext) -> list[Section]:
     from mlsysopt.errors import MlsysoptError
     from mlsysopt.graph.generate import cluster_for
     from mlsysopt.graph.importers.wfcommons import from_recipe
-    from mlsysopt.graph.simulate import cp_min
+    from mlsysopt.graph.simulator import cp_min
     from mlsysopt.placement.base import default_budget
     from mlsysopt.placement.checkpoint import PRETRAINED
     from mlsysopt.placement.giph import GiPH
@@ -133,7 +133,7 @@ def _compare_plots(
     best: str,
     budget: int,
 ) -> tuple[list[str], list[str]]:
-    from mlsysopt.graph.simulate import simulate
+    from mlsysopt.graph.simulator import simulate
     from mlsysopt.report.gantt import plot_gantt
     from mlsysopt.report.search import plot_search
 
@@ -175,7 +175,7 @@ def _adaptation(
     giph: GiPH,
     res: dict[str, Any],
 ) -> Section:
-    from mlsysopt.graph.simulate import simulate
+    from mlsysopt.graph.simulator import simulate
     from mlsysopt.placement.baselines import get_baseline
     from mlsysopt.placement.giph import carry_over
     from mlsysopt.report.search import plot_search

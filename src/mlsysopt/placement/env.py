@@ -18,7 +18,7 @@ from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement, random_placement
-from mlsysopt.graph.simulate import Schedule, Simulator
+from mlsysopt.graph.simulator import Schedule, Simulator
 from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM, GpNet, GpNetBuilder
 
 ProblemSampler = Callable[[np.random.Generator], tuple[CompGraph, DeviceCluster]]

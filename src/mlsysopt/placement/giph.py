@@ -20,7 +20,7 @@ import torch
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement, random_placement
-from mlsysopt.graph.simulate import Schedule
+from mlsysopt.graph.simulator import Schedule
 from mlsysopt.placement.base import Evaluator, PlacementResult, Placer
 from mlsysopt.placement.gpnet import GpNetBuilder
 from mlsysopt.placement.policy import GiPHPolicy

@@ -40,7 +40,7 @@ import torch
 from mlsysopt.errors import ConstraintViolation, InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.simulate import Schedule
+from mlsysopt.graph.simulator import Schedule
 
 NODE_FEATURES: tuple[str, ...] = (
     "compute",

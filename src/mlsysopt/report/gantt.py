@@ -12,7 +12,7 @@ from matplotlib.patches import Patch
 from mlsysopt.errors import InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.simulate import Schedule
+from mlsysopt.graph.simulator import Schedule
 from mlsysopt.report.figures import new_figure, save_figure, time_unit
 
 #: Past this many tasks no bar gets a text label.

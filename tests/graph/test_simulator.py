@@ -11,7 +11,7 @@ from mlsysopt.errors import ConstraintViolation, InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import placement_from_dict, placement_to_dict, random_placement
-from mlsysopt.graph.simulate import Simulator, cp_min, simulate, slr
+from mlsysopt.graph.simulator import Simulator, cp_min, simulate, slr
 
 
 def two_devices(bw: float = 10.0, delay: float = 0.5, speeds: tuple[float, float] = (1.0, 2.0)) -> DeviceCluster:
@@ -207,7 +207,7 @@ def test_schedule_to_dict_names() -> None:
 
 
 def test_slr_from_bound_edge_cases() -> None:
-    from mlsysopt.graph.simulate import slr_from_bound
+    from mlsysopt.graph.simulator import slr_from_bound
 
     assert slr_from_bound(6.0, 2.5) == pytest.approx(2.4)
     assert slr_from_bound(0.0, 0.0) == 1.0  # an all-zero-compute graph on zero-delay links
