@@ -19,8 +19,9 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
+from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
-from mlsysopt.nas.spaces.base import Arch, Evaluation
+from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
 
 
 @dataclass
@@ -32,14 +33,21 @@ class TPEConfig(SearcherConfig):
     multivariate: bool = True
 
 
-class OptunaTPE(Searcher):
+class OptunaTPE(Searcher[TPEConfig]):
     """Constrained TPE over the decisions of ``max_blocks``-block architectures."""
 
     name = "tpe"
     Config: ClassVar[type[SearcherConfig]] = TPEConfig
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        space: SearchSpace,
+        constraints: Constraints | None = None,
+        budget: int = 100,
+        seed: int = 0,
+        config: TPEConfig | None = None,
+    ) -> None:
+        super().__init__(space, constraints, budget, seed, config)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         blocks = self.space.max_blocks
         self.names = [f"{i}:{n}" for i, n in enumerate(self.space.decision_names(blocks))]
@@ -67,7 +75,7 @@ class OptunaTPE(Searcher):
         )
 
     def _suggest(self) -> tuple[optuna.Trial, Arch]:
-        cfg: TPEConfig = self.cfg  # type: ignore[assignment]
+        cfg = self.cfg
         n = len(self.study.trials)
         self.study.sampler = optuna.samplers.TPESampler(
             n_startup_trials=cfg.n_startup, multivariate=cfg.multivariate, seed=(self.seed * 1_000_003 + n) % 2**32
