@@ -38,10 +38,10 @@ def test_options_are_checked_on_creation(kw: dict, match: str) -> None:
         _options(**kw)
 
 
-def test_options_and_their_checks_import_no_torch() -> None:
+def test_options_and_their_checks_import_no_torch_nor_the_method() -> None:
     code = (
         "import sys\nfrom mlsysopt.nas import SearchOptions\n"
-        "SearchOptions(budget=3, limits={'max_params': 10.0}).settings()\n"
+        "SearchOptions(method='tpe', budget=3, limits={'max_params': 10.0}).settings()\n"
         "print(','.join(m for m in ('torch', 'optuna', 'matplotlib') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

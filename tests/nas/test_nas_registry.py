@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from test_methods import FakeSpace, constraints
 
@@ -52,13 +49,3 @@ def test_the_searcher_gets_exactly_the_built_config() -> None:
         EPNAS(FakeSpace(), constraints(), config=PNASConfig())  # type: ignore[arg-type]
     with pytest.raises(MlsysoptError, match="unknown stage_split 'fast'"):
         PNASConfig(stage_split="fast")
-
-
-def test_the_registry_imports_no_method_until_one_is_asked_for() -> None:
-    code = (
-        "import sys\nfrom mlsysopt.nas import METHOD_NAMES, get_method\n"
-        "from mlsysopt.nas.registry import check_method\ncheck_method('tpe')\n"
-        "print(','.join(m for m in ('torch', 'optuna') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == ""

@@ -22,7 +22,6 @@ from mlsysopt.nas import (
     Evaluation,
     Searcher,
     SearcherConfig,
-    SearchSpace,
     evaluate_one,
     get_method,
     run_search,
@@ -83,8 +82,7 @@ def test_hard_mode_never_evaluates_an_infeasible_proposal() -> None:
     class Careless(Searcher[SearcherConfig]):
         name = "careless"
 
-        def __init__(self, space: SearchSpace, constraints: Constraints, budget: int) -> None:
-            super().__init__(space, constraints, budget)
+        def setup(self) -> None:
             self.queue = [Arch((2, 2, 2), 1), Arch((0, 0, 0), 1)]  # the first breaks max_params <= 5
             self.told: list[Evaluation] = []
 

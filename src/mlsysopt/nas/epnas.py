@@ -56,11 +56,10 @@ import numpy as np
 import torch
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.controller import ControllerConfig, Policy
 from mlsysopt.nas.predictor import OnlinePredictor, PredictorConfig
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
-from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+from mlsysopt.nas.spaces.base import Arch, Evaluation
 from mlsysopt.nas.stages import Stages, check_split
 
 RESAMPLES = 3  # candidate pools drawn per round at most, when costly constraints reject the top-ranked candidates
@@ -91,16 +90,9 @@ class EPNAS(Searcher[EPNASConfig]):
     name = "epnas"
     Config: ClassVar[type[SearcherConfig]] = EPNASConfig
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        constraints: Constraints | None = None,
-        budget: int = 100,
-        seed: int = 0,
-        config: EPNASConfig | None = None,
-    ) -> None:
-        super().__init__(space, constraints, budget, seed, config)
-        cfg = self.cfg
+    def setup(self) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
+        cfg, space = self.cfg, self.space
         self.stages = Stages.for_space(space, self.budget, cfg.stage_split)
         self.policy = Policy(space.decisions(space.max_blocks), cfg, self.seed)
         self.predictor = OnlinePredictor(space, cfg, self.seed, warmup=cfg.warmup)

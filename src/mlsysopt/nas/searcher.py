@@ -1,10 +1,10 @@
 """The searcher interface every NAS method implements: Optuna-like ask/tell, plus cached validity/resource helpers.
 
 A method subclasses :class:`Searcher` (and :class:`SearcherConfig` for its knobs: each method takes its own config
-dataclass) and implements ``ask``/``tell``; :func:`mlsysopt.nas.run_search` drives it. The helpers answer, once per
-architecture, whether it is in the space, what its identity is (table spaces map equivalent cells to one key) and
-what its resources are, so methods never propose an architecture twice and, in hard-constraint mode, never propose
-an infeasible one.
+dataclass), builds its state in :meth:`Searcher.setup` and implements ``ask``/``tell``;
+:func:`mlsysopt.nas.run_search` drives it. The helpers answer, once per architecture, whether it is in the space,
+what its identity is (table spaces map equivalent cells to one key) and what its resources are, so methods never
+propose an architecture twice and, in hard-constraint mode, never propose an infeasible one.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ class SearcherConfig:
     tries: int = 2000  # random draws per ask before a searcher gives up finding a new admissible candidate
 
 
-C = TypeVar("C", bound=SearcherConfig)
+ConfigT = TypeVar("ConfigT", bound=SearcherConfig)
 
 
-class Searcher(ABC, Generic[C]):
+class Searcher(ABC, Generic[ConfigT]):
     """One NAS method behind an Optuna-like ask/tell interface, configured by its own ``Config`` dataclass.
 
     Args:
@@ -59,14 +59,14 @@ class Searcher(ABC, Generic[C]):
         constraints: Constraints | None = None,
         budget: int = 100,
         seed: int = 0,
-        config: C | None = None,
+        config: ConfigT | None = None,
     ) -> None:
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
             raise MlsysoptError(f"budget must be an integer >= 1 (evaluations), got {budget!r}")
         cfg = self.Config() if config is None else config
         if type(cfg) is not self.Config:  # a config of another method would be silently misread
             raise MlsysoptError(f"method '{self.name}' takes a {self.Config.__name__}, not a {type(cfg).__name__}")
-        self.cfg = cast(C, cfg)
+        self.cfg = cast(ConfigT, cfg)
         self.space = space
         self.constraints = constraints if constraints is not None else Constraints()
         self.constraints.check_resources(space)
@@ -83,6 +83,10 @@ class Searcher(ABC, Generic[C]):
         self._full: dict[Arch, dict[str, float]] = {}  # cheap + costly resources, once the costly ones were fetched
         # constraint -> met by any architecture looked at (None: its resource was never looked at, e.g. a costly one)
         self.met: dict[str, bool | None] = dict.fromkeys(self.constraints.names)
+        self.setup()
+
+    def setup(self) -> None:
+        """Build the method's own state from ``self.cfg`` (called once, at the end of ``__init__``)."""
 
     # ---------------------------------------------------------------- interface
     @abstractmethod

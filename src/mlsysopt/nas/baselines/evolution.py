@@ -12,9 +12,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
-from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 
 @dataclass
@@ -31,15 +30,8 @@ class RegularizedEvolution(Searcher[EvolutionConfig]):
     name = "evolution"
     Config: ClassVar[type[SearcherConfig]] = EvolutionConfig
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        constraints: Constraints | None = None,
-        budget: int = 100,
-        seed: int = 0,
-        config: EvolutionConfig | None = None,
-    ) -> None:
-        super().__init__(space, constraints, budget, seed, config)
+    def setup(self) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
         self.population: deque[tuple[Arch, float]] = deque()
         self.asked = 0
 

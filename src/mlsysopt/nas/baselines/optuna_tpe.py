@@ -19,9 +19,8 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
-from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
-from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 
 @dataclass
@@ -39,15 +38,8 @@ class OptunaTPE(Searcher[TPEConfig]):
     name = "tpe"
     Config: ClassVar[type[SearcherConfig]] = TPEConfig
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        constraints: Constraints | None = None,
-        budget: int = 100,
-        seed: int = 0,
-        config: TPEConfig | None = None,
-    ) -> None:
-        super().__init__(space, constraints, budget, seed, config)
+    def setup(self) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         blocks = self.space.max_blocks
         self.names = [f"{i}:{n}" for i, n in enumerate(self.space.decision_names(blocks))]

@@ -16,10 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.predictor import OnlinePredictor, PredictorConfig
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
-from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+from mlsysopt.nas.spaces.base import Arch, Evaluation
 from mlsysopt.nas.stages import Stages, check_split
 
 
@@ -41,17 +40,10 @@ class PNAS(Searcher[PNASConfig]):
     name = "pnas"
     Config: ClassVar[type[SearcherConfig]] = PNASConfig
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        constraints: Constraints | None = None,
-        budget: int = 100,
-        seed: int = 0,
-        config: PNASConfig | None = None,
-    ) -> None:
-        super().__init__(space, constraints, budget, seed, config)
-        self.stages = Stages.for_space(space, self.budget, self.cfg.stage_split)
-        self.predictor = OnlinePredictor(space, self.cfg, self.seed)
+    def setup(self) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
+        self.stages = Stages.for_space(self.space, self.budget, self.cfg.stage_split)
+        self.predictor = OnlinePredictor(self.space, self.cfg, self.seed)
         self.pool: list[Arch] = []
         self.stage = -1  # the stage whose candidates are in the pool
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.controller import ControllerConfig, Policy
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
-from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 
 @dataclass
@@ -24,16 +23,9 @@ class ReinforceSearch(Searcher[ReinforceConfig]):
     name = "reinforce"
     Config: ClassVar[type[SearcherConfig]] = ReinforceConfig
 
-    def __init__(
-        self,
-        space: SearchSpace,
-        constraints: Constraints | None = None,
-        budget: int = 100,
-        seed: int = 0,
-        config: ReinforceConfig | None = None,
-    ) -> None:
-        super().__init__(space, constraints, budget, seed, config)
-        self.options = space.decisions(space.max_blocks)
+    def setup(self) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
+        self.options = self.space.decisions(self.space.max_blocks)
         self.policy = Policy(self.options, self.cfg, self.seed)
 
     def ask(self, n: int) -> list[Arch]:
