@@ -41,8 +41,16 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.io import write_json_atomic
-from mlsysopt.nas import Constraints, get_method, run_search
-from mlsysopt.nas.spaces import get_space
+from mlsysopt.nas import (
+    Constraints,
+    best_feasible_test,
+    get_method,
+    get_space,
+    median_constraints,
+    regret,
+    returned_feasible,
+    run_search,
+)
 from mlsysopt.runtime import SerialExecutor, make_executor
 
 METHODS = ("epnas", "random", "evolution", "reinforce", "pnas", "tpe")
@@ -58,9 +66,7 @@ COST_ORDER = {"tpe": 0, "epnas": 1, "pnas": 2, "reinforce": 3, "evolution": 4, "
 def graph_constraints(dataset: str) -> tuple[Any, Constraints, dict[str, float]]:
     """The space, its median-latency and median-params constraints, and its table statistics."""
     space = get_space(f"nasbench-graph:{dataset}")
-    stats = space.table_stats()
-    cons = Constraints.from_limits(max_latency_ms=stats["median_latency_ms"], max_params=stats["median_params"])
-    return space, cons, stats
+    return space, median_constraints(space), space.table_stats()
 
 
 def graph_job(job: tuple[str, str, int, int]) -> dict[str, Any]:
@@ -70,7 +76,7 @@ def graph_job(job: tuple[str, str, int, int]) -> dict[str, Any]:
     t0 = time.perf_counter()
     res = run_search(get_method(method, space, cons, budget=budget, seed=seed), workers=BATCH)
     best = res.best
-    feasible = best is not None and cons.feasible(space.resources(best.arch))
+    feasible = returned_feasible(res, space, cons)
     return {
         "dataset": dataset,
         "method": method,
@@ -96,13 +102,13 @@ def nasbench_graph(datasets: tuple[str, ...], seeds: int, budget: int) -> dict[s
     out: dict[str, Any] = {}
     for d in datasets:
         space, cons, stats = graph_constraints(d)
-        top = space.best_feasible_test(cons.feasible)
+        top = best_feasible_test(space, cons)
         per: dict[str, Any] = {"regret": {}, "feasible_rate": {}, "regret_std": {}, "regret_per_seed": {}}
         per |= {"wall_s": {}, "best_feasible_test": top, "median_latency_ms": stats["median_latency_ms"]}
         per["median_params"] = stats["median_params"]
         for m in METHODS:
             mine = sorted((r for r in runs if r["dataset"] == d and r["method"] == m), key=lambda r: r["seed"])
-            regrets = [top - r["test"] if r["feasible"] and r["test"] is not None else top for r in mine]
+            regrets = [regret(top, r["test"], r["feasible"]) for r in mine]
             per["regret"][m] = float(np.mean(regrets))
             per["regret_std"][m] = float(np.std(regrets))
             per["regret_per_seed"][m] = regrets

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -132,13 +137,19 @@ def _ray_missing() -> bool:
     return importlib.util.find_spec("ray") is None
 
 
-BAD = [  # the first three import torch (~3 s each); the rest fail before that
+BAD = [  # the first five import torch (~3 s each); the rest fail before that
     (["--space", "nasbench-graph:nope"], ["unknown NAS-Bench-Graph dataset 'nope'", "cora"]),
     (["--space", "digits", "--ops", "conv3x3,conv7x7"], ["unknown op", "conv7x7"]),
     (["--space", "cifar10:{tmp}/flat"], ["not a CIFAR-10 image folder", "train/<class>"]),
+    (["--max-flops", "1e6"], ["constraint max_flops needs resource 'flops'", "nasbench-graph:cora"]),
+    (["--epochs", "2", "--lr", "0.1"], ["--epochs, --lr apply only to the CNN spaces", "nasbench-graph:cora"]),
     (["--budget", "0"], ["--budget must be >= 1"]),
+    (["--workers", "0"], ["--workers must be >= 1"]),
     (["--max-params", "-5"], ["--max-params must be a number > 0"]),
     (["--constraint-mode", "medium"], ["unknown --constraint-mode 'medium'", "hard, soft"]),
+    (["--method", "darts"], ["unknown NAS method 'darts'", "epnas"]),
+    (["--space", "digits", "--ops", " , "], ["--ops ' , ' names no op"]),
+    (["--resume"], ["--resume: no checkpoint at", "checkpoint.pt"]),
     pytest.param(
         ["--backend", "ray"],
         ["pip install -e '.[ray]'"],
@@ -155,4 +166,46 @@ def test_bad_input_gives_one_clear_line(tmp_path: Path, args: list[str], needles
     if "--budget" not in args:
         args += ["--budget", "4"]
     assert_user_error(run("nas", "search", *args, "--out", "r", cwd=tmp_path), *needles)
-    assert not (tmp_path / "r" / "result.json").exists()
+    assert not (tmp_path / "r").exists()  # a refused input leaves no folder and no file
+
+
+def test_a_busy_run_folder_is_refused_and_left_alone(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import time\nfrom mlsysopt.io import RunDir\nwith RunDir({str(out)!r}, {{}}, "
+         "checkpoint=None):\n    print('locked', flush=True)\n    time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        before = sorted(p.name for p in out.iterdir())
+        proc = run(*CORA, *MEDIANS, "--budget", "4", "--out", "r", cwd=tmp_path)
+        assert_user_error(proc, f"--out {out.name} is in use by process {holder.pid}")
+        assert sorted(p.name for p in out.iterdir()) == before  # nothing written into the busy folder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_search_killed_with_sigkill_resumes_to_the_same_result(tmp_path: Path) -> None:
+    """kill -9 after the first checkpoint; --resume finishes it exactly as an uninterrupted run would."""
+    args = ("nas", "search", "--space", "digits", "--method", "random", *TINY_CNN, "--budget", "3", "--seed", "1")
+    whole = run(*args, "--out", "whole", cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    env = {k: v for k, v in os.environ.items() if k != "MLSYSOPT_DEBUG"}
+    victim = subprocess.Popen([sys.executable, "-m", "mlsysopt.cli", *args, "--out", "cut"], cwd=tmp_path, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    ckpt = tmp_path / "cut" / "checkpoint.pt"
+    deadline = time.monotonic() + 120
+    while not ckpt.exists() and victim.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert ckpt.exists() and not (tmp_path / "cut" / "result.json").exists(), "killed before or after the search"
+    proc = run(*args, "--out", "cut", "--resume", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cut, ref = _result(tmp_path / "cut"), _result(tmp_path / "whole")
+    assert 1 <= cut["resumed_from"] < 3 and cut["evaluated"] == 3
+    key = ("arch", "perf", "test_perf", "ok")
+    assert [[e[k] for k in key] for e in cut["evaluations"]] == [[e[k] for k in key] for e in ref["evaluations"]]
+    assert cut["best"]["arch"] == ref["best"]["arch"]

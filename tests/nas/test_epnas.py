@@ -9,8 +9,7 @@ import pytest
 from test_methods import CostlySpace, FakeSpace, best_feasible, constraints
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.nas.epnas import EPNAS, Stages, stage_budgets
-from mlsysopt.nas.search import get_method, run_search
+from mlsysopt.nas import EPNAS, EPNASConfig, Stages, get_method, run_search, stage_budgets
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 
@@ -46,51 +45,51 @@ def test_search_progresses_from_min_to_max_blocks() -> None:
 
 def test_exhausted_stage_hands_its_budget_on() -> None:
     space, cons = FakeSpace(), constraints()  # only 23 feasible one-block architectures
-    result = run_search(EPNAS(space, cons, budget=60, seed=0, stage_split="equal"), workers=3)
+    result = run_search(EPNAS(space, cons, budget=60, seed=0, config=EPNASConfig(stage_split="equal")), workers=3)
     blocks = [ev.arch.blocks for ev in result.history]
     assert len(blocks) == 60 and blocks.count(1) == 23
 
 
 def test_ask_returns_the_top_predicted_candidates() -> None:
     space, cons = FakeSpace(), constraints()
-    s = EPNAS(space, cons, budget=40, seed=1, warmup=4)
+    s = EPNAS(space, cons, budget=40, seed=1, config=EPNASConfig(warmup=4))
     run_search(s, workers=4)  # 40 evaluations: the predictor is fitted
     assert s.predictor.fitted
     pool = [a for a in space.all_archs() if a.blocks == 2 and s.admissible(a)]
     s._candidates = lambda n: list(pool)  # type: ignore[method-assign]
-    pred = s.predictor.predict(np.stack([space.encode(a) for a in pool]))
+    pred = s.predictor.predict(pool)
     chosen = s.ask(3)
     assert chosen == [pool[i] for i in np.argsort(-pred, kind="stable")[:3]]
 
 
 def test_costly_constraints_are_checked_lazily_in_predicted_order() -> None:
     space, cons = CostlySpace(), constraints()  # params (cheap) and latency (costly, counted)
-    s = EPNAS(space, cons, budget=40, seed=1, warmup=4)
+    s = EPNAS(space, cons, budget=40, seed=1, config=EPNASConfig(warmup=4))
     run_search(s, workers=4)
     pool = [a for a in space.all_archs() if a.blocks == 2 and s.admissible(a, costly=False)]
-    order = np.argsort(-s.predictor.predict(np.stack([space.encode(a) for a in pool])), kind="stable")
+    order = np.argsort(-s.predictor.predict(pool), kind="stable")
     ranked = [pool[i] for i in order]
     ok = [a for a in ranked if cons.feasible(space.resources(a))]
     prefix = ranked[: ranked.index(ok[2]) + 1]  # what must be checked to find the 3 best-predicted feasible ones
     assert 3 < len(prefix) < len(pool)  # the test exercises both skipping and stopping early
     s._candidates = lambda n: list(pool)  # type: ignore[method-assign]
-    s.infeasible, timed = [], space.timed
+    s.policy.infeasible, timed = [], space.timed
     assert s.ask(3) == ok[:3]
-    assert s.infeasible == [a for a in prefix if a not in ok]  # rejected ones feed the controller's penalty
+    assert s.policy.infeasible == [a for a in prefix if a not in ok]  # rejected ones feed the controller's penalty
     assert 0 < space.timed - timed <= len(prefix)  # latency looked up for (at most) the checked prefix only
 
 
 def test_infeasible_samples_get_the_penalty_in_the_controller_update() -> None:
     space, cons = FakeSpace(), constraints()
-    s = EPNAS(space, cons, budget=12, seed=0, penalty=-2.0)
+    s = EPNAS(space, cons, budget=12, seed=0, config=EPNASConfig(penalty=-2.0))
     updates = []
-    real = s.pg.update
+    real = s.policy.pg.update
 
     def spy(choices, rewards, penalised, penalty):
         updates.append((list(choices), list(rewards), list(penalised), penalty))
         return real(choices, rewards, penalised, penalty)
 
-    s.pg.update = spy  # type: ignore[method-assign]
+    s.policy.pg.update = spy  # type: ignore[method-assign]
     result = run_search(s, workers=3)
     assert len(updates) == 4
     perf = {ev.arch.choices: ev.perf for ev in result.history}
@@ -104,19 +103,21 @@ def test_infeasible_samples_get_the_penalty_in_the_controller_update() -> None:
 
 def test_state_dict_resumes_exactly() -> None:
     space, cons = FakeSpace(), constraints()
-    a = EPNAS(space, cons, budget=30, seed=4, warmup=3)
+    a = EPNAS(space, cons, budget=30, seed=4, config=EPNASConfig(warmup=3))
     run_search(a, workers=2)
-    b = EPNAS(space, cons, budget=30, seed=4, warmup=3)
+    b = EPNAS(space, cons, budget=30, seed=4, config=EPNASConfig(warmup=3))
     b.load_state_dict(a.state_dict())
     assert a.ask(3) == b.ask(3)
 
 
 def test_a_fixed_round_size_makes_the_search_independent_of_the_workers(tmp_path: Path) -> None:
     space, cons = FakeSpace(), constraints()
-    runs = {w: run_search(EPNAS(space, cons, budget=16, seed=2, warmup=4, round_size=2), workers=w) for w in (1, 2, 3)}
+    fixed, follows = EPNASConfig(warmup=4, round_size=2), EPNASConfig(warmup=4)
+    runs = {w: run_search(EPNAS(space, cons, budget=16, seed=2, config=fixed), workers=w) for w in (1, 2, 3)}
     archs = {w: [ev.arch for ev in r.history] for w, r in runs.items()}
     assert len(archs[1]) == 16 and archs[1] == archs[2] == archs[3]
-    default = {w: [ev.arch for ev in run_search(EPNAS(space, cons, budget=16, seed=2, warmup=4), workers=w).history]
+    default = {w: [ev.arch for ev in run_search(EPNAS(space, cons, budget=16, seed=2, config=follows),
+                                                workers=w).history]
                for w in (1, 2)}  # fmt: skip
     assert default[2] == archs[2] and default[1] != archs[1]  # round_size 0 follows the driver's batch
 
@@ -130,7 +131,7 @@ def test_a_fixed_round_size_makes_the_search_independent_of_the_workers(tmp_path
     ckpt = tmp_path / "epnas.pt"
 
     def fresh() -> EPNAS:
-        return EPNAS(space, cons, budget=16, seed=2, warmup=4, round_size=2)
+        return EPNAS(space, cons, budget=16, seed=2, config=fixed)
 
     with pytest.raises(Crash):
         run_search(fresh(), workers=1, checkpoint=ckpt, on_eval=crash_at_8)
@@ -156,10 +157,10 @@ def test_bad_knobs() -> None:
 
 def test_grow_completes_prefixes_of_the_best_architectures() -> None:
     space, cons = FakeSpace(), constraints()
-    s = EPNAS(space, cons, budget=30, seed=0, grow=0.5, beam=2)
+    s = EPNAS(space, cons, budget=30, seed=0, config=EPNASConfig(grow=0.5, beam=2))
     assert s._prefixes(1) == []  # nothing evaluated yet
     run_search(s, workers=2)
-    best = {a.choices for a, _ in sorted(s.data, key=lambda p: -p[1])[:2]}
+    best = {a.choices for a, _ in sorted(s.predictor.data, key=lambda p: -p[1])[:2]}
     prefixes = s._prefixes(2)
     assert len(prefixes) == 50
     for p in prefixes:

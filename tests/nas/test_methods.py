@@ -1,4 +1,4 @@
-"""The method contract: every NAS method in METHODS on a tiny fake space (also home of the fake space)."""
+"""The method contract: every NAS method in METHOD_NAMES on a tiny fake space (also home of the fake space)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mlsysopt.nas.constraints import Constraint, Constraints
-from mlsysopt.nas.search import METHODS, run_search
-from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+from mlsysopt.nas import METHOD_NAMES, Arch, Constraint, Constraints, Evaluation, SearchSpace, method_class, run_search
 
 
 class FakeSpace(SearchSpace):
@@ -96,13 +94,13 @@ def best_feasible(space: FakeSpace, cons: Constraints) -> float:
     return max(space.true_perf(a) for a in space.all_archs() if cons.feasible(space.resources(a)))
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("method", sorted(METHOD_NAMES))
 def test_method_contract(method: str) -> None:
     space, cons = FakeSpace(), constraints()
     budget = 24
     runs = []
     for _ in range(2):
-        searcher = METHODS[method](space, cons, budget=budget, seed=3)
+        searcher = method_class(method)(space, cons, budget=budget, seed=3)
         asked: list[Arch] = []
         real_ask = searcher.ask
 
@@ -130,8 +128,8 @@ def test_methods_beat_nothing_and_find_good_archs() -> None:
     space, cons = FakeSpace(), constraints()
     target = best_feasible(space, cons)
     t0 = time.perf_counter()
-    for method, cls in sorted(METHODS.items()):
-        result = run_search(cls(space, cons, budget=30, seed=0), workers=2)
+    for method in sorted(METHOD_NAMES):
+        result = run_search(method_class(method)(space, cons, budget=30, seed=0), workers=2)
         assert result.best is not None
         assert target - result.best.perf < 0.1, f"{method}: {result.best.perf:.3f} vs optimum {target:.3f}"
     assert time.perf_counter() - t0 < 30

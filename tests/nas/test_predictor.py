@@ -1,4 +1,5 @@
-"""The performance predictor must rank: Kendall τ and Spearman on held-out architectures of a smooth fake space."""
+"""The performance predictor must rank (Kendall τ, Spearman on held-out architectures of a smooth fake space); its
+online refit (EPNAS, PNAS) waits for the warm-up and for the data to grow, and restores exactly from its state."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from scipy.stats import kendalltau, spearmanr
 from test_methods import FakeSpace
 
-from mlsysopt.nas.predictor import Predictor
+from mlsysopt.nas.predictor import OnlinePredictor, Predictor, PredictorConfig
 
 
 def _data() -> tuple[FakeSpace, np.ndarray, np.ndarray]:
@@ -56,3 +57,21 @@ def test_unfitted_and_tiny_data() -> None:
     mean, std = Predictor(members=4).fit(X[:20], y[:20]).predict_dist(X[20:30])
     assert mean.shape == std.shape == (10,) and (std >= 0).all()
     assert mean.mean() == pytest.approx(y[:20].mean(), abs=0.2)
+
+
+def test_online_predictor_refits_after_warmup_and_growth_and_restores_exactly() -> None:
+    space = FakeSpace(seed=1)
+    archs = space.all_archs()[::7]
+    online = OnlinePredictor(space, PredictorConfig(refit_growth=0.5), seed=0, warmup=4)
+    fits = []
+    for i, a in enumerate(archs[:20]):
+        online.add(a, space.true_perf(a))
+        online.refit()
+        fits.append(online.fitted_n)
+        assert online.fitted == (i + 1 >= 4)
+    assert fits[:6] == [0, 0, 0, 4, 4, 6]  # nothing before the warm-up; then once the data grew by half
+    assert len(set(fits)) < len(fits) / 2
+    copy = OnlinePredictor(space, PredictorConfig(refit_growth=0.5), seed=0, warmup=4)
+    copy.load_state_dict(online.state_dict())
+    assert copy.data == online.data and copy.fitted_n == online.fitted_n
+    np.testing.assert_array_equal(copy.predict(archs), online.predict(archs))

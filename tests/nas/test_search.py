@@ -14,9 +14,18 @@ import torch
 from test_methods import CostlySpace, FakeSpace, constraints
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.nas.constraints import Constraint, Constraints
-from mlsysopt.nas.search import METHODS, Searcher, evaluate_one, get_method, run_search
-from mlsysopt.nas.spaces.base import Arch, Evaluation
+from mlsysopt.nas import (
+    METHOD_NAMES,
+    Arch,
+    Constraint,
+    Constraints,
+    Evaluation,
+    Searcher,
+    SearcherConfig,
+    evaluate_one,
+    get_method,
+    run_search,
+)
 from mlsysopt.runtime import Executor, LocalExecutor
 
 
@@ -70,11 +79,10 @@ def test_constraints_met_separately_but_never_together() -> None:
 
 
 def test_hard_mode_never_evaluates_an_infeasible_proposal() -> None:
-    class Careless(Searcher):
+    class Careless(Searcher[SearcherConfig]):
         name = "careless"
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
+        def setup(self) -> None:
             self.queue = [Arch((2, 2, 2), 1), Arch((0, 0, 0), 1)]  # the first breaks max_params <= 5
             self.told: list[Evaluation] = []
 
@@ -111,7 +119,7 @@ def test_result_is_json_ready_and_best_so_far_is_monotone() -> None:
     assert len(curve) == 12 and all(b >= a for a, b in itertools.pairwise(curve) if not math.isnan(a))
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("method", sorted(METHOD_NAMES))
 def test_resume_from_checkpoint_gives_the_same_result(method: str, tmp_path: Path) -> None:
     space, cons = FakeSpace(), constraints()
     knobs = {"warmup": 4} if method == "epnas" else {}
@@ -146,7 +154,7 @@ def test_checkpoint_of_another_search_is_refused(tmp_path: Path) -> None:
     with pytest.raises(MlsysoptError, match="not a search checkpoint of version 2"):
         run_search(get_method("random", FakeSpace(), constraints(), budget=2, seed=0), checkpoint=tmp_path / "v1.pt")
     (tmp_path / "junk.pt").write_text("not a checkpoint")
-    with pytest.raises(MlsysoptError, match="not a readable search checkpoint"):
+    with pytest.raises(MlsysoptError, match="not a readable checkpoint"):
         run_search(get_method("random", FakeSpace(), constraints(), budget=2), checkpoint=tmp_path / "junk.pt")
 
 
@@ -174,7 +182,7 @@ def test_parallel_evaluation_in_a_process_pool_matches_serial() -> None:
     assert parallel.failed == 0 and parallel.best.perf == serial.best.perf
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("method", sorted(METHOD_NAMES))
 def test_costly_resources_are_fetched_late_and_only_when_constrained(method: str) -> None:
     space, cons = CostlySpace(), constraints()  # params <= 5 (cheap) and latency <= 2.4 (costly)
     result = run_search(get_method(method, space, cons, budget=24, seed=3), workers=3)

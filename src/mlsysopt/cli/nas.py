@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -10,25 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from mlsysopt.cli.common import SeedOpt, _check_run_dir, console, err_console, progress_bar
-from mlsysopt.cli.nas_io import (
-    OutOpt,
-    best_feasible_test,
-    best_feasible_valid,
-    build_constraints,
-    build_space,
-    check_counts,
-    check_limits,
-    check_run_state,
-    checkpoint_evaluations,
-    eval_record,
-    limits_for_plot,
-    pareto_points,
-    parse_ops,
-    print_result,
-    space_info,
-    table_background,
-)
+from mlsysopt.cli.common import SeedOpt, console, err_console, progress_bar
 from mlsysopt.errors import MlsysoptError
 
 nas_app = typer.Typer(
@@ -37,35 +20,48 @@ nas_app = typer.Typer(
 )
 
 SPACE_HELP = "nasbench-graph:<dataset> (table look-ups), digits (real training) or cifar10:/folder (ImageFolder)."
+OutOpt = Annotated[Path, typer.Option("--out", help="Run directory for result.json, checkpoint.pt and the plots.")]
+
+
+def _opt(flag: str, text: str) -> Any:
+    return typer.Option(flag, help=text)
+
+
+def parse_ops(value: str | None) -> list[str] | None:
+    """``"conv3x3,identity"`` -> ``["conv3x3", "identity"]``; None stays None."""
+    if value is None:
+        return None
+    ops = [o.strip() for o in value.split(",") if o.strip()]
+    if not ops:
+        raise MlsysoptError(f"--ops '{value}' names no op")
+    return ops
 
 
 # ---------------------------------------------------------------------------- search
 @nas_app.command("search")
 def nas_search(
     out: OutOpt,
-    space: Annotated[str, typer.Option("--space", help=SPACE_HELP)] = "nasbench-graph:cora",
-    method: Annotated[
-        str, typer.Option("--method", help="epnas | random | evolution | reinforce | pnas | tpe.")
-    ] = "epnas",
-    budget: Annotated[int, typer.Option("--budget", help="Architectures to evaluate.")] = 100,
-    max_latency_ms: Annotated[float | None, typer.Option("--max-latency-ms", help="Latency limit (ms).")] = None,
-    max_params: Annotated[float | None, typer.Option("--max-params", help="Parameter-count limit.")] = None,
-    max_flops: Annotated[float | None, typer.Option("--max-flops", help="FLOPs limit (CNN spaces).")] = None,
+    space: Annotated[str, _opt("--space", SPACE_HELP)] = "nasbench-graph:cora",
+    method: Annotated[str, _opt("--method", "epnas | random | evolution | reinforce | pnas | tpe.")] = "epnas",
+    budget: Annotated[int, _opt("--budget", "Architectures to evaluate.")] = 100,
+    max_latency_ms: Annotated[float | None, _opt("--max-latency-ms", "Latency limit (ms).")] = None,
+    max_params: Annotated[float | None, _opt("--max-params", "Parameter-count limit.")] = None,
+    max_flops: Annotated[float | None, _opt("--max-flops", "FLOPs limit (CNN spaces).")] = None,
     min_intensity: Annotated[
-        float | None, typer.Option("--min-intensity", help="Least compute intensity, FLOPs/byte (CNN spaces).")
+        float | None, _opt("--min-intensity", "Least compute intensity, FLOPs/byte (CNN spaces).")
     ] = None,
     constraint_mode: Annotated[
-        str, typer.Option("--constraint-mode", help="hard (never return an infeasible arch) | soft (MnasNet reward).")
+        str, _opt("--constraint-mode", "hard (never return an infeasible arch) | soft (MnasNet reward).")
     ] = "hard",
-    workers: Annotated[int, typer.Option("--workers", help="Candidates evaluated in parallel.")] = 1,
-    backend: Annotated[str, typer.Option("--backend", help="local (process pool) | ray.")] = "local",
-    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (--backend ray).")] = None,
-    epochs: Annotated[int | None, typer.Option("--epochs", help="Training epochs per candidate (CNN spaces).")] = None,
-    ops: Annotated[str | None, typer.Option("--ops", help="Comma-separated ops of the CNN space.")] = None,
-    max_blocks: Annotated[int | None, typer.Option("--max-blocks", help="Most blocks (CNN spaces).")] = None,
-    lr: Annotated[float | None, typer.Option("--lr", help="Adam learning rate (CNN spaces).")] = None,
+    workers: Annotated[int, _opt("--workers", "Candidates evaluated in parallel.")] = 1,
+    backend: Annotated[str, _opt("--backend", "local (process pool) | ray.")] = "local",
+    address: Annotated[str | None, _opt("--address", "Ray cluster address (--backend ray).")] = None,
+    epochs: Annotated[int | None, _opt("--epochs", "Training epochs per candidate (CNN spaces).")] = None,
+    ops: Annotated[str | None, _opt("--ops", "Comma-separated ops of the CNN space.")] = None,
+    max_blocks: Annotated[int | None, _opt("--max-blocks", "Most blocks (CNN spaces).")] = None,
+    lr: Annotated[float | None, _opt("--lr", "Adam learning rate (CNN spaces).")] = None,
     seed: SeedOpt = 0,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue RUN_DIR/checkpoint.pt after a stop.")] = False,
+    resume: Annotated[bool, _opt("--resume", "Continue RUN_DIR/checkpoint.pt after a stop.")] = False,
 ) -> None:
     """Search the space for the best architecture that meets every resource constraint.
 
@@ -73,115 +69,70 @@ def nas_search(
     architecture), checkpoint.pt (after every batch; --resume continues it, also with a larger --budget),
     settings.json, pareto.png and best_so_far.png.
     """
-    _check_run_dir(out)
-    check_counts(budget, workers)
+    from mlsysopt.nas.experiment import SearchOptions, prepare_search
+
     limits = {"max_latency_ms": max_latency_ms, "max_params": max_params, "max_flops": max_flops}
-    limits["min_intensity"] = min_intensity
-    check_limits(constraint_mode, limits)  # cheap checks first: everything after this imports torch
     cnn = {"epochs": epochs, "ops": parse_ops(ops), "max_blocks": max_blocks, "lr": lr}
-    settings: dict[str, Any] = {
-        "space": space,
-        "method": method,
-        "budget": budget,
-        "constraints": {"mode": constraint_mode, "limits": {k: v for k, v in limits.items() if v is not None}},
-        "space_options": {k: v for k, v in cnn.items() if v is not None},
-        "seed": seed,
-        "workers": workers,
-        "backend": backend,
-        "address": address,
-    }
+    limits["min_intensity"] = min_intensity
+    options = SearchOptions(space=space, method=method, budget=budget, limits=limits, mode=constraint_mode,
+                            workers=workers, backend=backend, address=address, space_options=cnn,
+                            seed=seed)  # fmt: skip
     from mlsysopt.runtime import make_executor
 
     with make_executor(backend, workers, address) as executor:  # a missing Ray fails here, before any work
-        _search(out, settings, cnn, executor, resume)
+        with err_console.status(f"loading the space {escape(space)}"):
+            job = prepare_search(out, options, resume)  # every input checked; nothing written yet
+        cons = job.constraints
+        err_console.print(f"{method} on {job.space.name}: budget {budget}, constraints {escape(cons.describe())}")
+        best = [math.nan]
+        with progress_bar() as progress:
+            task = progress.add_task("searching", total=budget, completed=job.resumed_from)
+
+            def on_eval(ev: Any, n: int) -> None:
+                if ev.ok and math.isfinite(ev.perf) and (not cons.hard or cons.feasible(ev.resources)):
+                    best[0] = ev.perf if math.isnan(best[0]) else max(best[0], ev.perf)
+                label = "searching" if math.isnan(best[0]) else f"best {best[0]:.4g}"
+                progress.update(task, completed=n, description=label)
+
+            done = job.run(executor, on_eval=on_eval)
+    _print_result(done, job, out)
 
 
-def _search(out: Path, settings: dict[str, Any], cnn: dict[str, Any], executor: Any, resume: bool) -> None:
-    """Check the method, space and run directory, run the search with a progress bar, write the outputs."""
-    cons = build_constraints(settings["constraints"]["mode"], settings["constraints"]["limits"])
-    from mlsysopt.nas.search import METHODS, get_method, run_search
-
-    method, space, budget = settings["method"], settings["space"], settings["budget"]
-    if method not in METHODS:
-        raise MlsysoptError(f"unknown NAS method '{method}' (choose from: {', '.join(METHODS)})")
-    ckpt = check_run_state(out, resume, settings)
-    with err_console.status(f"loading the space {escape(space)}"):
-        sp = build_space(space, cnn)
-    searcher = get_method(method, sp, cons, budget=budget, seed=settings["seed"])
-    from mlsysopt.io import write_json_atomic
-
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "settings.json", settings)
-    before = checkpoint_evaluations(ckpt) if resume else 0
-    err_console.print(f"{method} on {sp.name}: budget {budget}, constraints {escape(cons.describe())}")
-    best = [math.nan]
-    with progress_bar() as progress:
-        task = progress.add_task("searching", total=budget, completed=before)
-
-        def on_eval(ev: Any, n: int) -> None:
-            if ev.ok and math.isfinite(ev.perf) and (not cons.hard or cons.feasible(ev.resources)):
-                best[0] = ev.perf if math.isnan(best[0]) else max(best[0], ev.perf)
-            label = "searching" if math.isnan(best[0]) else f"best {best[0]:.4g}"
-            progress.update(task, completed=n, description=label)
-
-        result = run_search(searcher, executor, workers=settings["workers"], checkpoint=ckpt, on_eval=on_eval)
-    _write_outputs(out, sp, cons, result, settings, before)
+def _fmt(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
 
 
-def _write_outputs(out: Path, sp: Any, cons: Any, result: Any, settings: dict[str, Any], before: int) -> None:
-    from mlsysopt.io import write_json_atomic
-    from mlsysopt.report.nas import plot_best_so_far, plot_pareto
+def _print_result(done: Any, job: Any, out: Path) -> None:
+    """The best architecture (or why there is none), its resources against the limits, and the files written."""
+    from rich.table import Table
 
-    top = best_feasible_test(sp, cons)
+    result, regret = done.result, done.regret
+    console.print(
+        f"{result.method} on {result.space}: {len(result.history)} evaluation(s), {result.failed} failed, "
+        f"{result.skipped} infeasible candidate(s) skipped, {result.wall_s:.1f} s"
+    )
     best = result.best
-    returned = best.test_perf if best is not None and best.test_perf is not None else 0.0
-    regret = None if top is None else top - returned  # nothing returned: regret = the best feasible value
-    background = table_background(sp)
-    ref = best_feasible_valid(background, cons)
-    chosen = None if best is None else {"perf": best.perf, "resources": best.resources}
-    plot_pareto(
-        pareto_points(result.history, cons, result.method),
-        sp.resource_names,
-        out / "pareto.png",
-        limits=limits_for_plot(cons),
-        chosen=chosen,
-        background=background,
-        title=f"{result.method} on {sp.name}: {len(result.history)} evaluations ({cons.describe()})",
-    )
-    plot_best_so_far(
-        {result.method: result.best_so_far()},
-        out / "best_so_far.png",
-        reference=ref,
-        reference_label="best feasible validation in the table",
-        title=f"{result.method} on {sp.name}",
-    )
-    files = ["result.json", "checkpoint.pt", "settings.json", "pareto.png", "best_so_far.png"]
-    best_rec = None if best is None else eval_record(-1, best, sp, cons)
-    if best_rec is not None:
-        best_rec["index"] = next(i for i, ev in enumerate(result.history) if ev is best)
-    write_json_atomic(
-        out / "result.json",
-        {
-            "command": "nas search",
-            "settings": settings,
-            "space": space_info(sp),
-            "method": result.method,
-            "evaluations": [eval_record(i, ev, sp, cons) for i, ev in enumerate(result.history)],
-            "evaluated": len(result.history),
-            "resumed_from": before,
-            "failed": result.failed,
-            "skipped_infeasible": result.skipped,
-            "wall_s": result.wall_s,
-            "best": best_rec,
-            "best_decoded": result.best_decoded,
-            "best_test_perf": None if best is None else best.test_perf,
-            "best_feasible_test_in_table": top,
-            "regret": regret,
-            "message": result.message,
-            "plots": ["pareto.png", "best_so_far.png"],
-        },
-    )
-    print_result(result, cons, regret, out, files)
+    if best is None:
+        console.print(f"[yellow]no architecture returned: {escape(result.message)}[/yellow]")
+    else:
+        console.print(f"best architecture: {escape(json.dumps(result.best_decoded))}")
+        test = "-" if best.test_perf is None else f"{best.test_perf:.4g}"
+        line = f"validation {best.perf:.4g}, test {test}"
+        if regret is not None:
+            line += f", regret vs the best feasible cell in the table {regret:.4g}"
+        console.print(line)
+        table = Table(title_justify="left")
+        for col in ("resource", "value", "limit"):
+            table.add_column(col, justify="left" if col == "resource" else "right")
+        limits = {c.resource: c for c in job.constraints.constraints}
+        for name, v in best.resources.items():
+            c = limits.get(name)
+            table.add_row(name, _fmt(v), "-" if c is None else ("<= " if c.kind == "max" else ">= ") + _fmt(c.limit))
+        console.print(table)
+        console.print(escape(result.message))
+    console.print(f"wrote {', '.join(escape(str(out / f)) for f in done.files)}")
 
 
 # ---------------------------------------------------------------------------- spaces

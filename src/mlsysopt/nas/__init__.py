@@ -1,17 +1,126 @@
-"""Neural architecture search under resource constraints: EPNAS, baselines, search spaces and the search driver."""
+"""Neural architecture search under resource constraints: EPNAS, five baselines, search spaces, the search driver.
+
+Every name below is imported on first use, so ``import mlsysopt.nas`` is cheap (no torch, no Optuna)::
+
+    from mlsysopt.nas import Constraints, get_method, get_space, run_search
+
+    space = get_space("nasbench-graph:cora")
+    searcher = get_method("epnas", space, Constraints.from_limits(max_params=1.2e6), budget=40, seed=0)
+    result = run_search(searcher, workers=2)
+"""
 
 from __future__ import annotations
 
-from mlsysopt.nas.constraints import RESOURCES, Constraint, Constraints
-from mlsysopt.nas.search import Searcher, SearchResult, evaluate_one, get_method, run_search
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "RESOURCES",
-    "Constraint",
-    "Constraints",
-    "SearchResult",
-    "Searcher",
-    "evaluate_one",
-    "get_method",
-    "run_search",
-]
+from mlsysopt.lazy import lazy_exports
+
+_EXPORTS = {
+    # constraints
+    "RESOURCES": "mlsysopt.nas.constraints",
+    "MODES": "mlsysopt.nas.constraints",
+    "Constraint": "mlsysopt.nas.constraints",
+    "Constraints": "mlsysopt.nas.constraints",
+    # the methods
+    "METHOD_NAMES": "mlsysopt.nas.registry",
+    "get_method": "mlsysopt.nas.registry",
+    "method_class": "mlsysopt.nas.registry",
+    "method_config": "mlsysopt.nas.registry",
+    "Searcher": "mlsysopt.nas.searcher",
+    "SearcherConfig": "mlsysopt.nas.searcher",
+    "EPNAS": "mlsysopt.nas.epnas",
+    "EPNASConfig": "mlsysopt.nas.epnas",
+    "RandomSearch": "mlsysopt.nas.baselines.random_search",
+    "RegularizedEvolution": "mlsysopt.nas.baselines.evolution",
+    "EvolutionConfig": "mlsysopt.nas.baselines.evolution",
+    "ReinforceSearch": "mlsysopt.nas.baselines.reinforce",
+    "ReinforceConfig": "mlsysopt.nas.baselines.reinforce",
+    "PNAS": "mlsysopt.nas.baselines.pnas",
+    "PNASConfig": "mlsysopt.nas.baselines.pnas",
+    "OptunaTPE": "mlsysopt.nas.baselines.optuna_tpe",
+    "TPEConfig": "mlsysopt.nas.baselines.optuna_tpe",
+    # their parts
+    "Stages": "mlsysopt.nas.stages",
+    "stage_budgets": "mlsysopt.nas.stages",
+    "Controller": "mlsysopt.nas.controller",
+    "ControllerConfig": "mlsysopt.nas.controller",
+    "Policy": "mlsysopt.nas.controller",
+    "Reinforce": "mlsysopt.nas.controller",
+    "Predictor": "mlsysopt.nas.predictor",
+    "PredictorConfig": "mlsysopt.nas.predictor",
+    "OnlinePredictor": "mlsysopt.nas.predictor",
+    # spaces
+    "get_space": "mlsysopt.nas.spaces",
+    "SPACE_SPECS": "mlsysopt.nas.spaces",
+    "NASBENCH_GRAPH_DATASETS": "mlsysopt.nas.spaces",
+    "SearchSpace": "mlsysopt.nas.spaces.base",
+    "Arch": "mlsysopt.nas.spaces.base",
+    "Evaluation": "mlsysopt.nas.spaces.base",
+    "NasBenchGraphSpace": "mlsysopt.nas.spaces.nasbench_graph",
+    "CnnSpace": "mlsysopt.nas.spaces.cnn",
+    # the search driver
+    "run_search": "mlsysopt.nas.search",
+    "read_checkpoint": "mlsysopt.nas.search",
+    "SearchResult": "mlsysopt.nas.search",
+    "evaluate_one": "mlsysopt.nas.evaluation",
+    # experiments and reports
+    "SearchOptions": "mlsysopt.nas.experiment",
+    "SearchJob": "mlsysopt.nas.experiment",
+    "SearchOutput": "mlsysopt.nas.experiment",
+    "prepare_search": "mlsysopt.nas.experiment",
+    "build_constraints": "mlsysopt.nas.experiment",
+    "build_space": "mlsysopt.nas.experiment",
+    "median_constraints": "mlsysopt.nas.experiment",
+    "regret": "mlsysopt.nas.report",
+    "pareto_points": "mlsysopt.nas.report",
+    "plot_search": "mlsysopt.nas.report",
+    "table_background": "mlsysopt.nas.report",
+    "best_feasible_test": "mlsysopt.nas.report",
+    "best_feasible_valid": "mlsysopt.nas.report",
+    "returned_feasible": "mlsysopt.nas.report",
+    "eval_record": "mlsysopt.nas.report",
+    "space_info": "mlsysopt.nas.report",
+}
+
+if TYPE_CHECKING:
+    from mlsysopt.nas.baselines.evolution import EvolutionConfig, RegularizedEvolution
+    from mlsysopt.nas.baselines.optuna_tpe import OptunaTPE, TPEConfig
+    from mlsysopt.nas.baselines.pnas import PNAS, PNASConfig
+    from mlsysopt.nas.baselines.random_search import RandomSearch
+    from mlsysopt.nas.baselines.reinforce import ReinforceConfig, ReinforceSearch
+    from mlsysopt.nas.constraints import MODES, RESOURCES, Constraint, Constraints
+    from mlsysopt.nas.controller import Controller, ControllerConfig, Policy, Reinforce
+    from mlsysopt.nas.epnas import EPNAS, EPNASConfig
+    from mlsysopt.nas.evaluation import evaluate_one
+    from mlsysopt.nas.experiment import (
+        SearchJob,
+        SearchOptions,
+        SearchOutput,
+        build_constraints,
+        build_space,
+        median_constraints,
+        prepare_search,
+    )
+    from mlsysopt.nas.predictor import OnlinePredictor, Predictor, PredictorConfig
+    from mlsysopt.nas.registry import METHOD_NAMES, get_method, method_class, method_config
+    from mlsysopt.nas.report import (
+        best_feasible_test,
+        best_feasible_valid,
+        eval_record,
+        pareto_points,
+        plot_search,
+        regret,
+        returned_feasible,
+        space_info,
+        table_background,
+    )
+    from mlsysopt.nas.search import SearchResult, read_checkpoint, run_search
+    from mlsysopt.nas.searcher import Searcher, SearcherConfig
+    from mlsysopt.nas.spaces import NASBENCH_GRAPH_DATASETS, SPACE_SPECS, get_space
+    from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+    from mlsysopt.nas.spaces.cnn import CnnSpace
+    from mlsysopt.nas.spaces.nasbench_graph import NasBenchGraphSpace
+    from mlsysopt.nas.stages import Stages, stage_budgets
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -208,3 +210,71 @@ def sample_archs(
     with torch.no_grad(), torch_threads(1):
         choices, _, _ = controller.sample(len(options), batch, generator, prefixes)
     return [Arch(tuple(row), blocks) for row in choices.tolist()]
+
+
+@dataclass
+class ControllerConfig:
+    """The controller and policy-gradient knobs EPNAS and the REINFORCE baseline share (their configs inherit them)."""
+
+    hidden: int = 64  # controller LSTM width
+    temperature: float = 5.0  # logits = tanh_c · tanh(x / temperature) (ENAS)
+    tanh_c: float = 2.5
+    lr: float = 0.01  # controller Adam learning rate
+    entropy: float = 1e-3  # entropy bonus weight
+    baseline_decay: float = 0.9  # moving-average baseline (and reward-spread) decay
+    penalty: float = -1.0  # normalised advantage of infeasible, invalid or failed samples
+
+
+class Policy:
+    """A controller, its REINFORCE step, its sampling generator and the infeasible samples awaiting the penalty.
+
+    Args:
+        options: ``space.decisions(space.max_blocks)``; fewer blocks decode a prefix of them.
+        cfg: the controller knobs.
+        seed: seeds the controller's weights and the sampling generator.
+    """
+
+    def __init__(self, options: Sequence[int], cfg: ControllerConfig, seed: int) -> None:
+        self.controller = Controller(options, cfg.hidden, cfg.temperature, cfg.tanh_c, seed=seed)
+        self.pg = Reinforce(self.controller, lr=cfg.lr, entropy=cfg.entropy, baseline_decay=cfg.baseline_decay)
+        self.gen = torch.Generator().manual_seed(seed)
+        self.penalty = cfg.penalty
+        self.infeasible: list[Arch] = []  # sampled but infeasible or invalid since the last update
+
+    def sample(
+        self, options: Sequence[int], blocks: int, batch: int, prefixes: Sequence[Sequence[int]] | None = None
+    ) -> list[Arch]:
+        """``batch`` architectures of ``blocks`` blocks (``options = space.decisions(blocks)``), by the generator."""
+        return sample_archs(self.controller, options, blocks, batch, self.gen, prefixes)
+
+    def update(
+        self,
+        choices: Sequence[Sequence[int]],
+        rewards: Sequence[float],
+        failed: Sequence[Sequence[int]],
+        told: int,
+        rng: np.random.Generator,
+    ) -> None:
+        """One REINFORCE step on ``rewards``; ``failed`` choices and up to ``told`` of the remembered infeasible
+        samples (drawn with ``rng``) get the penalty, and the remembered samples are cleared."""
+        penalised = list(failed)
+        n_pen = min(len(self.infeasible), told)
+        if n_pen:
+            idx = rng.choice(len(self.infeasible), n_pen, replace=False)
+            penalised += [self.infeasible[i].choices for i in sorted(idx)]
+        self.infeasible = []
+        self.pg.update(choices, rewards, penalised, self.penalty)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Controller, optimizer, baseline, sampling generator and pending penalties."""
+        return {
+            "pg": self.pg.state_dict(),
+            "gen": self.gen.get_state(),
+            "infeasible": [(list(a.choices), a.blocks) for a in self.infeasible],
+        }
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`."""
+        self.pg.load_state_dict(d["pg"])
+        self.gen.set_state(d["gen"])
+        self.infeasible = [Arch(tuple(c), b) for c, b in d["infeasible"]]

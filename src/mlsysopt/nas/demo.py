@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from mlsysopt.nas.report import regret, returned_feasible
 from mlsysopt.report.html import Section
 
 if TYPE_CHECKING:
@@ -52,9 +53,9 @@ def _row(space: SearchSpace, cons: Constraints, res: SearchResult, top: float | 
     if best is None:
         return [res.method, _short(space, None), "-", "-", "-" if top is None else top, False, len(res.history)]
     test = best.test_perf if best.test_perf is not None else math.nan
-    regret = "-" if top is None else top - test
-    feasible = cons.feasible(space.resources(best.arch))
-    return [res.method, _short(space, res.best_decoded), best.perf, test, regret, feasible, len(res.history)]
+    gap = regret(top, best.test_perf)
+    return [res.method, _short(space, res.best_decoded), best.perf, test, "-" if gap is None else gap,
+            returned_feasible(res, space, cons), len(res.history)]  # fmt: skip
 
 
 def _record(space: SearchSpace, cons: Constraints, res: SearchResult, top: float | None) -> dict[str, Any]:
@@ -63,54 +64,33 @@ def _record(space: SearchSpace, cons: Constraints, res: SearchResult, top: float
     out.pop("history")
     out["best_so_far"] = [None if math.isnan(v) else v for v in res.best_so_far()]
     out["best_test_perf"] = None if best is None else best.test_perf
-    out["regret"] = None if top is None else top - (best.test_perf if best and best.test_perf is not None else 0.0)
-    out["feasible"] = best is not None and cons.feasible(space.resources(best.arch))
+    out["regret"] = regret(top, None if best is None else best.test_perf)
+    out["feasible"] = returned_feasible(res, space, cons)
     return out
 
 
-def _points(results: list[SearchResult], cons: Constraints) -> list[dict[str, Any]]:
-    return [
-        {"perf": ev.perf if ev.ok else math.nan, "resources": ev.resources, "feasible": cons.feasible(ev.resources),
-         "group": r.method}
-        for r in results
-        for ev in r.history
-    ]  # fmt: skip
-
-
 def _graph(ctx: DemoContext) -> Section:
-    from mlsysopt.cli.nas_io import best_feasible_valid, limits_for_plot, table_background
-    from mlsysopt.nas import Constraints, get_method, run_search
-    from mlsysopt.nas.spaces import get_space
-    from mlsysopt.report.nas import plot_best_so_far, plot_pareto
+    from mlsysopt.nas import best_feasible_test, get_method, get_space, median_constraints, plot_search, run_search
 
     out = ctx.out / "nas"
     out.mkdir(parents=True, exist_ok=True)
     ctx.step(f"nas: loading the NAS-Bench-Graph table of {GRAPH_DATASET}")
     space = get_space(f"nasbench-graph:{GRAPH_DATASET}")
     stats = space.table_stats()
-    cons = Constraints.from_limits(max_latency_ms=stats["median_latency_ms"], max_params=stats["median_params"])
-    top = space.best_feasible_test(cons.feasible)
+    cons = median_constraints(space)
+    top = best_feasible_test(space, cons)
     results = []
     for method in GRAPH_METHODS:
         ctx.step(f"nas: {method} on {space.name} ({GRAPH_BUDGET} evaluations)")
         results.append(run_search(get_method(method, space, cons, budget=GRAPH_BUDGET, seed=ctx.seed), workers=2))
-    background = table_background(space)
-    chosen = [{"perf": r.best.perf, "resources": r.best.resources, "group": r.method} for r in results if r.best]
-    plot_pareto(
-        _points(results, cons),
-        space.resource_names,
+    plot_search(
+        results,
+        space,
+        cons,
         out / "graph_pareto.png",
-        limits=limits_for_plot(cons),
-        chosen=chosen,
-        background=background,
-        title=f"NAS-Bench-Graph {GRAPH_DATASET}: EPNAS vs random ({GRAPH_BUDGET} evaluations each)",
-    )
-    plot_best_so_far(
-        {r.method: r.best_so_far() for r in results},
         out / "graph_best_so_far.png",
-        reference=best_feasible_valid(background, cons),
-        reference_label="best feasible validation in the table",
-        title=f"NAS-Bench-Graph {GRAPH_DATASET}: best feasible validation accuracy so far",
+        pareto_title=f"NAS-Bench-Graph {GRAPH_DATASET}: EPNAS vs random ({GRAPH_BUDGET} evaluations each)",
+        curve_title=f"NAS-Bench-Graph {GRAPH_DATASET}: best feasible validation accuracy so far",
     )
     ctx.results["nas_graph"] = {
         "data": "real: NAS-Bench-Graph's packaged table (accuracy, latency and params measured by its authors)",
@@ -148,10 +128,7 @@ def _graph(ctx: DemoContext) -> Section:
 
 
 def _digits(ctx: DemoContext) -> Section:
-    from mlsysopt.cli.nas_io import limits_for_plot
-    from mlsysopt.nas import Constraints, get_method, run_search
-    from mlsysopt.nas.spaces import get_space
-    from mlsysopt.report.nas import plot_best_so_far, plot_pareto
+    from mlsysopt.nas import Constraints, get_method, get_space, plot_search, run_search
     from mlsysopt.runtime import make_executor
 
     out = ctx.out / "nas"
@@ -161,17 +138,16 @@ def _digits(ctx: DemoContext) -> Section:
     ctx.step(f"nas: EPNAS on digits, {DIGITS_BUDGET} candidates trained for real on 2 worker processes")
     with make_executor("local", 2) as executor:
         res = run_search(searcher, executor, workers=2)
-    chosen = None if res.best is None else {"perf": res.best.perf, "resources": res.best.resources, "group": "epnas"}
-    plot_pareto(
-        _points([res], cons),
-        space.resource_names,
+    plot_search(
+        [res],
+        space,
+        cons,
         out / "digits_pareto.png",
-        limits=limits_for_plot(cons),
-        chosen=chosen,
+        out / "digits_best_so_far.png",
+        pareto_title=f"digits: EPNAS, {len(res.history)} architectures trained ({cons.describe()})",
+        curve_title="digits: EPNAS",
         perf_label="validation accuracy",
-        title=f"digits: EPNAS, {len(res.history)} architectures trained ({cons.describe()})",
     )
-    plot_best_so_far({"epnas": res.best_so_far()}, out / "digits_best_so_far.png", title="digits: EPNAS")
     ctx.results["nas_digits"] = {
         "data": "real: scikit-learn's bundled digits images, every candidate trained here",
         "space": space.name,

@@ -3,11 +3,11 @@
 The whole algorithm, read top to bottom (every knob is in :class:`EPNASConfig`):
 
 1. **Stages.** The search grows architectures from ``space.min_blocks`` to ``space.max_blocks`` blocks, one stage per
-   block count. The paper gives no budget split, so :func:`stage_budgets` gives stage ``s`` (0-based) a share of the
-   evaluation budget proportional to ``s + 1`` (``stage_split="linear"``): later stages hold larger spaces (every
-   extra block multiplies it) and produce the architecture that is returned, while early stages are cheap to learn
-   from because the predictor sees every block count through the zero-padded encoding. ``"equal"`` and ``"last"``
-   (everything in the final stage) are the alternatives.
+   block count (:mod:`mlsysopt.nas.stages`). The paper gives no budget split, so :func:`stage_budgets` gives
+   stage ``s`` (0-based) a share of the evaluation budget proportional to ``s + 1`` (``stage_split="linear"``):
+   later stages hold larger spaces (every extra block multiplies it) and produce the architecture that is returned,
+   while early stages are cheap to learn from because the predictor sees every block count through the zero-padded
+   encoding. ``"equal"`` and ``"last"`` (everything in the final stage) are the alternatives.
 2. **Candidates.** Each round the controller samples architectures of the current stage's block count, a batch of
    ``candidates`` per LSTM pass, until ``candidates`` of them are admissible (or ``tries`` samples were drawn).
    Invalid, already-proposed and -- with hard constraints -- infeasible ones (judged on the resources the space
@@ -56,74 +56,18 @@ import numpy as np
 import torch
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.nas.controller import Controller, Reinforce, sample_archs
-from mlsysopt.nas.predictor import PredictorConfig
+from mlsysopt.nas.controller import ControllerConfig, Policy
+from mlsysopt.nas.predictor import OnlinePredictor, PredictorConfig
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
+from mlsysopt.nas.stages import Stages, check_split
 
-SPLITS = ("linear", "equal", "last")
 RESAMPLES = 3  # candidate pools drawn per round at most, when costly constraints reject the top-ranked candidates
 
 
-def stage_budgets(budget: int, n_stages: int, split: str = "linear") -> list[int]:
-    """Evaluations per stage, summing to ``budget`` (rounding leftovers go to the last stage)."""
-    if split not in SPLITS:
-        raise MlsysoptError(f"unknown stage_split '{split}' (choose from: {', '.join(SPLITS)})")
-    weights = {"linear": [s + 1 for s in range(n_stages)], "equal": [1] * n_stages, "last": [0] * (n_stages - 1) + [1]}
-    w = np.asarray(weights[split], dtype=float)
-    out = [int(x) for x in np.floor(budget * w / w.sum())]
-    out[-1] += budget - sum(out)
-    return out
-
-
-class Stages:
-    """The stage being searched; a stage whose fresh candidates run out hands its leftover budget to the next."""
-
-    def __init__(self, blocks: list[int], quota: list[int]) -> None:
-        self.blocks_list, self.quota = list(blocks), list(quota)
-        self.index = self.used = 0
-        self._skip_empty()
-
-    @property
-    def blocks(self) -> int:
-        """Block count of the current stage."""
-        return self.blocks_list[self.index]
-
-    @property
-    def last(self) -> bool:
-        """Whether this is the final stage (it never ends)."""
-        return self.index == len(self.quota) - 1
-
-    def advance(self) -> bool:
-        """Move to the next stage, carrying over the unused budget; False at the last stage."""
-        if self.last:
-            return False
-        self.quota[self.index + 1] += max(self.quota[self.index] - self.used, 0)
-        self.quota[self.index] = self.used
-        self.index, self.used = self.index + 1, 0
-        return True
-
-    def consume(self, k: int) -> None:
-        """Count ``k`` proposals against the current stage; move on when its budget is spent."""
-        self.used += k
-        self._skip_empty()
-
-    def _skip_empty(self) -> None:
-        while not self.last and self.used >= self.quota[self.index]:
-            self.index, self.used = self.index + 1, self.used - self.quota[self.index]
-
-    def state_dict(self) -> dict[str, Any]:
-        """Index, proposals used in the stage, and the (carried-over) quotas."""
-        return {"index": self.index, "used": self.used, "quota": list(self.quota)}
-
-    def load_state_dict(self, d: dict[str, Any]) -> None:
-        """Inverse of :meth:`state_dict`."""
-        self.index, self.used, self.quota = int(d["index"]), int(d["used"]), list(d["quota"])
-
-
 @dataclass
-class EPNASConfig(PredictorConfig, SearcherConfig):
-    """Every EPNAS knob, the predictor's included (see the module docstring for how the defaults were chosen)."""
+class EPNASConfig(ControllerConfig, PredictorConfig, SearcherConfig):
+    """Every EPNAS knob, the controller's and the predictor's included (see the module docstring for the defaults)."""
 
     candidates: int = 100  # admissible controller samples the predictor ranks per round
     round_size: int = 0  # top-K evaluated per round (0: the driver's parallel batch, i.e. ``workers``)
@@ -132,48 +76,34 @@ class EPNASConfig(PredictorConfig, SearcherConfig):
     ucb: float = 0.0  # rank by predicted mean + ucb · ensemble std
     grow: float = 0.0  # fraction of each sample batch that completes prefixes of the best architectures so far
     beam: int = 5  # how many of the best architectures those prefixes come from
-    hidden: int = 64  # controller LSTM width
-    temperature: float = 5.0  # logits = tanh_c · tanh(x / temperature) (ENAS)
-    tanh_c: float = 2.5
-    lr: float = 0.01  # controller Adam learning rate
-    entropy: float = 1e-3  # entropy bonus weight
-    baseline_decay: float = 0.9  # moving-average baseline (and reward-spread) decay
-    penalty: float = -1.0  # normalised advantage of infeasible, invalid or failed samples
     predicted_update: float = 0.0  # >0: also a policy step on the predictor's scores of each round's pool
 
+    def __post_init__(self) -> None:
+        if self.candidates < 1 or self.warmup < 0 or self.round_size < 0:
+            raise MlsysoptError("EPNAS needs candidates >= 1, warmup >= 0 and round_size >= 0")
+        check_split(self.stage_split)
 
-class EPNAS(Searcher):
+
+class EPNAS(Searcher[EPNASConfig]):
     """Efficient Progressive NAS: controller proposes, predictor ranks, the top ``n`` are evaluated in parallel."""
 
     name = "epnas"
     Config: ClassVar[type[SearcherConfig]] = EPNASConfig
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
-        if cfg.candidates < 1 or cfg.warmup < 0 or cfg.round_size < 0:
-            raise MlsysoptError("EPNAS needs candidates >= 1, warmup >= 0 and round_size >= 0")
-        space = self.space
-        blocks = list(range(space.min_blocks, space.max_blocks + 1))
-        self.stages = Stages(blocks, stage_budgets(self.budget, len(blocks), cfg.stage_split))
-        self.controller = Controller(
-            space.decisions(space.max_blocks), cfg.hidden, cfg.temperature, cfg.tanh_c, seed=self.seed
-        )
-        self.pg = Reinforce(self.controller, lr=cfg.lr, entropy=cfg.entropy, baseline_decay=cfg.baseline_decay)
-        self.gen = torch.Generator().manual_seed(self.seed)
-        self.predictor = cfg.make_predictor(self.seed)
-        self.data: list[tuple[Arch, float]] = []  # (evaluated arch, reward): the predictor's training set
-        self.infeasible: list[Arch] = []  # sampled but infeasible since the last update: penalised next update
-        self.fitted_n = 0  # size of the data the predictor was last fit on
+    def setup(self) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
+        cfg, space = self.cfg, self.space
+        self.stages = Stages.for_space(space, self.budget, cfg.stage_split)
+        self.policy = Policy(space.decisions(space.max_blocks), cfg, self.seed)
+        self.predictor = OnlinePredictor(space, cfg, self.seed, warmup=cfg.warmup)
         self.queue: list[Arch] = []  # this round's candidates not handed out yet
         self.pending = 0  # handed out this round, not told yet
         self.told: list[Evaluation] = []  # this round's outcomes so far
 
     def ask(self, n: int) -> list[Arch]:
         """The next ``n`` candidates of the current round (a new round, of ``round_size`` or else ``n``, when done)."""
-        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
         if not self.queue:
-            self.queue = self._round(cfg.round_size or n)
+            self.queue = self._round(self.cfg.round_size or n)
         out, self.queue = self.queue[:n], self.queue[n:]
         self.pending += len(out)
         return out
@@ -196,14 +126,14 @@ class EPNAS(Searcher):
 
     def _rank(self, pool: list[Arch], n: int) -> list[Arch]:
         """``pool`` best-predicted first once the predictor is fitted (before: the controller's sampling order)."""
-        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
-        if len(self.data) < max(cfg.warmup, 2) or not self.predictor.fitted or len(pool) <= n:
+        cfg = self.cfg
+        if len(self.predictor.data) < self.predictor.warmup or not self.predictor.fitted or len(pool) <= n:
             return pool
-        mean, std = self.predictor.predict_dist(np.stack([self.space.encode(a) for a in pool]))
+        mean, std = self.predictor.predict_dist(pool)
         score = mean + cfg.ucb * std
         if cfg.predicted_update and score.std() > 0:
             adv = torch.as_tensor((score - score.mean()) / score.std(), dtype=torch.float32)
-            self.pg.step([a.choices for a in pool], cfg.predicted_update * adv)
+            self.policy.pg.step([a.choices for a in pool], cfg.predicted_update * adv)
         return [pool[i] for i in np.argsort(-score, kind="stable")]
 
     def _pick(self, ranked: list[Arch], n: int) -> list[Arch]:
@@ -213,7 +143,7 @@ class EPNAS(Searcher):
             if len(out) >= n:
                 break
             if self.constraints.hard and not self.feasible(arch):  # a no-op check without costly resources
-                self.infeasible.append(arch)
+                self.policy.infeasible.append(arch)
             else:
                 out.append(arch)
         return out
@@ -224,18 +154,16 @@ class EPNAS(Searcher):
         Admissible on the cheap resources: costly ones (a timed latency) are checked later, only for the candidates
         the predictor ranks highest (:meth:`_pick`).
         """
-        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
+        cfg = self.cfg
         blocks = self.stages.blocks
         options = self.space.decisions(blocks)
         pool: list[Arch] = []
         keys: set[Any] = set()
         for _ in range(max(1, cfg.tries // cfg.candidates)):
             before = len(pool)
-            for arch in sample_archs(
-                self.controller, options, blocks, cfg.candidates, self.gen, self._prefixes(blocks)
-            ):
+            for arch in self.policy.sample(options, blocks, cfg.candidates, self._prefixes(blocks)):
                 if not self.valid(arch) or (self.constraints.hard and not self.feasible_cheap(arch)):
-                    self.infeasible.append(arch)
+                    self.policy.infeasible.append(arch)
                 elif self.key(arch) not in self.seen and self.key(arch) not in keys:
                     pool.append(arch)
                     keys.add(self.key(arch))
@@ -246,15 +174,16 @@ class EPNAS(Searcher):
 
     def _prefixes(self, blocks: int) -> list[tuple[int, ...]]:
         """Prefixes for a ``grow`` fraction of a batch: best architectures to grow, or to re-sample a suffix of."""
-        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
+        cfg = self.cfg
+        data = self.predictor.data
         k = round(cfg.grow * cfg.candidates)
-        if not k or not self.data:
+        if not k or not data:
             return []
         length = len(self.space.decisions(blocks))
-        best = sorted(range(len(self.data)), key=lambda i: -self.data[i][1])[: cfg.beam]
+        best = sorted(range(len(data)), key=lambda i: -data[i][1])[: cfg.beam]
         out = []
         for i in self.rng.choice(best, k):
-            c = self.data[i][0].choices
+            c = data[i][0].choices
             out.append(c if len(c) < length else c[: int(self.rng.integers(1, length))] if length > 1 else ())
         return out
 
@@ -269,39 +198,19 @@ class EPNAS(Searcher):
             return
         good = [ev for ev in evals if self.usable(ev)]
         rewards = [self.reward(ev) for ev in good]
-        self.data += [(ev.arch, r) for ev, r in zip(good, rewards, strict=True)]
-        penalised = [ev.arch.choices for ev in evals if not self.usable(ev)]
-        n_pen = min(len(self.infeasible), len(evals))
-        if n_pen:
-            idx = self.rng.choice(len(self.infeasible), n_pen, replace=False)
-            penalised += [self.infeasible[i].choices for i in sorted(idx)]
-        self.infeasible = []
-        self._refit()
-        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
-        self.pg.update([ev.arch.choices for ev in good], rewards, penalised, cfg.penalty)
-
-    def _refit(self, n: int | None = None) -> None:
-        """Fit on the first ``n`` data points (default: all, once they grew by ``refit_growth`` since the last fit)."""
-        cfg: EPNASConfig = self.cfg  # type: ignore[assignment]
-        if n is None:
-            n = len(self.data)
-            if n < max(cfg.warmup, 2) or not cfg.refit_due(n, self.fitted_n):
-                return
-        if n >= 2:
-            X = np.stack([self.space.encode(a) for a, _ in self.data[:n]])
-            self.predictor.fit(X, np.array([r for _, r in self.data[:n]]))
-            self.fitted_n = n
+        for ev, r in zip(good, rewards, strict=True):
+            self.predictor.add(ev.arch, r)
+        self.predictor.refit()
+        failed = [ev.arch.choices for ev in evals if not self.usable(ev)]
+        self.policy.update([ev.arch.choices for ev in good], rewards, failed, len(evals), self.rng)
 
     def state_dict(self) -> dict[str, Any]:
         """Controller, optimizer, baseline, sampling generator, predictor data, rng and stage bookkeeping."""
         return {
             **super().state_dict(),
-            "pg": self.pg.state_dict(),
-            "gen": self.gen.get_state(),
-            "data": [(list(a.choices), a.blocks, r) for a, r in self.data],
-            "infeasible": [(list(a.choices), a.blocks) for a in self.infeasible],
+            **self.policy.state_dict(),
+            **self.predictor.state_dict(),
             "stages": self.stages.state_dict(),
-            "fitted_n": self.fitted_n,
             "round": {
                 "queue": [(list(a.choices), a.blocks) for a in self.queue],
                 "pending": self.pending,
@@ -312,12 +221,9 @@ class EPNAS(Searcher):
     def load_state_dict(self, d: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict` (the predictor is refit on the restored data)."""
         super().load_state_dict(d)
-        self.pg.load_state_dict(d["pg"])
-        self.gen.set_state(d["gen"])
-        self.data = [(Arch(tuple(c), b), float(r)) for c, b, r in d["data"]]
-        self.infeasible = [Arch(tuple(c), b) for c, b in d["infeasible"]]
+        self.policy.load_state_dict(d)
         self.stages.load_state_dict(d["stages"])
-        self._refit(int(d["fitted_n"]))
+        self.predictor.load_state_dict(d)
         self.queue = [Arch(tuple(c), b) for c, b in d["round"]["queue"]]
         self.pending = int(d["round"]["pending"])
         self.told = [Evaluation.from_dict(e) for e in d["round"]["told"]]

@@ -11,6 +11,7 @@ search exact without storing weights.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from mlsysopt.nas.spaces.base import Arch, SearchSpace
 from mlsysopt.runtime.threads import torch_threads
 
 
@@ -143,3 +145,61 @@ class Predictor:
             "rank_weight": self.rank_weight,
             "seed": self.seed,
         }
+
+
+class OnlinePredictor:
+    """A :class:`Predictor` refit on a search's growing ``(architecture, reward)`` data: how EPNAS and PNAS rank.
+
+    The predictor is a pure function of its data, so its state is the data and the number of points it was last
+    fit on; :meth:`load_state_dict` refits on exactly those points.
+
+    Args:
+        space: encodes the architectures (``space.encode``).
+        cfg: the predictor knobs (``refit_growth`` says when to refit).
+        seed: the predictor's seed.
+        warmup: fewer data points than this (and than 2) never trigger a refit.
+    """
+
+    def __init__(self, space: SearchSpace, cfg: PredictorConfig, seed: int, warmup: int = 2) -> None:
+        self.space, self.cfg, self.warmup = space, cfg, max(warmup, 2)
+        self.model = cfg.make_predictor(seed)
+        self.data: list[tuple[Arch, float]] = []
+        self.fitted_n = 0  # size of the data the model was last fit on
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the model has been fit."""
+        return self.model.fitted
+
+    def add(self, arch: Arch, reward: float) -> None:
+        """One more training point."""
+        self.data.append((arch, reward))
+
+    def refit(self) -> None:
+        """Refit on all the data once there is ``warmup`` of it and it grew by ``refit_growth`` since the last fit."""
+        n = len(self.data)
+        if n >= self.warmup and self.cfg.refit_due(n, self.fitted_n):
+            self._fit(n)
+
+    def _fit(self, n: int) -> None:
+        if n >= 2:
+            X = np.stack([self.space.encode(a) for a, _ in self.data[:n]])
+            self.model.fit(X, np.array([r for _, r in self.data[:n]]))
+            self.fitted_n = n
+
+    def predict_dist(self, archs: Sequence[Arch]) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted mean and ensemble spread of each architecture."""
+        return self.model.predict_dist(np.stack([self.space.encode(a) for a in archs]))
+
+    def predict(self, archs: Sequence[Arch]) -> np.ndarray:
+        """Predicted performance of each architecture (ensemble mean)."""
+        return self.predict_dist(archs)[0]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The training data and the size of the last fit."""
+        return {"data": [(list(a.choices), a.blocks, r) for a, r in self.data], "fitted_n": self.fitted_n}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`: restores the data and refits on the points of the last fit."""
+        self.data = [(Arch(tuple(c), b), float(r)) for c, b, r in d["data"]]
+        self._fit(int(d["fitted_n"]))

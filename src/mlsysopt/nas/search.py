@@ -8,12 +8,12 @@ evaluations: a retried failure counts once. When the executor itself breaks on :
 hard-constraint mode an infeasible candidate (judged on the resources ``space.resources_for`` gives without training)
 is never evaluated: it is told back as failed without spending budget, and ``result.best`` is the best *feasible*
 evaluation by validation performance. In soft mode ``best`` maximises the MnasNet reward.
-Checkpoints are ``torch.save`` files read back with ``weights_only=True`` (plain data and tensors only).
+The checkpoint is a :class:`~mlsysopt.io.RunDir`'s (``checkpoint.pt``) or a ``.pt`` path, written atomically by
+:mod:`mlsysopt.io` and read back weights-only (plain data and tensors).
 """
 
 from __future__ import annotations
 
-import io
 import math
 import time
 from collections.abc import Callable
@@ -21,14 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from mlsysopt.errors import MlsysoptError
-from mlsysopt.io import write_atomic
+from mlsysopt.errors import InvalidCheckpoint, MlsysoptError
+from mlsysopt.io import RunDir, load_torch, save_torch_atomic
 from mlsysopt.nas.constraints import Constraints
-from mlsysopt.nas.evaluation import evaluate_batch, evaluate_one, executor_failed
-from mlsysopt.nas.searcher import Searcher, SearcherConfig
-from mlsysopt.nas.spaces.base import Evaluation, SearchSpace
+from mlsysopt.nas.evaluation import evaluate_batch, executor_failed
+from mlsysopt.nas.searcher import Searcher
+from mlsysopt.nas.spaces.base import Evaluation
 from mlsysopt.runtime import Executor, SerialExecutor
 
 CHECKPOINT_VERSION = 2  # 2: EPNAS saves its round in progress (round_size)
@@ -49,6 +47,7 @@ class SearchResult:
     skipped: int = 0
     constraints: dict[str, Any] = field(default_factory=dict)
     best_decoded: dict[str, Any] | None = None
+    resumed_from: int = 0  # evaluations the checkpoint held when the search started
 
     def best_so_far(self) -> list[float]:
         """Best feasible validation performance after each evaluation (NaN until the first)."""
@@ -77,23 +76,35 @@ class SearchResult:
         }
 
 
-def _save(path: Path, data: dict[str, Any]) -> None:
-    buf = io.BytesIO()
-    torch.save(data, buf)
-    write_atomic(path, buf.getvalue())
+class _Checkpoint:
+    """Where a search checkpoints: a RunDir's checkpoint file, or a plain ``.pt`` path."""
+
+    def __init__(self, where: str | Path | RunDir) -> None:
+        self.run = where if isinstance(where, RunDir) else None
+        self.path = where.checkpoint if isinstance(where, RunDir) else Path(where)
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def load(self) -> dict[str, Any]:
+        data = self.run.load_checkpoint(InvalidCheckpoint) if self.run else load_torch(self.path, InvalidCheckpoint)
+        if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
+            raise InvalidCheckpoint(f"{self.path}: not a search checkpoint of version {CHECKPOINT_VERSION}")
+        return data
+
+    def save(self, data: dict[str, Any]) -> None:
+        if self.run is not None:
+            self.run.save_checkpoint(data)
+        else:
+            save_torch_atomic(self.path, data)
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = torch.load(path, weights_only=True)
-    except Exception as e:
-        raise MlsysoptError(f"{path}: not a readable search checkpoint ({type(e).__name__}: {e})") from None
-    if not isinstance(data, dict) or data.get("version") != CHECKPOINT_VERSION:
-        raise MlsysoptError(f"{path}: not a search checkpoint of version {CHECKPOINT_VERSION}")
-    return data
+def read_checkpoint(where: str | Path | RunDir) -> dict[str, Any]:
+    """A search checkpoint's contents (``history``, ``searcher`` state, counts), checked to be of this version."""
+    return _Checkpoint(where).load()
 
 
-def _best(history: list[Evaluation], searcher: Searcher) -> Evaluation | None:
+def _best(history: list[Evaluation], searcher: Searcher[Any]) -> Evaluation | None:
     """Hard mode: the best feasible by validation performance; soft mode: the best by MnasNet reward (first wins)."""
     usable = [ev for ev in history if searcher.usable(ev)]
     if not usable:
@@ -105,7 +116,7 @@ def _best(history: list[Evaluation], searcher: Searcher) -> Evaluation | None:
     )
 
 
-def _message(best: Evaluation | None, history: list[Evaluation], searcher: Searcher) -> str:
+def _message(best: Evaluation | None, history: list[Evaluation], searcher: Searcher[Any]) -> str:
     cons = searcher.constraints
     if best is not None:
         violated = cons.violated({**searcher.resources(best.arch), **best.resources})
@@ -122,27 +133,37 @@ def _message(best: Evaluation | None, history: list[Evaluation], searcher: Searc
 
 
 def run_search(
-    searcher: Searcher,
+    searcher: Searcher[Any],
     executor: Executor | None = None,
     workers: int = 1,
-    checkpoint: str | Path | None = None,
+    checkpoint: str | Path | RunDir | None = None,
     on_eval: Callable[[Evaluation, int], None] | None = None,
 ) -> SearchResult:
-    """Run ``searcher`` to its budget in batches of ``workers``; resume from ``checkpoint`` when it exists."""
+    """Run ``searcher`` to its budget in batches of ``workers``; resume from ``checkpoint`` when it exists.
+
+    Args:
+        searcher: the method, e.g. ``get_method("epnas", space, constraints, budget=40)``.
+        executor: evaluates each batch (default: in this process).
+        workers: candidates asked for and evaluated per batch.
+        checkpoint: an open :class:`~mlsysopt.io.RunDir` (its checkpoint file) or a ``.pt`` path; saved after
+            every batch, continued when it exists.
+        on_eval: called with each evaluation and the number of evaluations so far.
+    """
     if workers < 1:
         raise MlsysoptError(f"workers must be >= 1, got {workers}")
     executor = executor or SerialExecutor()
     space, cons = searcher.space, searcher.constraints
     history: list[Evaluation] = []
-    failed = skipped = 0
+    failed = skipped = resumed_from = 0
     wall_before = 0.0
-    ckpt = Path(checkpoint) if checkpoint is not None else None
+    ckpt = _Checkpoint(checkpoint) if checkpoint is not None else None
     if ckpt is not None and ckpt.exists():
-        data = _load(ckpt)
+        data = ckpt.load()
         for key, want in (("method", searcher.name), ("space", space.name), ("seed", searcher.seed)):
             if data.get(key) != want:
-                raise MlsysoptError(f"{ckpt}: checkpoint is for {key} {data.get(key)!r}, not {want!r}")
+                raise InvalidCheckpoint(f"{ckpt.path}: checkpoint is for {key} {data.get(key)!r}, not {want!r}")
         history = [Evaluation.from_dict(d) for d in data["history"]]
+        resumed_from = len(history)
         failed, skipped, wall_before = data["failed"], data["skipped"], data["wall_s"]
         searcher.load_state_dict(data["searcher"])
     t0 = time.perf_counter()
@@ -172,9 +193,9 @@ def run_search(
             meta = {"method": searcher.name, "space": space.name, "seed": searcher.seed, "budget": searcher.budget}
             data = {"history": [ev.to_dict() for ev in history], "failed": failed, "skipped": skipped}
             data |= {"wall_s": wall_before + time.perf_counter() - t0, "searcher": searcher.state_dict()}
-            _save(ckpt, {"version": CHECKPOINT_VERSION, **meta, "constraints": cons.to_dict(), **data})
+            ckpt.save({"version": CHECKPOINT_VERSION, **meta, "constraints": cons.to_dict(), **data})
         if broken >= PATIENCE:
-            kept = f"; {ckpt} keeps the search so far (run again to resume)" if ckpt is not None else ""
+            kept = f"; {ckpt.path} keeps the search so far (run again to resume)" if ckpt is not None else ""
             raise MlsysoptError(
                 f"the executor failed on {broken} batches in a row, retries included (last error: {evals[-1].error}); "
                 f"stopping instead of recording every remaining evaluation as failed{kept}"
@@ -191,36 +212,8 @@ def run_search(
         skipped=skipped,
         constraints=cons.to_dict(),
         best_decoded=None if best is None else space.decode(best.arch),
+        resumed_from=resumed_from,
     )
 
 
-def _methods() -> dict[str, type[Searcher]]:
-    # imported here: every method module imports Searcher from this one
-    from mlsysopt.nas.baselines import BASELINES
-    from mlsysopt.nas.epnas import EPNAS
-
-    return {"epnas": EPNAS, **BASELINES}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "METHODS":
-        return _methods()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def get_method(
-    name: str,
-    space: SearchSpace,
-    constraints: Constraints | None = None,
-    budget: int = 100,
-    seed: int = 0,
-    **knobs: Any,
-) -> Searcher:
-    """Build the searcher called ``name`` (one of ``METHODS``)."""
-    methods = _methods()
-    if name not in methods:
-        raise MlsysoptError(f"unknown NAS method '{name}' (choose from: {', '.join(methods)})")
-    return methods[name](space, constraints, budget=budget, seed=seed, **knobs)
-
-
-__all__ = ["SearchResult", "Searcher", "SearcherConfig", "evaluate_one", "get_method", "run_search"]
+__all__ = ["CHECKPOINT_VERSION", "PATIENCE", "SearchResult", "read_checkpoint", "run_search"]

@@ -1,9 +1,10 @@
 """The searcher interface every NAS method implements: Optuna-like ask/tell, plus cached validity/resource helpers.
 
-A method subclasses :class:`Searcher` (and :class:`SearcherConfig` for its knobs) and implements ``ask``/``tell``;
-:func:`mlsysopt.nas.search.run_search` drives it. The helpers answer, once per architecture, whether it is in the
-space, what its identity is (table spaces map equivalent cells to one key) and what its resources are, so methods
-never propose an architecture twice and, in hard-constraint mode, never propose an infeasible one.
+A method subclasses :class:`Searcher` (and :class:`SearcherConfig` for its knobs: each method takes its own config
+dataclass), builds its state in :meth:`Searcher.setup` and implements ``ask``/``tell``;
+:func:`mlsysopt.nas.run_search` drives it. The helpers answer, once per architecture, whether it is in the space,
+what its identity is (table spaces map equivalent cells to one key) and what its resources are, so methods never
+propose an architecture twice and, in hard-constraint mode, never propose an infeasible one.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import numpy as np
 
@@ -23,13 +24,23 @@ from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
 
 @dataclass
 class SearcherConfig:
-    """Knobs shared by every searcher (subclasses extend this dataclass)."""
+    """Knobs shared by every searcher (each method's config dataclass extends this one)."""
 
     tries: int = 2000  # random draws per ask before a searcher gives up finding a new admissible candidate
 
 
-class Searcher(ABC):
-    """One NAS method behind an Optuna-like ask/tell interface; ``knobs`` fill the method's ``Config``.
+ConfigT = TypeVar("ConfigT", bound=SearcherConfig)
+
+
+class Searcher(ABC, Generic[ConfigT]):
+    """One NAS method behind an Optuna-like ask/tell interface, configured by its own ``Config`` dataclass.
+
+    Args:
+        space: the search space.
+        constraints: resource constraints (none: every architecture is feasible).
+        budget: evaluations the driver spends.
+        seed: seeds every random choice of the method.
+        config: the method's knobs, an instance of its ``Config`` (default: ``Config()``).
 
     Helpers shared by every method cache each architecture's validity, resources and identity. The identity is
     ``space.key(arch)`` when the space has such a method (NAS-Bench-Graph maps isomorphic cells to one table key),
@@ -43,17 +54,19 @@ class Searcher(ABC):
     Config: ClassVar[type[SearcherConfig]] = SearcherConfig
 
     def __init__(
-        self, space: SearchSpace, constraints: Constraints | None = None, budget: int = 100, seed: int = 0, **knobs: Any
+        self,
+        space: SearchSpace,
+        constraints: Constraints | None = None,
+        budget: int = 100,
+        seed: int = 0,
+        config: ConfigT | None = None,
     ) -> None:
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
             raise MlsysoptError(f"budget must be an integer >= 1 (evaluations), got {budget!r}")
-        known = [f.name for f in fields(self.Config)]
-        unknown = sorted(set(knobs) - set(known))
-        if unknown:
-            raise MlsysoptError(
-                f"unknown knob(s) for method '{self.name}': {', '.join(unknown)} (known: {', '.join(known)})"
-            )
-        self.cfg = self.Config(**knobs)
+        cfg = self.Config() if config is None else config
+        if type(cfg) is not self.Config:  # a config of another method would be silently misread
+            raise MlsysoptError(f"method '{self.name}' takes a {self.Config.__name__}, not a {type(cfg).__name__}")
+        self.cfg = cast(ConfigT, cfg)
         self.space = space
         self.constraints = constraints if constraints is not None else Constraints()
         self.constraints.check_resources(space)
@@ -70,6 +83,10 @@ class Searcher(ABC):
         self._full: dict[Arch, dict[str, float]] = {}  # cheap + costly resources, once the costly ones were fetched
         # constraint -> met by any architecture looked at (None: its resource was never looked at, e.g. a costly one)
         self.met: dict[str, bool | None] = dict.fromkeys(self.constraints.names)
+        self.setup()
+
+    def setup(self) -> None:
+        """Build the method's own state from ``self.cfg`` (called once, at the end of ``__init__``)."""
 
     # ---------------------------------------------------------------- interface
     @abstractmethod

@@ -24,19 +24,19 @@ class EvolutionConfig(SearcherConfig):
     sample: int = 5
 
 
-class RegularizedEvolution(Searcher):
+class RegularizedEvolution(Searcher[EvolutionConfig]):
     """Aging evolution over architectures of ``max_blocks`` blocks."""
 
     name = "evolution"
     Config: ClassVar[type[SearcherConfig]] = EvolutionConfig
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def setup(self) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
         self.population: deque[tuple[Arch, float]] = deque()
         self.asked = 0
 
     def _mutate(self) -> Arch:
-        cfg: EvolutionConfig = self.cfg  # type: ignore[assignment]
+        cfg = self.cfg
         idx = self.rng.choice(len(self.population), min(cfg.sample, len(self.population)), replace=False)
         parent = max((self.population[i] for i in sorted(idx)), key=lambda p: p[1])[0]
         opts = self.space.decisions(parent.blocks)
@@ -50,7 +50,7 @@ class RegularizedEvolution(Searcher):
         return Arch(tuple(choices), parent.blocks)
 
     def _next(self) -> Arch:
-        cfg: EvolutionConfig = self.cfg  # type: ignore[assignment]
+        cfg = self.cfg
         if self.asked < cfg.population or not self.population:
             return self.space.sample(self.rng)
         return self._mutate()
@@ -68,7 +68,7 @@ class RegularizedEvolution(Searcher):
 
     def tell(self, evals: list[Evaluation]) -> None:
         """Add usable evaluations to the population; drop the oldest beyond its size."""
-        cfg: EvolutionConfig = self.cfg  # type: ignore[assignment]
+        cfg = self.cfg
         for ev in evals:
             if self.usable(ev):
                 self.population.append((ev.arch, self.reward(ev)))

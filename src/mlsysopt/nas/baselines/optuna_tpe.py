@@ -32,14 +32,14 @@ class TPEConfig(SearcherConfig):
     multivariate: bool = True
 
 
-class OptunaTPE(Searcher):
+class OptunaTPE(Searcher[TPEConfig]):
     """Constrained TPE over the decisions of ``max_blocks``-block architectures."""
 
     name = "tpe"
     Config: ClassVar[type[SearcherConfig]] = TPEConfig
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def setup(self) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         blocks = self.space.max_blocks
         self.names = [f"{i}:{n}" for i, n in enumerate(self.space.decision_names(blocks))]
@@ -67,7 +67,7 @@ class OptunaTPE(Searcher):
         )
 
     def _suggest(self) -> tuple[optuna.Trial, Arch]:
-        cfg: TPEConfig = self.cfg  # type: ignore[assignment]
+        cfg = self.cfg
         n = len(self.study.trials)
         self.study.sampler = optuna.samplers.TPESampler(
             n_startup_trials=cfg.n_startup, multivariate=cfg.multivariate, seed=(self.seed * 1_000_003 + n) % 2**32

@@ -4,7 +4,7 @@ Stage 1 lists candidates with ``min_blocks`` blocks (all of them when there are 
 uniform sample). Each later stage expands the ``beam`` best evaluated architectures of the previous stage by one
 block (every extension, or a sample when there are too many). Within a stage the predictor (trained on everything
 evaluated, all block counts) ranks the remaining candidates and ``ask(n)`` returns the top ``n``; before two points
-are known the order is random. The evaluation budget is split across stages like EPNAS's (:func:`stage_budgets`).
+are known the order is random. The evaluation budget is split across stages like EPNAS's (:mod:`mlsysopt.nas.stages`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from mlsysopt.nas.epnas import Stages, stage_budgets
-from mlsysopt.nas.predictor import PredictorConfig
+from mlsysopt.nas.predictor import OnlinePredictor, PredictorConfig
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
+from mlsysopt.nas.stages import Stages, check_split
 
 
 @dataclass
@@ -30,36 +30,36 @@ class PNASConfig(PredictorConfig, SearcherConfig):
     max_candidates: int = 1000
     stage_split: str = "linear"
 
+    def __post_init__(self) -> None:
+        check_split(self.stage_split)
 
-class PNAS(Searcher):
+
+class PNAS(Searcher[PNASConfig]):
     """Progressive beam search ranked by the performance predictor."""
 
     name = "pnas"
     Config: ClassVar[type[SearcherConfig]] = PNASConfig
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        cfg: PNASConfig = self.cfg  # type: ignore[assignment]
-        blocks = list(range(self.space.min_blocks, self.space.max_blocks + 1))
-        self.stages = Stages(blocks, stage_budgets(self.budget, len(blocks), cfg.stage_split))
-        self.predictor = cfg.make_predictor(self.seed)
-        self.data: list[tuple[Arch, float]] = []
+    def setup(self) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
+        self.stages = Stages.for_space(self.space, self.budget, self.cfg.stage_split)
+        self.predictor = OnlinePredictor(self.space, self.cfg, self.seed)
         self.pool: list[Arch] = []
         self.stage = -1  # the stage whose candidates are in the pool
-        self.fitted_n = 0
 
     def _random(self, blocks: int, k: int) -> list[Arch]:
         return list(dict.fromkeys(self.space.sample(self.rng, blocks) for _ in range(k)))
 
     def _build_pool(self, s: int) -> list[Arch]:
-        cfg: PNASConfig = self.cfg  # type: ignore[assignment]
+        cfg = self.cfg
         blocks = self.stages.blocks_list[s]
         if s == 0 or self.stage == s:  # first stage, or a refill of an exhausted stage
             opts = self.space.decisions(blocks)
             if math.prod(opts) <= cfg.max_candidates:
                 return [Arch(c, blocks) for c in itertools.product(*(range(k) for k in opts))]
             return self._random(blocks, cfg.max_candidates)
-        prev = sorted((p for p in self.data if p[0].blocks == self.stages.blocks_list[s - 1]), key=lambda p: -p[1])
+        below = self.stages.blocks_list[s - 1]
+        prev = sorted((p for p in self.predictor.data if p[0].blocks == below), key=lambda p: -p[1])
         parents = [a for a, _ in prev[: cfg.beam]]
         if not parents:
             return self._random(blocks, cfg.max_candidates)
@@ -87,9 +87,9 @@ class PNAS(Searcher):
             if self.pool or not self.stages.advance():
                 break
         if self.predictor.fitted and len(self.pool) > n:
-            pred = self.predictor.predict(np.stack([self.space.encode(a) for a in self.pool]))
+            pred = self.predictor.predict(self.pool)
             self.pool = [self.pool[i] for i in np.argsort(-pred, kind="stable")]
-        elif self.stage == 0 and not self.data:
+        elif self.stage == 0 and not self.predictor.data:
             self.pool = [self.pool[i] for i in self.rng.permutation(len(self.pool))]
         chosen: list[Arch] = []
         while self.pool and len(chosen) < n:
@@ -104,37 +104,23 @@ class PNAS(Searcher):
         """Add usable evaluations to the predictor's data and refit it."""
         for ev in evals:
             if self.usable(ev):
-                self.data.append((ev.arch, self.reward(ev)))
-        self._refit()
-
-    def _refit(self, n: int | None = None) -> None:
-        """Fit on the first ``n`` data points (default: all, once the data grew by ``refit_growth``)."""
-        cfg: PNASConfig = self.cfg  # type: ignore[assignment]
-        if n is None:
-            n = len(self.data)
-            if not cfg.refit_due(n, self.fitted_n):
-                return
-        if n >= 2:
-            X = np.stack([self.space.encode(a) for a, _ in self.data[:n]])
-            self.predictor.fit(X, np.array([r for _, r in self.data[:n]]))
-            self.fitted_n = n
+                self.predictor.add(ev.arch, self.reward(ev))
+        self.predictor.refit()
 
     def state_dict(self) -> dict[str, Any]:
         """Base state plus predictor data, the current pool and stage."""
         return {
             **super().state_dict(),
-            "data": [(list(a.choices), a.blocks, r) for a, r in self.data],
+            **self.predictor.state_dict(),
             "pool": [(list(a.choices), a.blocks) for a in self.pool],
             "stage": self.stage,
             "stages": self.stages.state_dict(),
-            "fitted_n": self.fitted_n,
         }
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict` (the predictor is refit on the restored data)."""
         super().load_state_dict(d)
-        self.data = [(Arch(tuple(c), b), float(r)) for c, b, r in d["data"]]
         self.pool = [Arch(tuple(c), b) for c, b in d["pool"]]
         self.stage = int(d["stage"])
         self.stages.load_state_dict(d["stages"])
-        self._refit(int(d["fitted_n"]))
+        self.predictor.load_state_dict(d)

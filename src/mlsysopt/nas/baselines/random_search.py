@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from mlsysopt.nas.searcher import Searcher
+from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 
-class RandomSearch(Searcher):
+class RandomSearch(Searcher[SearcherConfig]):
     """Uniformly random, never-repeated architectures (rejecting infeasible ones on cheap resources in hard mode)."""
 
     name = "random"

@@ -1,0 +1,205 @@
+"""One NAS search as an experiment: user options -> validated space, constraints and method -> a run folder.
+
+What ``mlsysopt nas search`` does, as a library::
+
+    options = SearchOptions(space="nasbench-graph:cora", budget=40, limits={"max_params": 1.2e6})
+    job = prepare_search("runs/nas", options)      # validates everything; creates nothing
+    out = job.run()                                 # RUN_DIR/settings.json, checkpoint.pt, result.json, two plots
+
+:func:`prepare_search` checks the run folder (not a file, not busy, a ``resume`` that matches), builds the
+constraints, loads the space and builds the searcher before anything is written, so a refused input leaves no
+folder and no file. :meth:`SearchJob.run` opens the :class:`~mlsysopt.io.RunDir` (exclusive lock,
+``settings.json``), runs :func:`~mlsysopt.nas.run_search` with the folder's checkpoint after every batch, and writes
+``result.json`` and the plots. On resume only :data:`RESUMABLE` settings may change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.io import RunDir
+from mlsysopt.nas.constraints import MODES, RESOURCES, Constraints
+from mlsysopt.nas.registry import check_method, get_method
+from mlsysopt.nas.report import best_feasible_test, eval_record, plot_search, regret, space_info
+from mlsysopt.nas.search import SearchResult, read_checkpoint, run_search
+
+if TYPE_CHECKING:
+    from mlsysopt.nas.searcher import Searcher
+    from mlsysopt.nas.spaces.base import Evaluation, SearchSpace
+    from mlsysopt.runtime import Executor
+
+#: Settings that may change when a run is resumed (everything else must match the run being continued).
+RESUMABLE = ("budget", "workers", "backend", "address")
+#: The CNN spaces' options, by the command-line flag that sets them.
+SPACE_OPTIONS = {"epochs": "--epochs", "ops": "--ops", "max_blocks": "--max-blocks", "lr": "--lr"}
+CHECKPOINT = "checkpoint.pt"
+PLOTS = ("pareto.png", "best_so_far.png")
+
+
+def check_limits(mode: str, limits: dict[str, float | None]) -> None:
+    """Each given limit must be a number > 0 (named by its option) and the mode hard or soft."""
+    for name, v in limits.items():
+        if name not in RESOURCES:
+            raise MlsysoptError(f"unknown constraint '{name}' (choose from: {', '.join(RESOURCES)})")
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise MlsysoptError(f"--{name.replace('_', '-')} must be a number > 0, got {v:g}")
+    if mode not in MODES:
+        raise MlsysoptError(f"unknown --constraint-mode '{mode}' (choose from: {', '.join(MODES)})")
+
+
+def build_constraints(mode: str, limits: dict[str, float | None]) -> Constraints:
+    """``Constraints`` from the limit options (``None`` = no such constraint)."""
+    check_limits(mode, limits)
+    return Constraints.from_limits(mode=mode, **limits)
+
+
+def median_constraints(space: SearchSpace) -> Constraints:
+    """Hard limits at a NAS-Bench-Graph table's median latency and median params (the benchmark's constraints)."""
+    stats = space.table_stats()  # type: ignore[attr-defined]
+    return Constraints.from_limits(max_latency_ms=stats["median_latency_ms"], max_params=stats["median_params"])
+
+
+def build_space(spec: str, options: dict[str, Any]) -> SearchSpace:
+    """The space of ``spec``; the CNN-only options (``epochs`` ...) are refused for NAS-Bench-Graph."""
+    from mlsysopt.nas.spaces import get_space
+
+    given = {k: v for k, v in options.items() if v is not None}
+    if given and spec.startswith("nasbench-graph"):
+        flags = ", ".join(SPACE_OPTIONS.get(k, k) for k in given)
+        verb = "apply" if len(given) > 1 else "applies"
+        raise MlsysoptError(f"{flags} {verb} only to the CNN spaces (digits, cifar10:/folder), not to '{spec}'")
+    return get_space(spec, **given)
+
+
+@dataclass
+class SearchOptions:
+    """What a user chooses for one search (``mlsysopt nas search``'s options); the cheap checks run on creation.
+
+    ``limits`` maps constraint names (``max_latency_ms``, ``max_params``, ``max_flops``, ``min_intensity``) to
+    limits, ``None`` for none; ``space_options`` go to the CNN spaces (``epochs``, ``ops``, ``max_blocks``, ``lr``).
+    """
+
+    space: str = "nasbench-graph:cora"
+    method: str = "epnas"
+    budget: int = 100
+    limits: dict[str, float | None] = field(default_factory=dict)
+    mode: str = "hard"
+    workers: int = 1
+    backend: str = "local"
+    address: str | None = None
+    space_options: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.budget < 1:
+            raise MlsysoptError(f"--budget must be >= 1 (evaluations), got {self.budget}")
+        if self.workers < 1:
+            raise MlsysoptError(f"--workers must be >= 1, got {self.workers}")
+        check_limits(self.mode, self.limits)
+        unknown = sorted(set(self.space_options) - set(SPACE_OPTIONS))
+        if unknown:
+            raise MlsysoptError(f"unknown space option(s) {unknown} (known: {', '.join(SPACE_OPTIONS)})")
+        check_method(self.method)
+
+    def settings(self) -> dict[str, Any]:
+        """The run's settings.json: every option that shapes the search, limits and space options given only."""
+        return {
+            "space": self.space,
+            "method": self.method,
+            "budget": self.budget,
+            "constraints": {"mode": self.mode, "limits": {k: v for k, v in self.limits.items() if v is not None}},
+            "space_options": {k: v for k, v in self.space_options.items() if v is not None},
+            "seed": self.seed,
+            "workers": self.workers,
+            "backend": self.backend,
+            "address": self.address,
+        }
+
+
+@dataclass
+class SearchOutput:
+    """A finished search: the result, what result.json holds, and the files written to the run folder."""
+
+    result: SearchResult
+    record: dict[str, Any]
+    files: list[str]
+
+    @property
+    def regret(self) -> float | None:
+        """Regret against the table's best feasible cell (None without a table)."""
+        return self.record["regret"]  # type: ignore[no-any-return]
+
+
+@dataclass
+class SearchJob:
+    """A validated search, ready to run in its folder (:func:`prepare_search` builds it; nothing is written yet)."""
+
+    run_dir: RunDir
+    options: SearchOptions
+    space: SearchSpace
+    constraints: Constraints
+    searcher: Searcher[Any]
+    resumed_from: int = 0  # evaluations the checkpoint being resumed holds
+
+    def run(
+        self, executor: Executor | None = None, on_eval: Callable[[Evaluation, int], None] | None = None
+    ) -> SearchOutput:
+        """Open the run folder, search to the budget (checkpointing every batch), write result.json and the plots."""
+        with self.run_dir as run:
+            result = run_search(self.searcher, executor, self.options.workers, checkpoint=run, on_eval=on_eval)
+            record = self._record(result)
+            sp, cons = self.space, self.constraints
+            n = len(result.history)
+            title = f"{result.method} on {sp.name}"
+            plot_search([result], sp, cons, run.file(PLOTS[0]), run.file(PLOTS[1]),
+                        pareto_title=f"{title}: {n} evaluations ({cons.describe()})", curve_title=title)  # fmt: skip
+            run.write_json("result.json", record)
+        return SearchOutput(result, record, ["result.json", CHECKPOINT, "settings.json", *PLOTS])
+
+    def _record(self, result: SearchResult) -> dict[str, Any]:
+        """result.json: the settings, the space, every evaluation, the best feasible one and its regret."""
+        sp, cons, best = self.space, self.constraints, result.best
+        top = best_feasible_test(sp, cons)
+        best_rec = None if best is None else eval_record(-1, best, sp, cons)
+        if best_rec is not None:
+            best_rec["index"] = next(i for i, ev in enumerate(result.history) if ev is best)
+        return {
+            "command": "nas search",
+            "settings": self.options.settings(),
+            "space": space_info(sp),
+            "method": result.method,
+            "evaluations": [eval_record(i, ev, sp, cons) for i, ev in enumerate(result.history)],
+            "evaluated": len(result.history),
+            "resumed_from": result.resumed_from,
+            "failed": result.failed,
+            "skipped_infeasible": result.skipped,
+            "wall_s": result.wall_s,
+            "best": best_rec,
+            "best_decoded": result.best_decoded,
+            "best_test_perf": None if best is None else best.test_perf,
+            "best_feasible_test_in_table": top,
+            "regret": regret(top, None if best is None else best.test_perf),
+            "message": result.message,
+            "plots": list(PLOTS),
+        }
+
+
+def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False) -> SearchJob:
+    """Check the run folder, build the constraints, the space and the method: every input, before any file exists.
+
+    Args:
+        out: the run folder (``--out``).
+        options: the search's options.
+        resume: continue the checkpoint in ``out`` (its settings must match, :data:`RESUMABLE` aside).
+    """
+    run = RunDir(out, options.settings(), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
+    cons = build_constraints(options.mode, options.limits)
+    space = build_space(options.space, options.space_options)
+    searcher = get_method(options.method, space, cons, budget=options.budget, seed=options.seed)
+    done = len(read_checkpoint(run)["history"]) if resume else 0
+    return SearchJob(run, options, space, cons, searcher, resumed_from=done)

@@ -1,0 +1,80 @@
+"""The NAS methods by name: EPNAS and the five baselines, each built from its own config dataclass.
+
+Importing this module is cheap (it names the classes; :func:`method_class` imports one on first use), so a command
+line can refuse an unknown method before it loads torch or Optuna.
+"""
+
+from __future__ import annotations
+
+import importlib
+import typing
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from mlsysopt.errors import MlsysoptError
+
+if TYPE_CHECKING:
+    from mlsysopt.nas.constraints import Constraints
+    from mlsysopt.nas.searcher import Searcher, SearcherConfig
+    from mlsysopt.nas.spaces.base import SearchSpace
+
+_CLASSES = {
+    "epnas": "mlsysopt.nas.epnas:EPNAS",
+    "random": "mlsysopt.nas.baselines.random_search:RandomSearch",
+    "evolution": "mlsysopt.nas.baselines.evolution:RegularizedEvolution",
+    "reinforce": "mlsysopt.nas.baselines.reinforce:ReinforceSearch",
+    "pnas": "mlsysopt.nas.baselines.pnas:PNAS",
+    "tpe": "mlsysopt.nas.baselines.optuna_tpe:OptunaTPE",
+}
+METHOD_NAMES: tuple[str, ...] = tuple(_CLASSES)
+
+
+def check_method(name: str) -> None:
+    """Raise MlsysoptError unless ``name`` is one of :data:`METHOD_NAMES`."""
+    if name not in _CLASSES:
+        raise MlsysoptError(f"unknown NAS method '{name}' (choose from: {', '.join(METHOD_NAMES)})")
+
+
+def method_class(name: str) -> type[Searcher[Any]]:
+    """The searcher class of method ``name`` (imported on first use)."""
+    check_method(name)
+    module, cls = _CLASSES[name].split(":")
+    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+
+
+def _type_ok(value: Any, want: Any) -> bool:
+    """Whether ``value`` fits a config field of type ``want`` (an int for a float field is fine; a bool never is)."""
+    if want is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if want is float:
+        return isinstance(value, int | float)
+    return not isinstance(want, type) or isinstance(value, want)
+
+
+def method_config(name: str, **options: Any) -> SearcherConfig:
+    """The config dataclass of method ``name`` filled from ``options``; unknown names and wrong types are refused."""
+    config_cls = method_class(name).Config
+    known = [f.name for f in fields(config_cls)]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise MlsysoptError(f"unknown knob(s) for method '{name}': {', '.join(unknown)} (known: {', '.join(known)})")
+    hints = typing.get_type_hints(config_cls)
+    for key, value in options.items():
+        if not _type_ok(value, hints[key]):
+            want = getattr(hints[key], "__name__", str(hints[key]))
+            raise MlsysoptError(f"knob {key} of method '{name}' must be of type {want}, got {value!r}")
+    return config_cls(**options)
+
+
+def get_method(
+    name: str,
+    space: SearchSpace,
+    constraints: Constraints | None = None,
+    budget: int = 100,
+    seed: int = 0,
+    **options: Any,
+) -> Searcher[Any]:
+    """Build the searcher called ``name`` (one of :data:`METHOD_NAMES`); ``options`` fill its config dataclass."""
+    return method_class(name)(space, constraints, budget=budget, seed=seed, config=method_config(name, **options))

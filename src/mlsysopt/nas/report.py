@@ -1,0 +1,161 @@
+"""What a NAS search is judged by: regret against a table's oracle, Pareto points, result records and the plots.
+
+Shared by ``mlsysopt nas search``, the demo and the benchmark. *Regret* (NAS-Bench-Graph) is the best test
+performance among the table's cells that meet every constraint minus the test performance of the returned cell; a
+search that returns nothing (or, where the caller says so, an infeasible cell) scores the whole best feasible value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mlsysopt.errors import MlsysoptError
+
+if TYPE_CHECKING:
+    from mlsysopt.nas.constraints import Constraints
+    from mlsysopt.nas.search import SearchResult
+    from mlsysopt.nas.spaces.base import Evaluation, SearchSpace
+
+
+# ---------------------------------------------------------------------------- the table's oracle
+def table_background(space: SearchSpace) -> dict[str, list[float]] | None:
+    """Every cell of a NAS-Bench-Graph table as plot background (valid performance, params, latency)."""
+    table = getattr(space, "table", None)
+    if not isinstance(table, dict):
+        return None
+    entries = list(table.values())
+    return {
+        "perf": [float(e["valid_perf"]) for e in entries],
+        "params": [float(e["para"]) * 1e6 for e in entries],
+        "latency_ms": [float(e["latency"]) * 1000.0 for e in entries],
+    }
+
+
+def best_feasible_valid(background: dict[str, list[float]] | None, cons: Constraints) -> float | None:
+    """Best validation performance among the background's (table's) cells that meet every constraint."""
+    if background is None:
+        return None
+    perf = np.asarray(background["perf"], dtype=np.float64)
+    ok = np.ones(perf.shape, dtype=bool)
+    for c in cons.constraints:
+        usage = np.asarray(background.get(c.resource, np.full(perf.shape, np.nan)), dtype=np.float64)
+        ok &= usage <= c.limit if c.kind == "max" else usage >= c.limit
+    return float(perf[ok].max()) if ok.any() else None
+
+
+def best_feasible_test(space: SearchSpace, cons: Constraints) -> float | None:
+    """Best test performance over a table's cells that meet every constraint (None: no table, or none meets them)."""
+    fn = getattr(space, "best_feasible_test", None)
+    return fn(cons.feasible) if callable(fn) else None
+
+
+def returned_feasible(result: SearchResult, space: SearchSpace, cons: Constraints) -> bool:
+    """Whether the search returned an architecture and it meets every constraint (on the space's resources)."""
+    return result.best is not None and cons.feasible(space.resources(result.best.arch))
+
+
+def regret(top: float | None, test: float | None, feasible: bool = True) -> float | None:
+    """``top - test``; the whole of ``top`` when nothing (or nothing feasible) was returned; None without a table.
+
+    Args:
+        top: the best feasible test performance in the table (:func:`best_feasible_test`).
+        test: the test performance of the returned architecture (None: nothing returned).
+        feasible: whether the returned architecture counts (False: it scores like returning nothing).
+    """
+    if top is None:
+        return None
+    return top - test if feasible and test is not None else top
+
+
+# ---------------------------------------------------------------------------- records
+def _jf(v: Any) -> float | None:
+    if v is None:
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def eval_record(index: int, ev: Evaluation, space: SearchSpace, cons: Constraints) -> dict[str, Any]:
+    """One evaluation as result.json lists it: arch, decoded, perf, resources, constraint values, feasibility."""
+    rec = {"index": index, **ev.to_dict()}
+    try:
+        rec["decoded"] = space.decode(ev.arch)
+    except MlsysoptError:
+        rec["decoded"] = None
+    rec["constraints"] = {k: _jf(v) for k, v in cons.values(ev.resources).items()}
+    rec["feasible"] = cons.feasible(ev.resources)
+    return rec
+
+
+def space_info(space: SearchSpace) -> dict[str, Any]:
+    """What result.json says about the space: its resources, decisions and, for a table, its statistics."""
+    info: dict[str, Any] = {
+        "name": space.name,
+        "resources": list(space.resource_names),
+        "blocks": [space.min_blocks, space.max_blocks],
+        "decisions": space.decision_names(space.max_blocks),
+    }
+    if hasattr(space, "table_stats"):
+        info["table"] = space.table_stats()
+        info["data"] = "real: NAS-Bench-Graph's packaged tables (valid/test performance, latency, params)"
+    else:
+        info["data"] = "real training on " + ("scikit-learn's digits" if space.name == "digits" else space.name)
+        info["options"] = {k: getattr(space, k) for k in ("epochs", "ops", "widths", "lr", "stem_width")}
+    return info
+
+
+# ---------------------------------------------------------------------------- plots
+def limits_for_plot(cons: Constraints) -> dict[str, tuple[float, str]]:
+    """``{resource: (limit, "max" | "min")}`` for :func:`mlsysopt.report.nas.plot_pareto`."""
+    return {c.resource: (c.limit, c.kind) for c in cons.constraints}
+
+
+def pareto_points(results: Sequence[SearchResult], cons: Constraints) -> list[dict[str, Any]]:
+    """Every evaluation of every result as a Pareto-plot point, grouped by method (failed ones carry NaN)."""
+    return [
+        {"perf": ev.perf if ev.ok else math.nan, "resources": ev.resources, "feasible": cons.feasible(ev.resources),
+         "group": r.method}
+        for r in results
+        for ev in r.history
+    ]  # fmt: skip
+
+
+def plot_search(
+    results: Sequence[SearchResult],
+    space: SearchSpace,
+    cons: Constraints,
+    pareto_png: str | Path,
+    curve_png: str | Path,
+    pareto_title: str,
+    curve_title: str,
+    perf_label: str = "validation performance",
+) -> list[Path]:
+    """The Pareto view (over the table's cells when there is a table) and the best-feasible-so-far curves."""
+    from mlsysopt.report.nas import plot_best_so_far, plot_pareto
+
+    background = table_background(space)
+    chosen = [{"perf": r.best.perf, "resources": r.best.resources, "group": r.method} for r in results if r.best]
+    return [
+        plot_pareto(
+            pareto_points(results, cons),
+            space.resource_names,
+            pareto_png,
+            limits=limits_for_plot(cons),
+            chosen=chosen,
+            background=background,
+            perf_label=perf_label,
+            title=pareto_title,
+        ),
+        plot_best_so_far(
+            {r.method: r.best_so_far() for r in results},
+            curve_png,
+            reference=best_feasible_valid(background, cons),
+            reference_label="best feasible validation in the table",
+            title=curve_title,
+        ),
+    ]
