@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.serving.backend import Objective
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.simulator import SimulatedEngine
 from mlsysopt.serving.space import Config, Space, Workload
-from mlsysopt.serving.tune import tune
 from mlsysopt.serving.tuners import TUNERS, get_tuner
+from mlsysopt.serving.tuning import tune
 
 SPACE = Space(workers=(1, 2), max_batch=(1, 4), batch_timeout_ms=(0, 2), intra_threads=(1, 2), inter_threads=(1,))
 A, B = Workload(300.0), Workload(900.0)
