@@ -102,3 +102,24 @@ def test_unknown_knob_is_a_clear_error() -> None:
         get_tuner("rrl", SPACE, Objective(), radiuss=0.3)
     with pytest.raises(MlsysoptError, match="random"):
         get_tuner("random", SPACE, Objective(), cores=4)
+
+
+@pytest.mark.parametrize("name", ["rrl", "bandit"])
+def test_bad_exploration_knob_values_name_the_tuner_and_the_knob(name: str) -> None:
+    with pytest.raises(MlsysoptError, match=f"{name}: invalid knob.*tau_decay=1.5"):
+        get_tuner(name, SPACE, Objective(), tau_decay=1.5)
+    with pytest.raises(MlsysoptError, match=f"{name}: invalid knob.*tau0=0"):
+        get_tuner(name, SPACE, Objective(), tau0=0)
+
+
+def test_bad_rrl_knob_values_are_listed_together() -> None:
+    with pytest.raises(MlsysoptError, match=r"rrl: invalid knob.*radius=-1.*alpha=2.*hidden=\(\)"):
+        get_tuner("rrl", SPACE, Objective(), radius=-1, alpha=2, hidden=[])
+    assert get_tuner("rrl", SPACE, Objective(), hidden=[8]).knobs.hidden == (8,)
+
+
+def test_the_bandit_takes_rrls_exploration_knobs_only() -> None:
+    bandit = get_tuner("bandit", SPACE, Objective(), tau0=0.2)
+    assert bandit.knobs.tau0 == 0.2 and bandit.knobs.temperature(0) == 0.2
+    with pytest.raises(MlsysoptError, match="bandit: unknown knob.*radius"):
+        get_tuner("bandit", SPACE, Objective(), radius=0.5)
