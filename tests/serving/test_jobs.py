@@ -16,7 +16,13 @@ from mlsysopt.serving.space import Config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-KNOBS = {"workers": [1, 2], "max_batch": [1, 4], "batch_timeout_ms": [0.0], "intra_threads": [1, 2], "inter_threads": [1, 2]}
+KNOBS = {
+    "workers": [1, 2],
+    "max_batch": [1, 4],
+    "batch_timeout_ms": [0.0],
+    "intra_threads": [1, 2],
+    "inter_threads": [1, 2],
+}
 SIM = {"backend": "sim", "profile": "synthetic:4", "requests": 40, "knobs": KNOBS}
 
 

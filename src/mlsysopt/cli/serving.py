@@ -97,8 +97,9 @@ def serving_tune(
     knobs = {k: parse_list(v, KNOB_OPTIONS[k], float if k == "batch_timeout_ms" else int) for k, v in given.items()}
     with err_console.status("starting the backend"):
         job = TuningJob(
-            out, parse_list(rate, "--rate", float), budget, tuner, Objective(objective, slo_ms, stat), backend, model,
-            profile, _parse_shape(input_shape), requests, knobs, seed, resume,
+            out, rates=parse_list(rate, "--rate", float), budget=budget, tuner=tuner,
+            objective=Objective(objective, slo_ms, stat), backend=backend, model=model, profile=profile,
+            input_shape=_parse_shape(input_shape), requests=requests, knobs=knobs, seed=seed, resume=resume,
         )  # fmt: skip
     with job:
         err_console.print(job.describe())
@@ -138,7 +139,8 @@ def serving_serve(
 
     cfg = load_config(config) if config is not None else Config(workers, max_batch, timeout_ms, intra, inter)
     rates = parse_list(rate, "--rate", float)
-    job = ServeJob(out, cfg, rates, model, _parse_shape(input_shape), requests, slo_ms, seed)
+    shape = _parse_shape(input_shape)
+    job = ServeJob(out, cfg, rates, model, input_shape=shape, requests=requests, slo_ms=slo_ms, seed=seed)
     with job, progress_bar() as progress:
         task = progress.add_task(f"serving with {cfg.label()}", total=len(rates))
         rows = job.run(lambda _m: progress.update(task, advance=1))
