@@ -20,7 +20,6 @@ fitted here, not extrapolated) compared with every real measurement.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import math
 import os
@@ -33,11 +32,12 @@ from typing import Any
 from mlsysopt.io import write_json_atomic
 from mlsysopt.runtime import make_executor
 from mlsysopt.runtime.threads import torch_threads
-from mlsysopt.serving.backend import Backend, Measurement, Objective
+from mlsysopt.serving.backend import Backend, Measurement
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.space import Config, Space, Workload
-from mlsysopt.serving.tune import Step, tune
 from mlsysopt.serving.tuners import get_tuner
+from mlsysopt.serving.tuning import Step, evals_to_within, tune
 
 SIM_TUNERS = ("rrl", "tpe", "gp", "random", "bandit", "hill_climb")
 TOL = 0.05
@@ -53,10 +53,6 @@ class TableBackend(Backend):
     def measure(self, config: Config, workload: Workload) -> Measurement:
         """The tabled measurement."""
         return self.tables[workload][config]
-
-
-class _Reached(Exception):
-    """Stops a tuning run early once the benchmark has its number."""
 
 
 def _measure_chunk(args: tuple[ServiceProfile, list[Config], Workload, int]) -> list[Measurement]:
@@ -104,16 +100,13 @@ def _evals_until(
     start: int,
 ) -> int | None:
     """Measurements from step ``start`` until the best-so-far is within TOL of that workload's optimum."""
-    hit: list[int] = []
+    w = schedule[-1][0]
 
-    def on_step(s: Step) -> None:
-        if s.index >= start and truth[s.workload][s.best_config] <= opt[s.workload] * (1 + TOL):
-            hit.append(s.index - start + 1)
-            raise _Reached
+    def reached(s: Step) -> bool:  # stop the run as soon as the number is known
+        return s.index >= start and evals_to_within([s], truth[w], opt[w], TOL) == 1
 
-    with contextlib.suppress(_Reached):
-        tune(get_tuner(name, space, objective, seed=seed), backend, schedule, on_step=on_step)
-    return hit[0] if hit else None
+    res = tune(get_tuner(name, space, objective, seed=seed), backend, schedule, until=reached)
+    return evals_to_within(res.steps, truth[w], opt[w], TOL, start)
 
 
 def sim_part(args: argparse.Namespace, measured: ServiceProfile | None) -> dict[str, Any]:
@@ -163,14 +156,15 @@ def sim_part(args: argparse.Namespace, measured: ServiceProfile | None) -> dict[
 def real_part(args: argparse.Namespace, workdir: Path) -> tuple[dict[str, Any], ServiceProfile]:
     """Exhaustive vs RRL on the real engine here, and the simulator's error against every real measurement."""
     from mlsysopt.serving.engine import Engine
-    from mlsysopt.serving.experiment import resolve_model
-    from mlsysopt.serving.profile import fit_profile, measure_samples
+    from mlsysopt.serving.experiment import measure_profile
+    from mlsysopt.serving.inputs import machine_threads, resolve_model
     from mlsysopt.serving.simulator import SimulatedEngine
 
-    cores = os.cpu_count() or 1
+    cores = machine_threads()
     model = resolve_model("zoo:resnet", workdir)
-    samples = measure_samples(model, rows=(1, 2, 4, 8, 16), intra=(1, 2), inter=(1, 2), repeats=5)
-    profile = fit_profile(samples, cores=cores, model="zoo:resnet")
+    profile, samples = measure_profile(
+        model, (1, 2, 4, 8, 16), (1, 2), (1, 2), repeats=5, cores=cores, name="zoo:resnet"
+    )
     if args.quick:
         space = Space(workers=(1, 2), max_batch=(1, 4, 16), batch_timeout_ms=(0.0, 2.0), intra_threads=(1, 2),
                       inter_threads=(1,), max_threads=cores)  # fmt: skip

@@ -108,33 +108,58 @@ def test_profile_fits_and_extrapolates(tmp_path: Path, model: Path) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def test_bad_inputs_give_one_clear_line(tmp_path: Path, model: Path) -> None:
-    few = run("serving", "profile", "--model", model, "--rows", "1,4", "--intra", "1", "--out", "p", cwd=tmp_path)
-    assert_user_error(few, "at least 6")
-    garbage = tmp_path / "bad.onnx"
-    garbage.write_bytes(b"not a model")
-    assert_user_error(run("serving", "serve", "--model", garbage, "--out", "s", cwd=tmp_path), "bad.onnx")
-    missing = run("serving", "tune", "--model", tmp_path / "nope.onnx", "--out", "t", cwd=tmp_path)
-    assert_user_error(missing, "nope.onnx")
-    too_many = run("serving", "tune", *SIM, "--intra", "1,64", "--out", "t", cwd=tmp_path)
-    assert_user_error(too_many, "intra_threads=64", "exceeds")
-    empty = run("serving", "tune", *SIM, "--workers", ",", "--out", "t", cwd=tmp_path)
-    assert_user_error(empty, "--workers", "empty")
-    assert_user_error(run("serving", "tune", *SIM, "--tuner", "magic", "--out", "t", cwd=tmp_path), "magic")
-    assert_user_error(run("serving", "tune", "--backend", "real", "--out", "t", cwd=tmp_path), "--model")
-    assert_user_error(run("serving", "tune", "--backend", "gpu", "--out", "t", cwd=tmp_path), "gpu")
-    assert_user_error(run("serving", "tune", *SIM, "--objective", "cost", "--out", "t", cwd=tmp_path), "SLO")
-    assert_user_error(run("serving", "tune", *SIM, "--rate", "0", "--out", "t", cwd=tmp_path), "rate")
-    bad_profile = tmp_path / "p.json"
-    bad_profile.write_text('{"a_ms": 1}')
-    assert_user_error(
-        run("serving", "tune", "--backend", "sim", "--profile", bad_profile, "--out", "t", cwd=tmp_path), "p.json"
-    )
-    bad_config = tmp_path / "c.json"
-    bad_config.write_text('{"workers": 2, "threads": 4}')
-    assert_user_error(
-        run("serving", "serve", "--model", model, "--config", bad_config, "--out", "s", cwd=tmp_path), "threads"
-    )
+REFUSED = [
+    # (command and options, what the one error line must say); "{model}" is the exported zoo:cnn, "{tmp}" the test
+    # folder. Every refusal must leave no run folder behind: no settings.json, no exported .onnx, no empty folder.
+    (("profile", "--model", "{model}", "--rows", "1,4", "--intra", "1"), ("at least 6",)),
+    (("profile", "--model", "{model}", "--intra", "1,999"), ("999 threads exceeds",)),
+    (("profile", "--model", "{model}", "--rows", "1,x"), ("--rows", "comma-separated")),
+    (("profile", "--model", "{tmp}/bad.onnx"), ("bad.onnx",)),
+    (("profile", "--model", "zoo:nope"), ("unknown zoo model 'nope'",)),
+    (("profile", "--model", "zoo:cnn", "--input-shape", "3,8,8"), ("fixed at 32",)),
+    (("tune", "--model", "{tmp}/nope.onnx"), ("nope.onnx",)),
+    (("tune", *SIM, "--intra", "1,64"), ("intra_threads=64", "exceeds")),
+    (("tune", *SIM, "--workers", ","), ("--workers", "empty")),
+    (("tune", *SIM, "--tuner", "magic"), ("magic",)),
+    (("tune", *SIM, "--tuner", "rrl", "--resume"), ("no checkpoint",)),
+    (("tune", "--backend", "real"), ("--model",)),
+    (("tune", "--backend", "gpu"), ("gpu",)),
+    (("tune", *SIM, "--objective", "cost"), ("SLO",)),
+    (("tune", *SIM, "--rate", "0"), ("rate",)),
+    (("tune", "--backend", "sim", "--profile", "{tmp}/p.json"), ("p.json", "missing key")),
+    (("tune", "--backend", "real", "--model", "zoo:cnn", "--input-shape", "3,8,8"), ("fixed at 32",)),
+    (("serve", "--model", "{tmp}/bad.onnx"), ("bad.onnx",)),
+    (("serve", "--model", "{model}", "--config", "{tmp}/c.json"), ("threads",)),
+    (("serve", "--model", "{model}", "--config", "{tmp}/big.json"), ("workers=999", "exceeds")),
+    (("serve", "--model", "zoo:cnn", "--input-shape", "3,8,8"), ("fixed at 32",)),
+    (("serve", "--model", "{model}", "--rate", "50,-1"), ("rate",)),
+]
+
+
+@pytest.mark.parametrize(("args", "needles"), REFUSED, ids=[f"{a[0]}-{i}" for i, (a, _) in enumerate(REFUSED)])
+def test_refused_inputs_give_one_clear_line_and_leave_no_run_folder(
+    tmp_path: Path, model: Path, args: tuple[str, ...], needles: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temp = tmp_path / "temp"  # where the command exports a zoo model while it validates
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    (tmp_path / "bad.onnx").write_bytes(b"not a model")
+    (tmp_path / "p.json").write_text('{"a_ms": 1}')
+    (tmp_path / "c.json").write_text('{"workers": 2, "threads": 4}')
+    (tmp_path / "big.json").write_text('{"workers": 999}')
+    argv = [a.format(model=model, tmp=tmp_path) for a in args]
+    assert_user_error(run("serving", *argv, "--out", "out", cwd=tmp_path), *needles)
+    assert not (tmp_path / "out").exists()
+    assert not list(temp.glob("mlsysopt-model-*"))
+
+
+def test_a_busy_run_folder_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    from mlsysopt.io import RunDir
+
+    with RunDir(tmp_path / "r", checkpoint=None):
+        proc = run("serving", "tune", *SIM, *SMALL, "--budget", "2", "--out", "r", cwd=tmp_path)
+        assert_user_error(proc, "in use by process", str(os.getpid()))
+    assert not (tmp_path / "r" / "result.json").exists()
 
 
 def test_demo_serving_section(tmp_path: Path) -> None:

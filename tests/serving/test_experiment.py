@@ -1,25 +1,32 @@
-"""Resumable tuning runs (replay from a checkpoint), profile specs, heatmap values."""
+"""Resumable tuning runs (replay from the run folder's JSON checkpoint), heatmap values, step points, profiles."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
-from mlsysopt.errors import InvalidSpace, MlsysoptError
-from mlsysopt.serving.backend import Objective
+from mlsysopt.errors import InvalidRunDir, MlsysoptError
+from mlsysopt.io import RunDir
+from mlsysopt.serving.backend import Measurement
 from mlsysopt.serving.experiment import (
+    TUNING_CHECKPOINT,
     ReplayBackend,
+    check_profile_grid,
     heatmap_values,
-    measurement_from_dict,
-    resolve_profile,
     run_tuning,
+    step_points,
 )
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.simulator import SimulatedEngine
 from mlsysopt.serving.space import Config, Space, Workload
 from mlsysopt.serving.tuners import get_tuner
+from mlsysopt.serving.tuning import tune
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 SPACE = Space(workers=(1, 2), max_batch=(1, 4), batch_timeout_ms=(0, 2), intra_threads=(1, 2), inter_threads=(1,))
 OBJ = Objective("latency")
@@ -40,31 +47,26 @@ def _sim() -> SimulatedEngine:
     return CountingBackend(ServiceProfile.synthetic(cores=2), n_requests=80)
 
 
-def _run(tmp_path: Path, budget: int, resume: bool, settings: dict | None = None, tuner: str = "rrl"):
-    return run_tuning(
-        get_tuner(tuner, SPACE, OBJ, seed=3),
-        _sim(),
-        [(W, budget)],
-        tmp_path / "checkpoint.json",
-        settings or {"tuner": tuner, "seed": 3},
-        resume,
-    )
+def _run(out: Path, budget: int, resume: bool, settings: dict | None = None, tuner: str = "rrl"):
+    run = RunDir(out, settings or {"tuner": tuner, "seed": 3}, resume=resume, checkpoint=TUNING_CHECKPOINT).check()
+    with run:
+        return run_tuning(get_tuner(tuner, SPACE, OBJ, seed=3), _sim(), [(W, budget)], run)
 
 
 @pytest.mark.parametrize("tuner", ["rrl", "random"])
 def test_resume_replays_then_continues_like_an_uninterrupted_run(tmp_path: Path, tuner: str) -> None:
     full, _ = run_tuning(get_tuner(tuner, SPACE, OBJ, seed=3), _sim(), [(W, 8)])
-    (tmp_path / "a").mkdir()
     _run(tmp_path / "a", 5, False, tuner=tuner)  # "killed" after 5 measurements
-    saved = json.loads((tmp_path / "a" / "checkpoint.json").read_text())
+    saved = json.loads((tmp_path / "a" / TUNING_CHECKPOINT).read_text())
     assert len(saved["measurements"]) == 5
+    assert json.loads((tmp_path / "a" / "settings.json").read_text()) == {"tuner": tuner, "seed": 3}
     CountingBackend.calls = 0
     resumed, replayed = _run(tmp_path / "a", 8, True, tuner=tuner)
     assert replayed == 5
     assert CountingBackend.calls == 3  # only the 3 new measurements were taken
     assert [s.config for s in resumed.steps] == [s.config for s in full.steps]
     assert resumed.best == full.best
-    assert len(json.loads((tmp_path / "a" / "checkpoint.json").read_text())["measurements"]) == 8
+    assert len(json.loads((tmp_path / "a" / TUNING_CHECKPOINT).read_text())["measurements"]) == 8
 
 
 def test_resume_twice_is_idempotent(tmp_path: Path) -> None:
@@ -78,15 +80,28 @@ def test_resume_twice_is_idempotent(tmp_path: Path) -> None:
 
 def test_resume_with_other_settings_is_refused(tmp_path: Path) -> None:
     _run(tmp_path, 3, False)
-    with pytest.raises(MlsysoptError, match="other settings.*seed"):
+    with pytest.raises(MlsysoptError, match="other settings.*seed 3 \\(now 4\\)"):
         _run(tmp_path, 5, True, settings={"tuner": "rrl", "seed": 4})
+
+
+def test_a_finished_run_is_not_overwritten_without_resume(tmp_path: Path) -> None:
+    _run(tmp_path, 3, False)
+    with pytest.raises(InvalidRunDir, match="exists: pass --resume"):
+        _run(tmp_path, 3, False)
 
 
 def test_resume_without_checkpoint_or_with_garbage(tmp_path: Path) -> None:
     with pytest.raises(MlsysoptError, match="no checkpoint"):
         _run(tmp_path, 3, True)
-    (tmp_path / "checkpoint.json").write_text("{not json")
-    with pytest.raises(MlsysoptError, match="not a tuning checkpoint"):
+    _run(tmp_path, 3, False)
+    (tmp_path / TUNING_CHECKPOINT).write_text("{not json")
+    with pytest.raises(InvalidRunDir, match="not valid JSON"):
+        _run(tmp_path, 3, True)
+    (tmp_path / TUNING_CHECKPOINT).write_text('{"measurements": [{"config": {}}]}')
+    with pytest.raises(InvalidRunDir, match="not a tuning checkpoint"):
+        _run(tmp_path, 3, True)
+    (tmp_path / TUNING_CHECKPOINT).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InvalidRunDir, match="deeper"):
         _run(tmp_path, 3, True)
 
 
@@ -98,10 +113,17 @@ def test_replay_detects_a_diverging_tuner(tmp_path: Path) -> None:
         replay.measure(SPACE.config(1), W)
 
 
-def test_measurement_round_trips_through_json() -> None:
+def test_measurement_round_trips_through_strict_json(tmp_path: Path) -> None:
     m = _sim().measure(SPACE.config(3), W)
-    back = measurement_from_dict(json.loads(json.dumps(m.to_dict())))
-    assert back == m
+    assert Measurement.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+    # a window in which nothing finished has infinite latencies: written as null, read back as inf
+    empty = Measurement(SPACE.config(0), W, *[math.inf] * 4, 0.0, 1.0, 9.0, 256, 80, 0, 80, True, 30.0)
+    run = RunDir(tmp_path / "r", checkpoint=TUNING_CHECKPOINT)
+    with run:
+        run.save_checkpoint({"measurements": [empty.to_dict()]})
+    assert '"mean_ms": null' in (tmp_path / "r" / TUNING_CHECKPOINT).read_text()
+    back = Measurement.from_dict(json.loads((tmp_path / "r" / TUNING_CHECKPOINT).read_text())["measurements"][0])
+    assert back == empty and math.isinf(OBJ.score(back))
 
 
 def test_heatmap_takes_the_best_over_other_knobs() -> None:
@@ -114,12 +136,17 @@ def test_heatmap_takes_the_best_over_other_knobs() -> None:
     assert heatmap_values(ms, OBJ, Workload(1.0)) == {}
 
 
-def test_resolve_profile_specs(tmp_path: Path) -> None:
-    assert resolve_profile("synthetic").cores == 32
-    assert resolve_profile("synthetic:8").cores == 8
-    path = ServiceProfile.synthetic(4).save(tmp_path / "p.json")
-    assert resolve_profile(str(path)).cores == 4
-    with pytest.raises(InvalidSpace, match="core count"):
-        resolve_profile("synthetic:many")
-    with pytest.raises(InvalidSpace, match="not found"):
-        resolve_profile(str(tmp_path / "missing.json"))
+def test_step_points_mark_the_workload_changes() -> None:
+    res = tune(get_tuner("random", SPACE, OBJ, seed=1), _sim(), [(W, 3), (Workload(800.0), 2)])
+    points = step_points(res.steps)
+    assert [p["shift"] for p in points] == [0.0, 0.0, 0.0, 1.0, 0.0]
+    assert [p["value"] for p in points] == [s.score for s in res.steps]
+    assert [p["best"] for p in points] == [s.best_score for s in res.steps]
+
+
+def test_profile_grid_checks() -> None:
+    assert check_profile_grid([1, 2, 4], [1, 2], [1], 2) == 6
+    with pytest.raises(MlsysoptError, match="at least 6 points"):
+        check_profile_grid([1, 4], [1], [1], 2)
+    with pytest.raises(MlsysoptError, match="3 threads exceeds the 2"):
+        check_profile_grid([1, 2, 4], [1, 3], [1], 2)

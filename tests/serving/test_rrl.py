@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.serving.backend import Backend, Measurement, Objective
+from mlsysopt.serving.backend import Backend, Measurement
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Space, Workload
 from mlsysopt.serving.tuners import RRL, RRLConfig, get_tuner
-from mlsysopt.serving.tuners.rrl import boltzmann
+from mlsysopt.serving.tuners.base import boltzmann
 
 
 class Bowl(Backend):

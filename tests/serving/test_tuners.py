@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.serving.backend import Objective
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.simulator import SimulatedEngine
 from mlsysopt.serving.space import Config, Space, Workload
-from mlsysopt.serving.tune import tune
 from mlsysopt.serving.tuners import TUNERS, get_tuner
+from mlsysopt.serving.tuning import tune
 
 SPACE = Space(workers=(1, 2), max_batch=(1, 4), batch_timeout_ms=(0, 2), intra_threads=(1, 2), inter_threads=(1,))
 A, B = Workload(300.0), Workload(900.0)
@@ -102,3 +102,24 @@ def test_unknown_knob_is_a_clear_error() -> None:
         get_tuner("rrl", SPACE, Objective(), radiuss=0.3)
     with pytest.raises(MlsysoptError, match="random"):
         get_tuner("random", SPACE, Objective(), cores=4)
+
+
+@pytest.mark.parametrize("name", ["rrl", "bandit"])
+def test_bad_exploration_knob_values_name_the_tuner_and_the_knob(name: str) -> None:
+    with pytest.raises(MlsysoptError, match=f"{name}: invalid knob.*tau_decay=1.5"):
+        get_tuner(name, SPACE, Objective(), tau_decay=1.5)
+    with pytest.raises(MlsysoptError, match=f"{name}: invalid knob.*tau0=0"):
+        get_tuner(name, SPACE, Objective(), tau0=0)
+
+
+def test_bad_rrl_knob_values_are_listed_together() -> None:
+    with pytest.raises(MlsysoptError, match=r"rrl: invalid knob.*radius=-1.*alpha=2.*hidden=\(\)"):
+        get_tuner("rrl", SPACE, Objective(), radius=-1, alpha=2, hidden=[])
+    assert get_tuner("rrl", SPACE, Objective(), hidden=[8]).knobs.hidden == (8,)
+
+
+def test_the_bandit_takes_rrls_exploration_knobs_only() -> None:
+    bandit = get_tuner("bandit", SPACE, Objective(), tau0=0.2)
+    assert bandit.knobs.tau0 == 0.2 and bandit.knobs.temperature(0) == 0.2
+    with pytest.raises(MlsysoptError, match="bandit: unknown knob.*radius"):
+        get_tuner("bandit", SPACE, Objective(), radius=0.5)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mlsysopt.cli.common import SeedOpt, _check_run_dir, _parse_shape, console, err_console, progress_bar
+from mlsysopt.cli.common import SeedOpt, _parse_shape, console, err_console, progress_bar
 from mlsysopt.cli.serving_io import (
     InputShapeOpt,
     KnobOpt,
@@ -17,15 +16,10 @@ from mlsysopt.cli.serving_io import (
     ProfileOpt,
     RequestsOpt,
     SloOpt,
-    build_space,
-    config_from_file,
-    machine_threads,
-    make_backend,
     parse_list,
     print_measurements,
     print_tuning,
 )
-from mlsysopt.errors import MlsysoptError
 
 serving_app = typer.Typer(
     help="RRL: SLO-aware tuning of request- and op-level parallelism of a served model (ONNX Runtime).",
@@ -33,7 +27,6 @@ serving_app = typer.Typer(
 )
 
 
-# ---------------------------------------------------------------------------- profile
 @serving_app.command("profile")
 def serving_profile(
     out: OutOpt,
@@ -51,68 +44,20 @@ def serving_profile(
 
     Writes RUN_DIR/profile.json (and profile_<CORES>.json with --cores), result.json and profile.png.
     """
-    _check_run_dir(out)
-    if model is None:
-        raise MlsysoptError("serving profile needs --model (an .onnx file or zoo:cnn)")
-    from mlsysopt.io import write_json_atomic
-    from mlsysopt.serving.experiment import resolve_model
-    from mlsysopt.serving.profile import fit_profile, measure_samples
+    from mlsysopt.serving.jobs import ProfileJob
 
-    out.mkdir(parents=True, exist_ok=True)
-    rows_l, intra_l, inter_l = (parse_list(v, o) for v, o in ((rows, "--rows"), (intra, "--intra"), (inter, "--inter")))
-    limit = machine_threads()
-    for n in (*intra_l, *inter_l):
-        if n > limit:
-            raise MlsysoptError(f"{n} threads exceeds the {limit} this machine allows (--intra/--inter)")
-    points = len(rows_l) * len(intra_l) * len(inter_l)
-    if points < 6:
-        raise MlsysoptError(f"a service profile needs at least 6 points (--rows x --intra x --inter), got {points}")
+    grid = {k: parse_list(v, f"--{k}") for k, v in (("rows", rows), ("intra", intra), ("inter", inter))}
     with err_console.status("loading the model"):
-        served = resolve_model(model, out, _parse_shape(input_shape))
-    served.check_batch(max(rows_l))
-    with err_console.status(f"timing {points} points x {repeats} runs"):
-        samples = measure_samples(served, rows=rows_l, intra=intra_l, inter=inter_l, repeats=repeats)
-    prof = fit_profile(samples, cores=limit, model=served.path.name)
-    prof.save(out / "profile.json")
-    files = ["profile.json"]
-    if cores is not None:
-        prof.scaled(cores).save(out / f"profile_{cores}.json")
-        files.append(f"profile_{cores}.json")
-    _plot_profile(prof, samples, out / "profile.png")
-    result = {
-        "command": "serving profile",
-        "model": str(served.path),
-        "samples": [s.__dict__ for s in samples],
-        "profile": prof.to_dict(),
-        "fit_median_rel_error": prof.fit_error(samples),
-        "files": [*files, "profile.png"],
-    }
-    write_json_atomic(out / "result.json", result)
-    console.print(f"fitted {prof.model} on {limit} cores: median fit error {result['fit_median_rel_error']:.1%}")
+        job = ProfileJob(out, model, **grid, repeats=repeats, cores=cores, input_shape=_parse_shape(input_shape))
+    with job, err_console.status(f"timing {job.points} points x {repeats} runs"):
+        result = job.run()
+    prof = result["profile"]
+    console.print(
+        f"fitted {prof['model']} on {prof['cores']} cores: median fit error {result['fit_median_rel_error']:.1%}"
+    )
     console.print(f"wrote {', '.join(str(out / f) for f in result['files'])}")
 
 
-def _plot_profile(prof, samples, path: Path) -> None:
-    from mlsysopt.report.figures import new_figure, save_figure
-
-    fig = new_figure(7.0, 4.0)
-    ax = fig.add_subplot()
-    pairs = sorted({(s.intra, s.inter) for s in samples})
-    for k, (i, o) in enumerate(pairs):
-        pts = sorted((s.rows, s.ms) for s in samples if (s.intra, s.inter) == (i, o))
-        xs = [p[0] for p in pts]
-        ax.plot(xs, [p[1] for p in pts], "o", color=f"C{k}", label=f"measured intra {i} inter {o}")
-        ax.plot(xs, [prof.service_ms(x, i, o) for x in xs], "-", color=f"C{k}", alpha=0.7)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("rows per batch")
-    ax.set_ylabel("service time (ms)")
-    ax.grid(linewidth=0.3, alpha=0.6)
-    ax.legend(fontsize=8)
-    ax.set_title("one batch through ONNX Runtime: measured (dots) and fitted model (lines)", fontsize=9)
-    save_figure(fig, path)
-
-
-# ---------------------------------------------------------------------------- tune
 @serving_app.command("tune")
 def serving_tune(
     out: OutOpt,
@@ -143,103 +88,32 @@ def serving_tune(
 
     Writes RUN_DIR/result.json (every measurement), checkpoint.json (after each one), steps.png and heatmap.png.
     """
-    _check_run_dir(out)
-    from mlsysopt.io import write_json_atomic
-    from mlsysopt.report.serving import plot_heatmap, plot_steps
-    from mlsysopt.serving.backend import Objective
-    from mlsysopt.serving.experiment import heatmap_values, load_checkpoint, run_tuning
-    from mlsysopt.serving.space import Space, Workload
-    from mlsysopt.serving.tuners import get_tuner
+    from mlsysopt.serving.inputs import KNOB_OPTIONS
+    from mlsysopt.serving.jobs import TuningJob
+    from mlsysopt.serving.objective import Objective
 
-    rates = parse_list(rate, "--rate", float)
-    workloads = [Workload(r) for r in rates]
-    obj = Objective(objective, slo_ms, stat)
-    ckpt = out / "checkpoint.json"
-    if not resume and ckpt.exists():
-        raise MlsysoptError(f"{ckpt} exists: pass --resume to continue it, or choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    given = {"workers": workers, "max_batch": max_batch, "batch_timeout_ms": timeout_ms}
+    given |= {"intra_threads": intra, "inter_threads": inter}
+    knobs = {k: parse_list(v, KNOB_OPTIONS[k], float if k == "batch_timeout_ms" else int) for k, v in given.items()}
     with err_console.status("starting the backend"):
-        engine, describe = make_backend(backend, model, profile, input_shape, out, requests, slo_ms, seed)
-    with engine:
-        max_batch_default = (1, 2, 4, 8, 16) if backend == "real" else (1, 2, 4, 8, 16, 32, 64)
-        knobs = {"workers": workers, "max_batch": max_batch, "batch_timeout_ms": timeout_ms}
-        knobs |= {"intra_threads": intra, "inter_threads": inter}
-        space = build_space(Space.for_machine(engine.cores, max_batch_default), knobs)
-        search = get_tuner(tuner, space, obj, seed=seed)
-        settings = {
-            "tuner": tuner,
-            "rates": rates,
-            # one rate: --resume may extend the budget; several: the schedule itself depends on it
-            "budget": budget if len(rates) > 1 else None,
-            "objective": obj.to_dict(),
-            "space": space.to_dict(),
-            "backend": backend,
-            "model": model,
-            "profile": profile,
-            "requests": requests,
-            "seed": seed,
-        }
-        if resume:  # refuse a missing or mismatched checkpoint before anything is printed
-            if not ckpt.is_file():
-                raise MlsysoptError(f"--resume: no checkpoint at {ckpt} (run without --resume first)")
-            load_checkpoint(ckpt, settings)
-        err_console.print(f"{describe}; {space.size} configurations; tuner {tuner}")
-        t0 = time.perf_counter()
+        job = TuningJob(
+            out, rates=parse_list(rate, "--rate", float), budget=budget, tuner=tuner,
+            objective=Objective(objective, slo_ms, stat), backend=backend, model=model, profile=profile,
+            input_shape=_parse_shape(input_shape), requests=requests, knobs=knobs, seed=seed, resume=resume,
+        )  # fmt: skip
+    with job:
+        err_console.print(job.describe())
         with progress_bar() as progress:
-            task = progress.add_task("tuning", total=budget * len(workloads))
+            task = progress.add_task("tuning", total=job.total)
 
             def on_step(s) -> None:
-                progress.update(
-                    task,
-                    completed=s.index + 1,
-                    description=f"rate {s.workload.rate:g}: best {s.best_score:.4g} ({s.best_config.label()})",
-                )
+                what = f"rate {s.workload.rate:g}: best {s.best_score:.4g} ({s.best_config.label()})"
+                progress.update(task, completed=s.index + 1, description=what)
 
-            result, replayed = run_tuning(
-                search, engine, [(w, budget) for w in workloads], ckpt, settings, resume, on_step
-            )
-    seconds = time.perf_counter() - t0
-    runs = {tuner: [_step_point(s, i, result.steps) for i, s in enumerate(result.steps)]}
-    ylabel = f"{stat} latency (ms)" if objective == "latency" else "cost (cores; >1000 = SLO missed)"
-    plot_steps(runs, out / "steps.png", slo_ms=slo_ms, ylabel=ylabel, title=f"{tuner} on {backend} backend")
-    measured = [s.measurement for s in result.steps]
-    last = workloads[-1]
-    best = result.best
-    plot_heatmap(
-        heatmap_values(measured, obj, last),
-        space.values["workers"],
-        space.values["max_batch"],
-        out / "heatmap.png",
-        measured=[(m.config.workers, m.config.max_batch) for m in measured if m.workload == last],
-        best=(best.workers, best.max_batch) if best else None,
-        title=f"measured at {last.rate:g} req/s: best {ylabel} per (workers, max batch)",
-        unit="ms" if objective == "latency" else "cores",
-    )
-    write_json_atomic(
-        out / "result.json",
-        {
-            "command": "serving tune",
-            "backend": describe,
-            "settings": settings,
-            "seconds": seconds,
-            "replayed_from_checkpoint": replayed,
-            "best": best.to_dict() if best else None,
-            "best_measurement": result.best_measurement.to_dict() if result.best_measurement else None,
-            "slo_met": result.slo_met,
-            "message": result.message,
-            "measurements": [s.measurement.to_dict() for s in result.steps],
-            "plots": ["steps.png", "heatmap.png"],
-        },
-    )
-    print_tuning(result, out, space.size)
+            result = job.run(on_step)
+    print_tuning(result, out, job.space.size)
 
 
-def _step_point(step, i: int, steps) -> dict[str, float]:
-    shift = i > 0 and steps[i - 1].workload != step.workload
-    return {"value": step.score, "best": step.best_score, "shift": float(shift)}
-
-
-# ---------------------------------------------------------------------------- serve
 @serving_app.command("serve")
 def serving_serve(
     out: OutOpt,
@@ -259,28 +133,18 @@ def serving_serve(
     seed: SeedOpt = 0,
 ) -> None:
     """Serve the model with one configuration under Poisson load at each rate; report latency and saturation."""
-    _check_run_dir(out)
-    from mlsysopt.io import write_json_atomic
-    from mlsysopt.serving.space import Config, Workload
+    from mlsysopt.serving.inputs import load_config
+    from mlsysopt.serving.jobs import ServeJob
+    from mlsysopt.serving.space import Config
 
-    if config is not None:
-        cfg = Config.from_dict(config_from_file(config), where=f"--config {config}")
-    else:
-        cfg = Config(workers, max_batch, timeout_ms, intra, inter)
+    cfg = load_config(config) if config is not None else Config(workers, max_batch, timeout_ms, intra, inter)
     rates = parse_list(rate, "--rate", float)
-    out.mkdir(parents=True, exist_ok=True)
-    engine, describe = make_backend("real", model, None, input_shape, out, requests, slo_ms, seed)
-    rows = []
-    with engine, progress_bar() as progress:
+    shape = _parse_shape(input_shape)
+    job = ServeJob(out, cfg, rates, model, input_shape=shape, requests=requests, slo_ms=slo_ms, seed=seed)
+    with job, progress_bar() as progress:
         task = progress.add_task(f"serving with {cfg.label()}", total=len(rates))
-        for r in rates:
-            rows.append(engine.measure(cfg, Workload(r)))
-            progress.update(task, advance=1)
-    print_measurements(rows, describe)
+        rows = job.run(lambda _m: progress.update(task, advance=1))
+    print_measurements(rows, job.backend.describe())
     if any(m.saturated for m in rows):
         console.print("[yellow]saturated: requests arrive faster than this configuration serves them[/yellow]")
-    write_json_atomic(
-        out / "result.json",
-        {"command": "serving serve", "backend": describe, "measurements": [m.to_dict() for m in rows]},
-    )
     console.print(f"wrote {out / 'result.json'}")

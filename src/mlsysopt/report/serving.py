@@ -1,13 +1,17 @@
-"""Serving plots: measured latency and best-so-far per tuning step, and a heatmap of the configuration space."""
+"""Serving plots: latency and best-so-far per tuning step, a heatmap of the space, and a fitted service profile."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mlsysopt.report.figures import new_figure, save_figure
+
+if TYPE_CHECKING:
+    from mlsysopt.serving.profile import ServiceProfile, ServiceSample
 
 
 def plot_steps(
@@ -90,4 +94,23 @@ def plot_heatmap(
     bar = fig.colorbar(im, ax=ax)
     bar.set_label(f"log10 {unit}")
     ax.set_title(title or f"best {unit} over the other knobs (red: measured, star: chosen)", fontsize=9)
+    return save_figure(fig, path)
+
+
+def plot_profile(profile: ServiceProfile, samples: Sequence[ServiceSample], path: str | Path) -> Path:
+    """Measured batch times (dots) and the fitted service-time model (lines) per (intra, inter) thread setting."""
+    fig = new_figure(7.0, 4.0)
+    ax = fig.add_subplot()
+    pairs = sorted({(s.intra, s.inter) for s in samples})
+    for k, (i, o) in enumerate(pairs):
+        pts = sorted((s.rows, s.ms) for s in samples if (s.intra, s.inter) == (i, o))
+        xs = [p[0] for p in pts]
+        ax.plot(xs, [p[1] for p in pts], "o", color=f"C{k}", label=f"measured intra {i} inter {o}")
+        ax.plot(xs, [profile.service_ms(x, i, o) for x in xs], "-", color=f"C{k}", alpha=0.7)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("rows per batch")
+    ax.set_ylabel("service time (ms)")
+    ax.grid(linewidth=0.3, alpha=0.6)
+    ax.legend(fontsize=8)
+    ax.set_title("one batch through ONNX Runtime: measured (dots) and fitted model (lines)", fontsize=9)
     return save_figure(fig, path)

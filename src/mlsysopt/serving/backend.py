@@ -1,8 +1,8 @@
-"""What a measurement of a served model reports, what a backend does, and what a tuner minimizes.
+"""What a measurement of a served model reports and what a backend does.
 
 A :class:`Backend` (the real ONNX Runtime engine or its SimPy model) serves ``workload`` with ``config`` for a
-while and returns a :class:`Measurement`. An :class:`Objective` turns a measurement into the one number a tuner
-minimizes: the latency statistic (``latency``), or the cores in use subject to p99 <= SLO (``cost``).
+while and returns a :class:`Measurement`; :class:`mlsysopt.serving.objective.Objective` turns it into the one
+number a tuner minimizes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from mlsysopt.errors import InvalidSpace
 from mlsysopt.serving.space import Config, Workload
 
 STATS = ("mean", "p50", "p95", "p99")
-OBJECTIVES = ("latency", "cost")
+_LATENCIES = tuple(f"{s}_ms" for s in STATS)
 
 
 @dataclass
@@ -53,6 +53,17 @@ class Measurement:
         d["config"] = self.config.to_dict()
         d["workload"] = self.workload.to_dict()
         return d
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Measurement:
+        """Inverse of :meth:`to_dict` after a strict JSON round trip (a latency written as null was infinite)."""
+        d = dict(data)
+        d["config"] = Config.from_dict(d["config"])
+        d["workload"] = Workload(**d["workload"])
+        for name in _LATENCIES:
+            if d.get(name) is None:
+                d[name] = math.inf
+        return cls(**d)
 
 
 def summarize(
@@ -110,6 +121,10 @@ class Backend(ABC):
     def measure(self, config: Config, workload: Workload) -> Measurement:
         """Serve ``workload`` with ``config`` for one measurement window and report what happened."""
 
+    def describe(self) -> str:
+        """One line saying what serves and what the numbers are (real measurements or a model)."""
+        return f"{type(self).__name__} on {self.cores} cores"
+
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Release threads and sessions (no-op by default)."""
 
@@ -118,50 +133,3 @@ class Backend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@dataclass(frozen=True)
-class Objective:
-    """What a tuner minimizes: a latency statistic, or cost (cores in use) with p99 <= SLO."""
-
-    kind: str = "latency"
-    slo_ms: float | None = None
-    stat: str = "mean"
-
-    def __post_init__(self) -> None:
-        if self.kind not in OBJECTIVES:
-            raise InvalidSpace(f"unknown objective '{self.kind}' (choose from: {', '.join(OBJECTIVES)})")
-        if self.stat not in STATS:
-            raise InvalidSpace(f"unknown latency statistic '{self.stat}' (choose from: {', '.join(STATS)})")
-        if self.slo_ms is not None and not (math.isfinite(self.slo_ms) and self.slo_ms > 0):
-            raise InvalidSpace(f"SLO {self.slo_ms} ms must be a positive number of milliseconds")
-        if self.kind == "cost" and self.slo_ms is None:
-            raise InvalidSpace("the cost objective needs an SLO (--slo-ms)")
-
-    def meets_slo(self, p99_ms: float) -> bool:
-        """Whether a p99 latency meets the SLO (always true without one)."""
-        return self.slo_ms is None or p99_ms <= self.slo_ms
-
-    def score_from(self, config: Config, stat_ms: float, p99_ms: float) -> float:
-        """The score of ``config`` given (measured or predicted) latency statistic and p99, lower is better.
-
-        ``cost``: cores in use when the SLO is met; otherwise 1000 + p99/SLO, so every configuration that
-        meets the SLO beats every one that does not, and among violators the closer one wins.
-        """
-        if self.kind == "latency":
-            return float(stat_ms)
-        if p99_ms <= self.slo_ms:  # type: ignore[operator]
-            return float(config.threads)
-        return 1000.0 + float(p99_ms) / float(self.slo_ms)  # type: ignore[arg-type]
-
-    def score(self, m: Measurement) -> float:
-        """The score of a measurement (a saturated one keeps its, typically huge, latency)."""
-        return self.score_from(m.config, m.stat(self.stat), m.p99_ms)
-
-    def feasible(self, m: Measurement) -> bool:
-        """Whether a measurement meets the SLO and did not saturate."""
-        return self.meets_slo(m.p99_ms) and not m.saturated
-
-    def to_dict(self) -> dict:
-        """A JSON-ready dict."""
-        return {"kind": self.kind, "slo_ms": self.slo_ms, "stat": self.stat}

@@ -28,43 +28,34 @@ def demo_section(ctx: DemoContext) -> list[Section]:
 
 
 def _real(ctx: DemoContext) -> Section:
-    from mlsysopt.report.serving import plot_heatmap, plot_steps
-    from mlsysopt.serving.backend import Objective
     from mlsysopt.serving.engine import Engine
-    from mlsysopt.serving.experiment import heatmap_values, resolve_model
-    from mlsysopt.serving.profile import fit_profile, measure_samples
+    from mlsysopt.serving.experiment import measure_profile, plot_tuning
+    from mlsysopt.serving.inputs import machine_threads, resolve_model
+    from mlsysopt.serving.objective import Objective
     from mlsysopt.serving.space import Space, Workload
-    from mlsysopt.serving.tune import tune
     from mlsysopt.serving.tuners import get_tuner
+    from mlsysopt.serving.tuning import tune
 
-    out = ctx.out / "serving"
+    out, cores = ctx.out / "serving", machine_threads()
     out.mkdir(parents=True, exist_ok=True)
     ctx.step("serving: exporting the zoo ResNet to ONNX and timing batches")
     model = resolve_model("zoo:resnet", out)
-    samples = measure_samples(model, rows=(1, 4, 16), intra=(1, 2), inter=(1,), repeats=3)
-    profile = fit_profile(samples, cores=_cores(), model=model.path.name)
+    profile, _ = measure_profile(model, (1, 4, 16), (1, 2), (1,), repeats=3, cores=cores, name=model.path.name)
     profile.save(out / "profile.json")
     rate = _demo_rate(profile)
     slo = 20.0 * profile.service_ms(1, 1, 1) + 10.0
     objective = Objective("latency", slo_ms=slo)
-    space = Space.for_machine(_cores(), max_batch=(1, 4, 16))
+    space = Space.for_machine(cores, max_batch=(1, 4, 16))
     workload = Workload(rate)
     ctx.step(f"serving: RRL tunes the real engine at {rate:.0f} req/s ({REAL_BUDGET} measurements)")
-    with Engine(model, n_requests=150, max_seconds=4.0, slo_ms=slo, max_threads=_cores(), seed=ctx.seed) as engine:
+    with Engine(model, n_requests=150, max_seconds=4.0, slo_ms=slo, max_threads=cores, seed=ctx.seed) as engine:
         default = engine.measure(space.default(engine.cores), workload)
         result = tune(get_tuner("rrl", space, objective, seed=ctx.seed), engine, [(workload, REAL_BUDGET)])
-    steps = [{"value": s.score, "best": s.best_score} for s in result.steps]
-    plot_steps({"rrl": steps}, out / "real_steps.png", slo_ms=slo, ylabel="mean latency (ms)", title="RRL, real")
+    plot_tuning(
+        result, space, out / "real_steps.png", out / "real_heatmap.png", name="rrl", title="RRL, real",
+        ylabel="mean latency (ms)", slo_ms=slo,
+    )  # fmt: skip
     measured = [s.measurement for s in result.steps]
-    best = result.best
-    plot_heatmap(
-        heatmap_values(measured, objective),
-        space.values["workers"],
-        space.values["max_batch"],
-        out / "real_heatmap.png",
-        measured=[(m.config.workers, m.config.max_batch) for m in measured],
-        best=(best.workers, best.max_batch) if best else None,
-    )
     bm = result.best_measurement
     ctx.results["serving_real"] = {
         "data": "real measurements: ONNX Runtime on this machine",
@@ -87,7 +78,7 @@ def _real(ctx: DemoContext) -> Section:
     if bm is not None:
         rows.append(["RRL best", bm.config.label(), bm.mean_ms, bm.p99_ms, bm.saturated])
     text = (
-        f"The zoo ResNet exported to ONNX and served by ONNX Runtime on this machine ({_cores()} cores): a shared "
+        f"The zoo ResNet exported to ONNX and served by ONNX Runtime on this machine ({cores} cores): a shared "
         f"request queue, dynamic batching and worker sessions, under open-loop Poisson load at {rate:.0f} "
         f"requests/s. RRL measured {len(measured)} of the {space.size} configurations; latency is real, "
         f"measured here. SLO (p99): {slo:.1f} ms. {result.message}"
@@ -104,15 +95,14 @@ def _real(ctx: DemoContext) -> Section:
 
 
 def _simulated(ctx: DemoContext) -> Section:
-    import json
-
     from mlsysopt.report.serving import plot_steps
-    from mlsysopt.serving.backend import Objective
+    from mlsysopt.serving.experiment import step_points
+    from mlsysopt.serving.objective import Objective
     from mlsysopt.serving.profile import ServiceProfile
     from mlsysopt.serving.simulator import SimulatedEngine
     from mlsysopt.serving.space import Space, Workload
-    from mlsysopt.serving.tune import tune
     from mlsysopt.serving.tuners import get_tuner
+    from mlsysopt.serving.tuning import tune
 
     out = ctx.out / "serving"
     profile = ServiceProfile.load(out / "profile.json").scaled(SIM_CORES)
@@ -125,14 +115,14 @@ def _simulated(ctx: DemoContext) -> Section:
     for name in ("rrl", "random", "tpe"):
         ctx.step(f"serving: {name} on the simulated {SIM_CORES}-core machine ({SIM_BUDGET} measurements)")
         res = tune(get_tuner(name, space, objective, seed=ctx.seed), sim, [(Workload(rate), SIM_BUDGET)])
-        runs[name] = [{"value": s.score, "best": s.best_score} for s in res.steps]
+        runs[name] = step_points(res.steps)
         final[name] = {"best_ms": res.steps[-1].best_score, "best": res.best.to_dict() if res.best else None}
     plot_steps(runs, out / "sim_steps.png", ylabel="mean latency (ms)", title=f"tuners, simulated {SIM_CORES} cores")
     ctx.results["serving_sim"] = {
         "data": f"SimPy model; this machine's profile extrapolated to {SIM_CORES} cores (not measured there)",
         "rate": rate,
         "space_size": space.size,
-        "tuners": json.loads(json.dumps(final)),
+        "tuners": final,
         "headline": {f"{n} best (simulated)": f"{f['best_ms']:.2f} ms" for n, f in final.items()},
     }
     rows = [[n, f["best_ms"], space.size] for n, f in final.items()]
@@ -149,12 +139,6 @@ def _simulated(ctx: DemoContext) -> Section:
         images=["serving/sim_steps.png"],
         captions=["best mean latency so far per tuner"],
     )
-
-
-def _cores() -> int:
-    import os
-
-    return os.cpu_count() or 1
 
 
 def _demo_rate(profile: Any) -> float:

@@ -283,6 +283,10 @@ class Engine(Backend):
         }
         return m
 
+    def describe(self) -> str:
+        """What serves, on how many cores; the numbers are real measurements."""
+        return f"ONNX Runtime engine serving {self.model.path.name} on {self.cores} cores (real measurements)"
+
     def __repr__(self) -> str:
         label = self.config.label() if self.config else None
         return f"Engine({self.model.path.name}, cores={self.cores}, config={label})"

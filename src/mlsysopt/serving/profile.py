@@ -19,7 +19,6 @@ an extrapolation, not a measurement (real speedups flatten sooner: memory bandwi
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -29,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mlsysopt.errors import InvalidSpace
-from mlsysopt.io import write_json_atomic
+from mlsysopt.io import read_json, write_json_atomic
 
 SOURCES = ("measured", "extrapolated", "synthetic")
 PARAMS = ("a_ms", "c_ms", "f_intra", "f_inter", "intra_ms", "inter_ms")
@@ -131,16 +130,7 @@ class ServiceProfile:
     def load(cls, path: str | Path) -> ServiceProfile:
         """Read a profile written by :meth:`save`; :class:`InvalidSpace` naming the file (and key) if it is bad."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise InvalidSpace(f"{path}: service profile not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidSpace(f"{path}: cannot read service profile ({exc})") from None
-        except json.JSONDecodeError as exc:
-            raise InvalidSpace(f"{path}: not valid JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise InvalidSpace(f"{path}: a service profile must be a JSON object, not {type(data).__name__}")
+        data = read_json(path, InvalidSpace)
         _check_fields(data, where=str(path))
         kwargs = {k: float(data[k]) for k in PARAMS}
         return cls(

@@ -3,7 +3,7 @@
 It follows the engine's semantics step by step:
 
 * one shared FIFO queue; open-loop Poisson arrivals of ``workload.request_size`` rows each (the same schedule
-  as the engine's, :func:`mlsysopt.serving.loadgen.poisson_arrivals`); an arrival that finds ``queue_cap``
+  as the engine's, :func:`mlsysopt.serving.loadgen.workload_arrivals`); an arrival that finds ``queue_cap``
   requests waiting is dropped; the queue length is sampled at every arrival, before the request joins;
 * ``config.workers`` workers. Idle workers line up to form batches one at a time: the worker at the head takes
   the oldest request, then keeps taking queued requests while whole requests fit in ``max_batch`` rows (at
@@ -38,7 +38,7 @@ import simpy
 
 from mlsysopt.errors import InvalidSpace
 from mlsysopt.serving.backend import Backend, Measurement, summarize
-from mlsysopt.serving.loadgen import poisson_arrivals
+from mlsysopt.serving.loadgen import workload_arrivals
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.space import Config, Workload
 
@@ -75,10 +75,14 @@ class SimulatedEngine(Backend):
         self.noise = float(noise)
         self.seed = int(seed)
 
+    def describe(self) -> str:
+        """The model and its profile (measured, extrapolated or synthetic); the numbers are simulated."""
+        prof = self.profile
+        return f"SimPy model of the engine, {prof.source} {prof.cores}-core profile ({prof.model or 'unnamed'})"
+
     def arrivals(self, workload: Workload) -> np.ndarray:
         """Arrival times (s from the start) of the ``n_requests`` requests: the same for every configuration."""
-        rng = np.random.default_rng([self.seed, round(workload.rate * 1000), workload.request_size])
-        return poisson_arrivals(workload.rate, self.n_requests, rng)
+        return workload_arrivals(workload, self.n_requests, self.seed)
 
     def _noise_factors(self, config: Config, workload: Workload) -> np.ndarray | None:
         if self.noise == 0:

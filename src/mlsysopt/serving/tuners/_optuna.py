@@ -19,10 +19,10 @@ import optuna
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState
 
-from mlsysopt.serving.backend import Measurement, Objective
+from mlsysopt.serving.backend import Measurement
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import KNOBS, Config, Space, Workload
 from mlsysopt.serving.tuners.base import Tuner
-from mlsysopt.serving.tuners.rrl import capped_score
 
 
 class OptunaTuner(Tuner):
@@ -52,7 +52,7 @@ class OptunaTuner(Tuner):
         self.pending: tuple[optuna.Trial, Config] | None = None
 
     def _value(self, m: Measurement) -> float:
-        return math.log(max(capped_score(self.objective, m), 1e-12))
+        return math.log(max(self.objective.capped_score(m), 1e-12))
 
     def _params(self, config: Config) -> dict[str, int]:
         return {k: self.space.values[k].index(getattr(config, k)) for k in KNOBS}

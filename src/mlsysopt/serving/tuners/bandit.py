@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlsysopt.serving.backend import Measurement, Objective
+from mlsysopt.serving.backend import Measurement
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Space, Workload
-from mlsysopt.serving.tuners.base import Tuner
-from mlsysopt.serving.tuners.rrl import boltzmann, capped_score, make_config
+from mlsysopt.serving.tuners.base import Exploration, Tuner, boltzmann, knobs_from
 
 
 class Bandit(Tuner):
-    """RRL's value table and Boltzmann exploration, updated only at the measured configuration."""
+    """RRL's value table and Boltzmann exploration (and temperature knobs), updated only where it measured."""
 
     name = "bandit"
 
     def __init__(self, space: Space, objective: Objective, seed: int = 0, **knobs: object) -> None:
         super().__init__(space, objective, seed)
-        self.knobs = make_config(knobs, "bandit")
+        self.knobs = knobs_from(Exploration, knobs, "bandit")
         self.q: np.ndarray | None = None
         self.steps = 0
 
@@ -39,7 +39,7 @@ class Bandit(Tuner):
     def tell(self, config: Config, measurement: Measurement) -> None:
         """Set the measured configuration's Q to its score (Q everywhere to it after the first measurement)."""
         super().tell(config, measurement)
-        score = capped_score(self.objective, measurement)
+        score = self.objective.capped_score(measurement)
         if self.q is None:
             self.q = np.full(self.space.size, score)
         self.q[self.space.index(config)] = score

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlsysopt.serving.backend import Objective
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Space
 from mlsysopt.serving.tuners.base import Tuner
 

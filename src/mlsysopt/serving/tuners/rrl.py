@@ -14,7 +14,8 @@ The algorithm, as in the paper (a contextual bandit: the reward is the score, th
 
 Departures from the paper, all knobs of :class:`RRLConfig`: the estimator predicts log(latency statistic) and
 log(p99) so that the ``cost`` objective (cores in use with p99 <= SLO) can be estimated too; the Boltzmann energy is
-relative to the best estimate (see :func:`boltzmann`); the temperature decays per measurement.
+relative to the best estimate (see :func:`~mlsysopt.serving.tuners.base.boltzmann`); the temperature decays per
+measurement.
 
 Defaults, tuned on the simulator (synthetic 32-core profile, ``Space.for_machine(32, max_batch=1..64)``, 1,848
 configurations, mean latency at 400-8000 req/s) by evals-to-within-5% of the exhaustive optimum, median over 40
@@ -29,81 +30,43 @@ estimator rather than from one measurement.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
-from mlsysopt.errors import MlsysoptError
 from mlsysopt.runtime.threads import torch_threads
-from mlsysopt.serving.backend import Measurement, Objective
+from mlsysopt.serving.backend import Measurement
+from mlsysopt.serving.objective import SCORE_CAP, Objective
 from mlsysopt.serving.space import Config, Space, Workload
-from mlsysopt.serving.tuners.base import Tuner
+from mlsysopt.serving.tuners.base import Exploration, Tuner, boltzmann, knobs_from
 
-SCORE_CAP = 1e9  # a saturated or failed measurement's score is capped so that Q stays finite
 LOG_MS = (math.log(1e-3), math.log(1e6))  # estimator targets are clipped to 1 us .. 1000 s
 
 
 @dataclass(frozen=True)
-class RRLConfig:
-    """RRL's knobs (the defaults and why: see the module docstring)."""
+class RRLConfig(Exploration):
+    """RRL's knobs: the temperature schedule of :class:`Exploration` and these (the defaults and why: module doc)."""
 
     radius: float = 1.0  # region radius in normalized space (the paper: distance 3 on a 0..10 grid, i.e. 0.3)
     alpha: float = 0.3  # step of Q toward the estimate inside the region (the paper's 0.3)
-    tau0: float = 0.5  # initial Boltzmann temperature (relative to the best estimate)
-    tau_decay: float = 0.7  # temperature multiplier per measurement under the current workload
-    tau_min: float = 0.01  # temperature floor: with 0.01 a config 1% worse than the best estimate is e times rarer
-    tau_retune: float = 0.1  # initial temperature after a workload change (Q then starts from the estimator)
     hidden: tuple[int, ...] = (64, 32)  # estimator hidden layers (the paper: 256, 64)
     steps_per_tell: int = 40  # Adam steps on all samples after each measurement (warm-started)
     lr: float = 0.01  # Adam learning rate
     huber_delta: float = 0.5  # Huber loss threshold in log-ms
 
     def __post_init__(self) -> None:
-        positive = ("radius", "tau0", "tau_min", "tau_retune", "lr", "huber_delta", "steps_per_tell")
-        bad = [f"{k}={getattr(self, k)}" for k in positive if not getattr(self, k) > 0]
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        super().__post_init__()
+
+    def invalid(self) -> list[str]:
+        """The knobs out of range, as ``name=value``."""
+        positive = ("radius", "lr", "huber_delta", "steps_per_tell")
+        bad = [*super().invalid(), *(f"{k}={getattr(self, k)}" for k in positive if not getattr(self, k) > 0)]
         if not 0 < self.alpha <= 1:
             bad.append(f"alpha={self.alpha} (need 0 < alpha <= 1)")
-        if not 0 < self.tau_decay <= 1:
-            bad.append(f"tau_decay={self.tau_decay} (need 0 < tau_decay <= 1)")
         if not self.hidden or min(self.hidden) < 1:
             bad.append(f"hidden={self.hidden}")
-        if bad:
-            raise MlsysoptError(f"rrl: invalid knob value(s) {', '.join(bad)}")
-
-    def temperature(self, step: int, retuning: bool = False) -> float:
-        """Boltzmann temperature after ``step`` measurements under the current workload: geometric decay to a floor."""
-        start = self.tau_retune if retuning else self.tau0
-        return max(self.tau_min, start * self.tau_decay**step)
-
-
-def make_config(knobs: dict, where: str) -> RRLConfig:
-    """An :class:`RRLConfig` from keyword knobs; an unknown knob is a :class:`MlsysoptError` naming the valid ones."""
-    names = {f.name for f in fields(RRLConfig)}
-    unknown = sorted(set(knobs) - names)
-    if unknown:
-        raise MlsysoptError(f"{where}: unknown knob(s) {', '.join(unknown)} (knobs: {', '.join(sorted(names))})")
-    if "hidden" in knobs:
-        knobs = {**knobs, "hidden": tuple(int(h) for h in knobs["hidden"])}
-    return RRLConfig(**knobs)
-
-
-def boltzmann(q: np.ndarray, candidates: np.ndarray, tau: float, rng: np.random.Generator) -> int:
-    """Sample an index from ``candidates`` with probability proportional to ``exp(-(Q - min Q) / (tau * |min Q|))``.
-
-    Scaling the energy by the best estimate makes ``tau`` a relative tolerance that means the same for a latency in
-    ms and a cost in cores, and keeps saturated configurations (huge Q) from flattening the distribution.
-    """
-    qc = q[candidates]
-    best = float(qc.min())
-    logits = -(qc - best) / (tau * max(abs(best), 1e-12))
-    p = np.exp(logits - logits.max())
-    return int(candidates[rng.choice(len(candidates), p=p / p.sum())])
-
-
-def capped_score(objective: Objective, m: Measurement) -> float:
-    """The measurement's score, capped at :data:`SCORE_CAP` (a saturated run can report an infinite latency)."""
-    s = objective.score(m)
-    return SCORE_CAP if not math.isfinite(s) else min(s, SCORE_CAP)
+        return bad
 
 
 class LatencyEstimator:
@@ -177,7 +140,7 @@ class RRL(Tuner):
 
     def __init__(self, space: Space, objective: Objective, seed: int = 0, **knobs: object) -> None:
         super().__init__(space, objective, seed)
-        self.knobs = make_config(knobs, "rrl")
+        self.knobs = knobs_from(RRLConfig, knobs, "rrl")
         self.q: np.ndarray | None = None  # estimated score per configuration (None before the first measurement)
         self.steps = 0  # measurements under the current workload (drives the temperature)
         self.retuning = False  # whether Q started from the estimator (after a workload change)
@@ -221,7 +184,7 @@ class RRL(Tuner):
         if self.workload is None:
             self.workload = measurement.workload
         i = self.space.index(config)
-        score = capped_score(self.objective, measurement)
+        score = self.objective.capped_score(measurement)
         self.estimator.add(
             self._inputs(measurement.workload, np.array([i]))[0],
             measurement.stat(self.objective.stat),
@@ -238,7 +201,7 @@ class RRL(Tuner):
     def _pin_measured(self) -> None:
         # a measured score beats any estimate of it
         for c, m in self.measured.items():
-            self.q[self.space.index(c)] = capped_score(self.objective, m)  # type: ignore[index]
+            self.q[self.space.index(c)] = self.objective.capped_score(m)  # type: ignore[index]
 
     def set_workload(self, workload: Workload) -> None:
         """Forget which configurations were measured, keep the estimator, and re-initialise Q from its predictions."""

@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.serving.backend import Backend, Measurement, Objective
+from mlsysopt.io import to_jsonable
+from mlsysopt.serving.backend import Backend, Measurement
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Workload
 from mlsysopt.serving.tuners.base import Tuner
 
@@ -32,7 +34,7 @@ class Step:
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (non-finite numbers become None)."""
-        return _finite(
+        return to_jsonable(
             {
                 "index": self.index,
                 "config": self.config.to_dict(),
@@ -58,7 +60,7 @@ class TuneResult:
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (non-finite numbers become None)."""
-        return _finite(
+        return to_jsonable(
             {
                 "best": self.best.to_dict() if self.best else None,
                 "best_measurement": self.best_measurement.to_dict() if self.best_measurement else None,
@@ -70,26 +72,18 @@ class TuneResult:
         )
 
 
-def _finite(x: object) -> object:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_finite(v) for v in x]
-    return x
-
-
 def tune(
     tuner: Tuner,
     backend: Backend,
     schedule: Sequence[tuple[Workload, int]],
     on_step: Callable[[Step], None] | None = None,
+    until: Callable[[Step], bool] | None = None,
 ) -> TuneResult:
     """Run ``tuner`` against ``backend`` over ``schedule`` and report the best configuration under the last workload.
 
     With an SLO, the answer is the best-scoring configuration that meets it (p99 <= SLO, not saturated); if none
-    does, ``slo_met`` is False and the answer is the one with the lowest p99.
+    does, ``slo_met`` is False and the answer is the one with the lowest p99. ``on_step`` sees every step;
+    ``until`` ends the run early at the first step it returns True for (the answer is then the current workload's).
     """
     if not schedule:
         raise MlsysoptError("the tuning schedule is empty: give at least one (workload, measurements) pair")
@@ -117,6 +111,8 @@ def tune(
             steps.append(step)
             if on_step is not None:
                 on_step(step)
+            if until is not None and until(step):
+                return _answer(steps, segment, objective)
     return _answer(steps, segment, objective)
 
 
@@ -158,7 +154,7 @@ def evals_to_within(
     truth = true_scores if callable(true_scores) else true_scores.__getitem__
     if not 0 <= start < len(steps):
         return None
-    limit = optimum + tol * abs(optimum)
+    limit = optimum * (1 + tol) if optimum >= 0 else optimum * (1 - tol)
     workload = steps[start].workload
     for k, step in enumerate(steps[start:], start=1):
         if step.workload != workload:
