@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,ray]"
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -21,7 +21,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
 test: lint
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
 
 demo: $(STAMP)
 	$(VENV)/bin/mlsysopt demo --out runs/demo

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,3 +17,20 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[object]:
+    """A real 2-node Ray cluster of local processes (head + one worker node, 1 CPU each), on loopback only.
+
+    Started once per test session (per xdist worker; the Ray tests share one ``xdist_group`` so one worker runs
+    them all) and stopped afterwards. Tests that break a cluster (remove a node, kill the head) start their own.
+    """
+    from mlsysopt.runtime import LocalRayCluster  # Ray is a tested dependency: no skip when it is missing
+
+    here = Path(__file__).parent
+    cluster = LocalRayCluster(nodes=2, cpus_per_node=1, pythonpath=(str(here / "runtime"),)).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

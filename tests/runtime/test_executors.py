@@ -1,27 +1,20 @@
-"""Executors: serial and spawned process pools map in input order; backend selection and its errors."""
+"""Executors: serial and spawned process pools map in input order, recover lost workers, leave Ctrl-C to the parent."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
 
 import pytest
+from workloads import always_die, die_once, fail_on_three, square_plus
 
-from mlsysopt.errors import MlsysoptError
-from mlsysopt.runtime import BACKENDS, Executor, LocalExecutor, SerialExecutor, make_executor
-
-HAVE_RAY = importlib.util.find_spec("ray") is not None
-
-
-def square_plus(x: int) -> tuple[int, int]:
-    """Module level, so a spawned worker can unpickle it; reports the pid that ran it."""
-    return x * x + 1, os.getpid()
-
-
-def fail_on_three(x: int) -> int:
-    if x == 3:
-        raise ValueError("three")
-    return x
+from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.runtime import BACKENDS, Executor, ExecutorLost, LocalExecutor, SerialExecutor, make_executor
 
 
 def test_serial_maps_in_order() -> None:
@@ -49,9 +42,10 @@ def test_local_pool_maps_in_order_in_other_processes() -> None:
         assert [v for v, _ in ex.map(square_plus, iter([7, 8]))] == [50, 65]
         assert ex._pool is pool
         assert ex.map(square_plus, []) == []
-        # a worker's exception reaches the caller
-        with pytest.raises(ValueError, match="three"):
+        # a worker's exception reaches the caller, as its own type
+        with pytest.raises(InvalidOption, match="three"):
             ex.map(fail_on_three, [1, 2, 3, 4])
+        assert [v for v, _ in ex.map(square_plus, [2])] == [5]  # and the executor still works
     assert ex._pool is None  # closed on exit
     ex.close()  # closing twice is harmless
 
@@ -63,10 +57,57 @@ def test_local_pool_is_lazy() -> None:
     assert ex._pool is None
 
 
-@pytest.mark.parametrize("workers", [0, -2])
-def test_local_executor_needs_a_worker(workers: int) -> None:
+@pytest.mark.parametrize("workers", [0, -2, 1.5, True])
+def test_local_executor_needs_a_worker(workers: object) -> None:
     with pytest.raises(MlsysoptError, match="workers"):
-        LocalExecutor(workers)
+        LocalExecutor(workers)  # type: ignore[arg-type]
+
+
+def test_a_killed_worker_is_replaced_and_its_item_rerun(tmp_path: Path) -> None:
+    items = [(x, str(tmp_path)) for x in range(6)]
+    with LocalExecutor(2) as ex:
+        assert ex.map(die_once, items) == [x * 10 for x in range(6)]
+        assert ex.restarts == 1
+        assert (tmp_path / "died-2").exists()
+
+
+def test_a_worker_that_always_dies_ends_in_one_clear_error() -> None:
+    with LocalExecutor(2, max_retries=1) as ex, pytest.raises(ExecutorLost, match="died 2 times"):
+        ex.map(always_die, [1])
+
+
+def test_ctrl_c_reaches_only_the_main_process(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C signals the whole process group: workers ignore it, so no worker traceback appears."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from workloads import slow_echo
+        from mlsysopt.runtime import LocalExecutor
+
+        if __name__ == "__main__":
+            with LocalExecutor(2) as ex:
+                try:
+                    ex.map(slow_echo, [(x, {str(tmp_path)!r}, 30.0) for x in range(4)])
+                except KeyboardInterrupt:
+                    print("interrupted", flush=True)
+        """
+    )
+    (tmp_path / "main.py").write_text(script)
+    proc = subprocess.Popen(
+        [sys.executable, str(tmp_path / "main.py")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("*-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert out.strip() == "interrupted"
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
 
 
 def test_make_executor_local() -> None:
@@ -76,6 +117,7 @@ def test_make_executor_local() -> None:
     assert type(make_executor("local", 0)) is SerialExecutor
     ex = make_executor("local", 3)
     assert type(ex) is LocalExecutor and ex.workers == 3
+    assert ex.describe() == "local (3 workers)"
     ex.close()
 
 
@@ -86,11 +128,18 @@ def test_make_executor_unknown_backend(backend: str) -> None:
     assert "local, ray" in str(info.value)
 
 
-def test_make_executor_ray_without_ray_gives_the_install_hint() -> None:
-    if HAVE_RAY:
-        pytest.skip("ray is installed here")
+def test_address_is_only_for_ray() -> None:
+    with pytest.raises(MlsysoptError, match="--address is for --backend ray"):
+        make_executor("local", 2, "127.0.0.1:6379")
+
+
+def test_ray_missing_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
     from mlsysopt.runtime.ray_executor import INSTALL_HINT
 
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     with pytest.raises(MlsysoptError) as info:
         make_executor("ray", 2)
     assert str(info.value) == INSTALL_HINT

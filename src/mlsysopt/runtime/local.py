@@ -3,41 +3,108 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.runtime.base import Executor
+from mlsysopt.runtime.base import MAX_RETRIES, Executor, ExecutorLost
 
 
 class SerialExecutor(Executor):
     """Runs everything in this process, one item after another (workers = 1, and in tests)."""
+
+    backend = "serial"
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
         """``[fn(x) for x in items]``."""
         return [fn(x) for x in items]
 
 
-class LocalExecutor(Executor):
-    """A pool of worker processes on this machine (spawned, so torch and numba start clean)."""
+def _ignore_sigint() -> None:
+    """Pool workers leave Ctrl-C to the main process, so an interrupt prints no worker tracebacks."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    def __init__(self, workers: int = 2) -> None:
-        if workers < 1:
-            raise MlsysoptError(f"workers must be >= 1, got {workers}")
+
+class LocalExecutor(Executor):
+    """A pool of worker processes on this machine (spawned, so torch and numba start clean).
+
+    When a worker dies (killed, out of memory), the pool is replaced and the items that had not finished are run
+    again, at most ``max_retries`` times each; then :class:`ExecutorLost` names what kept failing.
+    """
+
+    backend = "local"
+
+    def __init__(self, workers: int = 2, max_retries: int = MAX_RETRIES) -> None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise MlsysoptError(f"workers must be an integer >= 1, got {workers!r}")
+        if max_retries < 0:
+            raise MlsysoptError(f"max_retries must be >= 0, got {max_retries}")
         self.workers = workers
+        self.max_retries = max_retries
+        self.restarts = 0  # pools replaced after a lost worker (read by tests and reports)
         self._pool: ProcessPoolExecutor | None = None
+
+    def _ensure_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                self.workers, mp_context=mp.get_context("spawn"), initializer=_ignore_sigint
+            )
+        return self._pool
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
         """Results of ``fn`` over ``items`` computed by the pool, in input order."""
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+        todo = list(items)
+        results: list[Any] = [None] * len(todo)
+        pending = list(range(len(todo)))
+        attempts = [0] * len(todo)
         try:
-            return list(self._pool.map(fn, items))
-        except BrokenProcessPool:  # a worker died: the pool is unusable, so the next call starts a fresh one
-            self.close()
+            while pending:
+                pool = self._ensure_pool()
+                futures: dict[int, Future] = {i: pool.submit(fn, todo[i]) for i in pending}
+                wait(futures.values())
+                lost = []
+                for i, fut in futures.items():
+                    exc = fut.exception()
+                    if isinstance(exc, BrokenProcessPool):
+                        lost.append(i)
+                    elif exc is not None:
+                        raise exc
+                    else:
+                        results[i] = fut.result()
+                if lost:
+                    self._replace_pool()
+                    for i in lost:
+                        attempts[i] += 1
+                    worst = max(lost, key=lambda i: attempts[i])
+                    if attempts[worst] > self.max_retries:
+                        raise ExecutorLost(
+                            f"a worker process died {attempts[worst]} times while running item {worst} "
+                            f"of {len(todo)} (killed, or out of memory?)"
+                        )
+                pending = lost
+        except BaseException:
+            if isinstance(self._pool, ProcessPoolExecutor) and pending:
+                self._terminate()
             raise
+        return results
+
+    def _replace_pool(self) -> None:
+        self.restarts += 1
+        self.close()
+
+    def _terminate(self) -> None:
+        """Stop the workers at once (Ctrl-C, or an item raised): nothing queued behind them runs."""
+        pool = self._pool
+        if pool is None:
+            return
+        # ProcessPoolExecutor has no terminate(); its worker processes are in ``_processes``.
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+        self._pool = None
+        pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         """Shut the pool down."""

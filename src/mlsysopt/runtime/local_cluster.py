@@ -1,0 +1,176 @@
+"""A real multi-node Ray cluster made of local processes, on loopback addresses only (tests and benchmarks).
+
+``LocalRayCluster(nodes=2)`` runs ``ray start --head`` and ``ray start --address`` (one process per node, each
+with ``--block`` so that stopping it stops everything it started). Each node gets its own loopback IP
+(127.A.B.2, 127.A.B.3, ...; Ray would rewrite 127.0.0.1 to the machine's network address), each cluster a random
+127.A.B prefix and its own temp folder, so several clusters can run side by side and nothing is ever addressed
+but loopback. Token authentication is on, with a fresh token per cluster, exported to this process's environment
+for the drivers it starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlsysopt.errors import MlsysoptError
+
+START_TIMEOUT_S = 60.0
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _ray_cli() -> str:
+    exe = Path(sys.executable).with_name("ray")
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("ray")
+    if found is None:
+        raise MlsysoptError("the `ray` command is not installed (pip install 'mlsysopt[ray]')")
+    return found
+
+
+@dataclass
+class RayNode:
+    """One `ray start --block` process and the loopback IP its node uses."""
+
+    ip: str
+    process: subprocess.Popen
+    log: Path
+
+
+@dataclass
+class LocalRayCluster:
+    """A head and ``nodes - 1`` worker nodes on this machine; ``address`` is the head's ``IP:PORT``."""
+
+    nodes: int = 2
+    cpus_per_node: int = 1
+    object_store_mb: int = 256
+    #: Folders prepended to the nodes' PYTHONPATH (where the task functions' modules live, if not installed).
+    pythonpath: tuple[str, ...] = ()
+    prefix: str = field(default_factory=lambda: f"127.{secrets.randbelow(200) + 20}.{secrets.randbelow(250) + 1}")
+    started: list[RayNode] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.cpus_per_node < 1:
+            raise MlsysoptError("a local Ray cluster needs >= 1 node and >= 1 CPU per node")
+        self.token = secrets.token_hex(16)
+        self.temp_dir = Path(tempfile.mkdtemp(prefix="msray-", dir="/tmp"))
+        self.head_ip = f"{self.prefix}.2"
+        self.port = _free_port(self.head_ip)
+        self._next_ip = 3
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` of the head (what ``--address`` takes)."""
+        return f"{self.head_ip}:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """Environment for the cluster's processes and its drivers (its token, ``pythonpath`` first)."""
+        env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token}
+        if self.pythonpath:
+            env["PYTHONPATH"] = os.pathsep.join([*self.pythonpath, *filter(None, [env.get("PYTHONPATH")])])
+        return env
+
+    def _start(self, ip: str, head: bool, cpus: int) -> RayNode:
+        log = self.temp_dir / f"node-{ip}.log"
+        cmd = [_ray_cli(), "start", "--block", f"--node-ip-address={ip}", f"--num-cpus={cpus}"]
+        cmd += [f"--object-store-memory={self.object_store_mb * 2**20}", "--disable-usage-stats"]
+        cmd += [f"--dashboard-agent-listen-port={_free_port(ip)}", f"--runtime-env-agent-port={_free_port(ip)}"]
+        cmd += [f"--metrics-export-port={_free_port(ip)}"]
+        if head:
+            cmd += ["--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self.temp_dir}"]
+            cmd += [f"--ray-client-server-port={_free_port(ip)}"]
+        else:
+            cmd += [f"--address={self.address}"]
+        fh = log.open("w")
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=self.env(), start_new_session=True)
+        node = RayNode(ip, proc, log)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while "Ray runtime started" not in log.read_text(errors="replace"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self._stop_node(node)
+                tail = log.read_text(errors="replace")[-800:]
+                raise MlsysoptError(f"ray start on {ip} failed (exit {proc.returncode}); log tail: {tail}")
+            time.sleep(0.2)
+        self.started.append(node)
+        return node
+
+    def start(self) -> LocalRayCluster:
+        """Start the head and the worker nodes; export the token for drivers in this process."""
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN"] = self.token
+        self._start(self.head_ip, head=True, cpus=self.cpus_per_node)
+        for _ in range(self.nodes - 1):
+            self.add_node()
+        return self
+
+    def add_node(self, cpus: int | None = None) -> RayNode:
+        """Start one more worker node (its own loopback IP) and wait until it has joined."""
+        ip = f"{self.prefix}.{self._next_ip}"
+        self._next_ip += 1
+        return self._start(ip, head=False, cpus=cpus or self.cpus_per_node)
+
+    def worker_nodes(self) -> list[RayNode]:
+        """The running worker nodes (not the head), oldest first."""
+        return [n for n in self.started if n.ip != self.head_ip and n.process.poll() is None]
+
+    def remove_node(self, node: RayNode, hard: bool = True) -> None:
+        """Take a worker node away (SIGKILL of every process it started when ``hard``, as a machine would die)."""
+        self._stop_node(node, sig=signal.SIGKILL if hard else signal.SIGTERM)
+        self.started.remove(node)
+
+    def kill_head(self) -> None:
+        """Kill the head node's processes (the cluster is gone for its drivers)."""
+        for node in [n for n in self.started if n.ip == self.head_ip]:
+            self._stop_node(node, sig=signal.SIGKILL)
+            self.started.remove(node)
+
+    @staticmethod
+    def _stop_node(node: RayNode, sig: int = signal.SIGTERM) -> None:
+        """Signal the node's whole process tree (raylet, workers mid-task, agents), then reap ``ray start``."""
+        import psutil  # installed with Ray
+
+        try:
+            tree = [psutil.Process(node.process.pid), *psutil.Process(node.process.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            tree = []
+        with contextlib.suppress(ProcessLookupError):  # the node's processes share its session
+            os.killpg(node.process.pid, sig)
+        for proc in tree:  # workers may have left the session: signal each one as well
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
+        try:
+            node.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            for proc in tree:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            node.process.wait(timeout=20)
+
+    def stop(self) -> None:
+        """Stop every node (workers first) and remove the temp folder."""
+        for node in sorted(self.started, key=lambda n: n.ip == self.head_ip):
+            self._stop_node(node)
+        self.started.clear()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalRayCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
