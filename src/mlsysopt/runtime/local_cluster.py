@@ -111,7 +111,8 @@ class LocalRayCluster:
         return node
 
     def start(self) -> LocalRayCluster:
-        """Start the head and the worker nodes; export the token for drivers in this process."""
+        """Start the head and the worker nodes; export the token for drivers in this process (until stop)."""
+        self._saved_env = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
         os.environ["RAY_AUTH_MODE"] = "token"
         os.environ["RAY_AUTH_TOKEN"] = self.token
         self._start(self.head_ip, head=True, cpus=self.cpus_per_node)
@@ -168,6 +169,11 @@ class LocalRayCluster:
             self._stop_node(node)
         self.started.clear()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+        for key, value in getattr(self, "_saved_env", {}).items():  # a cluster started earlier gets its token back
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
     def __enter__(self) -> LocalRayCluster:
         return self.start()

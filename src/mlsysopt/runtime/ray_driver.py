@@ -69,10 +69,12 @@ def _map(ray: Any, remote: Any, fn: Callable[[Any], Any], items: list[Any], work
             while nxt < len(items) and len(refs) < workers:
                 refs[remote.remote(fn, items[nxt])] = nxt
                 nxt += 1
-            done, _ = ray.wait(list(refs), num_returns=1)
-            for ref in done:
-                i = refs.pop(ref)
-                results[i] = ray.get(ref)
+            done, rest = ray.wait(list(refs), num_returns=1)
+            if rest:  # collect everything else that is ready too, so free slots are refilled in one pass
+                more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+                done += more
+            for ref, value in zip(done, ray.get(done), strict=True):
+                results[refs.pop(ref)] = value
     except rex.RayTaskError as exc:  # the function raised: hand back its own exception
         _cancel(ray, refs)
         return "raise", _picklable(exc.cause if getattr(exc, "cause", None) is not None else exc)
