@@ -28,11 +28,16 @@ from typing import Any
 
 import numpy as np
 
-from mlsysopt.costmodel.data import layout_record, open_dataset, synth_layout, synth_layout_graph, synth_malnet
-from mlsysopt.costmodel.data.record import InMemoryDataset
-from mlsysopt.costmodel.memory import host_rss_mb
-from mlsysopt.costmodel.model import ModelConfig
-from mlsysopt.costmodel.train import MODES, TrainConfig, Trainer
+from mlsysopt.costmodel import (
+    MODES,
+    TrainConfig,
+    host_rss_mb,
+    layout_record,
+    one_step,
+    synth,
+    synth_layout_graph,
+    train,
+)
 from mlsysopt.io import write_json_atomic
 from mlsysopt.report.costmodel import plot_memory_scaling, plot_training
 from mlsysopt.runtime.threads import torch_threads
@@ -48,17 +53,10 @@ FULL = {
     "malnet": {"per_class": 8, "nodes": (5000, 20000)},
     "malnet_epochs": 6,
 }
-QUICK = {
-    "mem_nodes": [2_000, 20_000, 200_000],
-    "mem_configs": 2,
-    "layout": {"train": 6, "valid": 2, "test": 3, "nodes": (500, 1500), "configs": 16},
-    "segment_size": 250,
-    "configs_per_graph": 8,
-    "epochs": 2,
-    "finetune_epochs": 1,
-    "malnet": {"per_class": 3, "nodes": (1000, 3000)},
-    "malnet_epochs": 2,
-}
+QUICK = FULL | {"mem_nodes": [2_000, 20_000, 200_000], "segment_size": 250, "configs_per_graph": 8, "epochs": 2,
+                "layout": {"train": 6, "valid": 2, "test": 3, "nodes": (500, 1500), "configs": 16},
+                "finetune_epochs": 1, "malnet": {"per_class": 3, "nodes": (1000, 3000)},
+                "malnet_epochs": 2}  # fmt: skip
 SEGMENT_SIZE_MEM = 1000
 KEY = {"full": "full", "gst": "gst", "gst+e": "gst_e", "gst+ef": "gst_ef", "gst+efd": "gst_efd"}
 
@@ -67,27 +65,22 @@ def memory_part(cfg: dict[str, Any], seed: int, threads: int, log: Any) -> dict[
     """Peak step tensor memory of full and GST training on one layout graph per size."""
     out: dict[str, Any] = {"nodes": [], "full": [], "gst": [], "host_rss_mb": [], "segments": [], "step_s": {}}
     out["step_s"] = {"full": [], "gst": []}
-    mc = ModelConfig.for_task("layout")
     for n in cfg["mem_nodes"]:
         # no node_splits here: every segment then has the same size, so the sampled one is never a small one
         arrays = synth_layout_graph(n, cfg["mem_configs"], np.random.default_rng([seed, n]), splits=False)
-        ds = InMemoryDataset([layout_record(arrays, f"synthetic_mem_{n}")])
+        rec = layout_record(arrays, f"synthetic_mem_{n}")
         del arrays
-        out["nodes"].append(ds.record(0).num_nodes)
+        out["nodes"].append(rec.num_nodes)
         for mode in ("full", "gst"):
-            tc = TrainConfig(mode=mode, segment_size=SEGMENT_SIZE_MEM, epochs=1, finetune_epochs=0, seed=seed)
-            tc.configs_per_graph = cfg["mem_configs"]
             t0 = time.perf_counter()
             with torch_threads(threads):
-                trainer = Trainer(mc, tc)
-                hist = trainer.fit(ds)
-            out[mode].append(hist[0]["peak_step_mb"])
+                trainer = one_step(rec, mode, SEGMENT_SIZE_MEM, seed=seed)
+            peak = trainer.history[0]["peak_step_mb"]
+            out[mode].append(peak)
             out["step_s"][mode].append(time.perf_counter() - t0)
             if mode == "gst":
-                out["segments"].append(trainer.segmenter(ds.record(0)).num_segments)
-            log(
-                f"memory: {n:>7,} nodes {mode:>4}: {hist[0]['peak_step_mb']:9.1f} MB ({time.perf_counter() - t0:.1f} s)"
-            )
+                out["segments"].append(trainer.segmenter(rec).num_segments)
+            log(f"memory: {n:>7,} nodes {mode:>4}: {peak:9.1f} MB ({time.perf_counter() - t0:.1f} s)")
             del trainer
         out["host_rss_mb"].append(host_rss_mb())
     out["gst_growth"] = out["gst"][-1] / out["gst"][0]
@@ -95,23 +88,18 @@ def memory_part(cfg: dict[str, Any], seed: int, threads: int, log: Any) -> dict[
     return out
 
 
-def _train_eval(task_root: Path, mc: ModelConfig, tc: TrainConfig, threads: int) -> tuple[dict, list, float]:
+def _train_eval(root: Path, tc: TrainConfig, threads: int) -> tuple[dict, list, float]:
     """Train one mode, evaluate on the test split; returns (test metrics, history, mean train-epoch seconds)."""
-    train, valid, test = (open_dataset(task_root, s) for s in ("train", "valid", "test"))
-    with torch_threads(threads):
-        trainer = Trainer(mc, tc)
-        hist = trainer.fit(train, valid)
-        metrics = trainer.evaluate(test)
-    epoch_s = statistics.mean(h["epoch_s"] for h in hist if h.get("phase") == "train")
-    return metrics, hist, epoch_s
+    result = train(root, config=tc, threads=threads)
+    epoch_s = statistics.mean(h["epoch_s"] for h in result["history"] if h.get("phase") == "train")
+    return result["test"], result["history"], epoch_s
 
 
 def quality_part(cfg: dict[str, Any], seeds: int, seed: int, threads: int, work: Path, log: Any) -> dict[str, Any]:
     """Every mode on the same synthetic layout data; held-out OPA, Kendall, top-1 slowdown; epoch seconds."""
     lay = cfg["layout"]
     root = work / "layout"
-    synth_layout(root, {s: lay[s] for s in ("train", "valid", "test")}, lay["nodes"], lay["configs"], seed=seed)
-    mc = ModelConfig.for_task("layout")
+    synth("layout", root, {s: lay[s] for s in ("train", "valid", "test")}, lay["nodes"], lay["configs"], seed=seed)
     quality: dict[str, Any] = {}
     epoch_s: dict[str, list[float]] = {}
     histories: dict[str, list] = {}
@@ -121,7 +109,7 @@ def quality_part(cfg: dict[str, Any], seeds: int, seed: int, threads: int, work:
             tc = TrainConfig(mode=mode, segment_size=cfg["segment_size"], epochs=cfg["epochs"], seed=seed + s)
             tc.finetune_epochs, tc.configs_per_graph = cfg["finetune_epochs"], cfg["configs_per_graph"]
             t0 = time.perf_counter()
-            metrics, hist, es = _train_eval(root, mc, tc, threads)
+            metrics, hist, es = _train_eval(root, tc, threads)
             runs.append(metrics)
             epoch_s.setdefault(mode, []).append(es)
             if s == 0:
@@ -137,15 +125,13 @@ def quality_part(cfg: dict[str, Any], seeds: int, seed: int, threads: int, work:
 def malnet_part(cfg: dict[str, Any], seed: int, threads: int, work: Path, log: Any) -> dict[str, Any]:
     """Full vs gst+efd test accuracy on synthetic MalNet-like graphs (METIS segments)."""
     root = work / "malnet"
-    synth_malnet(root, graphs_per_class=cfg["malnet"]["per_class"], nodes=cfg["malnet"]["nodes"], seed=seed)
-    classes = len(open_dataset(root, "train").classes)
-    mc = ModelConfig.for_task("malnet", num_classes=classes)
+    synth("malnet", root, cfg["malnet"]["per_class"], cfg["malnet"]["nodes"], seed=seed)
     acc: dict[str, float] = {}
     for mode in ("full", "gst+efd"):
         tc = TrainConfig(mode=mode, segment_size=cfg["segment_size"] * 2, epochs=cfg["malnet_epochs"], seed=seed)
         tc.finetune_epochs = cfg["finetune_epochs"]
         t0 = time.perf_counter()
-        metrics, _, _ = _train_eval(root, mc, tc, threads)
+        metrics, _, _ = _train_eval(root, tc, threads)
         acc[KEY[mode]] = metrics["accuracy"]
         log(f"malnet: {mode:>7}: accuracy {metrics['accuracy']:.3f} ({time.perf_counter() - t0:.0f} s)")
     return acc

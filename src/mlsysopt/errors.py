@@ -67,3 +67,7 @@ class InvalidRunDir(MlsysoptError):
 
 class WriteFailed(MlsysoptError):
     """An output file could not be written: the disk is full or read-only, or the folder is not writable."""
+
+
+class MissingSplit(InvalidDataFile):
+    """A cost-model data root has no such split (no ``split/*.npz`` folder, no ``split_info/split.txt``)."""

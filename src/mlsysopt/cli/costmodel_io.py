@@ -1,23 +1,20 @@
-"""Input parsing and output writing for ``mlsysopt costmodel``: option checks, run state, result files."""
+"""Option types and parsers for ``mlsysopt costmodel``: ranges like 1000-5000 and per-split graph counts."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from mlsysopt.cli.common import check_run_state as common_check_run_state
 from mlsysopt.errors import InvalidOption
 
-OutOpt = Annotated[Path, typer.Option("--out", help="Run directory: result.json, checkpoint.pt, plots.")]
 DataOpt = Annotated[
     Path,
     typer.Option("--data", help="TpuGraphs root ({train,valid,test}/*.npz) or MalNet root (with split_info/)."),
 ]
-
-#: settings that may change when a run is resumed (everything else must match the first start)
-RESUMABLE = ("epochs", "finetune_epochs")
+RunOpt = Annotated[Path, typer.Option("--run", help="A training run folder (or its checkpoint.pt).")]
+SplitOpt = Annotated[str, typer.Option("--split", help="train | valid | test (when the input is a data root).")]
 
 
 def parse_range(value: str, option: str) -> int | tuple[int, int]:
@@ -45,47 +42,3 @@ def parse_graphs(value: str) -> int | dict[str, int]:
             raise InvalidOption(f"--graphs '{value}': expected train=N,valid=N,test=N")
         out[split.strip()] = int(count)
     return out
-
-
-def check_run_state(out: Path, resume: bool, settings: dict[str, Any]) -> Path:
-    """The checkpoint path (see :func:`mlsysopt.cli.common.check_run_state`; RESUMABLE may change on resume)."""
-    return common_check_run_state(out, resume, settings, RESUMABLE)
-
-
-def dataset_or_none(root: Path, split: str) -> Any:
-    """The split's dataset, or None when the data root has no such split (a bad file is still an error)."""
-    from mlsysopt.costmodel.data import open_dataset
-    from mlsysopt.errors import InvalidDataFile
-
-    try:
-        return open_dataset(root, split)
-    except InvalidDataFile as exc:
-        if "no such split file" in str(exc) or "neither TpuGraphs" in str(exc):
-            return None
-        raise
-
-
-def json_ready(value: Any) -> Any:
-    """Floats stay floats, numpy scalars/arrays become Python, NaN becomes None (strict JSON)."""
-    import math
-
-    import numpy as np
-
-    if isinstance(value, dict):
-        return {str(k): json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return json_ready(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def ranking_of(pred: Any) -> list[int]:
-    """Configuration indices from predicted fastest to slowest (lower score = faster)."""
-    import numpy as np
-
-    return [int(i) for i in np.argsort(np.asarray(pred), kind="stable")]

@@ -1,1 +1,136 @@
-"""GST+EFD: graph segment training of cost models on large graphs."""
+"""GST+EFD: graph segment training of cost models on large graphs (Cao et al., NeurIPS 2023).
+
+Every name below is imported on first use, so ``import mlsysopt.costmodel`` loads no torch::
+
+    from mlsysopt.costmodel import TrainConfig, evaluate, predict, synth, train
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlsysopt.lazy import lazy_exports
+
+_DATA = "mlsysopt.costmodel.data"
+_EXPORTS = {
+    # experiments: what the CLI, the demo and the benchmark call
+    "train": "mlsysopt.costmodel.experiment",
+    "evaluate": "mlsysopt.costmodel.experiment",
+    "predict": "mlsysopt.costmodel.experiment",
+    "synth": "mlsysopt.costmodel.experiment",
+    "load_trainer": "mlsysopt.costmodel.experiment",
+    "one_step": "mlsysopt.costmodel.experiment",
+    "ranking_of": "mlsysopt.costmodel.experiment",
+    "RESUMABLE": "mlsysopt.costmodel.experiment",
+    "SYNTH_KINDS": "mlsysopt.costmodel.experiment",
+    # the trainer, its configuration and the model
+    "Trainer": "mlsysopt.costmodel.trainer",
+    "combine": "mlsysopt.costmodel.trainer",
+    "TrainConfig": "mlsysopt.costmodel.train_config",
+    "MODES": "mlsysopt.costmodel.train_config",
+    "ModelConfig": "mlsysopt.costmodel.model",
+    "CostModel": "mlsysopt.costmodel.model",
+    "BACKBONES": "mlsysopt.costmodel.model",
+    "prune_layout": "mlsysopt.costmodel.model",
+    "HistoryTable": "mlsysopt.costmodel.history",
+    "get_loss": "mlsysopt.costmodel.losses",
+    "PeakMemory": "mlsysopt.costmodel.memory",
+    "host_rss_mb": "mlsysopt.costmodel.memory",
+    "load_checkpoint": "mlsysopt.costmodel.checkpoint",
+    # segmenters
+    "Segmenter": "mlsysopt.costmodel.segment",
+    "Segmentation": "mlsysopt.costmodel.segment",
+    "contiguous_segments": "mlsysopt.costmodel.segment",
+    "metis_segments": "mlsysopt.costmodel.segment",
+    # metrics
+    "opa": "mlsysopt.costmodel.metrics",
+    "kendall_tau": "mlsysopt.costmodel.metrics",
+    "slowdown_at_k": "mlsysopt.costmodel.metrics",
+    "ranking_metrics": "mlsysopt.costmodel.metrics",
+    "accuracy": "mlsysopt.costmodel.metrics",
+    "macro_f1": "mlsysopt.costmodel.metrics",
+    "classification_metrics": "mlsysopt.costmodel.metrics",
+    # datasets and loaders
+    "load_dataset": f"{_DATA}.loading",
+    "open_dataset": f"{_DATA}.tpugraphs",
+    "GraphRecord": f"{_DATA}.record",
+    "GraphDataset": f"{_DATA}.record",
+    "InMemoryDataset": f"{_DATA}.record",
+    "TASKS": f"{_DATA}.record",
+    "TpuGraphsDataset": f"{_DATA}.tpugraphs",
+    "MalNetDataset": f"{_DATA}.malnet",
+    "load_layout_npz": f"{_DATA}.tpugraphs",
+    "load_tile_npz": f"{_DATA}.tpugraphs",
+    "load_malnet_graph": f"{_DATA}.malnet",
+    "layout_record": f"{_DATA}.tpugraphs",
+    "tile_record": f"{_DATA}.tpugraphs",
+    "read_npz": f"{_DATA}.tpugraphs",
+    "save_npz": f"{_DATA}.tpugraphs",
+    "read_edgelist": f"{_DATA}.malnet",
+    "write_edgelist": f"{_DATA}.malnet",
+    "to_compgraph": f"{_DATA}.tpugraphs",
+    # SYNTHETIC generators (the real TpuGraphs and MalNet cannot be downloaded here)
+    "synth_layout": f"{_DATA}.synth_files",
+    "synth_tile": f"{_DATA}.synth_files",
+    "synth_malnet": f"{_DATA}.malnet",
+    "synth_layout_graph": f"{_DATA}.synthetic",
+    "synth_tile_graph": f"{_DATA}.synthetic",
+    "malnet_like_graph": f"{_DATA}.malnet",
+    "layout_runtime": f"{_DATA}.synthetic",
+}
+
+if TYPE_CHECKING:
+    from mlsysopt.costmodel.checkpoint import load_checkpoint
+    from mlsysopt.costmodel.data.loading import load_dataset
+    from mlsysopt.costmodel.data.malnet import (
+        MalNetDataset,
+        load_malnet_graph,
+        malnet_like_graph,
+        read_edgelist,
+        synth_malnet,
+        write_edgelist,
+    )
+    from mlsysopt.costmodel.data.record import TASKS, GraphDataset, GraphRecord, InMemoryDataset
+    from mlsysopt.costmodel.data.synth_files import synth_layout, synth_tile
+    from mlsysopt.costmodel.data.synthetic import layout_runtime, synth_layout_graph, synth_tile_graph
+    from mlsysopt.costmodel.data.tpugraphs import (
+        TpuGraphsDataset,
+        layout_record,
+        load_layout_npz,
+        load_tile_npz,
+        open_dataset,
+        read_npz,
+        save_npz,
+        tile_record,
+        to_compgraph,
+    )
+    from mlsysopt.costmodel.experiment import (
+        RESUMABLE,
+        SYNTH_KINDS,
+        evaluate,
+        load_trainer,
+        one_step,
+        predict,
+        ranking_of,
+        synth,
+        train,
+    )
+    from mlsysopt.costmodel.history import HistoryTable
+    from mlsysopt.costmodel.losses import get_loss
+    from mlsysopt.costmodel.memory import PeakMemory, host_rss_mb
+    from mlsysopt.costmodel.metrics import (
+        accuracy,
+        classification_metrics,
+        kendall_tau,
+        macro_f1,
+        opa,
+        ranking_metrics,
+        slowdown_at_k,
+    )
+    from mlsysopt.costmodel.model import BACKBONES, CostModel, ModelConfig, prune_layout
+    from mlsysopt.costmodel.segment import Segmentation, Segmenter, contiguous_segments, metis_segments
+    from mlsysopt.costmodel.train_config import MODES, TrainConfig
+    from mlsysopt.costmodel.trainer import Trainer, combine
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

@@ -38,21 +38,15 @@ def demo_section(ctx: DemoContext) -> list[Section]:
 
 
 def _memory(ctx: DemoContext) -> Section:
-    from mlsysopt.costmodel.data import layout_record, synth_layout_graph
-    from mlsysopt.costmodel.data.record import InMemoryDataset
-    from mlsysopt.costmodel.model import ModelConfig
-    from mlsysopt.costmodel.train import TrainConfig, Trainer
+    from mlsysopt.costmodel import layout_record, one_step, synth_layout_graph
     from mlsysopt.report.costmodel import plot_memory_scaling
 
-    mc = ModelConfig.for_task("layout")
     series: dict[str, list[float]] = {"full": [], "gst": []}
     for n in MEM_NODES:
         ctx.step(f"costmodel: one training step on a {n:,}-node synthetic graph (full and GST)")
         rec = layout_record(synth_layout_graph(n, MEM_CONFIGS, ctx.rng(60 + n), splits=False), f"synthetic_{n}")
         for mode in series:
-            tc = TrainConfig(mode=mode, segment_size=MEM_SEGMENT, epochs=1, finetune_epochs=0, seed=ctx.seed)
-            tc.configs_per_graph = MEM_CONFIGS
-            series[mode].append(Trainer(mc, tc).fit(InMemoryDataset([rec]))[0]["peak_step_mb"])
+            series[mode].append(one_step(rec, mode, MEM_SEGMENT, seed=ctx.seed).history[0]["peak_step_mb"])
     plot_memory_scaling(MEM_NODES, series, ctx.out / "costmodel" / "memory.png", title="peak training-step memory")
     rows = [[f"{n:,}", series["full"][i], series["gst"][i]] for i, n in enumerate(MEM_NODES)]
     ctx.results["costmodel_memory"] = {
@@ -86,26 +80,20 @@ def _growth(values: list[float]) -> str:
 
 
 def _quality(ctx: DemoContext) -> Section:
-    from mlsysopt.costmodel.data import open_dataset, synth_layout
-    from mlsysopt.costmodel.model import ModelConfig
-    from mlsysopt.costmodel.train import TrainConfig, Trainer
+    from mlsysopt.costmodel import TrainConfig, synth, train
     from mlsysopt.report.costmodel import plot_training
 
     root = ctx.out / "costmodel" / "data"
     ctx.step("costmodel: writing synthetic TpuGraphs-like layout files")
-    synth_layout(root, DATA["num_graphs"], DATA["nodes"], DATA["configs"], seed=ctx.seed)
-    train, valid, test = (open_dataset(root, s) for s in ("train", "valid", "test"))
+    synth("layout", root, DATA["num_graphs"], DATA["nodes"], DATA["configs"], seed=ctx.seed)
     histories: dict[str, list[dict[str, Any]]] = {}
     rows: list[list[Any]] = []
     res: dict[str, Any] = {}
     for mode in MODES:
         ctx.step(f"costmodel: training {mode} ({EPOCHS} epochs)")
-        tc = TrainConfig(mode=mode, segment_size=SEGMENT, epochs=EPOCHS, finetune_epochs=FINETUNE_EPOCHS)
-        tc.seed = ctx.seed
-        trainer = Trainer(ModelConfig.for_task("layout"), tc)
-        histories[mode] = trainer.fit(train, valid)
-        m = trainer.evaluate(test)
-        peak = max(h["peak_step_mb"] for h in histories[mode])
+        tc = TrainConfig(mode=mode, segment_size=SEGMENT, epochs=EPOCHS, finetune_epochs=FINETUNE_EPOCHS, seed=ctx.seed)
+        result = train(root, config=tc)
+        histories[mode], m, peak = result["history"], result["test"], result["peak_step_mb"]
         epoch_s = float(np.mean([h["epoch_s"] for h in histories[mode] if h["phase"] == "train"]))
         rows.append([mode, m["opa"], m["kendall"], m["slowdown_top1"], peak, epoch_s])
         res[mode] = {"test": m, "peak_step_mb": peak, "epoch_s": epoch_s}

@@ -1,5 +1,6 @@
 """Cost-model data: TpuGraphs layout/tile ``.npz`` and MalNet edgelists (lazy, validated), and synthetic generators."""
 
+from mlsysopt.costmodel.data.loading import load_dataset
 from mlsysopt.costmodel.data.malnet import (
     DEGREE_PROFILE,
     MALNET_CLASSES,
@@ -28,6 +29,7 @@ from mlsysopt.costmodel.data.tpugraphs import (
     layout_to_compgraph,
     load_layout_npz,
     load_tile_npz,
+    npz_task,
     open_dataset,
     read_npz,
     save_npz,
@@ -53,10 +55,12 @@ __all__ = [
     "layout_record",
     "layout_runtime",
     "layout_to_compgraph",
+    "load_dataset",
     "load_layout_npz",
     "load_malnet_graph",
     "load_tile_npz",
     "malnet_like_graph",
+    "npz_task",
     "open_dataset",
     "read_edgelist",
     "read_npz",

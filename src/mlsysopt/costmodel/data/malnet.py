@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
-from mlsysopt.errors import InvalidDataFile, InvalidOption
+from mlsysopt.errors import InvalidDataFile, InvalidOption, MissingSplit
 
 MALNET_CLASSES: tuple[str, ...] = ("addisplay", "adware", "benign", "downloader", "trojan")
 DEGREE_PROFILE = ("degree", "min_neighbor_degree", "max_neighbor_degree", "mean_neighbor_degree", "std_neighbor_degree")
@@ -123,11 +123,12 @@ def degree_profile(edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
     return out.astype(np.float32)
 
 
-def load_malnet_graph(path: str | Path, label: int, name: str | None = None) -> GraphRecord:
-    """One edgelist as a classification GraphRecord with degree-profile features."""
+def load_malnet_graph(path: str | Path, label: int | None, name: str | None = None) -> GraphRecord:
+    """One edgelist as a classification GraphRecord with degree-profile features (``label`` None: unknown class)."""
     path = Path(path)
     ei, n = read_edgelist(path)
-    return GraphRecord(name=name or path.stem, task="malnet", x=degree_profile(ei, n), edge_index=ei, label=int(label))
+    label = None if label is None else int(label)
+    return GraphRecord(name=name or path.stem, task="malnet", x=degree_profile(ei, n), edge_index=ei, label=label)
 
 
 def _split_file(root: Path, split: str, split_dir: Path | None) -> Path:
@@ -137,7 +138,7 @@ def _split_file(root: Path, split: str, split_dir: Path | None) -> Path:
         for s in names:
             if (d / f"{s}.txt").is_file():
                 return d / f"{s}.txt"
-    raise InvalidDataFile(f"{dirs[0] / f'{split}.txt'}: no such split file")
+    raise MissingSplit(f"{dirs[0] / f'{split}.txt'}: no such split file")
 
 
 class MalNetDataset(GraphDataset):

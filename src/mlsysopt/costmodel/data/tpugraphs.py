@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
-from mlsysopt.errors import InvalidDataFile, InvalidOption
+from mlsysopt.errors import InvalidDataFile, InvalidOption, MissingSplit
 from mlsysopt.graph.ir import BASE_FEATURES, CompGraph
 from mlsysopt.graph.vocab import build_vocab
 
@@ -266,10 +266,10 @@ class TpuGraphsDataset(GraphDataset):
         self.split = split
         folder = self.root / split
         if not folder.is_dir():
-            raise InvalidDataFile(f"{folder}: no such folder (expected {self.root}/{{train,valid,test}}/*.npz)")
+            raise MissingSplit(f"{folder}: no such folder (expected {self.root}/{{train,valid,test}}/*.npz)")
         self.paths = sorted(folder.glob("*.npz"))
         if not self.paths:
-            raise InvalidDataFile(f"{folder}: no .npz files")
+            raise MissingSplit(f"{folder}: no .npz files")
         if task is not None and task not in ("layout", "tile"):
             raise InvalidOption(f"unknown TpuGraphs task '{task}' (choose layout or tile)")
         self.task = task or npz_task(self.paths[0])
@@ -290,7 +290,10 @@ class TpuGraphsDataset(GraphDataset):
 
 
 def open_dataset(root: str | Path, split: str) -> GraphDataset:
-    """TpuGraphs if ``root/split`` holds ``.npz`` files, else MalNet (``root`` with ``split_info/``)."""
+    """TpuGraphs if ``root/split`` holds ``.npz`` files, else MalNet (``root`` with ``split_info/``).
+
+    Raises MissingSplit when ``root`` has no such split, InvalidDataFile when what it has is malformed.
+    """
     from mlsysopt.costmodel.data.malnet import MalNetDataset
 
     root = Path(root)
@@ -298,7 +301,7 @@ def open_dataset(root: str | Path, split: str) -> GraphDataset:
         return TpuGraphsDataset(root, split)
     if (root / "split_info").is_dir():
         return MalNetDataset(root, split)
-    raise InvalidDataFile(
+    raise MissingSplit(
         f"{root}: neither TpuGraphs ({root}/{split}/*.npz) nor MalNet ({root}/split_info/{split}.txt) data"
     )
 

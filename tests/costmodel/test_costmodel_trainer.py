@@ -1,4 +1,4 @@
-"""Trainer (costmodel/train.py): every mode learns, SED is unbiased, F touches only the head, evaluation is fresh,
+"""Trainer (costmodel/trainer.py): every mode learns, SED is unbiased, F touches only the head, evaluation is fresh,
 GST step memory is flat in graph size, checkpoints resume exactly, bad options and checkpoints are reported."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from gst_fakes import ListDataset, easy_layout, easy_malnet, easy_tile
 
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.model import ModelConfig
-from mlsysopt.costmodel.train import MODES, TrainConfig, Trainer, combine
+from mlsysopt.costmodel.trainer import MODES, TrainConfig, Trainer, combine
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 
 MC = ModelConfig.for_task("layout", hidden=16, layers=2, opcode_dim=4, dropout=0.0)

@@ -25,7 +25,8 @@ and builds the graph embedding ``G`` (C x d) the head scores:
 
 Evaluation (:meth:`Trainer.evaluate`, :meth:`Trainer.predict`) always computes every segment fresh, one segment
 and ``eval_chunk`` configs at a time (full mode: the whole graph per config chunk), and never reads the table.
-A checkpoint is written atomically into ``run_dir`` after every epoch; ``fit(resume=True)`` continues exactly.
+A checkpoint is written atomically into ``run_dir`` (a folder, or an open :class:`~mlsysopt.io.RunDir`) after every
+epoch; ``fit(resume=True)`` continues exactly (:meth:`Trainer.state_dict` holds everything it needs).
 """
 
 from __future__ import annotations
@@ -39,13 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mlsysopt.costmodel.checkpoint import (
-    checkpoint_path,
-    load_checkpoint,
-    restore_trainer,
-    save_checkpoint,
-    trainer_state,
-)
+from mlsysopt.costmodel.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_checkpoint, tagged
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
 from mlsysopt.costmodel.history import HistoryTable
 from mlsysopt.costmodel.losses import get_loss
@@ -61,6 +56,7 @@ from mlsysopt.costmodel.model import (
 from mlsysopt.costmodel.segment import Segmenter
 from mlsysopt.costmodel.train_config import MODES, TrainConfig
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
+from mlsysopt.io import RunDir
 
 __all__ = ["MODES", "Progress", "TrainConfig", "Trainer", "combine"]
 
@@ -94,11 +90,8 @@ class Trainer:
             self.model.parameters(), lr=train_config.lr, weight_decay=train_config.weight_decay
         )
         self.ft_optimizer: torch.optim.Optimizer | None = None
-        method = (
-            train_config.segmenter
-            if train_config.segmenter != "auto"
-            else ("metis" if self.task == "malnet" else "contiguous")
-        )
+        auto = "metis" if self.task == "malnet" else "contiguous"
+        method = train_config.segmenter if train_config.segmenter != "auto" else auto
         self.segmenter = Segmenter(method, train_config.segment_size, train_config.cache_dir, seed=train_config.seed)
         self.table = HistoryTable(model_config.embed_dim)
         self.rng = np.random.default_rng(train_config.seed)
@@ -108,7 +101,8 @@ class Trainer:
         self.ft_configs: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ data
-    def _record(self, ds: GraphDataset, i: int) -> GraphRecord:
+    def record(self, ds: GraphDataset, i: int) -> GraphRecord:
+        """Graph ``i`` of ``ds``, checked against the model (task, feature width) and pruned as configured."""
         rec = ds.record(i)
         if rec.task != self.task:
             raise InvalidOption(f"{rec.name}: a {rec.task} graph, but the model is for {self.task}")
@@ -199,7 +193,7 @@ class Trainer:
         """F, first half: every segment of every training graph recomputed with the frozen backbone into the table."""
         self.model.eval()
         for i in range(len(ds)):
-            rec = self._record(ds, i)
+            rec = self.record(ds, i)
             g = self._view(rec)
             pool = np.arange(rec.num_configs)
             if self.task != "malnet" and len(pool) > self.tc.finetune_configs:
@@ -236,7 +230,7 @@ class Trainer:
                 writes: list = []
                 for i in batch:
                     with pm.paused():  # reading the file is the host's business, not the step's
-                        rec = self._record(ds, int(i))
+                        rec = self.record(ds, int(i))
                     loss, w = step_fn(rec, 1.0 / len(batch))
                     losses.append(loss)
                     writes += w
@@ -253,11 +247,18 @@ class Trainer:
     def _measure(self) -> PeakMemory:
         return PeakMemory(self.device, enabled=self.tc.measure_memory)
 
+    def prepare(self, train_ds: GraphDataset) -> None:
+        """Fit the node-feature normalisation on the training graphs (reads and checks every one of them)."""
+        stats = getattr(train_ds, "feature_stats", None)
+        records = (self.record(train_ds, i) for i in range(len(train_ds)))
+        self.model.set_feature_stats(*(stats() if callable(stats) else feature_stats(records)))
+        self.stats_ready = True
+
     def fit(
         self,
         train_ds: GraphDataset,
         valid_ds: GraphDataset | None = None,
-        run_dir: str | Path | None = None,
+        run_dir: str | Path | RunDir | None = None,
         resume: bool = False,
         progress: Progress | None = None,
     ) -> list[dict[str, Any]]:
@@ -269,16 +270,11 @@ class Trainer:
         """
         if len(train_ds) == 0:
             raise InvalidOption("the training set has no graphs")
-        ckpt = checkpoint_path(run_dir) if run_dir is not None else None
+        ckpt, save = _checkpoint_writer(run_dir)
         if resume and ckpt is not None and ckpt.exists():
-            restore_trainer(self, ckpt)
+            self.load_state_dict(load_checkpoint(ckpt), ckpt)
         if not self.stats_ready:
-            stats = getattr(train_ds, "feature_stats", None)
-            mean, std = (
-                stats() if callable(stats) else feature_stats(self._record(train_ds, i) for i in range(len(train_ds)))
-            )
-            self.model.set_feature_stats(mean, std)
-            self.stats_ready = True
+            self.prepare(train_ds)
         total = self.tc.epochs + (self.tc.finetune_epochs if self.tc.finetunes else 0)
         if self.ft_optimizer is not None and self.epoch < self.tc.epochs:
             raise InvalidCheckpoint(f"{ckpt}: this run was already finetuned; it cannot train the backbone further")
@@ -305,15 +301,15 @@ class Trainer:
                 entry |= {f"valid_{k}": v for k, v in self.evaluate(valid_ds).items()}
             self.history.append(entry)
             self.epoch = epoch + 1
-            if ckpt is not None:
-                save_checkpoint(ckpt, trainer_state(self))
+            if save is not None:
+                save(self.state_dict())
         return self.history
 
     # ------------------------------------------------------------------ evaluation (always fresh, never the table)
     def _predictions(self, ds: GraphDataset) -> Iterator[tuple[GraphRecord, np.ndarray]]:
         self.model.eval()
         for i in range(len(ds)):
-            rec = self._record(ds, i)
+            rec = self.record(ds, i)
             yield rec, self.model.predict_graph(self._view(rec), self.tc.mode == "full", self.tc.eval_chunk)
 
     def predict(self, ds: GraphDataset) -> dict[str, np.ndarray]:
@@ -352,5 +348,53 @@ class Trainer:
         except (InvalidOption, TypeError) as exc:
             raise InvalidCheckpoint(f"{path}: its configuration is not this build's ({exc})") from None
         trainer = cls(mc, tc)
-        restore_trainer(trainer, path, data)
+        trainer.load_state_dict(data, path)
         return trainer
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: configs, weights, optimizers, table, epoch, history, RNG states."""
+        return {
+            "model_config": self.mc.to_dict(),
+            "train_config": self.tc.to_dict(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "ft_optimizer": None if self.ft_optimizer is None else self.ft_optimizer.state_dict(),
+            "table": self.table.state_dict(),
+            "ft_configs": {k: torch.from_numpy(np.asarray(v, dtype=np.int64)) for k, v in self.ft_configs.items()},
+            "epoch": self.epoch,
+            "stats_ready": self.stats_ready,
+            "history": self.history,
+            "numpy_rng": self.rng.bit_generator.state,
+            "torch_rng": torch.get_rng_state(),
+        }
+
+    def load_state_dict(self, data: dict[str, Any], path: str | Path = "checkpoint") -> None:
+        """Continue from :meth:`state_dict` output read from ``path``, after checking its model and mode match."""
+        check_compatible(path, data, self.mc.to_dict(), self.tc.to_dict())
+        try:
+            self.model.load_state_dict(data["model"])
+            self.optimizer.load_state_dict(data["optimizer"])
+            if data.get("ft_optimizer") is not None:
+                self.freeze_backbone()
+                assert self.ft_optimizer is not None
+                self.ft_optimizer.load_state_dict(data["ft_optimizer"])
+            self.table.load_state_dict(data["table"])
+            self.ft_configs = {k: v.numpy() for k, v in data["ft_configs"].items()}
+            self.epoch, self.stats_ready = int(data["epoch"]), bool(data["stats_ready"])
+            self.history = list(data["history"])
+            self.rng.bit_generator.state = data["numpy_rng"]
+            torch.set_rng_state(data["torch_rng"])
+        except (KeyError, AttributeError, RuntimeError, ValueError, TypeError) as exc:
+            raise InvalidCheckpoint(f"{path}: cannot resume from it ({type(exc).__name__}: {exc})") from None
+
+
+def _checkpoint_writer(
+    run_dir: str | Path | RunDir | None,
+) -> tuple[Path | None, Callable[[dict[str, Any]], Path] | None]:
+    """The checkpoint path of ``run_dir`` and the function that writes it atomically (None, None without one)."""
+    if run_dir is None:
+        return None, None
+    if isinstance(run_dir, RunDir):
+        return run_dir.checkpoint, lambda state: run_dir.save_checkpoint(tagged(state))
+    ckpt = checkpoint_path(run_dir)
+    return ckpt, lambda state: save_checkpoint(ckpt, state)
