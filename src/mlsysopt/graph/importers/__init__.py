@@ -1,6 +1,7 @@
 """Importers: PyTorch modules (torch.fx), ONNX files and WfCommons workflows -> CompGraph.
 
-:func:`load_graph` picks the importer from what it is given, so the CLI and every system accept the same inputs.
+:func:`load_graph` picks the importer from what it is given (:mod:`mlsysopt.graph.importers.source` says what
+each kind of source looks like), so the CLI and every system accept the same inputs.
 """
 
 from __future__ import annotations
@@ -8,42 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mlsysopt.errors import UnsupportedFormat
 from mlsysopt.graph.ir import CompGraph
 
 
 def load_graph(source: str | Path, **kwargs: Any) -> CompGraph:
-    """Load a CompGraph from a ``.npz``, ``.onnx``, WfFormat ``.json``, a recipe name or a ``module:factory`` spec.
+    """Load a CompGraph from any source :func:`~mlsysopt.graph.importers.source.resolve_source` accepts.
 
-    ``kwargs`` go to the importer (``num_tasks``/``seed`` for recipes, ``input_shape`` for specs).
+    ``kwargs``: ``num_tasks``/``seed`` for recipes, ``input_shape`` for PyTorch factories returning a bare module.
     """
-    text = str(source)
-    path = Path(text)
-    suffix = path.suffix.lower()
-    if suffix == ".npz":
-        return CompGraph.load(path)
-    if suffix == ".onnx":
-        from mlsysopt.graph.importers.onnx import from_onnx
+    from mlsysopt.graph.importers.source import resolve_source
 
-        return from_onnx(path)
-    if suffix == ".json":
-        from mlsysopt.graph.importers.wfcommons import from_wfformat
-
-        return from_wfformat(path)
-    if not path.exists():
-        from mlsysopt.graph.importers.wfcommons import RECIPES, from_recipe
-
-        if text.lower() in RECIPES:
-            return from_recipe(text.lower(), **kwargs)
-        if ":" in text and "/" not in text.split(":", 1)[0]:
-            from mlsysopt.graph.importers.torch_fx import from_spec
-
-            return from_spec(text, **kwargs)
-        raise UnsupportedFormat(
-            f"'{text}': no such file, and not a recipe name or a 'module:factory' spec "
-            f"(recipes: {', '.join(sorted(RECIPES))})"
-        )
-    raise UnsupportedFormat(
-        f"{text}: unknown file format '{suffix or '(no extension)'}' "
-        "(expected .npz CompGraph, .onnx model, .json WfCommons workflow)"
-    )
+    return resolve_source(source).graph(**kwargs)

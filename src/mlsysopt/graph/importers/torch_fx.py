@@ -19,7 +19,6 @@ Edge ``u -> v`` carries ``u``'s output bytes (the selected element's bytes when 
 
 from __future__ import annotations
 
-import importlib
 import operator
 import os
 import traceback
@@ -157,48 +156,21 @@ def from_module(module: nn.Module, example_inputs: Any, name: str | None = None)
 
 
 def from_spec(spec: str, input_shape: tuple[int, ...] | None = None) -> CompGraph:
-    """Import ``package.module:factory``; the factory returns ``(module, example_inputs)`` or a bare module.
+    """Import a PyTorch source (``file.py:factory``, ``package.module:factory``, ``zoo:NAME``) into a CompGraph.
 
-    A bare module needs ``input_shape`` (a random float input of that shape is used); when the factory
-    gives example inputs, those are used and ``input_shape`` is ignored.
+    The factory returns ``(module, example_inputs)`` or a bare module; a bare module needs ``input_shape``.
     """
-    mod_path, sep, attr = spec.partition(":")
-    if not sep or not mod_path or not attr:
-        raise ImportFailed(f"'{spec}': expected a 'package.module:factory' spec")
-    try:
-        pymod = importlib.import_module(mod_path)
-    except Exception as exc:
-        raise ImportFailed(f"'{spec}': cannot import module '{mod_path}' ({type(exc).__name__}: {exc})") from None
-    factory: Any = pymod
-    for part in attr.split("."):
-        if not hasattr(factory, part):
-            raise ImportFailed(f"'{spec}': module '{mod_path}' has no attribute '{attr}'")
-        factory = getattr(factory, part)
-    if isinstance(factory, nn.Module):
-        made: Any = factory
-    elif callable(factory):
-        try:
-            made = factory()
-        except Exception as exc:
-            raise ImportFailed(f"'{spec}': calling the factory failed ({type(exc).__name__}: {exc})") from None
-    else:
-        raise ImportFailed(f"'{spec}': '{attr}' is neither a factory nor an nn.Module")
+    from mlsysopt.errors import UnsupportedFormat
+    from mlsysopt.graph.importers.source import resolve_source
 
-    if isinstance(made, nn.Module):
-        if input_shape is None:
-            raise ImportFailed(
-                f"'{spec}' returned a bare nn.Module without example inputs: give input_shape "
-                "(e.g. --input-shape 1,3,32,32) or make the factory return (module, example_inputs)"
-            )
-        module, inputs = made, (torch.randn(*input_shape),)
-    elif isinstance(made, (tuple, list)) and len(made) == 2 and isinstance(made[0], nn.Module):
-        module, inputs = made
-    else:
-        raise ImportFailed(
-            f"'{spec}': the factory returned {type(made).__name__}, "
-            "expected an nn.Module or a (module, example_inputs) pair"
-        )
-    return from_module(module.eval(), inputs, name=attr)
+    try:
+        src = resolve_source(spec)
+    except UnsupportedFormat:
+        src = None
+    if src is None or src.kind != "pytorch":
+        raise ImportFailed(f"'{spec}': expected a 'file.py:factory', 'package.module:factory' or zoo:NAME spec")
+    module, inputs = src.pytorch(input_shape)
+    return from_module(module, inputs, name=src.name)
 
 
 # ---------------------------------------------------------------------- tracing

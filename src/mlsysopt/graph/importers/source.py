@@ -1,0 +1,236 @@
+"""One source resolver for every command that takes a model or a graph.
+
+A *source* is what a user types where mlsysopt wants a model or a workflow:
+
+=================================  ==========================================================================
+``path/to/model.py:factory``       a Python file, imported by its path (its folder first on ``sys.path``)
+``package.module:factory``         a module importable from the current folder (as ``python -m`` would)
+``zoo:NAME``, ``mlsysopt.zoo:NAME``  a model of the bundled zoo (``cnn``, ``mobilenet``, ``transformer``, ...)
+``model.onnx``                     an ONNX file
+``graph.npz``                      a saved CompGraph
+``workflow.json``                  a WfCommons workflow (WfFormat 1.3, 1.4 or 1.5)
+``montage``, ``genome``, ...       a WfCommons recipe (synthetic instance fitted to real traces)
+=================================  ==========================================================================
+
+**Trust:** a ``file.py:factory`` or ``module:factory`` source *runs that Python code*, with your permissions, as
+``python file.py`` would. Give only sources you trust. No other kind executes anything: ``.npz`` files are read with
+``allow_pickle=False`` and ONNX/JSON files are parsed, not run.
+
+A factory is a function (or class) called with no arguments that returns an ``nn.Module`` or a pair
+``(module, example_inputs)``; a module-level ``nn.Module`` instance works too. A bare module needs
+``input_shape`` (a random float input of that shape is used).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from mlsysopt.errors import ImportFailed, UnsupportedFormat
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from mlsysopt.graph.ir import CompGraph
+
+Kind = Literal["npz", "onnx", "wfformat", "recipe", "pytorch"]
+ZOO_PREFIXES = ("zoo:", "mlsysopt.zoo:")
+FILE_KINDS: dict[str, Kind] = {".npz": "npz", ".onnx": "onnx", ".json": "wfformat"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """A resolved source: what kind it is and where it lives (nothing is imported or read yet).
+
+    Attributes:
+        spec: the text the user gave.
+        kind: ``npz``, ``onnx``, ``wfformat``, ``recipe`` or ``pytorch``.
+        path: the file (``npz``/``onnx``/``wfformat``, or the ``.py`` file of a file-based PyTorch source).
+        module: the module to import (``package.module`` or ``mlsysopt.zoo``) of a PyTorch source.
+        attr: the factory's name of a PyTorch source (or the zoo model's name), or the recipe name.
+    """
+
+    spec: str
+    kind: Kind
+    path: Path | None = None
+    module: str | None = None
+    attr: str | None = None
+
+    @property
+    def is_zoo(self) -> bool:
+        """Whether this is a model of the bundled zoo."""
+        return self.kind == "pytorch" and self.module == "mlsysopt.zoo"
+
+    @property
+    def name(self) -> str:
+        """A short name for titles and file names (the file stem, the factory or the recipe)."""
+        if self.kind == "pytorch":
+            return str(self.attr)
+        if self.path is not None:
+            return self.path.stem
+        return str(self.attr or self.spec)
+
+    def pytorch(self, input_shape: tuple[int, ...] | None = None) -> tuple[Any, tuple[Any, ...]]:
+        """``(module in eval mode, example_inputs)`` of a PyTorch source (this runs its code)."""
+        if self.kind != "pytorch":
+            raise ImportFailed(f"'{self.spec}' is a {self.kind} source, not a PyTorch model")
+        if self.is_zoo:
+            from mlsysopt import zoo
+
+            try:
+                return zoo.get(str(self.attr))
+            except Exception as exc:  # unknown zoo name
+                raise ImportFailed(str(exc)) from None
+        factory = _load_attr(self)
+        return _call_factory(self.spec, factory, input_shape)
+
+    def graph(self, num_tasks: int = 100, seed: int = 0, input_shape: tuple[int, ...] | None = None) -> CompGraph:
+        """The CompGraph of this source (``num_tasks``/``seed`` for recipes, ``input_shape`` for bare modules)."""
+        if self.kind == "npz":
+            from mlsysopt.graph.ir import CompGraph
+
+            return CompGraph.load(self.path)  # type: ignore[arg-type]
+        if self.kind == "onnx":
+            from mlsysopt.graph.importers.onnx import from_onnx
+
+            return from_onnx(self.path)  # type: ignore[arg-type]
+        if self.kind == "wfformat":
+            from mlsysopt.graph.importers.wfcommons import from_wfformat
+
+            return from_wfformat(self.path)  # type: ignore[arg-type]
+        if self.kind == "recipe":
+            from mlsysopt.graph.importers.wfcommons import from_recipe
+
+            return from_recipe(str(self.attr), num_tasks=num_tasks, seed=seed)
+        from mlsysopt.graph.importers.torch_fx import from_module
+
+        module, inputs = self.pytorch(input_shape)
+        return from_module(module, inputs, name=self.name)
+
+
+def resolve_source(spec: str | Path) -> Source:
+    """Classify ``spec`` (see the module docstring); one clear error when it is none of the known kinds."""
+    text = str(spec).strip()
+    if not text:
+        raise UnsupportedFormat("empty source: give a file, a recipe name, zoo:NAME or 'module:factory'")
+    for prefix in ZOO_PREFIXES:
+        if text.startswith(prefix):
+            return Source(text, "pytorch", module="mlsysopt.zoo", attr=text[len(prefix) :])
+    path = Path(text)
+    suffix = path.suffix.lower()
+    if suffix in FILE_KINDS and ":" not in path.name:
+        if not path.exists():
+            raise UnsupportedFormat(f"{path}: no such file")
+        if path.is_dir():
+            raise UnsupportedFormat(f"{path} is a folder, not a {suffix} file")
+        return Source(text, FILE_KINDS[suffix], path=path)
+    if path.is_file():
+        raise UnsupportedFormat(
+            f"{text}: unknown file format '{suffix or '(no extension)'}' (expected .npz CompGraph, .onnx model, "
+            ".json WfCommons workflow, or file.py:factory)"
+        )
+    where, sep, attr = text.rpartition(":")
+    if sep and where and attr:
+        if where.endswith(".py"):
+            file = Path(where)
+            if not file.is_file():
+                raise ImportFailed(f"'{text}': no such Python file {file}")
+            return Source(text, "pytorch", path=file, attr=attr)
+        if all(part.isidentifier() for part in where.split(".")):
+            return Source(text, "pytorch", module=where, attr=attr)
+    from mlsysopt.graph.importers.wfcommons import RECIPES
+
+    if text.lower() in RECIPES:
+        return Source(text, "recipe", attr=text.lower())
+    raise UnsupportedFormat(
+        f"'{text}': no such file, and not a recipe name, zoo:NAME, 'file.py:factory' or 'module:factory' "
+        f"(recipes: {', '.join(sorted(RECIPES))})"
+    )
+
+
+# ---------------------------------------------------------------------------- running user code
+@contextmanager
+def _first_on_path(folder: str) -> Iterator[None]:
+    """``folder`` first on ``sys.path`` while a user's module imports (its own imports of siblings resolve)."""
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
+
+
+def _load_attr(src: Source) -> Any:
+    """Import the source's module (by file path or by name, with the current folder importable) and get its attr."""
+    try:
+        if src.path is not None:
+            file = src.path.resolve()
+            name = f"mlsysopt_user_{file.stem}_{hashlib.sha1(str(file).encode()).hexdigest()[:8]}"
+            module = sys.modules.get(name)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(name, file)
+                if spec is None or spec.loader is None:
+                    raise ImportFailed(f"'{src.spec}': {file} cannot be imported as a Python module")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                try:
+                    with _first_on_path(str(file.parent)):
+                        spec.loader.exec_module(module)
+                except BaseException:
+                    sys.modules.pop(name, None)
+                    raise
+        else:
+            with _first_on_path(os.getcwd()):
+                module = importlib.import_module(str(src.module))
+    except ImportFailed:
+        raise
+    except Exception as exc:  # the user's module failed to import: say where, not a traceback
+        where = src.path if src.path is not None else f"module '{src.module}'"
+        raise ImportFailed(f"'{src.spec}': importing {where} failed ({type(exc).__name__}: {exc})") from None
+    obj: Any = module
+    for part in str(src.attr).split("."):
+        if not hasattr(obj, part):
+            where = src.path if src.path is not None else f"module '{src.module}'"
+            raise ImportFailed(f"'{src.spec}': {where} has no attribute '{src.attr}'")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _call_factory(spec: str, factory: Any, input_shape: tuple[int, ...] | None) -> tuple[Any, tuple[Any, ...]]:
+    """``(module.eval(), inputs)`` from a factory, a module class, or a module instance."""
+    import torch
+    from torch import nn
+
+    if isinstance(factory, nn.Module):
+        made: Any = factory
+    elif callable(factory):
+        try:
+            made = factory()
+        except Exception as exc:
+            raise ImportFailed(f"'{spec}': calling the factory failed ({type(exc).__name__}: {exc})") from None
+    else:
+        raise ImportFailed(f"'{spec}': it names a {type(factory).__name__}, neither a factory nor an nn.Module")
+    if isinstance(made, nn.Module):
+        if input_shape is None:
+            raise ImportFailed(
+                f"'{spec}' returned a bare nn.Module without example inputs: give input_shape "
+                "(e.g. --input-shape 1,3,32,32) or make the factory return (module, example_inputs)"
+            )
+        return made.eval(), (torch.randn(*input_shape),)
+    if isinstance(made, (tuple, list)) and len(made) == 2 and isinstance(made[0], nn.Module):
+        module, inputs = made
+        inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+        return module.eval(), inputs
+    got = type(made).__name__
+    raise ImportFailed(
+        f"'{spec}': the factory returned {got}, expected an nn.Module or a (module, example_inputs) pair"
+    )
