@@ -101,7 +101,7 @@ def placement_train(
         raise MlsysoptError(f"{ckpt} exists: pass --resume to continue it, or choose another --out")
     if resume and not ckpt.is_file():
         raise MlsysoptError(f"--resume: {ckpt} does not exist (train without --resume first)")
-    from mlsysopt.placement.train import TrainConfig, train
+    from mlsysopt.placement.training import TrainConfig, train
 
     first = 0
     if resume:
