@@ -17,8 +17,8 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.placement import random_from_mask
-from mlsysopt.graph.simulator import Schedule, Simulator
+from mlsysopt.graph.placement import placement_to_dict, random_from_mask
+from mlsysopt.graph.simulator import Schedule, Simulator, cp_min, slr_from_bound
 
 
 class PlacementProblem:
@@ -117,6 +117,21 @@ class PlacementProblem:
     def makespan(self, placement: Any) -> float:
         """Makespan of ``placement``."""
         return self.simulator.makespan(placement)
+
+    @cached_property
+    def cp_min(self) -> float:
+        """CP_MIN, the lower bound on every placement's makespan (see :func:`~mlsysopt.graph.simulator.cp_min`)."""
+        return cp_min(self.graph, self.cluster)
+
+    def describe(self, schedule: Schedule) -> dict[str, Any]:
+        """JSON-ready: makespan, CP_MIN, SLR, the ``{task: device}`` placement and the per-task schedule."""
+        return {
+            "makespan": float(schedule.makespan),
+            "cp_min": self.cp_min,
+            "slr": slr_from_bound(schedule.makespan, self.cp_min),
+            "placement": placement_to_dict(self.graph, self.cluster, schedule.placement),
+            "schedule": schedule.to_dict(self.graph, self.cluster),
+        }
 
     def __repr__(self) -> str:
         return f"PlacementProblem({self.num_tasks} tasks, {self.num_devices} devices)"

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mlsysopt.errors import InvalidCluster
+from mlsysopt.errors import InvalidCluster, MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import placement_to_dict
@@ -34,6 +34,7 @@ CHANGES: tuple[tuple[str, int], ...] = (("remove", 2), ("remove", 4), ("add", 2)
 class Adaptation:
     """One cluster change: the placement before, GiPH's re-placement, HEFT's re-run and the kept placement."""
 
+    problem: PlacementProblem  # the graph on the changed cluster
     before_makespan: float  # of the start placement on the old cluster
     kept: np.ndarray  # the start placement carried over (orphans on their fastest feasible device)
     orphans: np.ndarray  # ids of the tasks whose device left (or no longer runs their type)
@@ -73,7 +74,7 @@ def adapt(
     heft = HEFT().solve(problem, budget, seed)
     adapted = giph.adapt(graph, old, problem, placement, budget, seed)
     before = Simulator(graph, old).makespan(placement)
-    return Adaptation(before, kept, orphans, problem.makespan(kept), heft, adapted)
+    return Adaptation(problem, before, kept, orphans, problem.makespan(kept), heft, adapted)
 
 
 def adaptivity(
@@ -125,10 +126,8 @@ def change_cluster(
 
     New devices are drawn like random clusters for the graph (:func:`~mlsysopt.graph.generate.cluster_for`, in
     the graph's units, seeded from ``seed``) and named ``devK`` with K past every old name, so no new device
-    reuses a removed one's name.
+    reuses a removed one's name. A change that leaves a task with no device that can run it is refused.
     """
-    from mlsysopt.graph.generate import cluster_for
-
     new = cluster
     remove = list(dict.fromkeys(remove))
     if len(remove) >= cluster.num_devices and set(remove) == set(cluster.names):
@@ -137,8 +136,21 @@ def change_cluster(
         if name not in cluster.names:
             raise InvalidCluster(f"--remove: no device named '{name}' (have: {', '.join(cluster.names)})")
         new = new.remove_device(name)
-    if add <= 0:
-        return new, []
+    names: list[str] = []
+    if add > 0:
+        new, names = _add_devices(graph, cluster, new, add, seed)
+    try:
+        new.check_feasible(graph)
+    except MlsysoptError as exc:
+        raise type(exc)(f"after the change: {exc}") from None
+    return new, names
+
+
+def _add_devices(
+    graph: CompGraph, cluster: DeviceCluster, new: DeviceCluster, add: int, seed: int
+) -> tuple[DeviceCluster, list[str]]:
+    from mlsysopt.graph.generate import cluster_for
+
     base = new.num_devices
     gen = cluster_for(graph, base + add, seed=seed + 7919)
     names: list[str] = []

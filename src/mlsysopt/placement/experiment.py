@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,7 +23,9 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import PlacementResult, default_budget
-from mlsysopt.placement.giph import GiPH
+
+if TYPE_CHECKING:
+    from mlsysopt.placement.giph import GiPH
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def run_method(
     if giph is None:
         raise MlsysoptError(f"method '{method}' needs a GiPH policy (--policy)")
     if method == "giph_walk":
-        giph = GiPH(giph.policy, walk=True)
+        giph = type(giph)(giph.policy, walk=True)
     if method == "giph_from_heft":
         init = heft_placement(problem)
     result = giph.solve(problem, budget, seed, init)
@@ -164,8 +166,6 @@ def compare(
         giph: the GiPH placer (its policy) for the GiPH methods.
         on_run: called as ``on_run(runs done, method, seed)`` before each search (progress bars).
     """
-    from mlsysopt.graph.simulator import cp_min
-
     problem = PlacementProblem.of(problem, cluster)
     names, skipped = select_methods(methods, giph is not None)
     seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
@@ -173,7 +173,7 @@ def compare(
         raise MlsysoptError("compare needs at least one seed")
     spend = default_budget(problem.graph) if budget is None else int(budget)
     heft_ms = problem.makespan(heft_placement(problem))
-    result = Comparison(spend, seed_list, heft_ms, cp_min(problem.graph, problem.cluster), skipped=skipped)
+    result = Comparison(spend, seed_list, heft_ms, problem.cp_min, skipped=skipped)
     done = 0
     for name in names:
         t0 = time.perf_counter()
