@@ -13,6 +13,7 @@ import pytest
 from cli_helpers import PNG_MAGIC, assert_user_error, run
 
 ALL = "dev0,dev1,dev2,dev3,dev4"  # every device of the fixture cluster
+ADAPT_WITH_BAD_PLACEMENT = "adapt g.npz --devices 3 --policy untrained.pt --remove dev1 --placement p_unknown_task.json"
 TINY_TRAIN = (
     "--updates", "2", "--episodes-per-update", "1", "--min-tasks", "8", "--max-tasks", "12",
     "--min-devices", "4", "--max-devices", "6",
@@ -201,17 +202,14 @@ def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) ->
         (["compare", "g.npz", "--devices", "3", "--policy", "garbage.pt"], ["garbage.pt", "not a readable checkpoint"]),
         (["adapt", "g.npz", "--devices", "3", "--remove", "dev0"], ["needs --policy"]),
         (["adapt", "g.npz", "--cluster", "c.json", "--policy", "garbage.pt", "--remove", "dev1"], ["garbage.pt"]),
-        (
-            ["adapt", "g.npz", "--cluster", "c.json", "--policy", "untrained.pt", "--remove", "dev1"]
-            + ["--placement", "p_unknown_task.json"],
-            ["p_unknown_task.json", "unknown task 'nope'"],
-        ),
+        (ADAPT_WITH_BAD_PLACEMENT, ["p_unknown_task.json", "unknown task 'nope'"]),
         (["train", "--backend", "mpi"], ["unknown backend 'mpi'"]),
         (["train", "--min-tasks", "12", "--max-tasks", "10"], ["min_tasks <= max_tasks"]),
         (["train", "--resume"], ["--resume", "no checkpoint"]),
     ],
 )
-def test_user_errors(files: dict[str, Path], tmp_path: Path, args: list[str], needles: list[str]) -> None:
+def test_user_errors(files: dict[str, Path], tmp_path: Path, args: list[str] | str, needles: list[str]) -> None:
+    args = args.split() if isinstance(args, str) else args
     for name in ("g.npz", "cyclic.npz", "c.json", "c_no_type1.json", "c_inf_string.json", "c_1e400.json"):
         shutil.copy(files[name], tmp_path / name)
     for name in ("c_deep.json", "p_unknown_task.json"):

@@ -128,9 +128,7 @@ def placement_compare(
     cluster_path: pio.ClusterOpt = None,
     devices: pio.DevicesOpt = None,
     policy: Annotated[Path | None, typer.Option("--policy", help="As for 'place'; without it GiPH is skipped.")] = None,
-    methods: Annotated[
-        str | None, typer.Option("--methods", help="Comma list (default: all, GiPH if --policy).")
-    ] = None,
+    methods: Annotated[str | None, typer.Option("--methods", help="Comma list (default: every method).")] = None,
     budget: pio.BudgetOpt = None,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds per method (--seed, --seed+1, ...).")] = 3,
     seed: SeedOpt = 0,

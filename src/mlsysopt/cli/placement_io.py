@@ -17,21 +17,11 @@ if TYPE_CHECKING:
     from mlsysopt.graph.problem import PlacementProblem
     from mlsysopt.placement.giph import GiPH
 
-GraphArg = Annotated[
-    str, typer.Argument(metavar="GRAPH", help="A graph: .npz, .onnx, WfCommons .json, recipe name or 'mod:factory'.")
-]
+GraphArg = Annotated[str, typer.Argument(metavar="GRAPH", help="A graph: .npz .onnx .json, recipe, mod:factory.")]
 ClusterOpt = Annotated[Path | None, typer.Option("--cluster", help="Device cluster JSON (or use --devices).")]
-DevicesOpt = Annotated[
-    int | None,
-    typer.Option("--devices", min=1, help="Instead of --cluster: a random heterogeneous cluster of N devices."),
-]
-PolicyOpt = Annotated[
-    Path | None,
-    typer.Option("--policy", help="GiPH checkpoint from 'mlsysopt placement train', or 'pretrained' (shipped)."),
-]
-BudgetOpt = Annotated[
-    int | None, typer.Option("--budget", min=1, help="Simulator evaluations per search (default: 2 x tasks).")
-]
+DevicesOpt = Annotated[int | None, typer.Option("--devices", min=1, help="Or a random cluster of N devices.")]
+PolicyOpt = Annotated[Path | None, typer.Option("--policy", help="GiPH checkpoint (placement train) or 'pretrained'.")]
+BudgetOpt = Annotated[int | None, typer.Option("--budget", min=1, help="Simulations per search (default 2 x tasks).")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Run directory for result.json and the plots.")]
 
 
