@@ -37,6 +37,7 @@ _EXPORTS = {
     "placement_from_dict": "mlsysopt.graph.placement",
     "placement_to_dict": "mlsysopt.graph.placement",
     "load_placement": "mlsysopt.graph.placement",
+    "random_from_mask": "mlsysopt.graph.placement",
     "PlacementProblem": "mlsysopt.graph.problem",
     "load_problem": "mlsysopt.graph.problem",
 }
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         load_placement,
         placement_from_dict,
         placement_to_dict,
+        random_from_mask,
         random_placement,
     )
     from mlsysopt.graph.problem import PlacementProblem, load_problem

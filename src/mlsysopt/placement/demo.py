@@ -38,7 +38,6 @@ def _build(ctx: DemoContext) -> list[Section]:
     from mlsysopt.errors import MlsysoptError
     from mlsysopt.graph.generate import cluster_for
     from mlsysopt.graph.importers.wfcommons import from_recipe
-    from mlsysopt.graph.simulator import cp_min
     from mlsysopt.placement.base import default_budget
     from mlsysopt.placement.experiment import run_method
     from mlsysopt.placement.giph import GiPH
@@ -58,7 +57,7 @@ def _build(ctx: DemoContext) -> list[Section]:
     cluster = cluster_for(graph, 8, ctx.seed)
     problem = PlacementProblem(graph, cluster)
     budget = default_budget(graph)
-    bound = cp_min(graph, cluster)
+    bound = problem.cp_min
     runs: dict[str, PlacementResult] = {}
     for method in DEMO_METHODS:
         ctx.step(f"placement: {LABELS[method]} ({budget} evaluations)")
