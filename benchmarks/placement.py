@@ -25,12 +25,7 @@ from mlsysopt.graph.generate import cluster_for, layered_dag, random_cluster
 from mlsysopt.graph.importers.wfcommons import from_recipe
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.io import write_json_atomic
-from mlsysopt.placement.base import PlacementResult, default_budget
-from mlsysopt.placement.baselines import get_baseline
-from mlsysopt.placement.giph import GiPH, carry_over
-from mlsysopt.placement.train import TrainConfig, train
-
-METHODS = ("heft", "random", "annealing", "eft_greedy", "giph", "giph_from_heft", "giph_walk")
+from mlsysopt.placement import METHODS, GiPH, PlacementProblem, TrainConfig, adaptivity, compare, default_budget, train
 
 
 def test_sets(quick: bool) -> dict[str, list[tuple[str, CompGraph, DeviceCluster]]]:
@@ -58,19 +53,6 @@ def test_sets(quick: bool) -> dict[str, list[tuple[str, CompGraph, DeviceCluster
     return {"synthetic_unseen": synthetic, "wfcommons": workflows, "dnn": dnn}
 
 
-def run_method(method: str, giph: GiPH, graph: CompGraph, cluster: DeviceCluster, seed: int) -> PlacementResult:
-    """One method, one seed, the standard budget."""
-    budget = default_budget(graph)
-    if method == "giph":
-        return giph.place(graph, cluster, budget, seed)
-    if method == "giph_walk":  # GiPH's plain rollout: follow every move, keep the best seen
-        return GiPH(giph.policy, walk=True).place(graph, cluster, budget, seed)
-    if method == "giph_from_heft":
-        init = get_baseline("heft").place(graph, cluster, 1, seed).placement
-        return giph.place(graph, cluster, budget, seed, init=init)
-    return get_baseline(method).place(graph, cluster, budget, seed)
-
-
 def evaluate(giph: GiPH, sets: dict, seeds: int) -> dict[str, Any]:
     """Every method on every problem; makespans, ratios to HEFT, steps to best, search curves."""
     makespan: dict[str, dict[str, list[float]]] = {s: {m: [] for m in METHODS} for s in sets}
@@ -80,10 +62,11 @@ def evaluate(giph: GiPH, sets: dict, seeds: int) -> dict[str, Any]:
     for set_name, problems in sets.items():
         for label, graph, cluster in problems:
             t0 = time.perf_counter()
-            heft = run_method("heft", giph, graph, cluster, 0).makespan
+            cmp = compare(PlacementProblem(graph, cluster), methods=list(METHODS), seeds=seeds, giph=giph)
+            heft = cmp.heft_makespan
             row = []
             for m in METHODS:
-                runs = [run_method(m, giph, graph, cluster, s) for s in range(1 if m == "heft" else seeds)]
+                runs = cmp.runs[m][:1] if m == "heft" else cmp.runs[m]  # HEFT is deterministic: one run counts
                 ms = float(np.mean([r.makespan for r in runs]))
                 makespan[set_name][m].append(ms)
                 ratios[set_name][m].append(ms / heft)
@@ -110,58 +93,16 @@ def evaluate(giph: GiPH, sets: dict, seeds: int) -> dict[str, Any]:
     }
 
 
-def adaptivity(giph: GiPH, changes: int, seed: int) -> dict[str, Any]:
-    """Cycle remove 2 / remove 4 / add 2 / add 4 devices; GiPH adapts, HEFT re-runs, 'keep' only fixes orphans."""
-    rng = np.random.default_rng(seed)
+def adaptivity_run(giph: GiPH, changes: int, seed: int) -> dict[str, Any]:
+    """The library's adaptivity experiment on a 40-task layered DAG and a 20-device cluster (synthetic)."""
     graph = layered_dag(40, alpha=0.3, p=0.2, num_types=5, seed=50_000)
     cluster = random_cluster(20, num_types=5, seed=50_001)
-    start = get_baseline("heft").place(graph, cluster).placement
-    p_giph, p_keep = start.copy(), start.copy()
-    ratios: dict[str, list[float]] = {"giph": [], "heft_rerun": [], "keep": []}
-    fresh = 0
-    for k in range(changes):
-        kind, count = [("remove", 2), ("remove", 4), ("add", 2), ("add", 4)][k % 4]
-        new = _change(cluster, graph, kind, count, rng, fresh)
-        fresh += count if kind == "add" else 0
-        heft = get_baseline("heft").place(graph, new).makespan
-        res = giph.adapt(graph, cluster, new, p_giph, default_budget(graph), seed + k)
-        keep, _ = carry_over(graph, cluster, new, p_keep)
-        from mlsysopt.graph.simulator import Simulator
 
-        keep_ms = Simulator(graph, new).makespan(keep)
-        ratios["giph"].append(res.makespan / heft)
-        ratios["heft_rerun"].append(1.0)
-        ratios["keep"].append(keep_ms / heft)
-        print(f"  change {k:2d} {kind} {count}: {new.num_devices:2d} devices  giph/heft {res.makespan / heft:.3f}  "
-              f"keep/heft {keep_ms / heft:.3f}")  # fmt: skip
-        p_giph, p_keep, cluster = res.placement, keep, new
-    return {
-        **{m: float(np.mean(v)) for m, v in ratios.items()},
-        "per_change": ratios,
-        "metric": "mean makespan / HEFT re-run makespan after each change",
-    }
+    def report(k: int, kind: str, count: int, new: DeviceCluster, giph_ratio: float, keep_ratio: float) -> None:
+        print(f"  change {k:2d} {kind} {count}: {new.num_devices:2d} devices  giph/heft {giph_ratio:.3f}  "
+              f"keep/heft {keep_ratio:.3f}")  # fmt: skip
 
-
-def _change(
-    cluster: DeviceCluster, graph: CompGraph, kind: str, count: int, rng: np.random.Generator, fresh: int
-) -> DeviceCluster:
-    """Remove ``count`` random devices (keeping every task placeable) or add ``count`` generated ones."""
-    if kind == "add":
-        extra = random_cluster(count, num_types=cluster.num_types, seed=int(rng.integers(2**31)))
-        new = cluster
-        for j in range(count):
-            bw = rng.uniform(0.5, 1.5, new.num_devices)
-            dl = rng.uniform(0.0, 0.2, new.num_devices)
-            new = new.add_device(extra.speed[j], extra.supports[j], bw, dl, name=f"new{fresh + j}")
-        return new
-    for _ in range(100):
-        drop = rng.choice(cluster.num_devices, count, replace=False)
-        new = cluster
-        for name in [cluster.names[i] for i in drop]:
-            new = new.remove_device(name)
-        if new.feasible(graph).any(axis=1).all():
-            return new
-    raise RuntimeError("could not remove devices and keep every task placeable")
+    return adaptivity(giph, graph, cluster, changes, seed, on_change=report)
 
 
 def main() -> None:
@@ -194,7 +135,7 @@ def main() -> None:
     giph = GiPH(trained.policy)
     result = evaluate(giph, test_sets(args.quick), seeds=1 if args.quick else 3)
     print("adaptivity")
-    result["adaptivity"] = adaptivity(giph, 4 if args.quick else 20, args.seed)
+    result["adaptivity"] = adaptivity_run(giph, 4 if args.quick else 20, args.seed)
     m = result["mean_ratio_to_heft"]
     result["targets"] = {
         "giph_from_heft_le_0.95_heft": m["giph_from_heft"] <= 0.95,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,15 @@ def test_simulate_with_a_placement_file(files: dict[str, Path], tmp_path: Path) 
     assert result["placement"] == json.loads(files["p_ok.json"].read_text())
     # a(gpu,1s) -> b(gpu,2s) -> d ; a -> c(cpu, 1.5/2 = .75s + comm .1 + 2/4) ; d(gpu, .5) after b at 3
     assert result["makespan"] == pytest.approx(3.5)
+    settings = json.loads((tmp_path / "run" / "settings.json").read_text())
+    assert settings == {
+        "command": "graph simulate",
+        "source": str(files["g.npz"]),
+        "cluster": str(files["c.json"]),
+        "seed": 0,
+        "placement": str(files["p_ok.json"]),
+    }
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["gantt.png", "result.json", "settings.json"]
 
 
 # ---------------------------------------------------------------------------- user errors: exit 2, one line
@@ -173,6 +183,34 @@ def test_bad_placements(files: dict[str, Path], tmp_path: Path, placement: str, 
     )  # fmt: skip
     assert_user_error(proc, needle)
     assert not (tmp_path / "run").exists()  # validated before the run dir is created
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["missing.npz", "--cluster", "c.json"], "no such file"),
+        (["g.npz", "--cluster", "missing.json"], "missing.json: no such file"),
+        (["g.npz", "--cluster", "c.json", "--placement", "deep.json"], "nested deeper"),
+        (["g.npz", "--cluster", "c.json", "--placement", "x.txt"], "not valid JSON"),
+        (["cyclic.npz", "--cluster", "c.json"], "cycle"),
+    ],
+)
+def test_refused_simulate_inputs_leave_no_run_folder(
+    files: dict[str, Path], tmp_path: Path, args: list[str], needle: str
+) -> None:
+    (tmp_path / "deep.json").write_text("{" + '"a": {' * 100 + "}" * 101)
+    paths = [str(files.get(a, tmp_path / a)) if a.endswith((".npz", ".json", ".txt")) else a for a in args]
+    assert_user_error(run("graph", "simulate", *paths, "--out", "run", cwd=tmp_path), needle)
+    assert not (tmp_path / "run").exists()
+
+
+def test_simulate_refuses_a_busy_run_folder(files: dict[str, Path], tmp_path: Path) -> None:
+    from mlsysopt.io import RunDir
+
+    with RunDir(tmp_path / "busy", {"command": "held by the test"}, checkpoint=None):
+        proc = run("graph", "simulate", files["g.npz"], "--cluster", files["c.json"], "--out", "busy", cwd=tmp_path)
+        assert_user_error(proc, f"--out busy is in use by process {os.getpid()}")
+    assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["settings.json"]
 
 
 @pytest.mark.parametrize(("cluster", "needle"), [("c_speed.json", "speed"), ("c_bandwidth.json", "bandwidth")])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from cli_helpers import PNG_MAGIC, assert_user_error, run
 
 ALL = "dev0,dev1,dev2,dev3,dev4"  # every device of the fixture cluster
+ADAPT_WITH_BAD_PLACEMENT = "adapt g.npz --devices 3 --policy untrained.pt --remove dev1 --placement p_unknown_task.json"
 TINY_TRAIN = (
     "--updates", "2", "--episodes-per-update", "1", "--min-tasks", "8", "--max-tasks", "12",
     "--min-devices", "4", "--max-devices", "6",
@@ -54,6 +56,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with np.load(d / "g.npz", allow_pickle=False) as z:
         good = {k: z[k] for k in z.files}
     np.savez(d / "cyclic.npz", **{**good, "edge_index": np.array([[0, 1, 2], [1, 2, 0]]), "edge_bytes": np.ones(3)})
+    (d / "p_unknown_task.json").write_text(json.dumps({"nope": "dev0"}))
+    (d / "c_deep.json").write_text("[" * 500 + "]" * 500)
     return {p.name: p for p in d.iterdir()}
 
 
@@ -77,6 +81,9 @@ def test_train_writes_checkpoint_result_and_plot(trained: tuple[Path, str], tmp_
     assert result["config"]["updates"] == 2 and result["config"]["max_tasks"] == 12
     assert len(result["history"]) == 2
     assert {"improvement", "entropy", "loss"} <= set(result["history"][0])
+    settings = json.loads((run_dir / "settings.json").read_text())
+    assert settings["updates"] == 2 and settings["max_tasks"] == 12 and settings["lr"] == 0.01
+    assert sorted(p.name for p in run_dir.iterdir()) == ["policy.pt", "result.json", "settings.json", "training.png"]
 
     # --resume continues the saved run; a fresh train refuses to overwrite it
     shutil.copytree(run_dir, tmp_path / "run")
@@ -84,6 +91,12 @@ def test_train_writes_checkpoint_result_and_plot(trained: tuple[Path, str], tmp_
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads((tmp_path / "run" / "result.json").read_text())["history"]) == 3
     assert_user_error(run("placement", "train", "--out", "run", cwd=tmp_path), "--resume")
+    # --resume keeps the saved settings: a changed one is named, and nothing in the run folder changes
+    before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "run").iterdir()}
+    proc = run("placement", "train", "--out", "run", "--resume", "--lr", "0.5", "--max-tasks", "12", cwd=tmp_path)
+    assert_user_error(proc, "other settings", "lr 0.01 (now 0.5)")
+    assert "max_tasks" not in proc.stderr  # unchanged settings are not named
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "run").iterdir()} == before
 
 
 def test_place_with_giph_and_heft(files: dict[str, Path], trained: tuple[Path, str], tmp_path: Path) -> None:
@@ -109,6 +122,9 @@ def test_place_with_giph_and_heft(files: dict[str, Path], trained: tuple[Path, s
         placement = json.loads((out / "placement.json").read_text())
         assert len(placement) == 24 and set(placement.values()) <= set(result["cluster"]["names"])
     assert len(json.loads((tmp_path / "heft" / "result.json").read_text())["cluster"]["names"]) == 4
+    settings = json.loads((tmp_path / "giph" / "settings.json").read_text())
+    assert settings["command"] == "placement place" and settings["method"] == "giph" and settings["budget"] == 30
+    assert settings["policy"] == str(policy) and "out" not in settings
 
 
 def test_compare_two_seeds(files: dict[str, Path], tmp_path: Path) -> None:
@@ -173,10 +189,30 @@ def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) ->
         (["adapt", "g.npz", "--cluster", "c.json", "--policy", "untrained.pt", "--remove", "dev99"], ["'dev99'"]),
         (["adapt", "g.npz", "--cluster", "c.json", "--policy", "untrained.pt", "--remove", ALL], ["every device"]),
         (["adapt", "g.npz", "--cluster", "c.json", "--policy", "untrained.pt"], ["--remove", "--add"]),
+        (["place", "g.npz", "--devices", "3", "--method", "nope"], ["unknown method 'nope'"]),
+        (["place", "g.npz", "--devices", "3", "--method", "heft", "--init", "best"], ["--init 'best'"]),
+        (["place", "g.npz", "--devices", "3", "--policy", "missing.pt"], ["missing.pt", "no such checkpoint"]),
+        (["place", "g.npz", "--devices", "3", "--cluster", "c.json", "--method", "heft"], ["not both"]),
+        (["place", "g.npz", "--method", "heft"], ["no devices"]),
+        (["place", "g.npz", "--cluster", "c_deep.json", "--method", "heft"], ["c_deep.json", "nested deeper"]),
+        (["compare", "g.npz", "--devices", "3", "--methods", "heft,nope"], ["unknown method 'nope'"]),
+        (["compare", "g.npz", "--devices", "3", "--methods", "heft,giph"], ["'giph'", "--policy"]),
+        (["compare", "g.npz", "--devices", "3", "--policy", "missing.pt"], ["missing.pt"]),
+        (["compare", "g.npz", "--cluster", "c_no_type1.json"], ["task 't", "hardware type 1"]),
+        (["compare", "g.npz", "--devices", "3", "--policy", "garbage.pt"], ["garbage.pt", "not a readable checkpoint"]),
+        (["adapt", "g.npz", "--devices", "3", "--remove", "dev0"], ["needs --policy"]),
+        (["adapt", "g.npz", "--cluster", "c.json", "--policy", "garbage.pt", "--remove", "dev1"], ["garbage.pt"]),
+        (ADAPT_WITH_BAD_PLACEMENT, ["p_unknown_task.json", "unknown task 'nope'"]),
+        (["train", "--backend", "mpi"], ["unknown backend 'mpi'"]),
+        (["train", "--min-tasks", "12", "--max-tasks", "10"], ["min_tasks <= max_tasks"]),
+        (["train", "--resume"], ["--resume", "no checkpoint"]),
     ],
 )
-def test_user_errors(files: dict[str, Path], tmp_path: Path, args: list[str], needles: list[str]) -> None:
+def test_user_errors(files: dict[str, Path], tmp_path: Path, args: list[str] | str, needles: list[str]) -> None:
+    args = args.split() if isinstance(args, str) else args
     for name in ("g.npz", "cyclic.npz", "c.json", "c_no_type1.json", "c_inf_string.json", "c_1e400.json"):
+        shutil.copy(files[name], tmp_path / name)
+    for name in ("c_deep.json", "p_unknown_task.json"):
         shutil.copy(files[name], tmp_path / name)
     for name in ("garbage.pt", "other_features.pt", "untrained.pt"):
         shutil.copy(files[name], tmp_path / name)
@@ -195,3 +231,22 @@ def test_place_with_the_pretrained_policy(files: dict[str, Path], tmp_path: Path
     assert result["evaluations"] == 2 * 24
     heft = json.loads((tmp_path / "pre" / "result.json").read_text())["history"][0]
     assert result["makespan"] <= heft  # starts at HEFT's placement and keeps the best
+
+
+def test_a_busy_run_folder_is_refused_naming_the_process(files: dict[str, Path], tmp_path: Path) -> None:
+    from mlsysopt.io import RunDir
+
+    g, c, policy = files["g.npz"], files["c.json"], files["untrained.pt"]
+    commands = [
+        ["train", *TINY_TRAIN],
+        ["place", g, "--cluster", c, "--method", "heft"],
+        ["compare", g, "--cluster", c, "--seeds", "1", "--budget", "4"],
+        ["adapt", g, "--cluster", c, "--policy", policy, "--remove", "dev1", "--budget", "4"],
+    ]
+    busy = tmp_path / "busy"
+    with RunDir(busy, {"command": "held by the test"}, checkpoint=None):
+        for args in commands:
+            proc = run("placement", *args, "--out", busy, cwd=tmp_path)
+            assert_user_error(proc, f"--out {busy} is in use by process {os.getpid()}")
+    assert sorted(p.name for p in busy.iterdir()) == ["settings.json"]
+    assert json.loads((busy / "settings.json").read_text()) == {"command": "held by the test"}

@@ -163,6 +163,16 @@ def test_load_errors_name_file_and_key(tmp_path) -> None:
         CompGraph.load(partial)
 
 
+@pytest.mark.parametrize(("meta", "needle"), [("{not json", "not valid JSON"), ("[1, 2]", "not a JSON object")])
+def test_load_reads_meta_with_the_guarded_reader(tmp_path, meta: str, needle: str) -> None:
+    path = diamond().save(tmp_path / "g.npz")
+    with np.load(path) as z:
+        arrays = dict(z)
+    np.savez(tmp_path / "bad.npz", **{**arrays, "meta": np.array(meta)})
+    with pytest.raises(InvalidGraph, match=f"bad.npz: key 'meta'.*{needle}"):
+        CompGraph.load(tmp_path / "bad.npz")
+
+
 def test_load_reports_cycle_with_file(tmp_path) -> None:
     g = diamond()
     path = g.save(tmp_path / "g.npz")

@@ -11,7 +11,7 @@ from mlsysopt.graph.generate import chain, diamond, fork, fork_join, homogeneous
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement, random_placement
 from mlsysopt.graph.simulator import Simulator
-from mlsysopt.placement.baselines import BASELINES, HEFT, SimulatedAnnealing, get_baseline, heft_schedule
+from mlsysopt.placement.baselines import BASELINES, HEFT, Annealing, get_baseline, heft_schedule
 from mlsysopt.placement.baselines.eft_greedy import random_topological_order
 from mlsysopt.placement.baselines.heft import earliest_slot
 
@@ -172,7 +172,7 @@ def test_annealing_never_worse_than_init() -> None:
         graph, cluster = layered_dag(25, seed=s), random_cluster(6, seed=s)
         init = random_placement(graph, cluster, np.random.default_rng(100 + s))
         start = Simulator(graph, cluster).makespan(init)
-        res = SimulatedAnnealing().place(graph, cluster, budget=30, seed=s, init=init)
+        res = Annealing().place(graph, cluster, budget=30, seed=s, init=init)
         assert res.history[0] == pytest.approx(start)
         assert res.makespan <= start
 
@@ -180,7 +180,7 @@ def test_annealing_never_worse_than_init() -> None:
 def test_annealing_rejects_an_infeasible_init() -> None:
     graph, cluster = chain(4), homogeneous_cluster(2)
     with pytest.raises(MlsysoptError):
-        SimulatedAnnealing().place(graph, cluster, budget=5, init=np.array([0, 1, 2, 0]))
+        Annealing().place(graph, cluster, budget=5, init=np.array([0, 1, 2, 0]))
 
 
 def test_random_topological_order_is_topological_and_varies() -> None:

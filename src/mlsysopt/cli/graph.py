@@ -3,30 +3,26 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-
-from mlsysopt.errors import InvalidPlacement, MlsysoptError
-
-if TYPE_CHECKING:
-    from mlsysopt.graph.cluster import DeviceCluster
-    from mlsysopt.graph.ir import CompGraph
 
 from mlsysopt.cli.common import (
     InputShapeOpt,
     NumTasksOpt,
     SeedOpt,
     SourceArg,
-    _check_run_dir,
     _check_suffix,
     _fmt,
     _load_source,
     console,
     err_console,
 )
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.io import RunDir
 
 graph_app = typer.Typer(
     help="Computation graphs and device clusters: inspect, generate, import, simulate.",
@@ -54,29 +50,38 @@ def graph_info(
     _print_graph(summary)
 
 
-def _print_graph(s: dict[str, Any]) -> None:
+def show(
+    title: str, rows: Sequence[Sequence[str]], columns: Sequence[str] | None = None, styles: Sequence[Any] = ()
+) -> None:
+    """Print a table: key/value rows (no ``columns``) or rows under ``columns``; ``styles`` per row."""
     from rich.table import Table
 
-    table = Table(title=f"graph {escape(s['name'])}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    for key, label in (("tasks", "tasks"), ("edges", "edges"), ("depth", "depth (longest path)")):
-        table.add_row(label, f"{s[key]:,}")
-    table.add_row("total FLOPs", _fmt(s["total_flops"]))
-    table.add_row("total compute", _fmt(s["total_compute"]))
-    table.add_row("total edge bytes", _fmt(s["total_edge_bytes"]))
-    table.add_row("hardware types", ", ".join(f"type {t}: {c}" for t, c in s["hw_types"].items()))
+    table = Table(title=title, show_header=columns is not None, title_justify="left")
+    for k, col in enumerate(columns or ("", "")):
+        table.add_column(col, justify="left" if k == 0 else "right", style="bold" if k == 0 and not columns else None)
+    for i, row in enumerate(rows):
+        table.add_row(*row, style=styles[i] if i < len(styles) else None)
     console.print(table)
-    ops = Table(title="op histogram", title_justify="left")
-    ops.add_column("op")
-    ops.add_column("count", justify="right")
-    ops.add_column("share", justify="right")
+
+
+def _print_graph(s: dict[str, Any]) -> None:
+    show(
+        f"graph {escape(s['name'])}",
+        [
+            ("tasks", f"{s['tasks']:,}"),
+            ("edges", f"{s['edges']:,}"),
+            ("depth (longest path)", f"{s['depth']:,}"),
+            ("total FLOPs", _fmt(s["total_flops"])),
+            ("total compute", _fmt(s["total_compute"])),
+            ("total edge bytes", _fmt(s["total_edge_bytes"])),
+            ("hardware types", ", ".join(f"type {t}: {c}" for t, c in s["hw_types"].items())),
+        ],
+    )
     items = list(s["ops"].items())
-    for op, count in items[:30]:
-        ops.add_row(escape(op), f"{count:,}", f"{100 * count / s['tasks']:.1f}%")
+    ops = [(escape(op), f"{count:,}", f"{100 * count / s['tasks']:.1f}%") for op, count in items[:30]]
     if len(items) > 30:
-        ops.add_row(f"... {len(items) - 30} more", "", "")
-    console.print(ops)
+        ops.append((f"... {len(items) - 30} more", "", ""))
+    show("op histogram", ops, columns=("op", "count", "share"))
 
 
 @graph_app.command("import")
@@ -92,9 +97,7 @@ def graph_import(
     with err_console.status(f"importing {source}"):
         graph = _load_source(source, num_tasks, seed, input_shape)
     graph.save(out)
-    console.print(
-        f"wrote {escape(str(out))}: {graph.num_nodes:,} tasks, {graph.num_edges:,} edges, depth {graph.depth}"
-    )
+    _wrote(out, graph)
 
 
 # ---------------------------------------------------------------------------- graph generate
@@ -127,37 +130,22 @@ def graph_generate(
         _check_suffix(cluster_out, ".json", "--cluster-out")
     from mlsysopt.graph.generate import layered_dag, random_cluster
 
-    graph = layered_dag(
-        num_tasks=tasks,
-        alpha=alpha,
-        p=p,
-        compute_avg=compute_avg,
-        compute_beta=compute_beta,
-        bytes_avg=bytes_avg,
-        bytes_beta=bytes_beta,
-        num_types=types,
-        seed=seed,
-    )
-    cluster = None
-    if cluster_out is not None:
-        cluster = random_cluster(
-            num_devices=devices,
-            num_types=types,
-            speed_avg=speed_avg,
-            speed_beta=speed_beta,
-            bandwidth_avg=bandwidth_avg,
-            bandwidth_beta=bandwidth_beta,
-            delay_avg=delay_avg,
-            q=q,
-            seed=seed,
-        )
+    dag = {"alpha": alpha, "p": p, "compute_avg": compute_avg, "compute_beta": compute_beta, "bytes_avg": bytes_avg}
+    graph = layered_dag(tasks, bytes_beta=bytes_beta, num_types=types, seed=seed, **dag)
+    links = {"bandwidth_avg": bandwidth_avg, "bandwidth_beta": bandwidth_beta, "delay_avg": delay_avg, "q": q}
+    devs = {"num_types": types, "speed_avg": speed_avg, "speed_beta": speed_beta, "seed": seed}
+    cluster = None if cluster_out is None else random_cluster(devices, **devs, **links)
     graph.save(out)
-    console.print(
-        f"wrote {escape(str(out))}: {graph.num_nodes:,} tasks, {graph.num_edges:,} edges, depth {graph.depth}"
-    )
+    _wrote(out, graph)
     if cluster is not None and cluster_out is not None:
         cluster.save(cluster_out)
         console.print(f"wrote {escape(str(cluster_out))}: {cluster.num_devices} devices, {cluster.num_types} types")
+
+
+def _wrote(out: Path, graph: Any) -> None:
+    console.print(
+        f"wrote {escape(str(out))}: {graph.num_nodes:,} tasks, {graph.num_edges:,} edges, depth {graph.depth}"
+    )
 
 
 # ---------------------------------------------------------------------------- graph simulate
@@ -180,100 +168,43 @@ def graph_simulate(
         )
     if placement_path is not None and random:
         raise MlsysoptError("give either --placement P.json or --random, not both")
-    _check_run_dir(out)
-
+    settings = {"command": "graph simulate", "source": graph_source, "cluster": cluster_path, "seed": seed}
+    run = RunDir(out, {**settings, "placement": placement_path}, checkpoint=None).check()
     import numpy as np
 
-    from mlsysopt.graph.cluster import DeviceCluster
-    from mlsysopt.graph.placement import random_placement
-    from mlsysopt.graph.simulator import cp_min, simulate, slr_from_bound
+    from mlsysopt.graph.placement import load_placement
+    from mlsysopt.graph.problem import load_problem
+    from mlsysopt.report.gantt import plot_gantt
+    from mlsysopt.report.summary import cluster_summary, graph_summary
 
     with err_console.status("loading graph, cluster and placement"):
         graph = _load_source(graph_source)
-        cluster = DeviceCluster.load(cluster_path)
-        cluster.check_feasible(graph)
+        problem, _ = load_problem(graph, cluster_path)
         if placement_path is not None:
-            placement = _load_placement(placement_path, graph, cluster)
-            how = f"from {placement_path}"
+            placement, how = load_placement(placement_path, graph, problem.cluster), f"from {placement_path}"
         else:
-            placement = random_placement(graph, cluster, np.random.default_rng(seed))
+            placement = problem.random_placement(np.random.default_rng(seed))
             how = f"random feasible placement (seed {seed})"
-    if placement_path is None:
-        err_console.print(f"no --placement given: using a {how}")
+            err_console.print(f"no --placement given: using a {how}")
     with err_console.status("simulating"):
-        sched = simulate(graph, cluster, placement)
-        bound = cp_min(graph, cluster)
-    ratio = slr_from_bound(sched.makespan, bound)
-    result = _simulate_result(graph, cluster, sched, bound, ratio, how, seed, graph_source)
-
-    from mlsysopt.io import write_json_atomic
-    from mlsysopt.report.gantt import plot_gantt
-
-    out.mkdir(parents=True, exist_ok=True)
-    with err_console.status("plotting the Gantt chart"):
-        plot_gantt(graph, cluster, sched, out / "gantt.png", title=f"{graph_source} ({how})")
-    write_json_atomic(out / "result.json", result)
-    _print_simulation(result, out)
-
-
-def _load_placement(path: Path, graph: CompGraph, cluster: DeviceCluster) -> Any:
-    from mlsysopt.graph.placement import check_placement, placement_from_dict
-
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InvalidPlacement(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidPlacement(f"{path}: not valid JSON ({exc})") from None
-    if isinstance(data, list):
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in data):
-            raise InvalidPlacement(f"{path}: a list placement must hold one integer device id per task")
-        try:
-            return check_placement(graph, cluster, data)
-        except InvalidPlacement as exc:
-            raise type(exc)(f"{path}: {exc}") from None
-    return placement_from_dict(graph, cluster, data, where=str(path))
-
-
-def _simulate_result(
-    graph: CompGraph,
-    cluster: DeviceCluster,
-    sched: Any,
-    bound: float,
-    ratio: float,
-    how: str,
-    seed: int,
-    source: str,
-) -> dict[str, Any]:
-    from mlsysopt.graph.placement import placement_to_dict
-    from mlsysopt.report.summary import cluster_summary, graph_summary
-
-    return {
-        "command": "graph simulate",
-        "source": source,
-        "seed": seed,
+        sched = problem.simulate(placement)
+    result = {
+        **settings,
+        "cluster": cluster_summary(problem.cluster),
         "placement_source": how,
-        "makespan": float(sched.makespan),
-        "cp_min": float(bound),
-        "slr": float(ratio),
-        "graph": graph_summary(graph, name=str(graph.meta.get("name") or source)),
-        "cluster": cluster_summary(cluster),
-        "placement": placement_to_dict(graph, cluster, sched.placement),
-        "schedule": sched.to_dict(graph, cluster),
+        **problem.describe(sched),
+        "graph": graph_summary(graph, name=str(graph.meta.get("name") or graph_source)),
         "gantt": "gantt.png",
     }
-
-
-def _print_simulation(r: dict[str, Any], out: Path) -> None:
-    from rich.table import Table
-
-    table = Table(title="simulation", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    table.add_row("makespan", f"{r['makespan']:.6g}")
-    table.add_row("CP_MIN (lower bound)", f"{r['cp_min']:.6g}")
-    table.add_row("SLR", f"{r['slr']:.4f}")
-    table.add_row("devices used", f"{len(set(r['placement'].values()))} / {r['cluster']['devices']}")
-    table.add_row("critical-path tasks", str(len(r["schedule"]["critical_path"])))
-    console.print(table)
+    with run, err_console.status("plotting the Gantt chart"):
+        plot_gantt(graph, problem.cluster, sched, run.file("gantt.png"), title=f"{graph_source} ({how})")
+        run.write_json("result.json", result)
+    rows = [
+        ("makespan", f"{sched.makespan:.6g}"),
+        ("CP_MIN (lower bound)", f"{problem.cp_min:.6g}"),
+        ("SLR", f"{result['slr']:.4f}"),
+        ("devices used", f"{len(set(placement.tolist()))} / {problem.num_devices}"),
+        ("critical-path tasks", str(len(sched.critical_path))),
+    ]
+    show("simulation", rows)
     console.print(f"wrote {escape(str(out / 'result.json'))} and {escape(str(out / 'gantt.png'))}")

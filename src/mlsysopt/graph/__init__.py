@@ -36,6 +36,10 @@ _EXPORTS = {
     "random_placement": "mlsysopt.graph.placement",
     "placement_from_dict": "mlsysopt.graph.placement",
     "placement_to_dict": "mlsysopt.graph.placement",
+    "load_placement": "mlsysopt.graph.placement",
+    "random_from_mask": "mlsysopt.graph.placement",
+    "PlacementProblem": "mlsysopt.graph.problem",
+    "load_problem": "mlsysopt.graph.problem",
 }
 
 if TYPE_CHECKING:
@@ -43,7 +47,15 @@ if TYPE_CHECKING:
     from mlsysopt.graph.generate import cluster_for, graph_units, layered_dag, random_cluster
     from mlsysopt.graph.importers import load_graph
     from mlsysopt.graph.ir import BASE_FEATURES, DEFAULT_VOCAB, CompGraph
-    from mlsysopt.graph.placement import check_placement, placement_from_dict, placement_to_dict, random_placement
+    from mlsysopt.graph.placement import (
+        check_placement,
+        load_placement,
+        placement_from_dict,
+        placement_to_dict,
+        random_from_mask,
+        random_placement,
+    )
+    from mlsysopt.graph.problem import PlacementProblem, load_problem
     from mlsysopt.graph.simulator import (
         Schedule,
         Simulator,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ import numpy as np
 
 from mlsysopt.errors import ConstraintViolation, InvalidCluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.io import write_json_atomic
+from mlsysopt.io import read_json, write_json_atomic
 
 
 class DeviceCluster:
@@ -215,13 +214,7 @@ class DeviceCluster:
     def load(cls, path: str | Path) -> DeviceCluster:
         """Read a cluster JSON file."""
         path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise InvalidCluster(f"{path}: no such file") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidCluster(f"{path}: not valid JSON ({exc})") from None
-        return cls.from_dict(data, where=str(path))
+        return cls.from_dict(read_json(path, InvalidCluster), where=str(path))
 
 
 def _arr(value: Any, dtype: Any, key: str) -> np.ndarray:

@@ -16,6 +16,7 @@ import numpy as np
 from mlsysopt.errors import InvalidGraph, UnsupportedFormat
 from mlsysopt.graph.topology import CSR, build_csr, kahn_levels, priority_order
 from mlsysopt.graph.vocab import DEFAULT_VOCAB, build_vocab
+from mlsysopt.io import loads_json
 
 #: Features every CompGraph carries (zero where a source does not know them).
 #: ``compute`` is what the simulator divides by device speed (FLOPs for DNNs, reference-seconds for workflows).
@@ -342,8 +343,10 @@ class CompGraph:
                 d = {k: z[k] for k in _NPZ_KEYS}
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
             raise UnsupportedFormat(f"{path}: not a readable .npz file ({exc})") from None
+        meta = loads_json(str(d["meta"]), InvalidGraph, f"{path}: key 'meta'")
+        if not isinstance(meta, dict):
+            raise InvalidGraph(f"{path}: key 'meta' is not a JSON object")
         try:
-            meta = json.loads(str(d["meta"]))
             return cls(
                 d["names"].tolist(),
                 d["opcodes"],
@@ -357,8 +360,6 @@ class CompGraph:
             )
         except InvalidGraph as exc:
             raise InvalidGraph(f"{path}: {exc}") from None
-        except json.JSONDecodeError:
-            raise InvalidGraph(f"{path}: key 'meta' is not valid JSON") from None
 
 
 def _as_array(value: Any, dtype: Any, key: str) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,21 @@ def placement_from_dict(
         raise type(exc)(f"{where}: {exc}") from None
 
 
+def load_placement(path: str | Path, graph: CompGraph, cluster: DeviceCluster) -> np.ndarray:
+    """Read a placement JSON file: ``{task: device}``, a ``result.json`` holding one, or a list of device ids."""
+    from mlsysopt.io import read_json
+
+    data = read_json(path, InvalidPlacement, expect=None)
+    if isinstance(data, list):
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in data):
+            raise InvalidPlacement(f"{path}: a list placement must hold one integer device id per task")
+        try:
+            return check_placement(graph, cluster, data)
+        except InvalidPlacement as exc:
+            raise type(exc)(f"{path}: {exc}") from None
+    return placement_from_dict(graph, cluster, data, where=str(path))
+
+
 def placement_to_dict(graph: CompGraph, cluster: DeviceCluster, placement: np.ndarray) -> dict[str, str]:
     """``{task name: device name}`` for JSON output."""
     return {graph.names[i]: cluster.names[int(d)] for i, d in enumerate(placement)}
@@ -78,6 +94,10 @@ def placement_to_dict(graph: CompGraph, cluster: DeviceCluster, placement: np.nd
 
 def random_placement(graph: CompGraph, cluster: DeviceCluster, rng: np.random.Generator) -> np.ndarray:
     """A uniformly random feasible placement."""
-    mask = cluster.check_feasible(graph)
+    return random_from_mask(cluster.check_feasible(graph), rng)
+
+
+def random_from_mask(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random placement among the allowed devices of a (tasks, devices) feasibility mask."""
     u = rng.random(mask.shape) * mask
     return np.argmax(u, axis=1).astype(np.int64)

@@ -173,7 +173,8 @@ class Schedule:
 class Simulator:
     """Precomputed flat arrays of one (graph, cluster) pair; simulate many placements fast."""
 
-    def __init__(self, graph: CompGraph, cluster: DeviceCluster) -> None:
+    def __init__(self, graph: CompGraph, cluster: DeviceCluster, feasible: np.ndarray | None = None) -> None:
+        """``feasible`` is the (tasks, devices) mask when the caller already holds it (a PlacementProblem)."""
         self.graph = graph
         self.cluster = cluster
         indptr, child, eid = graph.children_csr
@@ -185,7 +186,7 @@ class Simulator:
         self._speed = np.ascontiguousarray(cluster.speed, dtype=np.float64)
         self._delay = np.ascontiguousarray(cluster.delay, dtype=np.float64)
         self._inv_bw = np.ascontiguousarray(cluster.inv_bandwidth, dtype=np.float64)
-        self._feasible = cluster.feasible(graph)
+        self._feasible = cluster.feasible(graph) if feasible is None else feasible
         self._rows = np.arange(graph.num_nodes)
 
     def _args(self) -> tuple[np.ndarray, ...]:

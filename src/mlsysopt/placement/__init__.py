@@ -1,5 +1,124 @@
-"""GiPH: learned placement of task graphs on dynamic heterogeneous device clusters."""
+"""GiPH: learned placement of task graphs on dynamic heterogeneous device clusters, its baselines and experiments.
 
-from mlsysopt.placement.base import Evaluator, PlacementResult, Placer, default_budget
+Every name below is imported on first use, so ``import mlsysopt.placement`` loads no torch::
 
-__all__ = ["Evaluator", "PlacementResult", "Placer", "default_budget"]
+    from mlsysopt.placement import GiPH, HEFT, PlacementProblem, compare, adapt
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mlsysopt.lazy import lazy_exports
+
+_EXPORTS = {
+    # the interface and the problem
+    "Placer": "mlsysopt.placement.base",
+    "PlacementResult": "mlsysopt.placement.base",
+    "Evaluator": "mlsysopt.placement.base",
+    "SearchContext": "mlsysopt.placement.base",
+    "BudgetExhausted": "mlsysopt.placement.base",
+    "default_budget": "mlsysopt.placement.base",
+    "PlacementProblem": "mlsysopt.graph.problem",
+    # GiPH
+    "GiPH": "mlsysopt.placement.giph",
+    "carry_over": "mlsysopt.placement.giph",
+    "GiPHPolicy": "mlsysopt.placement.policy",
+    "PolicyConfig": "mlsysopt.placement.policy",
+    "GpNet": "mlsysopt.placement.gpnet",
+    "GpNetBuilder": "mlsysopt.placement.gpnet",
+    "PlacementState": "mlsysopt.placement.state",
+    "PlacementEnv": "mlsysopt.placement.env",
+    "TrainConfig": "mlsysopt.placement.training",
+    "TrainResult": "mlsysopt.placement.training",
+    "train": "mlsysopt.placement.training",
+    "training_run": "mlsysopt.placement.training",
+    "PRETRAINED": "mlsysopt.placement.checkpoint",
+    "IncompatibleCheckpoint": "mlsysopt.placement.checkpoint",
+    "load_checkpoint": "mlsysopt.placement.checkpoint",
+    "load_policy": "mlsysopt.placement.checkpoint",
+    "save_checkpoint": "mlsysopt.placement.checkpoint",
+    # baselines
+    "HEFT": "mlsysopt.placement.baselines",
+    "RandomSearch": "mlsysopt.placement.baselines",
+    "Annealing": "mlsysopt.placement.baselines",
+    "EFTGreedy": "mlsysopt.placement.baselines",
+    "BASELINES": "mlsysopt.placement.baselines",
+    "get_baseline": "mlsysopt.placement.baselines",
+    "heft_schedule": "mlsysopt.placement.baselines",
+    # experiments
+    "METHODS": "mlsysopt.placement.experiment",
+    "Method": "mlsysopt.placement.experiment",
+    "get_method": "mlsysopt.placement.experiment",
+    "select_methods": "mlsysopt.placement.experiment",
+    "run_method": "mlsysopt.placement.experiment",
+    "heft_placement": "mlsysopt.placement.experiment",
+    "Comparison": "mlsysopt.placement.experiment",
+    "compare": "mlsysopt.placement.experiment",
+    "method_summary": "mlsysopt.placement.experiment",
+    "mean_curve": "mlsysopt.placement.experiment",
+    "Adaptation": "mlsysopt.placement.adaptation",
+    "adapt": "mlsysopt.placement.adaptation",
+    "adaptivity": "mlsysopt.placement.adaptation",
+    "CHANGES": "mlsysopt.placement.adaptation",
+    "change_cluster": "mlsysopt.placement.adaptation",
+    "random_change": "mlsysopt.placement.adaptation",
+    "removable_devices": "mlsysopt.placement.adaptation",
+}
+
+if TYPE_CHECKING:
+    from mlsysopt.graph.problem import PlacementProblem
+    from mlsysopt.placement.adaptation import (
+        CHANGES,
+        Adaptation,
+        adapt,
+        adaptivity,
+        change_cluster,
+        random_change,
+        removable_devices,
+    )
+    from mlsysopt.placement.base import (
+        BudgetExhausted,
+        Evaluator,
+        PlacementResult,
+        Placer,
+        SearchContext,
+        default_budget,
+    )
+    from mlsysopt.placement.baselines import (
+        BASELINES,
+        HEFT,
+        Annealing,
+        EFTGreedy,
+        RandomSearch,
+        get_baseline,
+        heft_schedule,
+    )
+    from mlsysopt.placement.checkpoint import (
+        PRETRAINED,
+        IncompatibleCheckpoint,
+        load_checkpoint,
+        load_policy,
+        save_checkpoint,
+    )
+    from mlsysopt.placement.env import PlacementEnv
+    from mlsysopt.placement.experiment import (
+        METHODS,
+        Comparison,
+        Method,
+        compare,
+        get_method,
+        heft_placement,
+        mean_curve,
+        method_summary,
+        run_method,
+        select_methods,
+    )
+    from mlsysopt.placement.giph import GiPH, carry_over
+    from mlsysopt.placement.gpnet import GpNet, GpNetBuilder
+    from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
+    from mlsysopt.placement.state import PlacementState
+    from mlsysopt.placement.training import TrainConfig, TrainResult, train, training_run
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

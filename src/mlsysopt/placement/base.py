@@ -1,4 +1,9 @@
-"""The one placement interface: ``Placer.place(graph, cluster, budget, seed)`` and the evaluation budget."""
+"""The one placement interface: ``Placer.place(graph, cluster, budget, seed, init)`` and the evaluation budget.
+
+``place`` is a template method: it builds the :class:`~mlsysopt.graph.problem.PlacementProblem` (graph and
+cluster validated once), the :class:`Evaluator` (the budget) and checks ``init``, then calls the method's own
+:meth:`Placer.search` hook, which spends evaluations through the evaluator; the best placement seen is the result.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.simulator import Schedule, Simulator
+from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.graph.simulator import Schedule
 
 
 class BudgetExhausted(MlsysoptError):
@@ -52,11 +58,10 @@ class PlacementResult:
 class Evaluator:
     """Counts simulator evaluations against a budget and tracks the best placement seen."""
 
-    def __init__(self, graph: CompGraph, cluster: DeviceCluster, budget: int | None) -> None:
-        self.graph = graph
-        self.cluster = cluster
-        self.simulator = Simulator(graph, cluster)
-        self.budget = default_budget(graph) if budget is None else int(budget)
+    def __init__(self, problem: PlacementProblem, budget: int | None) -> None:
+        self.problem = problem
+        self.simulator = problem.simulator
+        self.budget = default_budget(problem.graph) if budget is None else int(budget)
         if self.budget < 1:
             raise MlsysoptError(f"budget must be >= 1 simulator evaluation, got {self.budget}")
         self.history: list[float] = []
@@ -103,12 +108,22 @@ def default_budget(graph: CompGraph) -> int:
     return 2 * graph.num_nodes
 
 
+@dataclass
+class SearchContext:
+    """What a placer's search hook works with: the validated problem, the budget, its random stream, the start."""
+
+    problem: PlacementProblem
+    evaluate: Evaluator  # call it on a placement for its makespan (one evaluation each); it keeps the best
+    rng: np.random.Generator  # the method's random stream, seeded with ``seed``
+    seed: int  # for methods with a second random stream (GiPH's torch sampling)
+    init: np.ndarray | None  # a checked start placement (a copy the method may change), or None
+
+
 class Placer(ABC):
     """A placement method. Implementations live one per file and share this interface."""
 
     name: str = "placer"
 
-    @abstractmethod
     def place(
         self,
         graph: CompGraph,
@@ -119,5 +134,19 @@ class Placer(ABC):
     ) -> PlacementResult:
         """Best placement found with at most ``budget`` simulator evaluations (default 2·|V|).
 
-        ``init`` is a start placement for methods that improve one (ignored by constructive methods).
+        ``init`` is a start placement for methods that improve one (checked, then ignored by constructive methods).
         """
+        return self.solve(PlacementProblem(graph, cluster), budget, seed, init)
+
+    def solve(
+        self, problem: PlacementProblem, budget: int | None = None, seed: int = 0, init: np.ndarray | None = None
+    ) -> PlacementResult:
+        """:meth:`place` on a problem that is already built (one problem serves many searches)."""
+        evaluator = Evaluator(problem, budget)
+        start = None if init is None else problem.check(init).copy()
+        self.search(SearchContext(problem, evaluator, np.random.default_rng(seed), seed, start))
+        return evaluator.result(self.name)
+
+    @abstractmethod
+    def search(self, ctx: SearchContext) -> None:
+        """Spend ``ctx.evaluate``'s budget on placements of ``ctx.problem``; the evaluator keeps the best one."""

@@ -15,20 +15,33 @@ from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 PRETRAINED = Path(__file__).parent / "pretrained" / "giph.pt"
 
 
+def policy_path(policy: str | Path) -> Path:
+    """``"pretrained"`` means the policy shipped with mlsysopt (:data:`PRETRAINED`); anything else is a path."""
+    return PRETRAINED if str(policy) == "pretrained" else Path(policy)
+
+
 class IncompatibleCheckpoint(MlsysoptError):
     """A checkpoint that this build cannot use (other feature sizes, not a GiPH checkpoint, unreadable)."""
 
 
+def checkpoint_state(policy: GiPHPolicy, **extra: Any) -> dict[str, Any]:
+    """The checkpoint dict of ``policy`` (and any training state in ``extra``)."""
+    return {"kind": "giph-policy", "config": policy.config.to_dict(), "policy": policy.state_dict(), **extra}
+
+
 def save_checkpoint(path: str | Path, policy: GiPHPolicy, **extra: Any) -> Path:
     """Write the policy (and any training state in ``extra``) to ``path`` atomically."""
-    state = {"kind": "giph-policy", "config": policy.config.to_dict(), "policy": policy.state_dict(), **extra}
-    return save_torch_atomic(path, state)
+    return save_torch_atomic(path, checkpoint_state(policy, **extra))
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a checkpoint dict, or raise IncompatibleCheckpoint saying why."""
-    path = Path(path)
-    data = load_torch(path, IncompatibleCheckpoint)
+    """Read a checkpoint dict (``"pretrained"``: the shipped one), or raise IncompatibleCheckpoint saying why."""
+    path = policy_path(path)
+    return check_checkpoint(load_torch(path, IncompatibleCheckpoint), path)
+
+
+def check_checkpoint(data: Any, path: str | Path) -> dict[str, Any]:
+    """``data`` (read from ``path``) if it is a GiPH checkpoint this build can use; IncompatibleCheckpoint if not."""
     if not isinstance(data, dict) or data.get("kind") != "giph-policy":
         raise IncompatibleCheckpoint(f"{path}: not a GiPH policy checkpoint")
     cfg = data.get("config") or {}
@@ -45,7 +58,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def load_policy(path: str | Path) -> GiPHPolicy:
-    """The policy stored in a checkpoint."""
+    """The policy stored in a checkpoint (``"pretrained"``: the policy shipped with mlsysopt)."""
+    path = policy_path(path)
     data = load_checkpoint(path)
     try:
         policy = GiPHPolicy(PolicyConfig(**data["config"]))

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mlsysopt.graph.cluster import DeviceCluster
-from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.placement.experiment import METHODS
 from mlsysopt.report.html import Section
 
 if TYPE_CHECKING:
@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 #: The tiny demo training (the benchmark trains far longer on larger graphs).
 DEMO_TRAINING = {"updates": 6, "episodes_per_update": 2, "max_tasks": 20, "min_devices": 5, "max_devices": 10}
-BASELINE_METHODS = ("heft", "random", "annealing", "eft_greedy")
-LABELS = {"giph": "GiPH", "giph_from_heft": "GiPH from HEFT"}
+#: The methods compared (every default method of the registry) and their labels.
+DEMO_METHODS = [m for m, spec in METHODS.items() if spec.default]
+LABELS = {m: METHODS[m].label for m in DEMO_METHODS}
 
 
 def demo_section(ctx: DemoContext) -> list[Section]:
@@ -37,42 +38,42 @@ def _build(ctx: DemoContext) -> list[Section]:
     from mlsysopt.errors import MlsysoptError
     from mlsysopt.graph.generate import cluster_for
     from mlsysopt.graph.importers.wfcommons import from_recipe
-    from mlsysopt.graph.simulator import cp_min
     from mlsysopt.placement.base import default_budget
-    from mlsysopt.placement.checkpoint import PRETRAINED
+    from mlsysopt.placement.experiment import run_method
     from mlsysopt.placement.giph import GiPH
-    from mlsysopt.placement.train import TrainConfig, train
+    from mlsysopt.placement.training import SYNTHETIC, TrainConfig, train
     from mlsysopt.report.summary import cluster_summary, graph_summary
 
     ctx.step("placement: tiny demo training of the GiPH policy")
     cfg = TrainConfig(**DEMO_TRAINING, seed=ctx.seed)
     trained = train(cfg)
     try:  # the shipped policy (trained by the benchmark); the tiny demo training shows the pipeline
-        giph, policy_note = GiPH.load(PRETRAINED), "the shipped pretrained policy (benchmark training)"
+        giph, policy_note = GiPH.load("pretrained"), "the shipped pretrained policy (benchmark training)"
     except MlsysoptError:
         giph, policy_note = GiPH(trained.policy), "the tiny demo-trained policy (the shipped one did not load)"
 
     ctx.step("placement: generating a WfCommons Montage workflow")
     graph = from_recipe("montage", 60, seed=ctx.seed)
     cluster = cluster_for(graph, 8, ctx.seed)
+    problem = PlacementProblem(graph, cluster)
     budget = default_budget(graph)
-    bound = cp_min(graph, cluster)
+    bound = problem.cp_min
     runs: dict[str, PlacementResult] = {}
-    for method in (*BASELINE_METHODS, "giph", "giph_from_heft"):
-        ctx.step(f"placement: {LABELS.get(method, method)} ({budget} evaluations)")
-        runs[method] = _place(method, graph, cluster, budget, ctx.seed, giph)
+    for method in DEMO_METHODS:
+        ctx.step(f"placement: {LABELS[method]} ({budget} evaluations)")
+        runs[method] = run_method(method, problem, budget, ctx.seed, giph)
 
     heft_ms = runs["heft"].makespan
     rows = [
-        [LABELS.get(m, m), r.makespan, r.makespan / heft_ms, r.makespan / bound, r.steps_to_best, r.evaluations]
+        [LABELS[m], r.makespan, r.makespan / heft_ms, r.makespan / bound, r.steps_to_best, r.evaluations]
         for m, r in runs.items()
     ]
     best = min(runs, key=lambda m: runs[m].makespan)
-    images, captions = _compare_plots(ctx, graph, cluster, runs, best, budget)
+    images, captions = _compare_plots(ctx, problem, runs, best, budget)
     history = trained.history
     res: dict[str, Any] = {
         "training": {
-            "data": "synthetic training data (layered DAGs + random clusters)",
+            "data": SYNTHETIC,
             "note": "tiny demo training, not the benchmark's",
             "policy_used": policy_note,
             "config": {k: v for k, v in vars(cfg).items() if k in DEMO_TRAINING or k == "seed"},
@@ -84,7 +85,7 @@ def _build(ctx: DemoContext) -> list[Section]:
         "cp_min": bound,
         "best": best,
         "methods": {m: r.to_dict(graph, cluster) for m, r in runs.items()},
-        "placements": {LABELS.get(m, m): {"makespan": r.makespan, "slr": r.makespan / bound} for m, r in runs.items()},
+        "placements": {LABELS[m]: {"makespan": r.makespan, "slr": r.makespan / bound} for m, r in runs.items()},
     }
     ctx.results["placement"] = res
     imp = f"{history[0]['improvement']:.1%} -> {history[-1]['improvement']:.1%}" if history else "n/a"
@@ -97,7 +98,7 @@ def _build(ctx: DemoContext) -> list[Section]:
         f"Every method then searched a placement of a WfCommons Montage workflow ({graph.num_nodes} tasks) on "
         f"{cluster.num_devices} heterogeneous devices with the same budget of {budget} simulator evaluations "
         "(2 x tasks); HEFT is constructive and uses one. 'GiPH from HEFT' starts GiPH's search at HEFT's "
-        f"placement instead of a random one. Best: {LABELS.get(best, best)}."
+        f"placement instead of a random one. Best: {LABELS[best]}."
     )
     compare = Section(
         heading="Placement: GiPH vs baselines (WfCommons Montage)",
@@ -108,100 +109,62 @@ def _build(ctx: DemoContext) -> list[Section]:
         captions=captions,
         anchor="placement",
     )
-    return [compare, _adaptation(ctx, graph, cluster, runs[best].placement, budget, giph, res)]
-
-
-def _place(
-    method: str, graph: CompGraph, cluster: DeviceCluster, budget: int, seed: int, giph: GiPH
-) -> PlacementResult:
-    from mlsysopt.placement.baselines import get_baseline, heft_schedule
-
-    if method == "giph":
-        return giph.place(graph, cluster, budget, seed)
-    if method == "giph_from_heft":
-        result = giph.place(graph, cluster, budget, seed, init=heft_schedule(graph, cluster)[0])
-        result.method = method
-        return result
-    return get_baseline(method).place(graph, cluster, budget, seed)
+    return [compare, _adaptation(ctx, problem, runs[best].placement, budget, giph, res)]
 
 
 def _compare_plots(
-    ctx: DemoContext,
-    graph: CompGraph,
-    cluster: DeviceCluster,
-    runs: dict[str, PlacementResult],
-    best: str,
-    budget: int,
+    ctx: DemoContext, problem: PlacementProblem, runs: dict[str, PlacementResult], best: str, budget: int
 ) -> tuple[list[str], list[str]]:
-    from mlsysopt.graph.simulator import simulate
     from mlsysopt.report.gantt import plot_gantt
     from mlsysopt.report.search import plot_search
 
     ctx.step("placement: plotting search curves and the best placement")
-    curves = {LABELS.get(m, m): r.history for m, r in runs.items()}
+    curves = {LABELS[m]: r.history for m, r in runs.items()}
     plot_search(curves, ctx.out / "placement_search.png", title=f"Montage: best makespan vs evaluations ({budget})")
-    sched = simulate(graph, cluster, runs[best].placement)
-    plot_gantt(graph, cluster, sched, ctx.out / "placement_best_gantt.png", title=f"best: {LABELS.get(best, best)}")
+    sched = problem.simulate(runs[best].placement)
+    plot_gantt(
+        problem.graph, problem.cluster, sched, ctx.out / "placement_best_gantt.png", title=f"best: {LABELS[best]}"
+    )
     return (
         ["placement_search.png", "placement_best_gantt.png"],
         [
             "Best makespan found after each simulator evaluation (HEFT: one evaluation, dashed).",
-            f"Gantt chart of the best placement ({LABELS.get(best, best)}, makespan {sched.makespan:.4g} s).",
+            f"Gantt chart of the best placement ({LABELS[best]}, makespan {sched.makespan:.4g} s).",
         ],
     )
 
 
-def removable_devices(graph: CompGraph, cluster: DeviceCluster, placement: np.ndarray, k: int) -> list[str]:
-    """The ``k`` busiest devices of ``placement`` whose removal leaves every task a feasible device."""
-    load = np.bincount(placement, weights=graph.compute, minlength=cluster.num_devices)
-    chosen: list[str] = []
-    current = cluster
-    for dev in np.argsort(-load, kind="stable"):
-        if len(chosen) == k or current.num_devices == 1:
-            break
-        candidate = current.remove_device(cluster.names[int(dev)])
-        if candidate.feasible(graph).any(axis=1).all():
-            chosen.append(cluster.names[int(dev)])
-            current = candidate
-    return chosen
-
-
 def _adaptation(
-    ctx: DemoContext,
-    graph: CompGraph,
-    cluster: DeviceCluster,
-    start: np.ndarray,
-    budget: int,
-    giph: GiPH,
-    res: dict[str, Any],
+    ctx: DemoContext, problem: PlacementProblem, start: np.ndarray, budget: int, giph: GiPH, res: dict[str, Any]
 ) -> Section:
-    from mlsysopt.graph.simulator import simulate
-    from mlsysopt.placement.baselines import get_baseline
-    from mlsysopt.placement.giph import carry_over
+    from mlsysopt.placement.adaptation import adapt, removable_devices
     from mlsysopt.report.search import plot_search
 
+    graph, cluster = problem.graph, problem.cluster
     removed = removable_devices(graph, cluster, start, 2)
     new = cluster
     for name in removed:
         new = new.remove_device(name)
     ctx.step(f"placement: removing {', '.join(removed)} and adapting")
-    kept, orphans = carry_over(graph, cluster, new, start)
-    keep_ms = simulate(graph, new, kept).makespan
-    heft = get_baseline("heft").place(graph, new, budget, ctx.seed)
-    adapted = giph.adapt(graph, cluster, new, start, budget, ctx.seed)
-    makespans = {"GiPH adapt": adapted.makespan, "HEFT re-run": heft.makespan, "keep (no search)": keep_ms}
+    result = adapt(graph, cluster, new, start, giph, budget, ctx.seed)
+    labels = {"giph_adapt": "GiPH adapt", "heft_rerun": "HEFT re-run", "keep": "keep (no search)"}
+    makespans = {labels[k]: ms for k, ms in result.makespans.items()}
     plot_search(
-        {"GiPH adapt": adapted.history, "HEFT re-run": [heft.makespan], "keep (no search)": [keep_ms]},
+        {
+            "GiPH adapt": result.giph.history,
+            "HEFT re-run": [result.heft.makespan],
+            "keep (no search)": [result.keep_makespan],
+        },
         ctx.out / "placement_adapt.png",
         title=f"after removing {', '.join(removed)}: best makespan vs evaluations",
     )
-    before = simulate(graph, cluster, start).makespan
+    before, orphans = result.before_makespan, result.orphans
     res["adaptation"] = {
         "removed": removed,
         "orphaned_tasks": len(orphans),
         "makespan_before": before,
         "makespans": makespans,
-        "giph_steps_to_best": adapted.steps_to_best,
+        "giph_steps_to_best": result.giph.steps_to_best,
     }
     text = (
         f"The deployed (best) placement loses its two busiest devices, {' and '.join(removed)}: "

@@ -17,9 +17,10 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.placement import check_placement, random_placement
-from mlsysopt.graph.simulator import Schedule, Simulator
+from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.graph.simulator import Schedule
 from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM, GpNet, GpNetBuilder
+from mlsysopt.placement.state import PlacementState
 
 ProblemSampler = Callable[[np.random.Generator], tuple[CompGraph, DeviceCluster]]
 
@@ -58,43 +59,45 @@ class PlacementEnv(gym.Env):
             self.graph, self.cluster = self._sampler(self.np_random)
         else:
             self.graph, self.cluster = self._fixed
-        self.cluster.check_feasible(self.graph)
-        self.simulator = Simulator(self.graph, self.cluster)
-        self.builder = GpNetBuilder(self.graph, self.cluster)
+        self.problem = PlacementProblem(self.graph, self.cluster)
+        self.builder = GpNetBuilder(self.problem)
         start = options.get("placement")
-        self.placement = (
-            random_placement(self.graph, self.cluster, self.np_random)
-            if start is None
-            else check_placement(self.graph, self.cluster, start).copy()
-        )
-        self.schedule = self.simulator.run(self.placement)
-        self.initial_makespan = self.schedule.makespan
+        placement = self.problem.random_placement(self.np_random) if start is None else self.problem.check(start).copy()
+        self.state = PlacementState(self.builder, placement, self.problem.simulate(placement))
+        self.initial_makespan = self.state.makespan
         self.steps = 0
         self.max_steps = self.steps_per_task * self.graph.num_nodes
         obs = self._observe()
-        return obs, {"makespan": self.schedule.makespan, "placement": self.placement.copy()}
+        return obs, {"makespan": self.state.makespan, "placement": placement.copy()}
 
     def step(self, action: int) -> tuple[GpNet, float, bool, bool, dict]:
         """Move the task of gpNet node ``action`` to its device; reward = previous − new makespan."""
         if self.graph is None:
             raise MlsysoptError("call reset() before step()")
-        if not 0 <= int(action) < self.action_space.n or not bool(self._obs.action_mask[int(action)]):
+        if not 0 <= int(action) < self.action_space.n or not bool(self.state.gpnet.action_mask[int(action)]):
             raise MlsysoptError(f"action {action} is not an allowed gpNet node")
-        task, device = self.builder.move(int(action))
-        before = self.schedule.makespan
-        self.placement = self.placement.copy()
-        self.placement[task] = device
-        self.schedule = self.simulator.run(self.placement)
+        before = self.state.makespan
+        task, self.state = self.state.relocate(int(action), self.problem.simulate)
         self.steps += 1
-        reward = before - self.schedule.makespan
+        reward = before - self.state.makespan
         obs = self._observe()
-        info = {"makespan": self.schedule.makespan, "placement": self.placement.copy(), "task": task}
+        info = {"makespan": self.state.makespan, "placement": self.state.placement.copy(), "task": task}
         return obs, float(reward), False, self.steps >= self.max_steps, info
 
     def _observe(self) -> GpNet:
-        self._obs = self.builder.build(self.placement, self.schedule)
-        self.action_space = gym.spaces.Discrete(int(self._obs.x.shape[0]))
-        return self._obs
+        obs = self.state.gpnet
+        self.action_space = gym.spaces.Discrete(int(obs.x.shape[0]))
+        return obs
+
+    @property
+    def placement(self) -> np.ndarray:
+        """The current placement."""
+        return self.state.placement
+
+    @property
+    def schedule(self) -> Schedule:
+        """Schedule of the current placement."""
+        return self.state.schedule
 
     @property
     def current_schedule(self) -> Schedule:

@@ -19,11 +19,12 @@ import torch
 
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.placement import check_placement, random_placement
-from mlsysopt.graph.simulator import Schedule
-from mlsysopt.placement.base import Evaluator, PlacementResult, Placer
+from mlsysopt.graph.placement import check_placement
+from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.placement.base import Evaluator, PlacementResult, Placer, SearchContext
 from mlsysopt.placement.gpnet import GpNetBuilder
 from mlsysopt.placement.policy import GiPHPolicy
+from mlsysopt.placement.state import PlacementState
 from mlsysopt.runtime.threads import torch_threads
 
 
@@ -38,69 +39,50 @@ class GiPH(Placer):
         self.walk = walk or greedy  # greedy proposals from a fixed best placement would repeat themselves
 
     @classmethod
-    def load(cls, path: str | Path, greedy: bool = False, walk: bool = False) -> GiPH:
-        """A GiPH placer from a training checkpoint (validated against this build's feature sizes)."""
+    def load(cls, path: str | Path = "pretrained", greedy: bool = False, walk: bool = False) -> GiPH:
+        """A GiPH placer from a training checkpoint, or ``"pretrained"``: the policy shipped with mlsysopt."""
         from mlsysopt.placement.checkpoint import load_policy
 
         return cls(load_policy(path), greedy=greedy, walk=walk)
 
-    def place(
-        self,
-        graph: CompGraph,
-        cluster: DeviceCluster,
-        budget: int | None = None,
-        seed: int = 0,
-        init: np.ndarray | None = None,
-    ) -> PlacementResult:
-        """Best placement found by the policy within ``budget`` evaluations, from ``init`` or a random start."""
-        cluster.check_feasible(graph)
-        rng = np.random.default_rng(seed)
-        start = random_placement(graph, cluster, rng) if init is None else check_placement(graph, cluster, init)
-        return self._search(graph, cluster, start, budget, seed, first=None)
+    def search(self, ctx: SearchContext) -> None:
+        """Policy-guided search from ``init`` (or a random feasible placement) within the budget."""
+        start = ctx.problem.random_placement(ctx.rng) if ctx.init is None else ctx.init
+        self._improve(ctx.problem, ctx.evaluate, start, ctx.seed, first=None)
 
     def adapt(
         self,
         graph: CompGraph,
         old_cluster: DeviceCluster,
-        new_cluster: DeviceCluster,
+        new_cluster: DeviceCluster | PlacementProblem,
         placement: np.ndarray,
         budget: int | None = None,
         seed: int = 0,
     ) -> PlacementResult:
-        """Re-place ``placement`` (on ``old_cluster``) onto ``new_cluster``, moving orphaned tasks first."""
-        start, orphans = carry_over(graph, old_cluster, new_cluster, placement)
-        return self._search(graph, new_cluster, start, budget, seed, first=orphans)
+        """Re-place ``placement`` (on ``old_cluster``) onto ``new_cluster``, moving orphaned tasks first.
 
-    def _search(
-        self,
-        graph: CompGraph,
-        cluster: DeviceCluster,
-        start: np.ndarray,
-        budget: int | None,
-        seed: int,
-        first: np.ndarray | None,
-    ) -> PlacementResult:
-        ev = Evaluator(graph, cluster, budget)
-        builder = GpNetBuilder(graph, cluster)
-        gen = torch.Generator().manual_seed(seed)
+        ``new_cluster`` may be given as its PlacementProblem (one problem for several re-placements).
+        """
+        problem = PlacementProblem.of(graph, new_cluster)
+        start, orphans = carry_over(graph, old_cluster, problem, placement)
+        evaluator = Evaluator(problem, budget)
+        self._improve(problem, evaluator, start, seed, first=orphans)
+        return evaluator.result(self.name)
+
+    def _improve(
+        self, problem: PlacementProblem, ev: Evaluator, start: np.ndarray, seed: int, first: np.ndarray | None
+    ) -> None:
         placement = start.copy()
-        schedule = ev.schedule(placement)
-        pending = list(first) if first is not None else []
+        state = PlacementState(GpNetBuilder(problem), placement, ev.schedule(placement))
+        gen = torch.Generator().manual_seed(seed)
+        pending = [] if first is None else list(first)
         with torch_threads(1):
-            return self._loop(ev, builder, gen, placement, schedule, pending)
+            self._loop(ev, gen, state, pending)
 
-    def _loop(
-        self,
-        ev: Evaluator,
-        builder: GpNetBuilder,
-        gen: torch.Generator,
-        placement: np.ndarray,
-        schedule: Schedule,
-        pending: list[int],
-    ) -> PlacementResult:
-        gp = builder.build(placement, schedule)
-        rejected = torch.zeros(gp.x.shape[0], dtype=torch.bool)  # moves already tried from this placement
+    def _loop(self, ev: Evaluator, gen: torch.Generator, state: PlacementState, pending: list[int]) -> None:
+        rejected = torch.zeros(state.builder.num_nodes, dtype=torch.bool)  # moves already tried from this placement
         while ev.remaining > 0:
+            gp = state.gpnet
             restrict = None
             if pending:
                 restrict = torch.as_tensor(np.isin(gp.task, pending)) & gp.action_mask
@@ -115,31 +97,28 @@ class GiPH(Placer):
                     if self.greedy
                     else int(torch.multinomial(dist.probs, 1, generator=gen).item())
                 )
-            task, device = builder.move(action)
+            task, candidate = state.relocate(action, ev.schedule)
             forced = task in pending  # an orphan's move is always taken
             if forced:
                 pending.remove(task)
-            candidate = placement.copy()
-            candidate[task] = device
-            new_schedule = ev.schedule(candidate)
-            if self.walk or forced or new_schedule.makespan < schedule.makespan:
-                placement, schedule = candidate, new_schedule
-                gp = builder.build(placement, schedule)
+            if self.walk or forced or candidate.makespan < state.makespan:
+                state = candidate
                 rejected = torch.zeros_like(rejected)
             else:
                 rejected[action] = True
-        return ev.result(self.name)
 
 
 def carry_over(
-    graph: CompGraph, old: DeviceCluster, new: DeviceCluster, placement: np.ndarray
+    graph: CompGraph, old: DeviceCluster, new: DeviceCluster | PlacementProblem, placement: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Map a placement onto a changed cluster by device name; orphaned tasks go to their fastest feasible device.
 
+    ``new`` is the changed cluster, or its PlacementProblem (whose feasibility mask is then reused).
     Returns the new placement and the ids of the orphaned tasks (device removed, or no longer feasible).
     """
     placement = check_placement(graph, old, placement)
-    mask = new.check_feasible(graph)
+    problem = PlacementProblem.of(graph, new)
+    new, mask = problem.cluster, problem.mask
     index = {name: i for i, name in enumerate(new.names)}
     mapped = np.array([index.get(old.names[d], -1) for d in placement], dtype=np.int64)
     ok = mapped >= 0
@@ -147,4 +126,4 @@ def carry_over(
     orphans = np.flatnonzero(~ok)
     fastest = np.argmax(np.where(mask, new.speed[None, :], -np.inf), axis=1)
     mapped[orphans] = fastest[orphans]
-    return check_placement(graph, new, mapped), orphans
+    return problem.check(mapped), orphans

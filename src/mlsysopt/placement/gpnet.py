@@ -40,6 +40,7 @@ import torch
 from mlsysopt.errors import ConstraintViolation, InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.graph.simulator import Schedule
 
 NODE_FEATURES: tuple[str, ...] = (
@@ -103,13 +104,17 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 class GpNetBuilder:
-    """Static gpNet structure of one (graph, cluster) pair; :meth:`build` adds a placement and its schedule."""
+    """Static gpNet structure of one placement problem; :meth:`build` adds a placement and its schedule.
 
-    def __init__(self, graph: CompGraph, cluster: DeviceCluster) -> None:
-        self.graph = graph
-        self.cluster = cluster
+    Takes a :class:`~mlsysopt.graph.problem.PlacementProblem`, or a (graph, cluster) pair to build one from.
+    """
+
+    def __init__(self, problem: PlacementProblem | CompGraph, cluster: DeviceCluster | None = None) -> None:
+        problem = PlacementProblem.of(problem, cluster)
+        self.problem = problem
+        graph, cluster = self.graph, self.cluster = problem.graph, problem.cluster
         n, nd = graph.num_nodes, cluster.num_devices
-        feas = cluster.check_feasible(graph)  # every task needs a candidate
+        feas = problem.mask  # every task has a candidate (checked by the problem)
         self.num_tasks, self.num_devices = n, nd
         task, device = (v.astype(np.int64) for v in np.nonzero(feas))  # row-major: grouped by task
         nn = task.size

@@ -11,16 +11,6 @@ from matplotlib.ticker import MaxNLocator
 from mlsysopt.report.figures import new_figure, save_figure, time_unit
 
 
-def mean_curve(curves: Sequence[Sequence[float]]) -> list[float]:
-    """Element-wise mean of best-so-far curves of different lengths (each padded with its last value)."""
-    curves = [list(c) for c in curves if len(c)]
-    if not curves:
-        return []
-    n = max(len(c) for c in curves)
-    padded = np.array([c + [c[-1]] * (n - len(c)) for c in curves], dtype=np.float64)
-    return padded.mean(axis=0).tolist()
-
-
 def plot_search(curves: Mapping[str, Sequence[float]], path: str | Path, title: str | None = None) -> Path:
     """Best makespan vs simulator evaluations, one line per method; a one-evaluation method is a dashed level."""
     fig = new_figure(8.0, 4.2)

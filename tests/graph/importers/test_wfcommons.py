@@ -186,6 +186,17 @@ def test_unreadable_inputs(tmp_path: Path) -> None:
         from_wfformat(tmp_path)
 
 
+def test_deeply_nested_or_non_standard_json_is_a_clear_error(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"workflow": ' + "[" * 5000 + "]" * 5000 + "}")
+    with pytest.raises(UnsupportedFormat, match="deep.json: JSON nested deeper than"):
+        from_wfformat(deep)
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"name": "w", "workflow": {"tasks": [{"runtime": NaN}]}}')
+    with pytest.raises(UnsupportedFormat, match="nan.json: not valid JSON"):
+        from_wfformat(nan)
+
+
 # ---------------------------------------------------------------------- recipes
 def test_recipe_registry() -> None:
     expected = {"blast", "bwa", "cycles", "epigenomics", "genome", "montage", "seismology", "soykb", "srasearch"}

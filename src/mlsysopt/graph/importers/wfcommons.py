@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import math
 import random
 import re
@@ -37,6 +36,7 @@ import numpy as np
 
 from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, UnsupportedFormat
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.io import read_json
 
 _COUNTER_SUFFIX = re.compile(r"_(?:ID)?\d+$")
 
@@ -137,10 +137,7 @@ def from_wfformat(path: str | Path) -> CompGraph:
         raise InvalidGraph(f"{where}: no such file")
     if not path.is_file():
         raise InvalidGraph(f"{where}: not a file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UnsupportedFormat(f"{where}: not valid JSON ({exc})") from None
+    data = read_json(path, UnsupportedFormat, expect=None)
     return _convert(data, where, {"name": data.get("name", path.stem) if isinstance(data, dict) else path.stem})
 
 

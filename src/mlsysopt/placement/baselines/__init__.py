@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.placement.base import Placer
-from mlsysopt.placement.baselines.annealing import SimulatedAnnealing
+from mlsysopt.placement.baselines.annealing import Annealing
 from mlsysopt.placement.baselines.eft_greedy import EFTGreedy
 from mlsysopt.placement.baselines.heft import HEFT, heft_schedule
 from mlsysopt.placement.baselines.random_search import RandomSearch
@@ -12,7 +12,7 @@ from mlsysopt.placement.baselines.random_search import RandomSearch
 BASELINES: dict[str, type[Placer]] = {
     HEFT.name: HEFT,
     RandomSearch.name: RandomSearch,
-    SimulatedAnnealing.name: SimulatedAnnealing,
+    Annealing.name: Annealing,
     EFTGreedy.name: EFTGreedy,
 }
 
@@ -27,9 +27,9 @@ def get_baseline(name: str) -> Placer:
 __all__ = [
     "BASELINES",
     "HEFT",
+    "Annealing",
     "EFTGreedy",
     "RandomSearch",
-    "SimulatedAnnealing",
     "get_baseline",
     "heft_schedule",
 ]

@@ -6,10 +6,7 @@ import math
 
 import numpy as np
 
-from mlsysopt.graph.cluster import DeviceCluster
-from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.placement import check_placement, random_placement
-from mlsysopt.placement.base import Evaluator, PlacementResult, Placer
+from mlsysopt.placement.base import Placer, SearchContext
 
 #: T0 = T0_FRACTION · start makespan: a move that worsens the makespan by 10% is accepted with prob. 1/e at first.
 T0_FRACTION = 0.1
@@ -17,7 +14,7 @@ T0_FRACTION = 0.1
 FINAL_FRACTION = 0.01
 
 
-class SimulatedAnnealing(Placer):
+class Annealing(Placer):
     """Relocate one random task to another feasible device per step; accept by Metropolis; keep the best."""
 
     name = "annealing"
@@ -26,27 +23,15 @@ class SimulatedAnnealing(Placer):
         self.t0_fraction = float(t0_fraction)
         self.final_fraction = float(final_fraction)
 
-    def place(
-        self,
-        graph: CompGraph,
-        cluster: DeviceCluster,
-        budget: int | None = None,
-        seed: int = 0,
-        init: np.ndarray | None = None,
-    ) -> PlacementResult:
+    def search(self, ctx: SearchContext) -> None:
         """Anneal from ``init`` (or a random feasible placement); 1 evaluation to start, 1 per step."""
-        mask = cluster.check_feasible(graph)
-        evaluator = Evaluator(graph, cluster, budget)
-        rng = np.random.default_rng(seed)
-        if init is not None:
-            current = check_placement(graph, cluster, init).copy()
-        else:
-            current = random_placement(graph, cluster, rng)
-        current_ms = evaluator(current)
-        steps = evaluator.remaining
+        mask, evaluate, rng = ctx.problem.mask, ctx.evaluate, ctx.rng
+        current = ctx.problem.random_placement(rng) if ctx.init is None else ctx.init
+        current_ms = evaluate(current)
+        steps = evaluate.remaining
         movable = np.flatnonzero(mask.sum(axis=1) > 1)
         if steps == 0 or movable.size == 0:
-            return evaluator.result(self.name)
+            return
         t0 = self.t0_fraction * current_ms
         cooling = self.final_fraction ** (1.0 / max(steps - 1, 1))
         for step in range(steps):
@@ -56,7 +41,7 @@ class SimulatedAnnealing(Placer):
             others = others[others != current[i]]
             old = current[i]
             current[i] = others[rng.integers(others.size)]
-            ms = evaluator(current)
+            ms = evaluate(current)
             delta = ms - current_ms
             # draw the uniform every step so the random stream does not depend on the acceptance branch
             u = rng.random()
@@ -64,4 +49,3 @@ class SimulatedAnnealing(Placer):
                 current_ms = ms
             else:
                 current[i] = old
-        return evaluator.result(self.name)

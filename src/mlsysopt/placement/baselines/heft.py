@@ -8,38 +8,14 @@ import numpy as np
 
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.placement.base import Evaluator, PlacementResult, Placer
+from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.placement.base import Placer, SearchContext
 
 
-def exec_times(graph: CompGraph, cluster: DeviceCluster) -> np.ndarray:
-    """(tasks, devices) compute times ``compute[i] / speed[d]``."""
-    return np.asarray(graph.compute, np.float64)[:, None] / cluster.speed[None, :]
-
-
-def parent_edges(graph: CompGraph) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per task: (parent ids, bytes of each in-edge); parallel edges stay separate, as in the simulator."""
-    indptr, par, eid = graph.parents_csr
-    return [
-        (par[indptr[i] : indptr[i + 1]], graph.edge_bytes[eid[indptr[i] : indptr[i + 1]]])
-        for i in range(graph.num_nodes)
-    ]
-
-
-def arrival_times(
-    cluster: DeviceCluster, parents: np.ndarray, nbytes: np.ndarray, placement: np.ndarray, finish: np.ndarray
-) -> np.ndarray:
-    """Per device, when the last input of a task with these (placed, finished) parents arrives there."""
-    if parents.size == 0:
-        return np.zeros(cluster.num_devices)
-    src = placement[parents]
-    # diagonal delay is 0 and inv_bandwidth is 1/inf = 0, so a same-device input arrives at the parent's finish
-    arr = finish[parents, None] + (cluster.delay[src] + nbytes[:, None] * cluster.inv_bandwidth[src])
-    return arr.max(axis=0)
-
-
-def upward_rank(graph: CompGraph, cluster: DeviceCluster, mask: np.ndarray) -> np.ndarray:
+def upward_rank(problem: PlacementProblem) -> np.ndarray:
     """HEFT's rank_u: mean feasible compute time plus the longest mean-cost path to an exit task."""
-    w = exec_times(graph, cluster)
+    graph, cluster, mask = problem.graph, problem.cluster, problem.mask
+    w = problem.exec_times
     w_mean = (w * mask).sum(axis=1) / mask.sum(axis=1)
     d = cluster.num_devices
     if d > 1:
@@ -47,7 +23,7 @@ def upward_rank(graph: CompGraph, cluster: DeviceCluster, mask: np.ndarray) -> n
         c_mean = cluster.delay[off].mean() + graph.edge_bytes * cluster.inv_bandwidth[off].mean()
     else:
         c_mean = np.zeros(graph.num_edges)
-    indptr, child, eid = graph.children_csr
+    indptr, child, eid = problem.children_csr
     rank = np.zeros(graph.num_nodes)
     for i in graph.topo_order[::-1]:
         sl = slice(indptr[i], indptr[i + 1])
@@ -69,17 +45,22 @@ def earliest_slot(starts: list[float], finishes: list[float], ready: float, dura
     return max(ready, prev_finish)
 
 
-def heft_schedule(graph: CompGraph, cluster: DeviceCluster) -> tuple[np.ndarray, np.ndarray, float]:
-    """HEFT's placement, its tasks in planned start order (topological) and its planned makespan."""
-    mask = cluster.check_feasible(graph)
+def heft_schedule(
+    graph: CompGraph | PlacementProblem, cluster: DeviceCluster | None = None
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """HEFT's placement, its tasks in planned start order (topological) and its planned makespan.
+
+    Takes a (graph, cluster) pair or a :class:`PlacementProblem`.
+    """
+    problem = PlacementProblem.of(graph, cluster)
+    graph, mask = problem.graph, problem.mask
     n, d = mask.shape
-    w = exec_times(graph, cluster)
-    rank = upward_rank(graph, cluster, mask)
+    w = problem.exec_times
+    rank = upward_rank(problem)
     topo_pos = np.empty(n, np.int64)
     topo_pos[graph.topo_order] = np.arange(n)
     # decreasing rank; ties (zero-cost tasks) broken topologically so parents always come first
     sequence = np.lexsort((topo_pos, -rank))
-    pedges = parent_edges(graph)
     placement = np.full(n, -1, np.int64)
     start = np.zeros(n)
     finish = np.zeros(n)
@@ -89,8 +70,7 @@ def heft_schedule(graph: CompGraph, cluster: DeviceCluster) -> tuple[np.ndarray,
     busy_s: list[list[float]] = [[] for _ in range(d)]
     busy_f: list[list[float]] = [[] for _ in range(d)]
     for i in sequence:
-        par, nbytes = pedges[i]
-        ready = arrival_times(cluster, par, nbytes, placement, finish)
+        ready = problem.arrival_times(i, placement, finish)
         best_dev, best_start, best_finish = -1, 0.0, np.inf
         for dev in np.flatnonzero(mask[i]):
             s = earliest_slot(busy_s[dev], busy_f[dev], float(ready[dev]), float(w[i, dev]))
@@ -114,17 +94,6 @@ class HEFT(Placer):
 
     name = "heft"
 
-    def place(
-        self,
-        graph: CompGraph,
-        cluster: DeviceCluster,
-        budget: int | None = None,
-        seed: int = 0,
-        init: np.ndarray | None = None,
-    ) -> PlacementResult:
+    def search(self, ctx: SearchContext) -> None:
         """HEFT's placement, evaluated once (``seed`` and ``init`` are ignored: HEFT is deterministic)."""
-        cluster.check_feasible(graph)
-        evaluator = Evaluator(graph, cluster, budget)
-        placement, _, _ = heft_schedule(graph, cluster)
-        evaluator(placement)
-        return evaluator.result(self.name)
+        ctx.evaluate(heft_schedule(ctx.problem)[0])

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from mlsysopt.graph.cluster import DeviceCluster
-from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.placement import random_placement
-from mlsysopt.placement.base import Evaluator, PlacementResult, Placer
+from mlsysopt.placement.base import Placer, SearchContext
 
 
 class RandomSearch(Placer):
@@ -15,18 +10,7 @@ class RandomSearch(Placer):
 
     name = "random"
 
-    def place(
-        self,
-        graph: CompGraph,
-        cluster: DeviceCluster,
-        budget: int | None = None,
-        seed: int = 0,
-        init: np.ndarray | None = None,
-    ) -> PlacementResult:
+    def search(self, ctx: SearchContext) -> None:
         """Best of ``budget`` random feasible placements (``init`` is ignored)."""
-        cluster.check_feasible(graph)
-        evaluator = Evaluator(graph, cluster, budget)
-        rng = np.random.default_rng(seed)
-        while evaluator.remaining > 0:
-            evaluator(random_placement(graph, cluster, rng))
-        return evaluator.result(self.name)
+        while ctx.evaluate.remaining > 0:
+            ctx.evaluate(ctx.problem.random_placement(ctx.rng))

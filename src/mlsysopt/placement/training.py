@@ -10,13 +10,15 @@ different scales weigh the same); returns are discounted with γ and a per-step 
 subtracted (REINFORCE with baseline, as in GiPH); advantages are divided by their standard deviation over the
 update's episodes so that the policy-gradient term is not drowned by the entropy bonus, which keeps
 exploration alive.
-Checkpoints are written atomically every ``checkpoint_every`` updates; ``resume=True`` continues from one.
+Checkpoints are written atomically every ``checkpoint_every`` updates, to a file or through a run folder
+(:class:`~mlsysopt.io.RunDir`); ``resume=True`` continues from one. :func:`training_run` prepares the run folder
+of ``mlsysopt placement train`` (settings.json, ``policy.pt``, the resume check) before anything is created.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +29,18 @@ from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import layered_dag, random_cluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, load_checkpoint, save_checkpoint
+from mlsysopt.io import RunDir, save_torch_atomic
+from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, check_checkpoint, checkpoint_state, load_checkpoint
 from mlsysopt.placement.env import PlacementEnv
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
-from mlsysopt.runtime import make_executor
+from mlsysopt.runtime import BACKENDS, make_executor
 from mlsysopt.runtime.threads import torch_threads
+
+#: The checkpoint file of a training run folder, and the settings ``--resume`` may change.
+CHECKPOINT = "policy.pt"
+RESUMABLE = ("updates", "workers", "backend")
+#: What the training data is, for every output that reports on a training.
+SYNTHETIC = "synthetic training data (layered DAGs + random clusters)"
 
 
 @dataclass
@@ -67,6 +76,22 @@ class TrainConfig:
             raise MlsysoptError("need 2 <= min_tasks <= max_tasks and 1 <= min_devices <= max_devices")
         if not 0 < self.gamma <= 1 or self.lr <= 0:
             raise MlsysoptError("need 0 < gamma <= 1 and lr > 0")
+        if self.backend not in BACKENDS:
+            raise MlsysoptError(f"unknown backend '{self.backend}' (choose from: {', '.join(BACKENDS)})")
+        if self.backend == "ray":
+            import importlib.util
+
+            if importlib.util.find_spec("ray") is None:
+                raise MlsysoptError("backend 'ray' needs Ray: pip install 'mlsysopt[ray]' (or use backend local)")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """A config from saved settings (unknown keys are ignored; JSON lists become tuples)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "alphas" in values:
+            values["alphas"] = tuple(values["alphas"])
+        return cls(**values)
 
 
 @dataclass
@@ -152,11 +177,18 @@ def discounted(rewards: list[float], gamma: float) -> np.ndarray:
 
 def train(
     cfg: TrainConfig,
-    checkpoint: str | Path | None = None,
+    checkpoint: str | Path | RunDir | None = None,
     resume: bool = False,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
 ) -> TrainResult:
-    """Run REINFORCE updates; checkpoint atomically; resume from ``checkpoint`` when asked."""
+    """Run REINFORCE updates; checkpoint atomically; resume from ``checkpoint`` when asked.
+
+    Args:
+        cfg: every knob of the training.
+        checkpoint: a checkpoint file, or an open :class:`RunDir` whose checkpoint is used; None: no checkpoint.
+        resume: continue from the checkpoint if there is one (else start fresh).
+        on_update: called with (update, statistics) after every update.
+    """
     cfg.validate()
     torch.manual_seed(cfg.seed)
     policy = GiPHPolicy(PolicyConfig(hidden=cfg.hidden))
@@ -164,8 +196,8 @@ def train(
     baseline = np.zeros(cfg.steps_per_task * cfg.max_tasks)
     history: list[dict[str, float]] = []
     first = 0
-    if resume and checkpoint is not None and Path(checkpoint).exists():
-        data = load_checkpoint(checkpoint)
+    data = _read_checkpoint(checkpoint) if resume else None
+    if data is not None:
         missing = [k for k in ("optimizer", "baseline", "history", "update") if k not in data]
         if missing:
             raise IncompatibleCheckpoint(f"{checkpoint}: holds a policy only (no {missing[0]}), so it cannot resume")
@@ -217,8 +249,7 @@ def train(
                 on_update(update, stats)
             last = update == cfg.updates - 1
             if checkpoint is not None and ((update + 1) % cfg.checkpoint_every == 0 or last):
-                save_checkpoint(
-                    checkpoint,
+                state = checkpoint_state(
                     policy,
                     optimizer=optim.state_dict(),
                     baseline=baseline.tolist(),
@@ -226,4 +257,41 @@ def train(
                     update=update,
                     train_config=cfg_dict,
                 )
+                if isinstance(checkpoint, RunDir):
+                    checkpoint.save_checkpoint(state)
+                else:
+                    save_torch_atomic(checkpoint, state)
     return TrainResult(policy.eval(), history)
+
+
+def _read_checkpoint(checkpoint: str | Path | RunDir | None) -> dict[str, Any] | None:
+    """The checkpoint to resume from, or None when there is none yet."""
+    if isinstance(checkpoint, RunDir):
+        if not checkpoint.has_checkpoint:
+            return None
+        return check_checkpoint(checkpoint.load_checkpoint(IncompatibleCheckpoint), checkpoint.checkpoint)
+    if checkpoint is None or not Path(checkpoint).exists():
+        return None
+    return load_checkpoint(checkpoint)
+
+
+def training_run(out: str | Path, options: dict[str, Any], resume: bool) -> tuple[RunDir, TrainConfig, int]:
+    """The (unopened, checked) run folder of a training, its config and the first update to run.
+
+    ``options`` are the settings given (TrainConfig fields). On ``resume`` the others come from the run's
+    ``settings.json``; only :data:`RESUMABLE` ones may differ (the error names every other one that does), and
+    the checkpoint must hold a training state. Nothing is created: enter ``with run:`` to start.
+    """
+    saved: dict[str, Any] = {}
+    first = 0
+    if resume:
+        probe = RunDir(out, options, resume=True, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
+        saved = probe.previous_settings or {}
+        data = load_checkpoint(probe.checkpoint)
+        if "update" not in data or "optimizer" not in data:
+            raise IncompatibleCheckpoint(f"--resume: {probe.checkpoint} holds a policy but no training state")
+        first = int(data["update"]) + 1
+    cfg = TrainConfig.from_dict({**saved, **options})
+    cfg.validate()
+    run = RunDir(out, asdict(cfg), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
+    return run, cfg, first

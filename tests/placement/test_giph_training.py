@@ -14,7 +14,7 @@ from mlsysopt.graph.placement import check_placement
 from mlsysopt.placement.checkpoint import load_checkpoint, load_policy, save_checkpoint
 from mlsysopt.placement.gpnet import GpNetBuilder
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
-from mlsysopt.placement.train import (
+from mlsysopt.placement.training import (
     TrainConfig,
     TrainResult,
     discounted,

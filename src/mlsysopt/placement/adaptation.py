@@ -1,0 +1,211 @@
+"""Adapting a placement to cluster changes: the adapt experiment, the multi-change adaptivity run, the changes.
+
+* :func:`adapt`: after one change, GiPH's re-placement (``GiPH.adapt``, no retraining) against a HEFT re-run
+  and against keeping the placement (orphaned tasks parked on their fastest feasible device, no search).
+* :func:`adaptivity`: the benchmark's run of successive changes cycling :data:`CHANGES` (remove 2, remove 4,
+  add 2, add 4 devices); GiPH and "keep" each carry their own placement from change to change.
+* Cluster changes: :func:`change_cluster` (named removals, generated additions), :func:`random_change` and
+  :func:`removable_devices`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mlsysopt.errors import InvalidCluster, MlsysoptError
+from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.placement import placement_to_dict
+from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.graph.simulator import Simulator
+from mlsysopt.placement.base import PlacementResult, default_budget
+from mlsysopt.placement.baselines import HEFT
+from mlsysopt.placement.giph import GiPH, carry_over
+
+#: The benchmark's cycle of cluster changes: (kind, number of devices).
+CHANGES: tuple[tuple[str, int], ...] = (("remove", 2), ("remove", 4), ("add", 2), ("add", 4))
+
+
+@dataclass
+class Adaptation:
+    """One cluster change: the placement before, GiPH's re-placement, HEFT's re-run and the kept placement."""
+
+    problem: PlacementProblem  # the graph on the changed cluster
+    before_makespan: float  # of the start placement on the old cluster
+    kept: np.ndarray  # the start placement carried over (orphans on their fastest feasible device)
+    orphans: np.ndarray  # ids of the tasks whose device left (or no longer runs their type)
+    keep_makespan: float
+    heft: PlacementResult
+    giph: PlacementResult
+
+    @property
+    def makespans(self) -> dict[str, float]:
+        """Makespan after the change of each re-placement: ``giph_adapt``, ``heft_rerun``, ``keep``."""
+        return {"giph_adapt": self.giph.makespan, "heft_rerun": self.heft.makespan, "keep": self.keep_makespan}
+
+    def to_dict(self, graph: CompGraph, new: DeviceCluster) -> dict[str, Any]:
+        """JSON-ready, with task and device names (``new`` is the changed cluster)."""
+        return {
+            "old_makespan": self.before_makespan,
+            "orphaned_tasks": [graph.names[int(i)] for i in self.orphans],
+            "makespans": self.makespans,
+            "giph": self.giph.to_dict(graph, new),
+            "heft": self.heft.to_dict(graph, new),
+            "keep": {"makespan": self.keep_makespan, "placement": placement_to_dict(graph, new, self.kept)},
+        }
+
+
+def adapt(
+    graph: CompGraph,
+    old: DeviceCluster,
+    new: DeviceCluster | PlacementProblem,
+    placement: np.ndarray,
+    giph: GiPH,
+    budget: int | None = None,
+    seed: int = 0,
+) -> Adaptation:
+    """Re-place ``placement`` (on ``old``) after the cluster became ``new``: GiPH.adapt, HEFT re-run, keep."""
+    problem = PlacementProblem.of(graph, new)
+    kept, orphans = carry_over(graph, old, problem, placement)
+    heft = HEFT().solve(problem, budget, seed)
+    adapted = giph.adapt(graph, old, problem, placement, budget, seed)
+    before = Simulator(graph, old).makespan(placement)
+    return Adaptation(problem, before, kept, orphans, problem.makespan(kept), heft, adapted)
+
+
+def adaptivity(
+    giph: GiPH,
+    graph: CompGraph,
+    cluster: DeviceCluster,
+    changes: int,
+    seed: int = 0,
+    on_change: Callable[[int, str, int, DeviceCluster, float, float], None] | None = None,
+) -> dict[str, Any]:
+    """Successive cluster changes (cycling :data:`CHANGES`) from HEFT's placement; ratios to a HEFT re-run.
+
+    After each change GiPH adapts its own previous placement (budget 2·|V|), HEFT re-plans from scratch and
+    "keep" only re-homes the orphans of its own previous placement. ``on_change(k, kind, count, new cluster,
+    giph / heft, keep / heft)`` reports each change.
+    """
+    rng = np.random.default_rng(seed)
+    start = HEFT().place(graph, cluster).placement
+    p_giph, p_keep = start.copy(), start.copy()
+    ratios: dict[str, list[float]] = {"giph": [], "heft_rerun": [], "keep": []}
+    fresh = 0
+    for k in range(changes):
+        kind, count = CHANGES[k % len(CHANGES)]
+        new = random_change(cluster, graph, kind, count, rng, fresh)
+        fresh += count if kind == "add" else 0
+        problem = PlacementProblem(graph, new)
+        heft = HEFT().solve(problem).makespan
+        res = giph.adapt(graph, cluster, problem, p_giph, default_budget(graph), seed + k)
+        keep, _ = carry_over(graph, cluster, problem, p_keep)
+        keep_ms = problem.makespan(keep)
+        ratios["giph"].append(res.makespan / heft)
+        ratios["heft_rerun"].append(1.0)
+        ratios["keep"].append(keep_ms / heft)
+        if on_change is not None:
+            on_change(k, kind, count, new, res.makespan / heft, keep_ms / heft)
+        p_giph, p_keep, cluster = res.placement, keep, new
+    return {
+        **{m: float(np.mean(v)) for m, v in ratios.items()},
+        "per_change": ratios,
+        "metric": "mean makespan / HEFT re-run makespan after each change",
+    }
+
+
+# ---------------------------------------------------------------------------- cluster changes
+def change_cluster(
+    graph: CompGraph, cluster: DeviceCluster, remove: list[str], add: int, seed: int
+) -> tuple[DeviceCluster, list[str]]:
+    """``cluster`` without the ``remove``d devices and with ``add`` new ones; returns it and the new names.
+
+    New devices are drawn like random clusters for the graph (:func:`~mlsysopt.graph.generate.cluster_for`, in
+    the graph's units, seeded from ``seed``) and named ``devK`` with K past every old name, so no new device
+    reuses a removed one's name. A change that leaves a task with no device that can run it is refused.
+    """
+    new = cluster
+    remove = list(dict.fromkeys(remove))
+    if len(remove) >= cluster.num_devices and set(remove) == set(cluster.names):
+        raise InvalidCluster(f"--remove names every device of the cluster ({', '.join(remove)}): one must stay")
+    for name in remove:
+        if name not in cluster.names:
+            raise InvalidCluster(f"--remove: no device named '{name}' (have: {', '.join(cluster.names)})")
+        new = new.remove_device(name)
+    names: list[str] = []
+    if add > 0:
+        new, names = _add_devices(graph, cluster, new, add, seed)
+    try:
+        new.check_feasible(graph)
+    except MlsysoptError as exc:
+        raise type(exc)(f"after the change: {exc}") from None
+    return new, names
+
+
+def _add_devices(
+    graph: CompGraph, cluster: DeviceCluster, new: DeviceCluster, add: int, seed: int
+) -> tuple[DeviceCluster, list[str]]:
+    from mlsysopt.graph.generate import cluster_for
+
+    base = new.num_devices
+    gen = cluster_for(graph, base + add, seed=seed + 7919)
+    names: list[str] = []
+    k = cluster.num_devices
+    for j in range(add):
+        while f"dev{k}" in cluster.names or f"dev{k}" in new.names:
+            k += 1
+        g = base + j  # the generated device standing in for the new one; 0..base-1 stand in for the kept ones
+        supports = np.zeros(new.num_types, bool)
+        m = min(new.num_types, gen.num_types)
+        supports[:m] = gen.supports[g, :m]
+        new = new.add_device(
+            float(gen.speed[g]), supports, gen.bandwidth[g, :g].copy(), gen.delay[g, :g].copy(), name=f"dev{k}"
+        )
+        names.append(f"dev{k}")
+    return new, names
+
+
+def random_change(
+    cluster: DeviceCluster, graph: CompGraph, kind: str, count: int, rng: np.random.Generator, fresh: int
+) -> DeviceCluster:
+    """Remove ``count`` random devices (keeping every task placeable) or add ``count`` generated ones.
+
+    Added devices are named ``new{fresh}``, ``new{fresh + 1}``, ...
+    """
+    from mlsysopt.graph.generate import random_cluster
+
+    if kind == "add":
+        extra = random_cluster(count, num_types=cluster.num_types, seed=int(rng.integers(2**31)))
+        new = cluster
+        for j in range(count):
+            bw = rng.uniform(0.5, 1.5, new.num_devices)
+            dl = rng.uniform(0.0, 0.2, new.num_devices)
+            new = new.add_device(extra.speed[j], extra.supports[j], bw, dl, name=f"new{fresh + j}")
+        return new
+    for _ in range(100):
+        drop = rng.choice(cluster.num_devices, count, replace=False)
+        new = cluster
+        for name in [cluster.names[i] for i in drop]:
+            new = new.remove_device(name)
+        if new.feasible(graph).any(axis=1).all():
+            return new
+    raise InvalidCluster(f"could not remove {count} devices and keep every task placeable")
+
+
+def removable_devices(graph: CompGraph, cluster: DeviceCluster, placement: np.ndarray, k: int) -> list[str]:
+    """The ``k`` busiest devices of ``placement`` whose removal leaves every task a feasible device."""
+    load = np.bincount(placement, weights=graph.compute, minlength=cluster.num_devices)
+    chosen: list[str] = []
+    current = cluster
+    for dev in np.argsort(-load, kind="stable"):
+        if len(chosen) == k or current.num_devices == 1:
+            break
+        candidate = current.remove_device(cluster.names[int(dev)])
+        if candidate.feasible(graph).any(axis=1).all():
+            chosen.append(cluster.names[int(dev)])
+            current = candidate
+    return chosen

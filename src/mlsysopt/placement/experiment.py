@@ -1,0 +1,215 @@
+"""The placement experiments the CLI, the demo and the benchmark share: methods by name, one search, compare.
+
+* :data:`METHODS` is the one registry of placement methods (the baselines, GiPH, GiPH from HEFT's placement,
+  and GiPH's plain walk); :func:`run_method` runs one of them by name on a
+  :class:`~mlsysopt.graph.problem.PlacementProblem`.
+* :func:`compare` runs every method over several seeds with one simulator budget and summarizes each one
+  (:func:`method_summary`: makespans, ratio to HEFT, steps to best, the mean search curve).
+* The adaptation experiments (``adapt``, the benchmark's ``adaptivity``) and cluster changes are in
+  :mod:`mlsysopt.placement.adaptation`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.placement.base import PlacementResult, default_budget
+
+if TYPE_CHECKING:
+    from mlsysopt.placement.giph import GiPH
+
+
+@dataclass(frozen=True)
+class Method:
+    """A placement method by name: its label in tables, whether it needs a policy, whether ``compare`` runs it."""
+
+    name: str
+    label: str
+    needs_policy: bool = False
+    default: bool = True
+    about: str = ""
+
+
+#: Every placement method, in the order tables list them.
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("heft", "heft", about="HEFT with insertion (one evaluation)"),
+        Method("random", "random", about="uniformly random feasible placements"),
+        Method("annealing", "annealing", about="simulated annealing over single-task moves"),
+        Method("eft_greedy", "eft_greedy", about="earliest-finish-time greedy over random topological orders"),
+        Method("giph", "GiPH", needs_policy=True, about="GiPH's policy-guided search from a random placement"),
+        Method("giph_from_heft", "GiPH from HEFT", needs_policy=True, about="GiPH's search from HEFT's placement"),
+        Method("giph_walk", "GiPH walk", True, default=False, about="GiPH following every move, as in training"),
+    )
+}
+
+
+def get_method(name: str) -> Method:
+    """The registered method ``name``; MlsysoptError listing the known names otherwise."""
+    if name not in METHODS:
+        raise MlsysoptError(f"unknown method '{name}' (choose from: {', '.join(METHODS)})")
+    return METHODS[name]
+
+
+def select_methods(names: Sequence[str] | None, have_policy: bool) -> tuple[list[str], list[str]]:
+    """(methods to run, GiPH methods skipped for want of a policy); ``None`` means every default method.
+
+    Methods named explicitly must all be runnable: one that needs a policy without one is an error.
+    """
+    if names is None:
+        wanted = [m for m, spec in METHODS.items() if spec.default]
+    else:
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            raise MlsysoptError(f"no method given (choose from: {', '.join(METHODS)})")
+    needs = [m for m in wanted if get_method(m).needs_policy]
+    if needs and not have_policy:
+        if names is not None:
+            raise MlsysoptError(f"method '{needs[0]}' needs a GiPH policy (--policy), or leave it out of the methods")
+        return [m for m in wanted if m not in needs], needs
+    return wanted, []
+
+
+def run_method(
+    method: str,
+    problem: PlacementProblem,
+    budget: int | None = None,
+    seed: int = 0,
+    giph: GiPH | None = None,
+    init: np.ndarray | None = None,
+) -> PlacementResult:
+    """One search by name; ``giph_from_heft`` starts GiPH at HEFT's placement, ``giph_walk`` follows every move."""
+    spec = get_method(method)
+    if not spec.needs_policy:
+        from mlsysopt.placement.baselines import get_baseline
+
+        return get_baseline(method).solve(problem, budget, seed, init)
+    if giph is None:
+        raise MlsysoptError(f"method '{method}' needs a GiPH policy (--policy)")
+    if method == "giph_walk":
+        giph = type(giph)(giph.policy, walk=True)
+    if method == "giph_from_heft":
+        init = heft_placement(problem)
+    result = giph.solve(problem, budget, seed, init)
+    result.method = method
+    return result
+
+
+def heft_placement(problem: PlacementProblem) -> np.ndarray:
+    """HEFT's placement (no simulator evaluation)."""
+    from mlsysopt.placement.baselines import heft_schedule
+
+    return heft_schedule(problem)[0]
+
+
+# ---------------------------------------------------------------------------- compare
+@dataclass
+class Comparison:
+    """Every method's searches on one problem with one budget: the runs, their time, and HEFT as the reference."""
+
+    budget: int
+    seeds: list[int]
+    heft_makespan: float
+    cp_min: float
+    runs: dict[str, list[PlacementResult]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """Per method: :func:`method_summary` of its runs."""
+        return {m: method_summary(r, self.heft_makespan, self.seconds[m]) for m, r in self.runs.items()}
+
+    @property
+    def best(self) -> str:
+        """The method with the lowest mean makespan."""
+        return min(self.runs, key=lambda m: float(np.mean([r.makespan for r in self.runs[m]])))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: budget, seeds, methods, HEFT's makespan, CP_MIN and the per-method summaries."""
+        return {
+            "seeds": self.seeds,
+            "budget": self.budget,
+            "methods": list(self.runs),
+            "heft_makespan": self.heft_makespan,
+            "cp_min": self.cp_min,
+            "results": self.summary,
+        }
+
+
+def compare(
+    problem: PlacementProblem | CompGraph,
+    cluster: DeviceCluster | None = None,
+    methods: Sequence[str] | None = None,
+    seeds: int | Sequence[int] = 3,
+    budget: int | None = None,
+    giph: GiPH | None = None,
+    on_run: Callable[[int, str, int], None] | None = None,
+) -> Comparison:
+    """Every method × every seed with one simulator budget (default 2·|V|) on one problem.
+
+    Args:
+        problem: a PlacementProblem, or a graph (then give ``cluster``).
+        methods: method names (default: every default method; GiPH's are skipped without ``giph``).
+        seeds: the seeds, or how many (0, 1, ...).
+        budget: simulator evaluations per search.
+        giph: the GiPH placer (its policy) for the GiPH methods.
+        on_run: called as ``on_run(runs done, method, seed)`` before each search (progress bars).
+    """
+    problem = PlacementProblem.of(problem, cluster)
+    names, skipped = select_methods(methods, giph is not None)
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
+    if not seed_list:
+        raise MlsysoptError("compare needs at least one seed")
+    spend = default_budget(problem.graph) if budget is None else int(budget)
+    heft_ms = problem.makespan(heft_placement(problem))
+    result = Comparison(spend, seed_list, heft_ms, problem.cp_min, skipped=skipped)
+    done = 0
+    for name in names:
+        t0 = time.perf_counter()
+        result.runs[name] = []
+        for s in seed_list:
+            if on_run is not None:
+                on_run(done, name, s)
+            result.runs[name].append(run_method(name, problem, spend, s, giph))
+            done += 1
+        result.seconds[name] = time.perf_counter() - t0
+    return result
+
+
+def method_summary(runs: list[PlacementResult], heft_makespan: float, seconds: float) -> dict[str, Any]:
+    """Mean/min makespan, ratio to HEFT and steps-to-best of one method over seeds, and its mean search curve."""
+    ms = np.array([r.makespan for r in runs], dtype=np.float64)
+    steps = [r.steps_to_best for r in runs]
+    return {
+        "mean_makespan": float(ms.mean()),
+        "min_makespan": float(ms.min()),
+        "std_makespan": float(ms.std()),
+        "mean_ratio_to_heft": float((ms / heft_makespan).mean()) if heft_makespan > 0 else float("nan"),
+        "mean_steps_to_best": float(np.mean(steps)),
+        "steps_to_best": steps,
+        "makespans": ms.tolist(),
+        "evaluations": [r.evaluations for r in runs],
+        "seconds": seconds,
+        "curve": mean_curve([r.history for r in runs]),
+    }
+
+
+def mean_curve(curves: Sequence[Sequence[float]]) -> list[float]:
+    """Element-wise mean of best-so-far curves of different lengths (each padded with its last value)."""
+    curves = [list(c) for c in curves if len(c)]
+    if not curves:
+        return []
+    n = max(len(c) for c in curves)
+    padded = np.array([c + [c[-1]] * (n - len(c)) for c in curves], dtype=np.float64)
+    return padded.mean(axis=0).tolist()
