@@ -131,12 +131,6 @@ def test_spaces_lists_every_dataset_with_table_statistics(tmp_path: Path) -> Non
         assert name in proc.stdout, name
 
 
-def _ray_missing() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("ray") is None
-
-
 BAD = [  # the first five import torch (~3 s each); the rest fail before that
     (["--space", "nasbench-graph:nope"], ["unknown NAS-Bench-Graph dataset 'nope'", "cora"]),
     (["--space", "digits", "--ops", "conv3x3,conv7x7"], ["unknown op", "conv7x7"]),
@@ -150,11 +144,8 @@ BAD = [  # the first five import torch (~3 s each); the rest fail before that
     (["--method", "darts"], ["unknown NAS method 'darts'", "epnas"]),
     (["--space", "digits", "--ops", " , "], ["--ops ' , ' names no op"]),
     (["--resume"], ["--resume: no checkpoint at", "checkpoint.pt"]),
-    pytest.param(
-        ["--backend", "ray"],
-        ["pip install -e '.[ray]'"],
-        marks=pytest.mark.skipif(not _ray_missing(), reason="Ray is installed"),
-    ),
+    (["--backend", "ray", "--address", "127.0.0.9:1"], ["--address 127.0.0.9:1: no Ray head answers there"]),
+    (["--address", "127.0.0.9:1"], ["--address is for --backend ray"]),
 ]
 
 

@@ -54,7 +54,7 @@ class InvalidDataFile(MlsysoptError):
 
 
 class InvalidOption(MlsysoptError):
-    """A cost-model option is out of range: segment size < 1, k < 1, SED probability outside [0, 1), ..."""
+    """An option is malformed or out of range: a shape, segment size < 1, SED probability outside [0, 1), ..."""
 
 
 class InvalidCheckpoint(MlsysoptError):

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-if TYPE_CHECKING:
-    pass
-
-from mlsysopt.cli.common import SeedOpt, _check_run_dir, console, err_console
+from mlsysopt.cli.common import SeedOpt, console, err_console
 
 
 # ---------------------------------------------------------------------------- demo
@@ -23,7 +20,6 @@ def demo(
     only: Annotated[str | None, typer.Option("--only", help="Comma-separated section names (default: all).")] = None,
 ) -> None:
     """Run every system's demo section and write RUN_DIR/index.html, result.json and the plots."""
-    _check_run_dir(out)
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -34,8 +30,10 @@ def demo(
     )
 
     from mlsysopt import demo as demo_mod
+    from mlsysopt.io import RunDir
 
     names = demo_mod.select([s.strip() for s in only.split(",") if s.strip()] if only else None)
+    run = RunDir(out, {"command": "demo", "seed": seed, "sections": names}, checkpoint=None).check()
     columns = (
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -43,7 +41,7 @@ def demo(
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=err_console, transient=False) as progress:
+    with run, Progress(*columns, console=err_console, transient=False) as progress:
         task = progress.add_task("demo", total=len(names))
         current: list[str] = []
 

@@ -15,11 +15,11 @@ from mlsysopt.cli.common import (
     NumTasksOpt,
     SeedOpt,
     SourceArg,
-    _check_suffix,
-    _fmt,
-    _load_source,
+    check_suffix,
     console,
     err_console,
+    fmt,
+    load_source,
 )
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import RunDir
@@ -42,7 +42,7 @@ def graph_info(
     """Summarize a graph: tasks, edges, depth, op histogram, FLOPs, compute, edge bytes, hardware types."""
     from mlsysopt.report.summary import graph_summary
 
-    graph = _load_source(source, num_tasks, seed, input_shape)
+    graph = load_source(source, num_tasks, seed, input_shape)
     summary = graph_summary(graph, name=str(graph.meta.get("name") or source))
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -71,9 +71,9 @@ def _print_graph(s: dict[str, Any]) -> None:
             ("tasks", f"{s['tasks']:,}"),
             ("edges", f"{s['edges']:,}"),
             ("depth (longest path)", f"{s['depth']:,}"),
-            ("total FLOPs", _fmt(s["total_flops"])),
-            ("total compute", _fmt(s["total_compute"])),
-            ("total edge bytes", _fmt(s["total_edge_bytes"])),
+            ("total FLOPs", fmt(s["total_flops"])),
+            ("total compute", fmt(s["total_compute"])),
+            ("total edge bytes", fmt(s["total_edge_bytes"])),
             ("hardware types", ", ".join(f"type {t}: {c}" for t, c in s["hw_types"].items())),
         ],
     )
@@ -93,9 +93,9 @@ def graph_import(
     input_shape: InputShapeOpt = None,
 ) -> None:
     """Import a model or workflow and save it as a CompGraph .npz."""
-    _check_suffix(out, ".npz", "--out")
+    check_suffix(out, ".npz", "--out")
     with err_console.status(f"importing {source}"):
-        graph = _load_source(source, num_tasks, seed, input_shape)
+        graph = load_source(source, num_tasks, seed, input_shape)
     graph.save(out)
     _wrote(out, graph)
 
@@ -125,9 +125,9 @@ def graph_generate(
     delay_avg: Annotated[float, typer.Option("--delay-avg", min=0.0)] = 0.1,
 ) -> None:
     """Generate a random layered DAG (and optionally a random heterogeneous cluster for it)."""
-    _check_suffix(out, ".npz", "--out")
+    check_suffix(out, ".npz", "--out")
     if cluster_out is not None:
-        _check_suffix(cluster_out, ".json", "--cluster-out")
+        check_suffix(cluster_out, ".json", "--cluster-out")
     from mlsysopt.graph.generate import layered_dag, random_cluster
 
     dag = {"alpha": alpha, "p": p, "compute_avg": compute_avg, "compute_beta": compute_beta, "bytes_avg": bytes_avg}
@@ -178,7 +178,7 @@ def graph_simulate(
     from mlsysopt.report.summary import cluster_summary, graph_summary
 
     with err_console.status("loading graph, cluster and placement"):
-        graph = _load_source(graph_source)
+        graph = load_source(graph_source)
         problem, _ = load_problem(graph, cluster_path)
         if placement_path is not None:
             placement, how = load_placement(placement_path, graph, problem.cluster), f"from {placement_path}"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from mlsysopt.cli.common import _load_source, console, err_console
+from mlsysopt.cli.common import console, err_console, load_source
 from mlsysopt.cli.graph import show
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import RunDir
@@ -38,7 +38,7 @@ def load_problem(options: dict[str, Any]) -> tuple[PlacementProblem, dict[str, A
 
     o = options
     with err_console.status("loading graph and cluster"):
-        graph = _load_source(o["graph_source"], o["num_tasks"], o["seed"], o["input_shape"])
+        graph = load_source(o["graph_source"], o["num_tasks"], o["seed"], o["input_shape"])
         problem, how = problem_of(graph, o["cluster_path"], o["devices"], o["seed"])
     about = {"graph": graph_summary(graph, name=str(graph.meta.get("name") or o["graph_source"]))}
     return problem, {**about, "cluster_source": how, "cluster": problem.cluster.to_dict()}

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mlsysopt.cli.common import SeedOpt, _parse_shape, console, err_console, progress_bar
+from mlsysopt.cli.common import SeedOpt, console, err_console, parse_shape, progress_bar
 from mlsysopt.cli.serving_io import (
     InputShapeOpt,
     KnobOpt,
@@ -48,7 +48,7 @@ def serving_profile(
 
     grid = {k: parse_list(v, f"--{k}") for k, v in (("rows", rows), ("intra", intra), ("inter", inter))}
     with err_console.status("loading the model"):
-        job = ProfileJob(out, model, **grid, repeats=repeats, cores=cores, input_shape=_parse_shape(input_shape))
+        job = ProfileJob(out, model, **grid, repeats=repeats, cores=cores, input_shape=parse_shape(input_shape))
     with job, err_console.status(f"timing {job.points} points x {repeats} runs"):
         result = job.run()
     prof = result["profile"]
@@ -99,7 +99,7 @@ def serving_tune(
         job = TuningJob(
             out, rates=parse_list(rate, "--rate", float), budget=budget, tuner=tuner,
             objective=Objective(objective, slo_ms, stat), backend=backend, model=model, profile=profile,
-            input_shape=_parse_shape(input_shape), requests=requests, knobs=knobs, seed=seed, resume=resume,
+            input_shape=parse_shape(input_shape), requests=requests, knobs=knobs, seed=seed, resume=resume,
         )  # fmt: skip
     with job:
         err_console.print(job.describe())
@@ -139,7 +139,7 @@ def serving_serve(
 
     cfg = load_config(config) if config is not None else Config(workers, max_batch, timeout_ms, intra, inter)
     rates = parse_list(rate, "--rate", float)
-    shape = _parse_shape(input_shape)
+    shape = parse_shape(input_shape)
     job = ServeJob(out, cfg, rates, model, input_shape=shape, requests=requests, slo_ms=slo_ms, seed=seed)
     with job, progress_bar() as progress:
         task = progress.add_task(f"serving with {cfg.label()}", total=len(rates))
