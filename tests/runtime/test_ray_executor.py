@@ -125,3 +125,10 @@ def test_data_parallel_ranks_agree_on_ray_and_locally(ray_cluster) -> None:
     on_ray = run_data_parallel(allreduce_rank, 2, 1.5, backend="ray", address=ray_cluster.address)
     local = run_data_parallel(allreduce_rank, 2, 1.5, backend="local")
     assert on_ray == local == [[4.5, 1.0], [4.5, 1.0]]
+
+
+def test_without_an_address_a_private_instance_is_started() -> None:
+    """``--backend ray`` alone: a fresh single-machine Ray, never a cluster this machine happens to run."""
+    with RayExecutor(None, 2) as ex:
+        assert ex.describe() == "ray (2 workers, private local instance)"
+        assert [v for v, _ in ex.map(square_plus, [3, 4])] == [10, 17]

@@ -39,7 +39,8 @@ def loopback_host(address: str | None) -> str | None:
 def _connect(ray: Any, address: str | None, workers: int | None) -> str | None:
     """Connect; None on success, else the one-line reason."""
     kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False, "configure_logging": False}
-    if address is None:
+    if address is None:  # "local": always a new private instance, never a cluster this machine happens to run
+        kwargs["address"] = "local"
         kwargs["num_cpus"] = workers or 1
     else:
         kwargs["address"] = address
