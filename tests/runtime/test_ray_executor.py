@@ -129,6 +129,11 @@ def test_data_parallel_ranks_agree_on_ray_and_locally(ray_cluster) -> None:
 
 def test_without_an_address_a_private_instance_is_started() -> None:
     """``--backend ray`` alone: a fresh single-machine Ray, never a cluster this machine happens to run."""
+    from mlsysopt.runtime.probes import noop
+
     with RayExecutor(None, 2) as ex:
         assert ex.describe() == "ray (2 workers, private local instance)"
-        assert [v for v, _ in ex.map(square_plus, [3, 4])] == [10, 17]
+        assert ex.map(noop, [3, 4]) == [3, 4]
+        # a task whose module the workers cannot import (tests/ is not on their path): one clear error
+        with pytest.raises(MlsysoptError, match="a Ray worker could not run the task .*No module named 'workloads'"):
+            ex.map(square_plus, [1])

@@ -78,11 +78,29 @@ def _map(ray: Any, remote: Any, fn: Callable[[Any], Any], items: list[Any], work
                 results[refs.pop(ref)] = value
     except rex.RayTaskError as exc:  # the function raised: hand back its own exception
         _cancel(ray, refs)
-        return "raise", _picklable(exc.cause if getattr(exc, "cause", None) is not None else exc)
+        cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+        if isinstance(cause, rex.RaySystemError):  # the task never ran: the worker could not load it
+            return "raise", _not_runnable(cause)
+        return "raise", _picklable(cause)
     except (rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError, rex.OwnerDiedError) as exc:
         _cancel(ray, refs)
         return "lost", f"Ray lost the workers of a task more often than its retries allow ({type(exc).__name__})"
+    except rex.RaySystemError as exc:  # e.g. a worker cannot unpickle the task: its code is not installed there
+        _cancel(ray, refs)
+        return "raise", _not_runnable(exc)
     return "ok", results
+
+
+def _not_runnable(exc: BaseException) -> BaseException:
+    """One clear error for a task a worker could not even load (its module is missing there)."""
+    from mlsysopt.errors import MlsysoptError
+
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    why = next((ln for ln in reversed(lines) if "Error" in ln and "Traceback" not in ln), type(exc).__name__)
+    return MlsysoptError(
+        f"a Ray worker could not run the task ({why[:200]}): every node needs mlsysopt, the same version, "
+        "and any module the task comes from"
+    )
 
 
 def _cancel(ray: Any, refs: dict[Any, int]) -> None:
