@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
 
@@ -16,9 +18,34 @@ if TYPE_CHECKING:
 
     from mlsysopt.graph.ir import CompGraph
 
+# C0/C1 control characters (but tab and newline), DEL, and the Unicode direction overrides that reorder a line
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_text(text: object) -> str:
+    """``text`` with terminal control characters made visible (ESC -> ``\\x1b``), so names read from files
+    (tasks, devices, ops, paths) can never move the cursor, recolour or retitle the user's terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}", str(text))
+
+
+class SafeConsole(Console):
+    """A rich Console that passes every string it renders (print arguments, table cells, status lines) through
+    :func:`safe_text` first; markup written by mlsysopt itself still works, emoji codes are never expanded."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        """Render ``text`` after :func:`safe_text`."""
+        return super().render_str(safe_text(text), **kwargs)
+
+
 # emoji=False: a ':name:' in a path or message stays as typed
-console = Console(highlight=False, emoji=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+console = SafeConsole(highlight=False, emoji=False)
+err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+def warn(message: str) -> None:
+    """One ``warning: ...`` line on stderr (the text is printed literally: no markup, no control characters)."""
+    line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    err_console.print(f"[yellow]warning:[/yellow] {escape(line)}")
 
 
 # ---------------------------------------------------------------------------- shared options
@@ -87,9 +114,7 @@ def check_parallel(workers: int, backend: str, address: str | None) -> None:
     check_backend(backend, address)
     cores = os.cpu_count() or 1
     if backend == "local" and workers > cores:
-        err_console.print(
-            f"warning: --workers {workers} is more than this machine's {cores} cores: they will share them"
-        )
+        warn(f"--workers {workers} is more than this machine's {cores} cores: they will share them")
 
 
 def fmt(v: float) -> str:
@@ -103,3 +128,67 @@ def progress_bar() -> Progress:
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, console=err_console, transient=False)
+
+
+# ---------------------------------------------------------------------------- checks every option gets
+INT_LIMIT = 2**63 - 1
+
+
+def _annotation(param: Any) -> Any:
+    """The Python type an option converts to (``float | None`` -> ``float``), for typer with or without click."""
+    from typing import get_args
+
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None:
+        annotation = descriptor.annotation
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    name = getattr(getattr(param, "type", None), "name", "")
+    return {"float": float, "integer": int, "path": Path}.get(str(name).split()[0] if name else "", None)
+
+
+def _finite(param: Any, value: Any) -> None:
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value}", param=param)
+
+
+def _int64(param: Any, value: Any) -> None:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
+        raise typer.BadParameter(f"must be at most {INT_LIMIT:,} in size, got {value:.3e}", param=param)
+
+
+def harden(command: Any) -> Any:
+    """Give every option of ``command`` (and its subcommands) the checks no command may skip.
+
+    Floats must be finite (typer lets ``nan``/``inf`` through wherever no range is set, and ``nan`` past one),
+    integers must fit in 64 bits. A failed check is a usage error naming the option, like typer's own. Every
+    on/off flag ``--x`` also gets its ``--no-x`` (the form Optuna, Ray Tune and perf_analyzer users expect).
+    """
+    stack = [command]
+    while stack:
+        cmd = stack.pop()
+        stack.extend(getattr(cmd, "commands", {}).values())
+        params = getattr(cmd, "params", [])
+        taken = {opt for p in params for opt in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
+        for param in params:
+            flag = getattr(param, "opts", [""])[0]
+            if getattr(param, "is_bool_flag", False) and not param.secondary_opts and not param.is_eager:
+                negative = f"--no-{flag[2:]}"
+                if flag.startswith("--") and negative not in taken:
+                    param.secondary_opts = [negative]
+            kind = _annotation(param)
+            check = {float: _finite, int: _int64}.get(kind)
+            if check is not None:
+                param.callback = _chained(check, param.callback)
+    return command
+
+
+def _chained(check: Any, callback: Any) -> Any:
+    def run(ctx: Any, param: Any, value: Any) -> Any:
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            check(param, v)
+        return callback(ctx, param, value) if callback is not None else value
+
+    return run
