@@ -96,7 +96,12 @@ def load_source(source: str, num_tasks: int = 100, seed: int = 0, input_shape: s
     """The CompGraph of any source (see :mod:`mlsysopt.graph.importers.source`)."""
     from mlsysopt.graph.importers.source import resolve_source
 
-    return resolve_source(source).graph(num_tasks=num_tasks, seed=seed, input_shape=parse_shape(input_shape))
+    src = resolve_source(source)
+    if src.kind == "recipe":
+        from mlsysopt.graph.limits import check_recipe_tasks
+
+        check_recipe_tasks(num_tasks, "--num-tasks")
+    return src.graph(num_tasks=num_tasks, seed=seed, input_shape=parse_shape(input_shape))
 
 
 def check_suffix(path: Path, suffix: str, option: str) -> None:
@@ -144,7 +149,7 @@ def _annotation(param: Any) -> Any:
         args = [a for a in get_args(annotation) if a is not type(None)]
         return args[0] if len(args) == 1 else annotation
     name = getattr(getattr(param, "type", None), "name", "")
-    return {"float": float, "integer": int, "path": Path}.get(str(name).split()[0] if name else "", None)
+    return {"float": float, "integer": int, "path": Path}.get(str(name).split()[0] if name else "")
 
 
 def _finite(param: Any, value: Any) -> None:

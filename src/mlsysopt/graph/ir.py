@@ -123,6 +123,13 @@ class CompGraph:
         if (base < 0).any():
             i, j = (int(v[0]) for v in np.nonzero(base < 0))
             raise InvalidGraph(f"node '{self.names[i]}' feature '{BASE_FEATURES[j]}' is negative ({base[i, j]})")
+        with np.errstate(over="ignore"):
+            sums = base.sum(axis=0)
+        if not np.isfinite(sums).all():
+            j = int(np.flatnonzero(~np.isfinite(sums))[0])
+            raise InvalidGraph(
+                f"feature '{BASE_FEATURES[j]}' sums to inf over the graph: its values are too large to total"
+            )
         if self.hw_type.shape != (n,) or (self.hw_type < 0).any():
             raise InvalidGraph(f"hw_type must be {n} non-negative integers")
         self._validate_edges(n)
@@ -145,6 +152,10 @@ class CompGraph:
             k = int(bad[0])
             u, v = self.names[ei[0, k]], self.names[ei[1, k]]
             raise InvalidGraph(f"edge {k} ('{u}' -> '{v}') has bytes {self.edge_bytes[k]} (must be finite, >= 0)")
+        with np.errstate(over="ignore"):
+            total = float(self.edge_bytes.sum()) if m else 0.0
+        if not np.isfinite(total):
+            raise InvalidGraph("the edge bytes sum to inf over the graph: their values are too large to total")
 
     # ------------------------------------------------------------------ structure
     @property
@@ -368,12 +379,14 @@ def _as_ints(value: Any, dtype: Any, key: str) -> np.ndarray:
     if np.issubdtype(arr.dtype, np.floating):
         bad = ~np.isfinite(arr) | (arr != np.round(arr))
         if bad.any():
-            raise InvalidGraph(f"'{key}' must hold integers, got {arr[bad].flat[0]!r}")
+            raise InvalidGraph(f"'{key}' must hold integers, got {arr[bad].flat[0].item()!r}")
     info = np.iinfo(dtype)
     low, high = arr.min(), arr.max()
     if low < info.min or high > info.max:
         v = low if low < info.min else high
-        raise InvalidGraph(f"'{key}' value {v} is out of range (at most {info.max:,} for {np.dtype(dtype).name})")
+        raise InvalidGraph(
+            f"'{key}' value {v.item()} is out of range (at most {info.max:,} for {np.dtype(dtype).name})"
+        )
     return np.ascontiguousarray(arr, dtype=dtype)
 
 

@@ -63,7 +63,8 @@ SOURCES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Preset:
-    """A named device mix: devices (name, FP32 FLOP/s), one link rate and latency per device pair."""
+    """A named device mix: devices (kind, FP32 FLOP/s), one link rate and latency per pair of device kinds, and
+    the ``reference`` device (by name, e.g. ``laptop0``) that runs a workflow's recorded runtimes as given."""
 
     name: str
     description: str
@@ -92,15 +93,21 @@ PRESETS: dict[str, Preset] = {
             "edge",
             "2 Raspberry Pi 4, a Jetson Orin Nano, a laptop and an A100 server on one Gigabit Ethernet switch",
             (("rpi", RPI4), ("rpi", RPI4), ("orin", ORIN_NANO), ("laptop", LAPTOP), ("server", A100)),
-            "laptop",
+            "laptop0",
             {("*", "*"): (GBE, LAN_DELAY)},
-            ("Raspberry Pi 4 Model B", "Jetson Orin Nano 8 GB", "Intel Core i7-1165G7", "NVIDIA A100", "Gigabit Ethernet"),
+            (
+                "Raspberry Pi 4 Model B",
+                "Jetson Orin Nano 8 GB",
+                "Intel Core i7-1165G7",
+                "NVIDIA A100",
+                "Gigabit Ethernet",
+            ),
         ),
         Preset(
             "gpu-node-nvlink",
             "8 A100 SXM4 over NVLink/NVSwitch, and the host's EPYC 7742 socket over PCIe Gen4 x16",
             (("cpu", EPYC_7742), *(("gpu", A100),) * 8),
-            "cpu",
+            "cpu0",
             {("gpu", "gpu"): (NVLINK3, NVLINK_DELAY), ("cpu", "gpu"): (PCIE4_X16, PCIE_DELAY)},
             ("NVIDIA A100", "AMD EPYC 7742"),
         ),
@@ -108,7 +115,7 @@ PRESETS: dict[str, Preset] = {
             "gpu-node-pcie",
             "4 A100 PCIe without NVLink bridges and the host's EPYC 7742 socket, all over PCIe Gen4 x16",
             (("cpu", EPYC_7742), *(("gpu", A100),) * 4),
-            "cpu",
+            "cpu0",
             {("*", "*"): (PCIE4_X16, PCIE_DELAY)},
             ("NVIDIA A100", "AMD EPYC 7742"),
         ),
@@ -145,7 +152,7 @@ def preset_cluster(name: str, graph: CompGraph | None = None) -> DeviceCluster:
     names = _names(preset)
     flops = np.array([f for _, f in preset.devices])
     system = "dnn" if graph is None else units_of(graph)
-    ref = flops[names.index(preset.reference)] if preset.reference in names else flops[0]
+    ref = flops[names.index(preset.reference)]
     speed = flops if system == "dnn" else flops / ref
     d = len(names)
     bandwidth = np.full((d, d), np.inf)

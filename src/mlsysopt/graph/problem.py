@@ -47,7 +47,7 @@ class PlacementProblem:
         """Refuse a graph/cluster pair whose times overflow (speed 1e-308, bytes 1e308, ...): an inf makespan
         would poison every search and every plot."""
         from mlsysopt.errors import InvalidCluster
-        from mlsysopt.graph.units import units_of, unit
+        from mlsysopt.graph.units import unit, units_of
 
         g, c = self.graph, self.cluster
         system = units_of(g)

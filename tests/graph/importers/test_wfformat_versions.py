@@ -154,7 +154,9 @@ def _load(tmp_path: Path, data: dict[str, Any], name: str = "wf.json") -> CompGr
 
 
 def _edges(g: CompGraph) -> dict[tuple[str, str], float]:
-    return {(g.names[u], g.names[v]): b for (u, v), b in zip(g.edge_index.T.tolist(), g.edge_bytes.tolist())}
+    return {
+        (g.names[u], g.names[v]): b for (u, v), b in zip(g.edge_index.T.tolist(), g.edge_bytes.tolist(), strict=True)
+    }
 
 
 @pytest.mark.parametrize("layout", [v12, v13, v14, v15], ids=["1.2", "1.3", "1.4", "1.5"])

@@ -126,10 +126,7 @@ def _einsum_flops(node: fx.Node) -> float:
 
 
 def _interpolate_flops(node: fx.Node, mod: nn.Module | None, out: int, x: tuple[int, ...] | None) -> float:
-    if mod is not None:
-        mode = str(getattr(mod, "mode", "nearest"))
-    else:
-        mode = str(_arg(node, 3, "mode", "nearest"))
+    mode = str(getattr(mod, "mode", "nearest") if mod is not None else _arg(node, 3, "mode", "nearest"))
     dims = len(x) - 2 if x else 2
     return float(ff.interpolate_flops(mode, out, dims, math.prod(x) if x else 0))
 
