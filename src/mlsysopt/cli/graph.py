@@ -227,7 +227,7 @@ def graph_simulate(
     settings = {"command": "graph simulate", "source": graph_source, "cluster": cluster_spec, "seed": seed}
     settings.update(devices=devices, num_tasks=num_tasks, input_shape=input_shape)
     run = RunDir(out, {**settings, "placement": placement_path}, checkpoint=None).check()
-    result, problem, sched, placement = _simulate(graph_source, settings, placement_path, seed)
+    result, problem, sched, placement = _simulate(graph_source, {**settings, "random": random}, placement_path, seed)
     from mlsysopt.report.gantt import plot_gantt
 
     with run, err_console.status("plotting the Gantt chart"):
@@ -244,8 +244,11 @@ def graph_simulate(
         ("critical-path tasks", str(len(sched.critical_path))),
     ]
     show("simulation", rows)
+    from mlsysopt.graph.units import mismatch
+
     for line in result["warnings"]:
-        warn(line)
+        if line != mismatch(problem.graph, problem.cluster):  # that one was said when the cluster was loaded
+            warn(line)
     files = ", ".join(escape(str(out / f)) for f in ("result.json", "cluster.json", "gantt.png"))
     console.print(f"wrote {files}")
 
@@ -267,7 +270,8 @@ def _simulate(graph_source: str, settings: dict[str, Any], placement_path: Path 
         else:
             placement = problem.random_placement(np.random.default_rng(seed))
             how = f"random feasible placement (seed {seed})"
-            err_console.print(f"no --placement given: using a {how}")
+            if not settings.get("random"):
+                err_console.print(f"no --placement given: using a {how}")
     with err_console.status("simulating"):
         sched = problem.simulate(placement)
     if not np.isfinite(sched.makespan):

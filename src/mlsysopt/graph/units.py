@@ -90,7 +90,8 @@ def warn_mismatch(graph: CompGraph, cluster: DeviceCluster) -> None:
 
 
 def implausible(graph: CompGraph, cluster: DeviceCluster, makespan: float, cp_min: float) -> list[str]:
-    """Sentences saying why a simulated result cannot be real (empty when it is plausible)."""
+    """Sentences saying why a simulated result cannot be real (empty when it is plausible): an SLR above
+    :data:`MAX_PLAUSIBLE_SLR`, a makespan above a year, a cluster in other units than the graph."""
     system = units_of(graph)
     found = []
     ratio = makespan / cp_min if cp_min > 0 else math.inf if makespan > 0 else 1.0
@@ -106,7 +107,7 @@ def implausible(graph: CompGraph, cluster: DeviceCluster, makespan: float, cp_mi
             f"{unit(system, 'speed')}"
         )
     why = mismatch(graph, cluster)
-    if found and why:
+    if why:
         found.append(why)
     return found
 

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
-from mlsysopt.errors import InvalidPlacement
+from mlsysopt.errors import InvalidPlacement, WriteFailed
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.simulator import Schedule
@@ -128,7 +128,10 @@ def plot_gantt(
         title=legend_title,
         title_fontsize=7,
     )
-    return save_figure(fig, path, dpi=dpi)
+    try:
+        return save_figure(fig, path, dpi=dpi)
+    except OSError as exc:  # disk full, read-only, ...: name the chart, not matplotlib's temp file
+        raise WriteFailed(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _system(graph: CompGraph, units: str | Mapping[str, Any] | None) -> str:
