@@ -135,6 +135,7 @@ def test_simulate_needs_exactly_one_cluster(tmp_path: Path) -> None:
 
 def test_a_wfformat_14_file_through_the_cli(tmp_path: Path) -> None:
     task = {"type": "compute", "category": "mProject", "runtimeInSeconds": 13.25}
+    x = {"name": "x", "sizeInBytes": 9}
     data = {
         "name": "pegasus-style",
         "schemaVersion": "1.4",
@@ -143,8 +144,8 @@ def test_a_wfformat_14_file_through_the_cli(tmp_path: Path) -> None:
             "makespanInSeconds": 30.0,
             "executedAt": "20200413T031424+0000",
             "tasks": [
-                {**task, "name": "a_ID01", "parents": [], "files": [{"link": "output", "name": "x", "sizeInBytes": 9}]},
-                {**task, "name": "b_ID02", "parents": ["a_ID01"], "files": [{"link": "input", "name": "x", "sizeInBytes": 9}]},
+                {**task, "name": "a_ID01", "parents": [], "files": [{**x, "link": "output"}]},
+                {**task, "name": "b_ID02", "parents": ["a_ID01"], "files": [{**x, "link": "input"}]},
                 {**task, "name": "c_ID03", "parents": ["a_ID01"]},
                 {"name": "d_ID04", "type": "compute", "parents": ["b_ID02", "c_ID03"]},  # no runtime (optional)
             ],

@@ -11,6 +11,7 @@ exit  meaning
 2     refused: a bad option or argument (typer's usage and range errors too), an unreadable or malformed
       input file, a file-system error (missing, not writable, read-only, disk full, ...), a size beyond
       this machine's limits, a missing dependency, input nested too deeply
+1     an internal error (a bug in mlsysopt, not a refused input): one line too; ``MLSYSOPT_DEBUG=1`` shows it
 130   interrupted (Ctrl-C); a run that keeps a checkpoint continues with ``--resume``
 ====  =====================================================================================================
 
@@ -54,6 +55,8 @@ app.command("demo")(demo)
 #: Exit code of a refused input; of a Ctrl-C (128 + SIGINT, as shells report it).
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+#: Exit code of an unexpected exception (a bug): still one line; MLSYSOPT_DEBUG=1 shows the traceback.
+EXIT_INTERNAL = 1
 
 
 def _print_version(value: bool) -> None:
@@ -126,12 +129,23 @@ def _usage_error(exc: BaseException) -> tuple[str, int] | None:
     return f"{str(fmt()).rstrip('.')}{hint}", EXIT_USER_ERROR if code in (1, 2) else code
 
 
+_COMMAND: Any = None
+
+
+def _command() -> Any:
+    """The click command of the app with :func:`~mlsysopt.cli.common.harden`'s checks, built once per process
+    (typer builds the whole tree, with a validator per option, on every call otherwise)."""
+    global _COMMAND
+    if _COMMAND is None:
+        _COMMAND = harden(typer.main.get_command(app))
+    return _COMMAND
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the app on ``argv`` and return its exit code (see the module docstring); nothing raises but debug."""
     debug = debug_enabled()
     try:
-        command = harden(typer.main.get_command(app))
-        rv = command.main(args=argv, prog_name="mlsysopt", standalone_mode=False)
+        rv = _command().main(args=argv, prog_name="mlsysopt", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
         if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into Exit(130)
             return _fail("interrupted (Ctrl-C)", EXIT_INTERRUPTED)
@@ -164,10 +178,14 @@ def run(argv: list[str] | None = None) -> int:
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare 'mlsysopt graph': the help, as typer prints it
             exc.show()  # type: ignore[attr-defined]
             return EXIT_USER_ERROR
-        usage = None if debug else _usage_error(exc)
-        if usage is None:
+        if debug:
             raise
-        return _fail(*usage)
+        usage = _usage_error(exc)
+        if usage is not None:
+            return _fail(*usage)
+        # a bug, not a refused input: still one line (exit 1), and how to get the traceback for a report
+        where = f"{type(exc).__name__}: {exc}"
+        return _fail(f"internal error ({where}); run with MLSYSOPT_DEBUG=1 for the traceback", EXIT_INTERNAL)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -33,8 +34,17 @@ class SafeConsole(Console):
     :func:`safe_text` first; markup written by mlsysopt itself still works, emoji codes are never expanded."""
 
     def render_str(self, text: str, **kwargs: Any) -> Any:
-        """Render ``text`` after :func:`safe_text`."""
-        return super().render_str(safe_text(text), **kwargs)
+        """Render ``text`` after :func:`safe_text`; text that is not valid markup is shown as typed."""
+        from rich.errors import MarkupError
+
+        try:
+            return super().render_str(safe_text(text), **kwargs)
+        except MarkupError:  # e.g. a user's '[/red]' that a caller forgot to escape: print it, do not crash
+            return super().render_str(safe_text(text), **{**kwargs, "markup": False})
+
+    def status(self, status: Any, **kwargs: Any) -> Any:
+        """A spinner line; its text goes through :meth:`render_str` like everything else."""
+        return super().status(self.render_str(status) if isinstance(status, str) else status, **kwargs)
 
 
 # emoji=False: a ':name:' in a path or message stays as typed
@@ -57,7 +67,17 @@ SourceArg = Annotated[
         "package.module:factory (a factory source runs its Python code).",
     ),
 ]
-NumTasksOpt = Annotated[int, typer.Option("--num-tasks", min=1, help="Tasks of a WfCommons recipe.")]
+
+
+def _recipe_limit() -> int:
+    from mlsysopt.graph.limits import recipe_task_limit
+
+    return recipe_task_limit()
+
+
+NumTasksOpt = Annotated[
+    int, typer.Option("--num-tasks", min=1, max=_recipe_limit(), help="Tasks of a WfCommons recipe.")
+]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Random seed.")]
 InputShapeOpt = Annotated[
     str | None,
@@ -89,6 +109,14 @@ def parse_shape(value: str | None, option: str = "--input-shape") -> tuple[int, 
         raise InvalidOption(f"{option} '{value}' is not a comma-separated list of integers, e.g. 1,3,32,32") from None
     if not shape or any(s <= 0 for s in shape):
         raise InvalidOption(f"{option} '{value}' must list positive sizes, e.g. 1,3,32,32")
+    from mlsysopt.graph.limits import memory_budget
+
+    budget = memory_budget()
+    if 4 * math.prod(shape) > budget:  # one float32 example input must fit, with room for the model
+        raise InvalidOption(
+            f"{option} '{value}' is {4 * math.prod(shape) / 2**30:,.1f} GiB of float32, above this machine's limit "
+            f"of {budget / 2**30:,.1f} GiB ({budget // 4:,} elements)"
+        )
     return shape
 
 
@@ -118,8 +146,25 @@ def check_parallel(workers: int, backend: str, address: str | None) -> None:
 
     check_backend(backend, address)
     cores = os.cpu_count() or 1
+    limit = max_workers(backend)
+    if workers > limit:
+        where = "local worker processes (each needs ~256 MiB)" if backend == "local" else "Ray tasks in flight"
+        raise InvalidOption(f"--workers {workers:,} is above the limit of {limit:,} {where}")
     if backend == "local" and workers > cores:
         warn(f"--workers {workers} is more than this machine's {cores} cores: they will share them")
+
+
+#: Most Ray tasks one command keeps in flight (a cluster may have many more cores than this machine).
+MAX_RAY_WORKERS = 10_000
+
+
+def max_workers(backend: str) -> int:
+    """The largest ``--workers`` for ``backend``: local processes by memory (~256 MiB each), Ray tasks by count."""
+    if backend != "local":
+        return MAX_RAY_WORKERS
+    from mlsysopt.graph.limits import memory_budget
+
+    return max(os.cpu_count() or 1, memory_budget() // (256 * 2**20))
 
 
 def fmt(v: float) -> str:

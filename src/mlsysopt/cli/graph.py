@@ -171,9 +171,9 @@ def graph_generate(
 
     check_suffix(out, ".npz", "--out")
     check_tasks(tasks, p, "--tasks")
+    check_devices(devices, tasks, "--devices")
     if cluster_out is not None:
         check_suffix(cluster_out, ".json", "--cluster-out")
-        check_devices(devices, tasks, "--devices")
     from mlsysopt.graph.generate import layered_dag, random_cluster
 
     dag = {"alpha": alpha, "p": p, "compute_avg": compute_avg, "compute_beta": compute_beta, "bytes_avg": bytes_avg}

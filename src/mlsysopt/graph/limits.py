@@ -116,10 +116,14 @@ def check_problem(tasks: int, devices: int) -> None:
         )
 
 
+def recipe_task_limit() -> int:
+    """The most tasks a WfChef recipe instance may have on this machine (memory and time budgets)."""
+    return int(min(memory_budget() / RECIPE_TASK_BYTES, TIME_BUDGET_S / RECIPE_TASK_SECONDS))
+
+
 def check_recipe_tasks(num_tasks: int, option: str = "--num-tasks") -> None:
     """Refuse a WfChef recipe instance too big for the memory or time budget."""
-    budget = memory_budget()
-    limit = int(min(budget / RECIPE_TASK_BYTES, TIME_BUDGET_S / RECIPE_TASK_SECONDS))
+    limit = recipe_task_limit()
     if num_tasks > limit:
         why = f"~{RECIPE_TASK_BYTES / 1024:.0f} KiB and ~{RECIPE_TASK_SECONDS * 1e3:g} ms per task"
         _refuse(option, num_tasks, limit, why)
