@@ -27,6 +27,12 @@ REQUIRED: dict[str, tuple[str, ...]] = {
         "PlacementProblem",
         "load_problem",
         "load_placement",
+        "load_cluster",
+        "preset_cluster",
+        "PRESETS",
+        "units_of",
+        "implausible",
+        "resolve_source",
     ),
     "mlsysopt.placement": (
         "GiPH",

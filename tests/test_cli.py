@@ -146,9 +146,16 @@ def test_simulate_with_a_placement_file(files: dict[str, Path], tmp_path: Path) 
         "source": str(files["g.npz"]),
         "cluster": str(files["c.json"]),
         "seed": 0,
+        "devices": None,
+        "num_tasks": 100,
+        "input_shape": None,
         "placement": str(files["p_ok.json"]),
     }
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["gantt.png", "result.json", "settings.json"]
+    files_written = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert files_written == ["cluster.json", "gantt.png", "result.json", "settings.json"]
+    # the cluster it ran on, usable outside mlsysopt and by --cluster again
+    saved = DeviceCluster.load(tmp_path / "run" / "cluster.json")
+    assert saved.names == ["gpu", "cpu"] and saved.speed.tolist() == [1.0, 2.0]
 
 
 # ---------------------------------------------------------------------------- user errors: exit 2, one line

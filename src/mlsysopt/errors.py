@@ -71,3 +71,10 @@ class WriteFailed(MlsysoptError):
 
 class MissingSplit(InvalidDataFile):
     """A cost-model data root has no such split (no ``split/*.npz`` folder, no ``split_info/split.txt``)."""
+
+
+class MlsysoptWarning(UserWarning):
+    """Something mlsysopt could read but distrusts: an op without a FLOP formula, a task without a runtime, ...
+
+    The CLI prints each one as a single ``warning: ...`` line on stderr; library users get a normal Python warning.
+    """

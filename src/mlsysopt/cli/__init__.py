@@ -1,26 +1,42 @@
 """The ``mlsysopt`` command line: ``mlsysopt <system> <verb>``.
 
 Heavy imports (numba, torch, matplotlib, wfcommons) happen inside the commands that need them, so
-``--help`` starts fast. :func:`main` turns every :class:`~mlsysopt.errors.MlsysoptError` (and file-system
-errors) into one red ``error: ...`` line on stderr and exit code 2; ``MLSYSOPT_DEBUG=1`` shows the traceback.
+``--help`` starts fast. :func:`main` turns every way a command can fail on its input into one red
+``error: ...`` line on stderr, never a traceback:
+
+====  =====================================================================================================
+exit  meaning
+====  =====================================================================================================
+0     done
+2     refused: a bad option or argument (typer's usage and range errors too), an unreadable or malformed
+      input file, a file-system error (missing, not writable, read-only, disk full, ...), a size beyond
+      this machine's limits, a missing dependency, input nested too deeply
+1     an internal error (a bug in mlsysopt, not a refused input): one line too; ``MLSYSOPT_DEBUG=1`` shows it
+130   interrupted (Ctrl-C); a run that keeps a checkpoint continues with ``--resume``
+====  =====================================================================================================
+
+``MLSYSOPT_DEBUG=1`` (or ``true``/``yes``) re-raises instead, with the traceback. Library warnings
+(:class:`~mlsysopt.errors.MlsysoptWarning`) print as one ``warning: ...`` line each.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
+import warnings
+from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
-from mlsysopt.cli.common import err_console
+from mlsysopt.cli.common import err_console, harden, safe_text
 from mlsysopt.cli.costmodel import costmodel_app
 from mlsysopt.cli.demo import demo
 from mlsysopt.cli.graph import graph_app
 from mlsysopt.cli.nas import nas_app
 from mlsysopt.cli.placement import placement_app
 from mlsysopt.cli.serving import serving_app
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.errors import MlsysoptError, MlsysoptWarning
 
 app = typer.Typer(
     name="mlsysopt",
@@ -36,38 +52,146 @@ app.add_typer(serving_app, name="serving")
 app.add_typer(nas_app, name="nas")
 app.command("demo")(demo)
 
+#: Exit code of a refused input; of a Ctrl-C (128 + SIGINT, as shells report it).
+EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
+#: Exit code of an unexpected exception (a bug): still one line; MLSYSOPT_DEBUG=1 shows the traceback.
+EXIT_INTERNAL = 1
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from mlsysopt import __version__
+
+        print(f"mlsysopt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Learning to optimize ML systems on one computation-graph IR and one DAG simulator."""
+
 
 # ---------------------------------------------------------------------------- entry point
-def _one_line(message: str) -> str:
+def debug_enabled() -> bool:
+    """Whether ``MLSYSOPT_DEBUG`` asks for tracebacks: only ``1``, ``true`` or ``yes`` (any case)."""
+    return os.environ.get("MLSYSOPT_DEBUG", "").strip().lower() in ("1", "true", "yes")
+
+
+def _one_line(message: object) -> str:
     return " ".join(line.strip() for line in str(message).splitlines() if line.strip()) or "unknown error"
 
 
-def _fail(message: str) -> None:
-    err_console.print(f"[bold red]error:[/bold red] {escape(_one_line(message))}")
-    sys.exit(2)
+def _fail(message: object, code: int = EXIT_USER_ERROR) -> int:
+    from rich.text import Text
+
+    # a Text is never parsed for markup or emoji codes; safe_text makes control characters visible
+    err_console.print(Text.assemble(("error:", "bold red"), " ", safe_text(_one_line(message))))
+    return code
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app; user errors become one red line and exit code 2."""
-    debug = os.environ.get("MLSYSOPT_DEBUG", "") not in ("", "0")
+def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, *args: Any, **kw: Any) -> None:
+    if issubclass(category, MlsysoptWarning):
+        from rich.text import Text
+
+        err_console.print(Text.assemble(("warning:", "yellow"), " ", safe_text(_one_line(message))))
+    else:
+        _default_showwarning(message, category, filename, lineno, *args, **kw)
+
+
+_default_showwarning = warnings.showwarning
+
+
+def _os_error(exc: OSError) -> str:
+    what = exc.strerror or str(exc) or type(exc).__name__
+    where = f": {exc.filename}" if exc.filename else ""
+    hint = {
+        errno.ENOSPC: " (the disk is full: free some space or choose another --out)",
+        errno.EDQUOT: " (disk quota exceeded: free some space or choose another --out)",
+        errno.EROFS: " (read-only file system: choose another --out)",
+        errno.EACCES: " (permission denied: choose another --out or fix the permissions)",
+    }.get(exc.errno or 0, "")
+    return f"{what}{where}{hint}"
+
+
+def _usage_error(exc: BaseException) -> tuple[str, int] | None:
+    """``(message, exit code)`` of a click/typer usage or parameter error (typer >= 0.12, vendored click or not)."""
+    fmt, code = getattr(exc, "format_message", None), getattr(exc, "exit_code", None)
+    if not callable(fmt) or not isinstance(code, int):
+        return None
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if getattr(ctx, "command_path", None) else ""
+    return f"{str(fmt()).rstrip('.')}{hint}", EXIT_USER_ERROR if code in (1, 2) else code
+
+
+_COMMAND: Any = None
+
+
+def _command() -> Any:
+    """The click command of the app with :func:`~mlsysopt.cli.common.harden`'s checks, built once per process
+    (typer builds the whole tree, with a validator per option, on every call otherwise)."""
+    global _COMMAND
+    if _COMMAND is None:
+        _COMMAND = harden(typer.main.get_command(app))
+    return _COMMAND
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the app on ``argv`` and return its exit code (see the module docstring); nothing raises but debug."""
+    debug = debug_enabled()
     try:
-        app(args=argv, prog_name="mlsysopt")
+        rv = _command().main(args=argv, prog_name="mlsysopt", standalone_mode=False)
+        code = rv if isinstance(rv, int) else 0
+        if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into Exit(130)
+            return _fail("interrupted (Ctrl-C)", EXIT_INTERRUPTED)
+        return code
     except MlsysoptError as exc:
         if debug:
             raise
-        _fail(str(exc))
-    except (
-        FileNotFoundError,
-        PermissionError,
-        IsADirectoryError,
-        NotADirectoryError,
-        FileExistsError,
-    ) as exc:
-        if debug:
-            raise
-        where = f": {exc.filename}" if exc.filename else ""
-        _fail(f"{exc.strerror or exc}{where}")
+        return _fail(exc)
     except ModuleNotFoundError as exc:
         if debug or (exc.name or "").split(".")[0] == "mlsysopt":
             raise
-        _fail(f"missing dependency '{exc.name}': install it with 'pip install -e .' ({exc})")
+        return _fail(f"missing dependency '{exc.name}': install it with 'pip install -e .' ({exc})")
+    except OSError as exc:
+        if debug:
+            raise
+        return _fail(_os_error(exc))
+    except RecursionError:
+        if debug:
+            raise
+        return _fail("the input is nested too deeply to process (Python's recursion limit was reached)")
+    except MemoryError:
+        if debug:
+            raise
+        return _fail("out of memory: ask for smaller sizes (tasks, devices, batch, ...)")
+    except (typer.Abort, KeyboardInterrupt):
+        if debug:
+            raise
+        return _fail("interrupted (Ctrl-C)", EXIT_INTERRUPTED)
+    except Exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare 'mlsysopt graph': the help, as typer prints it
+            exc.show()  # type: ignore[attr-defined]
+            return EXIT_USER_ERROR
+        if debug:
+            raise
+        usage = _usage_error(exc)
+        if usage is not None:
+            return _fail(*usage)
+        # a bug, not a refused input: still one line (exit 1), and how to get the traceback for a report
+        where = f"{type(exc).__name__}: {exc}"
+        return _fail(f"internal error ({where}); run with MLSYSOPT_DEBUG=1 for the traceback", EXIT_INTERNAL)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the app and exit with its code (0 done, 2 refused, 130 interrupted)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", MlsysoptWarning)
+        warnings.showwarning = _show_warning
+        code = run(argv)
+    sys.exit(code)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
 
@@ -16,9 +19,43 @@ if TYPE_CHECKING:
 
     from mlsysopt.graph.ir import CompGraph
 
+# C0/C1 control characters (but tab and newline), DEL, and the Unicode direction overrides that reorder a line
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_text(text: object) -> str:
+    """``text`` with terminal control characters made visible (ESC -> ``\\x1b``), so names read from files
+    (tasks, devices, ops, paths) can never move the cursor, recolour or retitle the user's terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}", str(text))
+
+
+class SafeConsole(Console):
+    """A rich Console that passes every string it renders (print arguments, table cells, status lines) through
+    :func:`safe_text` first; markup written by mlsysopt itself still works, emoji codes are never expanded."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        """Render ``text`` after :func:`safe_text`; text that is not valid markup is shown as typed."""
+        from rich.errors import MarkupError
+
+        try:
+            return super().render_str(safe_text(text), **kwargs)
+        except MarkupError:  # e.g. a user's '[/red]' that a caller forgot to escape: print it, do not crash
+            return super().render_str(safe_text(text), **{**kwargs, "markup": False})
+
+    def status(self, status: Any, **kwargs: Any) -> Any:
+        """A spinner line; its text goes through :meth:`render_str` like everything else."""
+        return super().status(self.render_str(status) if isinstance(status, str) else status, **kwargs)
+
+
 # emoji=False: a ':name:' in a path or message stays as typed
-console = Console(highlight=False, emoji=False)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+console = SafeConsole(highlight=False, emoji=False)
+err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+def warn(message: str) -> None:
+    """One ``warning: ...`` line on stderr (the text is printed literally: no markup, no control characters)."""
+    line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    err_console.print(f"[yellow]warning:[/yellow] {escape(line)}")
 
 
 # ---------------------------------------------------------------------------- shared options
@@ -30,7 +67,17 @@ SourceArg = Annotated[
         "package.module:factory (a factory source runs its Python code).",
     ),
 ]
-NumTasksOpt = Annotated[int, typer.Option("--num-tasks", min=1, help="Tasks of a WfCommons recipe.")]
+
+
+def _recipe_limit() -> int:
+    from mlsysopt.graph.limits import recipe_task_limit
+
+    return recipe_task_limit()
+
+
+NumTasksOpt = Annotated[
+    int, typer.Option("--num-tasks", min=1, max=_recipe_limit(), help="Tasks of a WfCommons recipe.")
+]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Random seed.")]
 InputShapeOpt = Annotated[
     str | None,
@@ -62,6 +109,14 @@ def parse_shape(value: str | None, option: str = "--input-shape") -> tuple[int, 
         raise InvalidOption(f"{option} '{value}' is not a comma-separated list of integers, e.g. 1,3,32,32") from None
     if not shape or any(s <= 0 for s in shape):
         raise InvalidOption(f"{option} '{value}' must list positive sizes, e.g. 1,3,32,32")
+    from mlsysopt.graph.limits import memory_budget
+
+    budget = memory_budget()
+    if 4 * math.prod(shape) > budget:  # one float32 example input must fit, with room for the model
+        raise InvalidOption(
+            f"{option} '{value}' is {4 * math.prod(shape) / 2**30:,.1f} GiB of float32, above this machine's limit "
+            f"of {budget / 2**30:,.1f} GiB ({budget // 4:,} elements)"
+        )
     return shape
 
 
@@ -69,7 +124,12 @@ def load_source(source: str, num_tasks: int = 100, seed: int = 0, input_shape: s
     """The CompGraph of any source (see :mod:`mlsysopt.graph.importers.source`)."""
     from mlsysopt.graph.importers.source import resolve_source
 
-    return resolve_source(source).graph(num_tasks=num_tasks, seed=seed, input_shape=parse_shape(input_shape))
+    src = resolve_source(source)
+    if src.kind == "recipe":
+        from mlsysopt.graph.limits import check_recipe_tasks
+
+        check_recipe_tasks(num_tasks, "--num-tasks")
+    return src.graph(num_tasks=num_tasks, seed=seed, input_shape=parse_shape(input_shape))
 
 
 def check_suffix(path: Path, suffix: str, option: str) -> None:
@@ -86,10 +146,25 @@ def check_parallel(workers: int, backend: str, address: str | None) -> None:
 
     check_backend(backend, address)
     cores = os.cpu_count() or 1
+    limit = max_workers(backend)
+    if workers > limit:
+        where = "local worker processes (each needs ~256 MiB)" if backend == "local" else "Ray tasks in flight"
+        raise InvalidOption(f"--workers {workers:,} is above the limit of {limit:,} {where}")
     if backend == "local" and workers > cores:
-        err_console.print(
-            f"warning: --workers {workers} is more than this machine's {cores} cores: they will share them"
-        )
+        warn(f"--workers {workers} is more than this machine's {cores} cores: they will share them")
+
+
+#: Most Ray tasks one command keeps in flight (a cluster may have many more cores than this machine).
+MAX_RAY_WORKERS = 10_000
+
+
+def max_workers(backend: str) -> int:
+    """The largest ``--workers`` for ``backend``: local processes by memory (~256 MiB each), Ray tasks by count."""
+    if backend != "local":
+        return MAX_RAY_WORKERS
+    from mlsysopt.graph.limits import memory_budget
+
+    return max(os.cpu_count() or 1, memory_budget() // (256 * 2**20))
 
 
 def fmt(v: float) -> str:
@@ -103,3 +178,67 @@ def progress_bar() -> Progress:
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, console=err_console, transient=False)
+
+
+# ---------------------------------------------------------------------------- checks every option gets
+INT_LIMIT = 2**63 - 1
+
+
+def _annotation(param: Any) -> Any:
+    """The Python type an option converts to (``float | None`` -> ``float``), for typer with or without click."""
+    from typing import get_args
+
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None:
+        annotation = descriptor.annotation
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    name = getattr(getattr(param, "type", None), "name", "")
+    return {"float": float, "integer": int, "path": Path}.get(str(name).split()[0] if name else "")
+
+
+def _finite(param: Any, value: Any) -> None:
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value}", param=param)
+
+
+def _int64(param: Any, value: Any) -> None:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
+        raise typer.BadParameter(f"must be at most {INT_LIMIT:,} in size, got {value:.3e}", param=param)
+
+
+def harden(command: Any) -> Any:
+    """Give every option of ``command`` (and its subcommands) the checks no command may skip.
+
+    Floats must be finite (typer lets ``nan``/``inf`` through wherever no range is set, and ``nan`` past one),
+    integers must fit in 64 bits. A failed check is a usage error naming the option, like typer's own. Every
+    on/off flag ``--x`` also gets its ``--no-x`` (the form Optuna, Ray Tune and perf_analyzer users expect).
+    """
+    stack = [command]
+    while stack:
+        cmd = stack.pop()
+        stack.extend(getattr(cmd, "commands", {}).values())
+        params = getattr(cmd, "params", [])
+        taken = {opt for p in params for opt in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
+        for param in params:
+            flag = getattr(param, "opts", [""])[0]
+            if getattr(param, "is_bool_flag", False) and not param.secondary_opts and not param.is_eager:
+                negative = f"--no-{flag[2:]}"
+                if flag.startswith("--") and negative not in taken:
+                    param.secondary_opts = [negative]
+            kind = _annotation(param)
+            check = {float: _finite, int: _int64}.get(kind)
+            if check is not None:
+                param.callback = _chained(check, param.callback)
+    return command
+
+
+def _chained(check: Any, callback: Any) -> Any:
+    def run(ctx: Any, param: Any, value: Any) -> Any:
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            check(param, v)
+        return callback(ctx, param, value) if callback is not None else value
+
+    return run

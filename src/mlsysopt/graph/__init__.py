@@ -40,13 +40,24 @@ _EXPORTS = {
     "random_from_mask": "mlsysopt.graph.placement",
     "PlacementProblem": "mlsysopt.graph.problem",
     "load_problem": "mlsysopt.graph.problem",
+    "load_cluster": "mlsysopt.graph.presets",
+    "preset_cluster": "mlsysopt.graph.presets",
+    "PRESETS": "mlsysopt.graph.presets",
+    "UNIT_LABELS": "mlsysopt.graph.units",
+    "units_of": "mlsysopt.graph.units",
+    "implausible": "mlsysopt.graph.units",
+    "resolve_source": "mlsysopt.graph.importers.source",
+    "Source": "mlsysopt.graph.importers.source",
+    "memory_budget": "mlsysopt.graph.limits",
 }
 
 if TYPE_CHECKING:
     from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.generate import cluster_for, graph_units, layered_dag, random_cluster
     from mlsysopt.graph.importers import load_graph
+    from mlsysopt.graph.importers.source import Source, resolve_source
     from mlsysopt.graph.ir import BASE_FEATURES, DEFAULT_VOCAB, CompGraph
+    from mlsysopt.graph.limits import memory_budget
     from mlsysopt.graph.placement import (
         check_placement,
         load_placement,
@@ -55,6 +66,7 @@ if TYPE_CHECKING:
         random_from_mask,
         random_placement,
     )
+    from mlsysopt.graph.presets import PRESETS, load_cluster, preset_cluster
     from mlsysopt.graph.problem import PlacementProblem, load_problem
     from mlsysopt.graph.simulator import (
         Schedule,
@@ -67,6 +79,7 @@ if TYPE_CHECKING:
         slr_from_bound,
     )
     from mlsysopt.graph.topology import build_csr, longest_paths_csr, priority_order
+    from mlsysopt.graph.units import UNIT_LABELS, implausible, units_of
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,9 @@ class DeviceCluster:
     Sending ``b`` bytes from device ``d1`` to ``d2 != d1`` takes ``delay[d1, d2] + b / bandwidth[d1, d2]``;
     on one device it is free (the diagonal is normalized to bandwidth = inf, delay = 0).
     Instances are immutable in spirit: :meth:`add_device` and :meth:`remove_device` return new clusters.
+
+    ``units`` is the unit system the numbers are in (``dnn``, ``workflow``, ``synthetic``; see
+    :mod:`mlsysopt.graph.units`), None when unknown; ``meta`` says where the cluster came from (a preset, ...).
     """
 
     def __init__(
@@ -28,6 +32,8 @@ class DeviceCluster:
         bandwidth: Any,
         delay: Any,
         names: Sequence[str] | None = None,
+        units: str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         self.speed = _arr(speed, np.float64, "speed")
         sup = _arr(supports, bool, "supports")
@@ -36,6 +42,12 @@ class DeviceCluster:
         self.delay = _arr(delay, np.float64, "delay").copy()
         d = self.speed.shape[0] if self.speed.ndim == 1 else -1
         self.names = [f"dev{i}" for i in range(max(d, 0))] if names is None else [str(s) for s in names]
+        from mlsysopt.graph.units import UNIT_SYSTEMS
+
+        if units is not None and units not in UNIT_SYSTEMS:
+            raise InvalidCluster(f"units '{units}' is not one of {', '.join(UNIT_SYSTEMS)}")
+        self.units = units
+        self.meta = dict(meta or {})
         self.validate()
         np.fill_diagonal(self.bandwidth, np.inf)
         np.fill_diagonal(self.delay, 0.0)
@@ -140,7 +152,15 @@ class DeviceCluster:
         dl = np.zeros((d + 1, d + 1))
         dl[:d, :d] = self.delay
         dl[d, :d] = dl[:d, d] = dl_col
-        return DeviceCluster(np.append(self.speed, speed), np.vstack([self.supports, sup]), bw, dl, [*self.names, name])
+        return DeviceCluster(
+            np.append(self.speed, speed),
+            np.vstack([self.supports, sup]),
+            bw,
+            dl,
+            [*self.names, name],
+            self.units,
+            self.meta,
+        )
 
     def remove_device(self, device: int | str) -> DeviceCluster:
         """A new cluster without ``device`` (an id or a name); the last device cannot be removed."""
@@ -156,6 +176,8 @@ class DeviceCluster:
             self.bandwidth[np.ix_(keep, keep)],
             self.delay[np.ix_(keep, keep)],
             [self.names[k] for k in keep],
+            self.units,
+            self.meta,
         )
 
     def __repr__(self) -> str:
@@ -163,48 +185,57 @@ class DeviceCluster:
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (diagonal entries written as null)."""
+        """A JSON-ready dict (diagonal entries written as null; ``units``/``meta`` only when known)."""
 
         def mat(a: np.ndarray) -> list[list[float | None]]:
             return [[None if i == j else float(v) for j, v in enumerate(row)] for i, row in enumerate(a)]
 
-        return {
+        out: dict[str, Any] = {
             "names": self.names,
             "speed": self.speed.tolist(),
             "supports": self.supports.astype(int).tolist(),
             "bandwidth": mat(self.bandwidth),
             "delay": mat(self.delay),
         }
+        if self.units is not None:
+            from mlsysopt.graph.units import describe_units
+
+            out["units"] = describe_units(self.units)
+        if self.meta:
+            out["meta"] = self.meta
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "cluster") -> DeviceCluster:
-        """Build from :meth:`to_dict` output; errors name ``where`` and the missing key."""
+        """Build from :meth:`to_dict` output; errors name ``where`` and the key (and entry) that is wrong.
+
+        Numbers must be JSON numbers (a string such as ``"1.5"`` is refused, not read); ``supports`` entries must
+        be ``true``/``false`` or ``0``/``1`` (``"no"`` is refused, not read as true).
+        """
         if not isinstance(data, dict):
             raise InvalidCluster(f"{where}: expected a JSON object, got {type(data).__name__}")
         for key in ("speed", "supports", "bandwidth", "delay"):
             if key not in data:
                 raise InvalidCluster(f"{where}: missing key '{key}'")
-
-        def mat(rows: Any, fill: float, key: str) -> np.ndarray:
-            out = np.array([[fill if v is None else v for v in row] for row in rows], dtype=np.float64)
-            for i, row in enumerate(rows):
-                for j, v in enumerate(row):
-                    if v is None and i != j:
-                        raise InvalidCluster(f"{where}: '{key}'[{i}][{j}] is null (only the diagonal may be)")
-            return out
-
+        speed = _numbers(data["speed"], where, "speed", depth=1)
+        supports = _flags(data["supports"], where)
+        bandwidth = _numbers(data["bandwidth"], where, "bandwidth", depth=2, diagonal=math.inf)
+        delay = _numbers(data["delay"], where, "delay", depth=2, diagonal=0.0)
+        names = data.get("names")
+        if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) and n for n in names)):
+            raise InvalidCluster(f"{where}: 'names' must be a list of non-empty strings")
+        units = data.get("units")
+        if isinstance(units, dict):
+            units = units.get("system")
+        if units is not None and not isinstance(units, str):
+            raise InvalidCluster(f"{where}: 'units' must be a unit-system name or an object with 'system'")
+        meta = data.get("meta")
+        if meta is not None and not isinstance(meta, dict):
+            raise InvalidCluster(f"{where}: 'meta' must be a JSON object, got {type(meta).__name__}")
         try:
-            return cls(
-                data["speed"],
-                data["supports"],
-                mat(data["bandwidth"], np.inf, "bandwidth"),
-                mat(data["delay"], 0.0, "delay"),
-                data.get("names"),
-            )
+            return cls(speed, supports, bandwidth, delay, names, units, meta)
         except InvalidCluster as exc:
             raise InvalidCluster(f"{where}: {exc}") from None
-        except (TypeError, ValueError) as exc:
-            raise InvalidCluster(f"{where}: malformed matrix ({exc})") from None
 
     def save(self, path: str | Path) -> Path:
         """Write JSON atomically."""
@@ -215,6 +246,57 @@ class DeviceCluster:
         """Read a cluster JSON file."""
         path = Path(path)
         return cls.from_dict(read_json(path, InvalidCluster), where=str(path))
+
+
+def _numbers(value: Any, where: str, key: str, depth: int, diagonal: float | None = None) -> np.ndarray:
+    """A JSON list (``depth`` 1) or square list of lists (2) of numbers; null only on a matrix diagonal."""
+    rows = value if depth == 2 else [value]
+    if not isinstance(value, list) or not all(isinstance(r, list) for r in rows):
+        shape = "a list of lists" if depth == 2 else "a list"
+        raise InvalidCluster(f"{where}: '{key}' must be {shape} of numbers, got {type(value).__name__}")
+    out = []
+    for i, row in enumerate(rows):
+        vals = []
+        for j, v in enumerate(row):
+            at = f"'{key}'[{i}][{j}]" if depth == 2 else f"'{key}'[{j}]"
+            if v is None and depth == 2 and i == j and diagonal is not None:
+                v = diagonal
+            elif v is None:
+                only = " (only the diagonal may be)" if depth == 2 else ""
+                raise InvalidCluster(f"{where}: {at} is null{only}")
+            elif isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise InvalidCluster(f"{where}: {at} is {v!r}: expected a number")
+            vals.append(float(v))
+        out.append(vals)
+    if depth == 2 and len({len(r) for r in out}) > 1:
+        raise InvalidCluster(f"{where}: '{key}' rows have different lengths")
+    if not out or not out[0]:
+        return np.zeros((0,) * depth)
+    arr = np.asarray(out, dtype=np.float64)
+    return arr[0] if depth == 1 else arr
+
+
+def _flags(value: Any, where: str) -> np.ndarray:
+    """``supports``: a list of lists (or a flat list) of true/false or 0/1."""
+    rows = value if isinstance(value, list) and all(isinstance(r, list) for r in value) else [value]
+    if not isinstance(value, list):
+        raise InvalidCluster(f"{where}: 'supports' must be a list of lists of true/false, got {type(value).__name__}")
+    flat = rows is not value
+    out = []
+    for i, row in enumerate(rows):
+        vals = []
+        for j, v in enumerate(row):
+            if not (isinstance(v, bool) or (isinstance(v, int) and v in (0, 1))):
+                at = f"'supports'[{j}]" if flat else f"'supports'[{i}][{j}]"
+                raise InvalidCluster(f"{where}: {at} is {v!r}: expected true/false or 0/1")
+            vals.append(bool(v))
+        out.append(vals)
+    if len({len(r) for r in out}) > 1:
+        raise InvalidCluster(f"{where}: 'supports' rows have different lengths")
+    if not out or not out[0]:
+        return np.zeros((0, 0), dtype=bool)
+    arr = np.asarray(out, dtype=bool)
+    return arr[0] if flat else arr
 
 
 def _arr(value: Any, dtype: Any, key: str) -> np.ndarray:

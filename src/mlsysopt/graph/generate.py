@@ -14,6 +14,7 @@ import numpy as np
 from mlsysopt.errors import InvalidCluster, InvalidGraph, MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.limits import check_devices, check_tasks
 
 
 def layered_dag(
@@ -45,6 +46,7 @@ def layered_dag(
     _check_float("bytes_avg", bytes_avg, InvalidGraph, low=0.0)
     _check_beta("compute_beta", compute_beta, InvalidGraph)
     _check_beta("bytes_beta", bytes_beta, InvalidGraph)
+    check_tasks(num_tasks, p, "num_tasks")
     rng = np.random.default_rng(seed)
     n = num_tasks
 
@@ -75,6 +77,8 @@ def layered_dag(
 
     compute = compute_avg * _spread(rng, compute_beta, n)
     nbytes = bytes_avg * _spread(rng, bytes_beta, len(edges))
+    _check_drawn("compute_avg", compute, InvalidGraph, positive=True)
+    _check_drawn("bytes_avg", nbytes, InvalidGraph, positive=False)
     hw = rng.integers(num_types, size=n)
     meta = {
         "name": f"layered-n{n}-a{alpha:g}-p{p:g}-s{seed}",
@@ -137,21 +141,25 @@ def random_cluster(
     _check_float("q", q, InvalidCluster, low=0.0, high=1.0)
     _check_beta("speed_beta", speed_beta, InvalidCluster)
     _check_beta("bandwidth_beta", bandwidth_beta, InvalidCluster)
+    check_devices(num_devices, 1, "num_devices")
     rng = np.random.default_rng(seed)
     d = num_devices
 
     speed = speed_avg * _spread(rng, speed_beta, d)
     inv_bw = _symmetric(rng, d, lambda k: _spread(rng, bandwidth_beta, k) / bandwidth_avg)
     delay = _symmetric(rng, d, lambda k: rng.uniform(0.0, 2.0 * delay_avg, size=k))
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         bandwidth = 1.0 / inv_bw
+    _check_drawn("speed_avg", speed, InvalidCluster, positive=True)
+    _check_drawn("bandwidth_avg", bandwidth[~np.eye(d, dtype=bool)], InvalidCluster, positive=True)
+    _check_drawn("delay_avg", delay, InvalidCluster, positive=False)
 
     supports = rng.random((d, num_types)) < q
     idle = np.flatnonzero(~supports.any(axis=1))
     supports[idle, rng.integers(num_types, size=idle.size)] = True
     uncovered = np.flatnonzero(~supports.any(axis=0))
     supports[rng.integers(d, size=uncovered.size), uncovered] = True
-    return DeviceCluster(speed, supports, bandwidth, delay)
+    return DeviceCluster(speed, supports, bandwidth, delay, units="synthetic")
 
 
 def _symmetric(rng: np.random.Generator, d: int, draw: Any) -> np.ndarray:
@@ -266,6 +274,18 @@ def _check_float(
         raise err(f"{name} must be <= {high:g}, got {value}")
 
 
+def _check_drawn(name: str, values: np.ndarray, err: type[MlsysoptError], positive: bool) -> None:
+    """Refuse an average so extreme that the drawn values (or their sum) are not finite, or underflow to 0."""
+    with np.errstate(over="ignore"):
+        total = float(values.sum()) if values.size else 0.0
+    bad = not np.isfinite(values).all() or not math.isfinite(total) or (positive and (values <= 0).any())
+    if bad:
+        raise err(
+            f"{name} is too extreme: the values drawn from it (or their sum) are not finite positive numbers; "
+            "use values well inside the floating-point range (about 1e-300 to 1e300)"
+        )
+
+
 def _check_beta(name: str, value: Any, err: type[MlsysoptError]) -> None:
     _check_float(name, value, err, low=0.0)
     if value >= 2.0:
@@ -281,6 +301,7 @@ def scaled_cluster(
     delay_scale: float,
     speed_beta: float = 1.0,
     q: float = 0.5,
+    units: str | None = None,
 ) -> DeviceCluster:
     """A random heterogeneous cluster for ``graph`` with speeds/bandwidths/delays multiplied into its units.
 
@@ -306,6 +327,7 @@ def scaled_cluster(
         base.bandwidth * bandwidth_scale,
         base.delay * delay_scale,
         base.names,
+        units,
     )
 
 
@@ -329,5 +351,6 @@ def graph_units(graph: CompGraph) -> str:
 
 def cluster_for(graph: CompGraph, num_devices: int, seed: int = 0, q: float = 0.5) -> DeviceCluster:
     """A random heterogeneous cluster in the graph's units that can run every task of it."""
-    speed, bandwidth, delay = UNITS[graph_units(graph)]
-    return scaled_cluster(graph, num_devices, seed, speed, bandwidth, delay, q=q)
+    system = graph_units(graph)
+    speed, bandwidth, delay = UNITS[system]
+    return scaled_cluster(graph, num_devices, seed, speed, bandwidth, delay, q=q, units=system)

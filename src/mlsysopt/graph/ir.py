@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import io
 import json
-import os
-import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -16,7 +15,7 @@ import numpy as np
 from mlsysopt.errors import InvalidGraph, UnsupportedFormat
 from mlsysopt.graph.topology import CSR, build_csr, kahn_levels, priority_order
 from mlsysopt.graph.vocab import DEFAULT_VOCAB, build_vocab
-from mlsysopt.io import loads_json
+from mlsysopt.io import loads_json, write_atomic
 
 #: Features every CompGraph carries (zero where a source does not know them).
 #: ``compute`` is what the simulator divides by device speed (FLOPs for DNNs, reference-seconds for workflows).
@@ -51,15 +50,15 @@ class CompGraph:
         self.feature_names = tuple(str(s) for s in feature_names)
         self.meta = dict(meta or {})
         n = len(self.names)
-        self.opcodes = _as_array(opcodes, np.int32, "opcodes")
+        self.opcodes = _as_ints(opcodes, np.int32, "opcodes")
         self.x = _as_array(x, np.float64, "x")
-        ei = _as_array(edge_index, np.int64, "edge_index")
+        ei = _as_ints(edge_index, np.int64, "edge_index")
         if ei.size == 0:
             ei = ei.reshape(2, 0)
         self.edge_index = ei
         m = ei.shape[1] if ei.ndim == 2 else -1
         self.edge_bytes = np.zeros(max(m, 0)) if edge_bytes is None else _as_array(edge_bytes, np.float64, "edge_bytes")
-        self.hw_type = np.zeros(n, np.int32) if hw_type is None else _as_array(hw_type, np.int32, "hw_type")
+        self.hw_type = np.zeros(n, np.int32) if hw_type is None else _as_ints(hw_type, np.int32, "hw_type")
         self.validate()
 
     @classmethod
@@ -124,6 +123,13 @@ class CompGraph:
         if (base < 0).any():
             i, j = (int(v[0]) for v in np.nonzero(base < 0))
             raise InvalidGraph(f"node '{self.names[i]}' feature '{BASE_FEATURES[j]}' is negative ({base[i, j]})")
+        with np.errstate(over="ignore"):
+            sums = base.sum(axis=0)
+        if not np.isfinite(sums).all():
+            j = int(np.flatnonzero(~np.isfinite(sums))[0])
+            raise InvalidGraph(
+                f"feature '{BASE_FEATURES[j]}' sums to inf over the graph: its values are too large to total"
+            )
         if self.hw_type.shape != (n,) or (self.hw_type < 0).any():
             raise InvalidGraph(f"hw_type must be {n} non-negative integers")
         self._validate_edges(n)
@@ -146,6 +152,10 @@ class CompGraph:
             k = int(bad[0])
             u, v = self.names[ei[0, k]], self.names[ei[1, k]]
             raise InvalidGraph(f"edge {k} ('{u}' -> '{v}') has bytes {self.edge_bytes[k]} (must be finite, >= 0)")
+        with np.errstate(over="ignore"):
+            total = float(self.edge_bytes.sum()) if m else 0.0
+        if not np.isfinite(total):
+            raise InvalidGraph("the edge bytes sum to inf over the graph: their values are too large to total")
 
     # ------------------------------------------------------------------ structure
     @property
@@ -306,7 +316,6 @@ class CompGraph:
     def save(self, path: str | Path) -> Path:
         """Write a compressed ``.npz`` atomically (temp file, then rename)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {
             "format_version": np.array(_FORMAT_VERSION),
             "names": np.array(self.names, dtype=np.str_),
@@ -319,15 +328,9 @@ class CompGraph:
             "hw_type": self.hw_type,
             "meta": np.array(json.dumps(self.meta, default=str)),
         }
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".npz")
-        os.close(fd)
-        try:
-            np.savez_compressed(tmp, **arrays)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return path
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, **arrays)
+        return write_atomic(path, buffer.getvalue())
 
     @classmethod
     def load(cls, path: str | Path) -> CompGraph:
@@ -360,6 +363,31 @@ class CompGraph:
             )
         except InvalidGraph as exc:
             raise InvalidGraph(f"{path}: {exc}") from None
+
+
+def _as_ints(value: Any, dtype: Any, key: str) -> np.ndarray:
+    """``value`` as an integer array of ``dtype``; InvalidGraph for non-integers or values that do not fit
+    (casting 2**40 to int32 would silently wrap it to 0)."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidGraph(f"'{key}' cannot be read as integers: {exc}") from None
+    if arr.size == 0:
+        return np.ascontiguousarray(arr, dtype=dtype)
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise InvalidGraph(f"'{key}' must hold integers, got {arr.dtype} values")
+    if np.issubdtype(arr.dtype, np.floating):
+        bad = ~np.isfinite(arr) | (arr != np.round(arr))
+        if bad.any():
+            raise InvalidGraph(f"'{key}' must hold integers, got {arr[bad].flat[0].item()!r}")
+    info = np.iinfo(dtype)
+    low, high = arr.min(), arr.max()
+    if low < info.min or high > info.max:
+        v = low if low < info.min else high
+        raise InvalidGraph(
+            f"'{key}' value {v.item()} is out of range (at most {info.max:,} for {np.dtype(dtype).name})"
+        )
+    return np.ascontiguousarray(arr, dtype=dtype)
 
 
 def _as_array(value: Any, dtype: Any, key: str) -> np.ndarray:

@@ -33,11 +33,52 @@ class PlacementProblem:
     """
 
     def __init__(self, graph: CompGraph, cluster: DeviceCluster) -> None:
+        from mlsysopt.graph.limits import check_problem
+
+        check_problem(graph.num_nodes, cluster.num_devices)
         self.graph = graph
         self.cluster = cluster
         self.mask: np.ndarray = cluster.check_feasible(graph)
         self.mask.flags.writeable = False
+        self._check_finite()
         self.simulator = Simulator(graph, cluster, feasible=self.mask)
+
+    def _check_finite(self) -> None:
+        """Refuse a graph/cluster pair whose times overflow (speed 1e-308, bytes 1e308, ...): an inf makespan
+        would poison every search and every plot."""
+        from mlsysopt.errors import InvalidCluster
+        from mlsysopt.graph.units import unit, units_of
+
+        g, c = self.graph, self.cluster
+        system = units_of(g)
+        with np.errstate(over="ignore", invalid="ignore"):
+            times = self.exec_times
+            bad = ~np.isfinite(times)
+            if bad.any():
+                i, d = (int(v[0]) for v in np.nonzero(bad))
+                raise InvalidCluster(
+                    f"task '{g.names[i]}' would take {g.compute[i]:.3g} {unit(system, 'compute')} / speed "
+                    f"{c.speed[d]:.3g} = inf on device '{c.names[d]}': the speeds are too small for this graph "
+                    f"(they must be in {unit(system, 'speed')})"
+                )
+            off = ~np.eye(c.num_devices, dtype=bool)
+            worst_link = float((c.inv_bandwidth[off]).max()) if off.any() else 0.0
+            worst_delay = float(c.delay[off].max()) if off.any() else 0.0
+            comm = g.edge_bytes * worst_link + worst_delay
+            if not np.isfinite(comm).all():
+                k = int(np.flatnonzero(~np.isfinite(comm))[0])
+                u, v = (g.names[int(x)] for x in g.edge_index[:, k])
+                raise InvalidCluster(
+                    f"sending edge '{u}' -> '{v}' ({g.edge_bytes[k]:.3g} {unit(system, 'bytes')}) over the slowest "
+                    "link takes inf: the bandwidths are too small for this graph "
+                    f"(they must be in {unit(system, 'bandwidth')})"
+                )
+            longest = float(times.max(axis=1).sum() + comm.sum())
+        if not np.isfinite(longest):
+            raise InvalidCluster(
+                "the sum of every task's longest time and every transfer overflows to inf: the graph's compute "
+                "or data is too large for this cluster's speeds and bandwidths"
+            )
 
     @classmethod
     def of(
@@ -144,7 +185,8 @@ def load_problem(
 
     Args:
         graph: the task graph.
-        cluster: a cluster JSON file (or a DeviceCluster); or None to draw one.
+        cluster: a cluster JSON file, ``preset:NAME`` or a DeviceCluster (see
+            :func:`~mlsysopt.graph.presets.load_cluster`); or None to draw one.
         devices: with no ``cluster``: a random heterogeneous cluster of this many devices in the graph's units
             (:func:`~mlsysopt.graph.generate.cluster_for`, seeded with ``seed``).
     """
@@ -154,17 +196,11 @@ def load_problem(
         raise MlsysoptError(
             "no devices: give a cluster (--cluster C.json), or --devices N for a random cluster in the graph's units"
         )
-    if isinstance(cluster, DeviceCluster):
-        how = "given"
-    elif cluster is not None:
-        how = f"from {cluster}"
-        cluster = DeviceCluster.load(cluster)
-    else:
-        from mlsysopt.graph.generate import cluster_for, graph_units
+    from mlsysopt.graph.presets import load_cluster
 
-        assert devices is not None
-        how = f"random {devices}-device cluster in {graph_units(graph)} units (seed {seed})"
-        cluster = cluster_for(graph, devices, seed)
+    given = cluster if cluster is not None else devices
+    cluster = load_cluster(given, graph, seed)
+    how = "given" if isinstance(given, DeviceCluster) else str(cluster.meta.get("source", "given"))
     try:
         return PlacementProblem(graph, cluster), how
     except MlsysoptError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -9,7 +10,7 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
-from mlsysopt.errors import InvalidPlacement
+from mlsysopt.errors import InvalidPlacement, WriteFailed
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.simulator import Schedule
@@ -31,8 +32,13 @@ def plot_gantt(
     title: str | None = None,
     color_by: ColourBy = "auto",
     dpi: int = 120,
+    units: str | Mapping[str, Any] | None = None,
 ) -> Path:
-    """Draw ``schedule`` as a Gantt chart and write it atomically (format from the suffix of ``path``)."""
+    """Draw ``schedule`` as a Gantt chart and write it atomically (format from the suffix of ``path``).
+
+    ``units``: the graph's unit system (``dnn``, ``workflow``, ``synthetic``, or ``describe_units()``'s dict;
+    default: the graph's own). Times in seconds are shown in s, ms or µs; synthetic times in time units.
+    """
     n, d = graph.num_nodes, cluster.num_devices
     if color_by not in ("auto", "op", "hw_type"):
         raise ValueError(f"color_by must be 'auto', 'op' or 'hw_type', not {color_by!r}")
@@ -42,7 +48,10 @@ def plot_gantt(
     start = np.asarray(schedule.start, dtype=np.float64)
     finish = np.asarray(schedule.finish, dtype=np.float64)
     makespan = float(schedule.makespan)
-    scale, unit = time_unit(makespan)
+    if not np.isfinite(makespan) or not np.isfinite(finish).all():
+        raise InvalidPlacement(f"cannot plot a schedule whose makespan is {makespan}: its times overflow")
+    system = _system(graph, units)
+    scale, unit = time_unit(makespan) if system != "synthetic" else (1.0, "time units")
 
     keys, classes, legend_title = _colour_classes(graph, color_by)
     cmap_colours = _palette(len(classes))
@@ -81,7 +90,7 @@ def plot_gantt(
                 ax.text(
                     left[i] + width[i] / 2,
                     placement[i],
-                    _short(graph.names[i]),
+                    _short(_printable(graph.names[i])),
                     ha="center",
                     va="center",
                     fontsize=6,
@@ -93,7 +102,7 @@ def plot_gantt(
     ax.set_ylim(d - 0.5, -0.5)
     tick_step = max(1, int(np.ceil(d / 40)))
     ticks = np.arange(0, d, tick_step)
-    ax.set_yticks(ticks, [cluster.names[t] for t in ticks], fontsize=8 if d <= 20 else 6)
+    ax.set_yticks(ticks, [_printable(cluster.names[t]) for t in ticks], fontsize=8 if d <= 20 else 6)
     ax.set_xlim(0, max(makespan * scale, 1e-12) * 1.02)
     ax.set_xlabel(f"time ({unit})")
     ax.set_ylabel("device")
@@ -105,9 +114,9 @@ def plot_gantt(
             f"makespan {makespan * scale:.4g} {unit}",
         ]
     )
-    ax.set_title(f"{title}\n{busy}" if title else busy, fontsize=10)
+    ax.set_title(f"{_printable(title)}\n{busy}" if title else busy, fontsize=10)
 
-    handles = [Patch(facecolor=cmap_colours[k], label=c) for k, c in enumerate(classes)]
+    handles = [Patch(facecolor=cmap_colours[k], label=_printable(c)) for k, c in enumerate(classes)]
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="///", label="critical path"))
     handles.append(Patch(facecolor="crimson", label="makespan"))
     ax.legend(
@@ -119,7 +128,18 @@ def plot_gantt(
         title=legend_title,
         title_fontsize=7,
     )
-    return save_figure(fig, path, dpi=dpi)
+    try:
+        return save_figure(fig, path, dpi=dpi)
+    except OSError as exc:  # disk full, read-only, ...: name the chart, not matplotlib's temp file
+        raise WriteFailed(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _system(graph: CompGraph, units: str | Mapping[str, Any] | None) -> str:
+    from mlsysopt.graph.units import units_of
+
+    if isinstance(units, Mapping):
+        return str(units.get("system", "synthetic"))
+    return units if isinstance(units, str) else units_of(graph)
 
 
 def _bars(
@@ -167,6 +187,12 @@ def _palette(k: int) -> np.ndarray:
     if k <= 10:
         return np.asarray(colormaps["tab10"](np.arange(max(k, 1))))
     return np.asarray(colormaps["tab20"](np.arange(k) % 20))
+
+
+def _printable(name: str) -> str:
+    """A name from a file as plain text for matplotlib: ``$`` would start mathtext, control characters show."""
+    out = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(name))
+    return out.replace("$", r"\$")
 
 
 def _short(name: str, limit: int = 14) -> str:

@@ -136,7 +136,8 @@ def test_matmul_attention_norm_pool_softmax_flops() -> None:
     # unknown ops keep a readable name and extend the vocabulary
     assert "call_function:fliplr" in g.ops and "call_method:flip" in g.ops
     assert "call_function:fliplr" in g.vocab
-    assert g.meta == {"name": "mixed", "source": "torch.fx"}
+    unknown = {"call_function:fliplr": 1, "call_method:flip": 1}
+    assert g.meta == {"name": "mixed", "source": "torch.fx", "unknown_ops": unknown}
 
 
 def test_unknown_module_keeps_class_name() -> None:

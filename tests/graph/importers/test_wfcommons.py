@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, UnsupportedFormat
+from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, MlsysoptWarning, UnsupportedFormat
 from mlsysopt.graph.importers import load_graph
 from mlsysopt.graph.importers.wfcommons import RECIPES, from_recipe, from_wfformat
 from mlsysopt.graph.ir import CompGraph
@@ -99,11 +99,13 @@ def test_v15_exact_values(tmp_path: Path) -> None:
     assert load_graph(tmp_path / "wf.json").compute.tolist() == g.compute.tolist()
 
 
-def test_v15_without_execution_has_zero_compute(tmp_path: Path) -> None:
+def test_v15_without_execution_has_zero_compute_and_warns(tmp_path: Path) -> None:
     data = copy.deepcopy(V15)
     del data["workflow"]["execution"]
-    g = from_wfformat(_write(tmp_path, data))
+    with pytest.warns(MlsysoptWarning, match=r"wf\.json: 5 of 5 tasks \('a', 'b', 'c' and 2 more\) have no execution"):
+        g = from_wfformat(_write(tmp_path, data))
     assert g.compute.tolist() == [0.0] * 5 and g.num_edges == 5
+    assert g.meta["tasks_without_runtime"] == 5
 
 
 def test_v14_exact_values(tmp_path: Path) -> None:
@@ -154,11 +156,13 @@ def test_v15_errors_name_file_and_field(tmp_path: Path, mutate: Any, expected: s
     assert expected in str(err.value)
 
 
-def test_v14_missing_runtime_and_bad_link(tmp_path: Path) -> None:
+def test_v14_missing_runtime_warns_and_bad_link(tmp_path: Path) -> None:
+    # runtimeInSeconds is optional in WfFormat 1.4 (and runtime before it): compute 0, but never silently
     data = copy.deepcopy(V14)
     del data["workflow"]["tasks"][1]["runtimeInSeconds"]
-    with pytest.raises(InvalidGraph, match=r"workflow\.tasks\[1\] is missing 'runtimeInSeconds' \(or 'runtime'\)"):
-        from_wfformat(_write(tmp_path, data))
+    with pytest.warns(MlsysoptWarning, match=r"1 of 2 tasks \('mAdd_ID0000002'\) have no runtime"):
+        g = from_wfformat(_write(tmp_path, data))
+    assert g.compute.tolist() == [4.25, 0.0] and g.meta["tasks_without_runtime"] == 1
     data = copy.deepcopy(V14)
     data["workflow"]["tasks"][0]["files"][0]["link"] = "sideways"
     with pytest.raises(InvalidGraph, match=r"workflow\.tasks\[0\]\.files\[0\]\.link"):

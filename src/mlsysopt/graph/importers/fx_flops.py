@@ -11,6 +11,8 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import TensorMetadata
 
+from mlsysopt.graph.importers import flop_formulas as ff
+
 NORM_FLOPS_PER_ELEM = 5
 SOFTMAX_FLOPS_PER_ELEM = 3
 
@@ -79,7 +81,68 @@ def _flops(op: str, node: fx.Node, mod: nn.Module | None) -> float:
         return 2 * out * (a[-1] if a else 0) + (out if fused else 0)
     if op == "attention":
         return _attention_flops(node, mod)
-    return 0.0
+    if op in ("rnn", "lstm", "gru"):
+        return _rnn_flops(op, node, mod, in0)
+    if op == "einsum":
+        return _einsum_flops(node)
+    if op == "interpolate":
+        return _interpolate_flops(node, mod, out, in0)
+    if op == "lp_pool":
+        kernel = getattr(mod, "kernel_size", 1) if mod is not None else _arg(node, 2, "kernel_size", 1)
+        return ff.lp_pool_flops(out, _area(kernel, _spatial_dims(node, mod)))
+    if op == "embedding_bag":
+        return _embedding_bag_flops(node, mod, out)
+    return 0.0  # data movement (views, copies, lookups, padding, constants): see the module docstring
+
+
+def _rnn_flops(op: str, node: fx.Node, mod: nn.Module | None, x: tuple[int, ...] | None) -> float:
+    if not isinstance(mod, (nn.RNNBase, nn.RNNCellBase)) or not x:
+        return 0.0
+    if isinstance(mod, nn.RNNCellBase):  # one step: (batch, input) or (input,)
+        batch = math.prod(x[:-1]) if len(x) > 1 else 1
+        return float(ff.rnn_flops(op, 1, batch, mod.input_size, mod.hidden_size, bias=mod.bias))
+    if len(x) == 2:  # unbatched (steps, input)
+        steps, batch = x[0], 1
+    else:
+        steps, batch = (x[1], x[0]) if mod.batch_first else (x[0], x[1])
+    directions = 2 if mod.bidirectional else 1
+    proj = int(getattr(mod, "proj_size", 0) or 0)
+    return float(
+        ff.rnn_flops(op, steps, batch, mod.input_size, mod.hidden_size, mod.num_layers, directions, mod.bias, proj)
+    )
+
+
+def _einsum_flops(node: fx.Node) -> float:
+    if not node.args or not isinstance(node.args[0], str):
+        return 0.0
+    operands = node.args[1:]
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    shapes = [_shape(a) for a in operands]
+    if any(s is None for s in shapes):
+        return 0.0
+    flops = ff.einsum_flops(node.args[0], shapes)  # type: ignore[arg-type]
+    return float(flops or 0)
+
+
+def _interpolate_flops(node: fx.Node, mod: nn.Module | None, out: int, x: tuple[int, ...] | None) -> float:
+    mode = str(getattr(mod, "mode", "nearest") if mod is not None else _arg(node, 3, "mode", "nearest"))
+    dims = len(x) - 2 if x else 2
+    return float(ff.interpolate_flops(mode, out, dims, math.prod(x) if x else 0))
+
+
+def _embedding_bag_flops(node: fx.Node, mod: nn.Module | None, out: int) -> float:
+    idx = _shape(_arg(node, 0, "input"))
+    if idx is None:
+        return 0.0
+    if mod is not None:
+        dim, mode = int(mod.embedding_dim), str(mod.mode)
+        weighted = _arg(node, 2, "per_sample_weights") is not None
+    else:
+        w = _shape(_arg(node, 1, "weight"))
+        dim, mode = (w[-1] if w else 0), str(_arg(node, 4, "mode", "mean"))
+        weighted = _arg(node, 8, "per_sample_weights") is not None
+    return float(ff.embedding_bag_flops(math.prod(idx), dim, out, mode, weighted))
 
 
 def _fname(node: fx.Node, mod: nn.Module | None) -> str:

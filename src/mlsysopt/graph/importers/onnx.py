@@ -6,9 +6,12 @@ bytes of the tensors ``v`` reads from ``u`` (inferred shape x dtype size). Dims 
 resolve count as 1 and set ``meta["dynamic_shapes"] = True``.
 
 FLOPs follow the torch.fx importer (a multiply-add is 2 FLOPs): Conv ``2*numel(Y)*prod(W.shape[1:])``
-(+ numel(Y) bias), Gemm/MatMul ``2*numel(Y)*K`` (+ numel(Y) for Gemm's C), elementwise 1 per output
-element, normalisations 5, softmax 3, pooling ``numel(Y) * kernel area`` (global pooling and reductions:
-numel of the input). ``compute`` = ``flops``.
+(+ numel(Y) bias; grouped and depthwise convolutions through W's ``Cin/groups``), ConvTranspose the same per
+input element, Gemm/MatMul ``2*numel(Y)*K`` (+ numel(Y) for Gemm's C), elementwise 1 per output element,
+normalisations (Batch/Layer/Group/InstanceNormalization) 5, softmax 3, pooling ``numel(Y) * kernel area``
+(global pooling and reductions: numel of the input); RNN/GRU/LSTM, Einsum, Resize/Upsample and LpPool as in
+:mod:`mlsysopt.graph.importers.flop_formulas`. An op without a formula counts 0 FLOPs, is listed in
+``meta["unknown_ops"]`` and gives one :class:`~mlsysopt.errors.MlsysoptWarning` per file. ``compute`` = ``flops``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from typing import Any
 import onnx
 from onnx import helper, shape_inference
 
-from mlsysopt.errors import ImportFailed, MlsysoptError, UnsupportedFormat
+from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, UnsupportedFormat
+from mlsysopt.graph.importers import flop_formulas as ff
 from mlsysopt.graph.ir import CompGraph
 
 NORM_FLOPS_PER_ELEM = 5
@@ -69,6 +73,27 @@ _OPS: dict[str, str] = {
     "Constant": "constant",
     "ConstantOfShape": "constant",
     "Identity": "other",
+    "Shape": "other",
+    "Size": "other",
+    "Range": "constant",
+    "EyeLike": "constant",
+    "RNN": "rnn",
+    "GRU": "gru",
+    "LSTM": "lstm",
+    "Einsum": "einsum",
+    "Resize": "interpolate",
+    "Upsample": "interpolate",
+    "LpPool": "lp_pool",
+    "GlobalLpPool": "lp_pool",
+    "MaxUnpool": "unpool",
+    "Pad": "pad",
+    "LRN": "layer_norm",
+    "MeanVarianceNormalization": "layer_norm",
+    "SkipLayerNormalization": "layer_norm",
+    "FusedMatMul": "matmul",
+    "DepthToSpace": "reshape",
+    "SpaceToDepth": "reshape",
+    **dict.fromkeys(("GatherND", "ScatterND", "ScatterElements", "Compress", "NonZero", "OneHot"), "slice"),
     **dict.fromkeys(("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Tile"), "reshape"),
     **dict.fromkeys(("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"), "reduce"),
     **dict.fromkeys(("ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"), "reduce"),
@@ -76,6 +101,11 @@ _OPS: dict[str, str] = {
     **dict.fromkeys(("Erf", "Pow", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Clip"), "elementwise"),
     **dict.fromkeys(("Where", "Max", "Min", "Cast", "Elu", "Selu", "Softplus", "Mish"), "elementwise"),
     **dict.fromkeys(("HardSigmoid", "PRelu", "Sin", "Cos", "Equal", "Less", "Greater", "Not"), "elementwise"),
+    **dict.fromkeys(("LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Floor", "Ceil", "Round"), "elementwise"),
+    **dict.fromkeys(("Sign", "Mod", "Sum", "Mean", "CastLike", "IsNaN", "IsInf", "Softsign"), "elementwise"),
+    **dict.fromkeys(("ThresholdedRelu", "Celu", "Trilu", "QuantizeLinear", "DequantizeLinear"), "elementwise"),
+    **dict.fromkeys(("BiasGelu", "FastGelu", "QuickGelu"), "gelu"),
+    **dict.fromkeys(("ReduceLogSum",), "reduce"),
 }
 _ONE_PER_ELEM = ("add", "sub", "mul", "div", "elementwise", "relu", "gelu", "sigmoid", "tanh", "hardswish")
 _PER_INPUT_ELEM = ("reduce", "adaptive_avg_pool")
@@ -194,8 +224,12 @@ def _build(model: onnx.ModelProto, path: Path) -> CompGraph:
     features: dict[str, Any] = dict(feats)
     features["bytes_in"] = [sum(p.values()) for p in in_edges]
     features["compute"] = feats["flops"]
-    meta = {"name": path.stem, "source": "onnx", "path": str(path), "dynamic_shapes": dynamic}
-    return CompGraph.build(names, ops, features, edges, edge_bytes, meta=meta)
+    meta: dict[str, Any] = {"name": path.stem, "source": "onnx", "path": str(path), "dynamic_shapes": dynamic}
+    ff.record_unknown_ops(meta, [op for op in ops if op.startswith("onnx:")], str(path))
+    try:
+        return CompGraph.build(names, ops, features, edges, edge_bytes, meta=meta)
+    except InvalidGraph as exc:  # a cycle, ...: say which file
+        raise InvalidGraph(f"{path}: {exc}") from None
 
 
 def _itemsize(elem_type: int) -> int:
@@ -230,6 +264,8 @@ def _flops(op: str, node: onnx.NodeProto, shape: Any) -> float:
     y = shape(node.output[0]) if node.output and node.output[0] else None
     x = shape(ins[0]) if ins and ins[0] else None
     out = math.prod(y) if y is not None else 0
+    if y is None and x is not None and op in (*_ONE_PER_ELEM, "batch_norm", "layer_norm", "group_norm", "softmax"):
+        out = math.prod(x)  # shape inference knows no output shape: these ops keep their input's
     has = lambda i: len(ins) > i and bool(ins[i])  # noqa: E731 - optional ONNX inputs are empty names
     if op in _ONE_PER_ELEM:
         return out
@@ -257,7 +293,34 @@ def _flops(op: str, node: onnx.NodeProto, shape: Any) -> float:
         if q and k and v and len(q) == len(k) == 4:  # (B, H, L, E) layout
             scores = q[0] * q[1] * q[2] * k[2]
             return 2 * scores * q[3] + 2 * scores * v[-1] + SOFTMAX_FLOPS_PER_ELEM * scores
+    if op in ("rnn", "gru", "lstm"):
+        return _rnn_flops(op, node, x, shape(ins[2]) if has(2) else None, has(3))
+    if op == "einsum":
+        shapes = [shape(i) for i in ins]
+        eq = _attr(node, "equation", b"")
+        eq = eq.decode() if isinstance(eq, bytes) else str(eq)
+        return float(ff.einsum_flops(eq, shapes) or 0) if all(s is not None for s in shapes) else 0.0
+    if op == "interpolate":
+        mode = _attr(node, "mode", b"nearest")
+        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+        dims = sum(1 for a, b in zip(x, y, strict=False) if a != b) if x and y and len(x) == len(y) else 0
+        return float(ff.interpolate_flops(mode, out, dims or (len(x) - 2 if x else 2), math.prod(x) if x else 0))
+    if op == "lp_pool":
+        if node.op_type == "GlobalLpPool":
+            return 2.0 * (math.prod(x) if x else 0)
+        return float(ff.lp_pool_flops(out, math.prod(_attr(node, "kernel_shape", [1]))))
     return 0.0
+
+
+def _rnn_flops(op: str, node: onnx.NodeProto, x: Shape | None, r: Shape | None, bias: bool) -> float:
+    """ONNX RNN/GRU/LSTM: one layer; X is (steps, batch, input), or (batch, steps, input) with layout=1."""
+    hidden = int(_attr(node, "hidden_size", 0) or (r[-1] if r else 0))
+    if not x or len(x) != 3 or not hidden:
+        return 0.0
+    steps, batch = (x[1], x[0]) if _attr(node, "layout", 0) else (x[0], x[1])
+    direction = _attr(node, "direction", b"forward")
+    directions = 2 if (direction.decode() if isinstance(direction, bytes) else direction) == "bidirectional" else 1
+    return float(ff.rnn_flops(op, steps, batch, x[2], hidden, 1, directions, bias))
 
 
 def export_onnx(module: Any, example_inputs: Any, path: str | Path, dynamic_batch: bool = False) -> Path:

@@ -7,7 +7,13 @@ One node per fx node (same names). Per-node features:
   scaled_dot_product_attention ``2*B*H*L*S*(E+Ev)`` (``4*B*H*L*S*E`` when ``Ev == E``) + softmax;
   elementwise ops (add, activations, casts) 1 per output element; normalisations ~5 per element
   (mean, variance, normalise, scale, shift); pooling ``out numel * kernel area`` (adaptive: input numel);
-  softmax ~3 per element (exp, sum, divide); reductions input numel; views, copies and lookups 0.
+  softmax ~3 per element (exp, sum, divide); reductions input numel; RNN/GRU/LSTM (any layers, directions,
+  ``batch_first``, ``proj_size``), einsum, interpolate/Upsample, LP pooling and EmbeddingBag as in
+  :mod:`mlsysopt.graph.importers.flop_formulas`; views, copies, padding, embedding lookups and unpooling 0.
+  Grouped and depthwise convolutions count through the weight's ``Cin/groups``.
+* an op without a formula (``call_module:Bilinear``, ``call_method:sort``, ...) that produces a tensor counts
+  0 FLOPs, is listed in ``meta["unknown_ops"]`` (op -> count) and gives one
+  :class:`~mlsysopt.errors.MlsysoptWarning` per import.
 * ``bytes_in``: sum of the bytes on the node's incoming edges; ``bytes_out``/``out_elems``: bytes/elements
   of the tensors it produces (0 for non-tensor values such as shapes).
 * ``params``: elements of the parameters a ``call_module`` node owns, or of the tensor a ``get_attr`` node
@@ -30,6 +36,7 @@ from torch.fx.node import map_aggregate
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata, _extract_tensor_metadata
 
 from mlsysopt.errors import ImportFailed
+from mlsysopt.graph.importers.flop_formulas import record_unknown_ops
 from mlsysopt.graph.importers.fx_flops import _flops, _nbytes, _numel, _shape
 from mlsysopt.graph.ir import CompGraph
 
@@ -46,24 +53,33 @@ _MODULE_OPS = _table(
         "conv": "_ConvNd",
         "conv_transpose": "_ConvTransposeNd",
         "attention": "MultiheadAttention",
-        "embedding": "Embedding EmbeddingBag",
+        "embedding": "Embedding",
+        "embedding_bag": "EmbeddingBag",
+        "rnn": "RNN RNNCell",
+        "lstm": "LSTM LSTMCell",
+        "gru": "GRU GRUCell",
         "batch_norm": "_BatchNorm",
-        "layer_norm": "LayerNorm RMSNorm",
+        "layer_norm": "LayerNorm RMSNorm LocalResponseNorm",
         "group_norm": "GroupNorm _InstanceNorm",
-        "max_pool": "_MaxPoolNd _AdaptiveMaxPoolNd",
+        "max_pool": "_MaxPoolNd _AdaptiveMaxPoolNd FractionalMaxPool2d FractionalMaxPool3d",
         "avg_pool": "_AvgPoolNd",
         "adaptive_avg_pool": "_AdaptiveAvgPoolNd",
+        "lp_pool": "_LPPoolNd",
+        "unpool": "_MaxUnpoolNd",
+        "interpolate": "Upsample",
         "relu": "ReLU ReLU6 LeakyReLU",
         "gelu": "GELU",
         "silu": "SiLU",
         "sigmoid": "Sigmoid",
         "tanh": "Tanh",
         "hardswish": "Hardswish",
-        "softmax": "Softmax LogSoftmax",
+        "softmax": "Softmax LogSoftmax Softmin Softmax2d",
         "dropout": "_DropoutNd",
         "reshape": "Flatten Unflatten",
+        "pad": "_ConstantPadNd _ReflectionPadNd _ReplicationPadNd ZeroPad2d CircularPad1d CircularPad2d CircularPad3d",
         "other": "Identity",
-        "elementwise": "ELU SELU CELU Mish Softplus PReLU Hardsigmoid Hardtanh",
+        "elementwise": "ELU SELU CELU Mish Softplus PReLU Hardsigmoid Hardtanh LogSigmoid Softsign Tanhshrink "
+        "Threshold GLU Hardshrink Softshrink",
     }
 )
 
@@ -76,6 +92,12 @@ _CALL_OPS = _table(
         "matmul": "matmul mm bmm addmm baddbmm __matmul__",
         "attention": "scaled_dot_product_attention",
         "embedding": "embedding",
+        "embedding_bag": "embedding_bag",
+        "einsum": "einsum",
+        "interpolate": "interpolate upsample upsample_nearest upsample_bilinear",
+        "lp_pool": "lp_pool1d lp_pool2d lp_pool3d",
+        "unpool": "max_unpool1d max_unpool2d max_unpool3d",
+        "pad": "pad",
         "add": "add iadd add_ __add__ __radd__",
         "sub": "sub isub sub_ rsub __sub__",
         "mul": "mul imul mul_ __mul__ __rmul__",
@@ -90,20 +112,25 @@ _CALL_OPS = _table(
         "batch_norm": "batch_norm",
         "layer_norm": "layer_norm rms_norm",
         "group_norm": "group_norm instance_norm",
-        "max_pool": "max_pool1d max_pool2d max_pool3d adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d",
+        "max_pool": "max_pool1d max_pool2d max_pool3d adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d "
+        "fractional_max_pool2d fractional_max_pool3d",
         "avg_pool": "avg_pool1d avg_pool2d avg_pool3d",
         "adaptive_avg_pool": "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d",
-        "reduce": "sum mean amax amin max min var std norm prod logsumexp argmax argmin cumsum",
-        "reshape": "view reshape flatten unflatten squeeze unsqueeze expand expand_as view_as contiguous repeat clone",
+        "reduce": "sum mean amax amin max min var std norm prod logsumexp argmax argmin cumsum cumprod",
+        "reshape": "view reshape flatten unflatten squeeze unsqueeze expand expand_as view_as contiguous repeat clone "
+        "roll repeat_interleave",
         "transpose": "permute transpose t swapaxes movedim",
         "concat": "cat concat concatenate stack",
         "split": "split chunk unbind tensor_split",
         "slice": "narrow select index_select gather",
         "dropout": "dropout dropout1d dropout2d dropout3d alpha_dropout",
-        "constant": "arange zeros ones full empty randn rand tensor zeros_like ones_like full_like empty_like",
+        "constant": "arange zeros ones full empty randn rand tensor zeros_like ones_like full_like empty_like "
+        "new_zeros new_ones new_full new_empty",
         "other": "size dim numel getattr detach",
         "elementwise": "neg exp log sqrt rsqrt pow abs clamp clip where masked_fill erf sin cos reciprocal "
-        "hardtanh hardsigmoid elu softplus mish float half to type type_as",
+        "hardtanh hardsigmoid elu softplus mish float half to type type_as eq ne lt le gt ge maximum minimum floor "
+        "ceil round sign square logical_not logical_and logical_or addcmul addcdiv lerp logsigmoid softsign glu "
+        "hardshrink softshrink tanhshrink threshold relu6 selu celu prelu",
     }
 )
 
@@ -145,14 +172,19 @@ def from_module(module: nn.Module, example_inputs: Any, name: str | None = None)
         feats["out_elems"].append(float(_numel(node.meta.get("tensor_meta"))))
     features: dict[str, Any] = dict(feats)
     features["compute"] = feats["flops"]
-    return CompGraph.build(
-        [n.name for n in nodes],
-        ops,
-        features,
-        edges,
-        edge_bytes,
-        meta={"name": name, "source": "torch.fx"},
-    )
+    meta: dict[str, Any] = {"name": name, "source": "torch.fx"}
+    unknown = [op for op, n in zip(ops, nodes, strict=True) if op.startswith(UNKNOWN_PREFIXES) and _makes_tensor(n)]
+    record_unknown_ops(meta, unknown, name)
+    return CompGraph.build([n.name for n in nodes], ops, features, edges, edge_bytes, meta=meta)
+
+
+#: Op names the importer gives nodes it has no formula for (``call_module:GRU``-style).
+UNKNOWN_PREFIXES = ("call_module:", "call_function:", "call_method:")
+
+
+def _makes_tensor(node: fx.Node) -> bool:
+    """Whether a node produces tensor data (Python-level shape arithmetic such as ``len(x)`` costs nothing)."""
+    return _numel(node.meta.get("tensor_meta")) > 0
 
 
 def from_spec(spec: str, input_shape: tuple[int, ...] | None = None) -> CompGraph:

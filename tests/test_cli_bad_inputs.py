@@ -1,0 +1,443 @@
+"""The generated bad-input suite (issue 12): every command of the typer app, every option, every input-file kind.
+
+The harness walks ``mlsysopt.cli.app`` itself, so a new command or option is covered without editing this file.
+Each case runs the real command in-process from a *valid* baseline invocation (the command's required arguments:
+a small graph, a fresh ``--out``, ...) with one option replaced by a malformed or extreme value, and asserts what
+a user must see: exit 2, exactly one ``error:`` line (the last line on stderr), no traceback, and no new file
+anywhere (``--out`` included). Values come from a table per type (non-numbers, nan/inf, negative, huge, 1.5 for
+integers, empty strings, markup, escape sequences) plus hypothesis-generated junk; file inputs get every kind of
+broken file (missing, folder, empty, binary garbage, truncated .npz, deeply nested and huge JSON, wrong top-level
+type), hypothesis choosing which ones per option (``derandomize=True``: the same cases every run).
+
+A bad value must be refused *before work starts*: the run folder being created (``RunDir.open``), or for commands
+that write plain files the first atomic write (``os.replace``), counts as a failure, so an unchecked option is
+caught in milliseconds instead of running a training. Cases that fail inside another system's code are marked
+``xfail(strict=True)`` with the reason in :data:`KNOWN`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+import typer
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from cli_helpers import run_inprocess
+from mlsysopt.cli import app
+from mlsysopt.cli.common import _annotation, harden
+from mlsysopt.graph.generate import homogeneous_cluster, layered_dag
+from mlsysopt.io import RunDir
+
+pytestmark = [pytest.mark.usefixtures("one_torch_thread")]
+
+
+class ReachedWork(BaseException):
+    """Raised where a command starts its real work: the bad value got through validation."""
+
+
+# ---------------------------------------------------------------------------- the command tree
+@dataclass(frozen=True)
+class Param:
+    command: str  # "graph simulate"
+    name: str  # python name
+    flag: str | None  # "--devices"; None for an argument
+    kind: Any  # int, float, str, Path, bool
+    required: bool
+
+    @property
+    def id(self) -> str:
+        return f"{self.command}:{self.flag or self.name}"
+
+
+def _walk() -> list[tuple[str, Any]]:
+    out, stack = [], [("", harden(typer.main.get_command(app)))]
+    while stack:
+        path, cmd = stack.pop()
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            stack.extend((f"{path} {n}".strip(), c) for n, c in subs.items())
+        else:
+            out.append((path, cmd))
+    return sorted(out, key=lambda t: t[0])
+
+
+COMMANDS = _walk()
+PARAMS = [
+    Param(path, p.name, p.opts[0] if p.param_type_name == "option" else None, _annotation(p), bool(p.required))
+    for path, cmd in COMMANDS
+    for p in cmd.params
+    if not (getattr(p, "is_bool_flag", False) or p.name == "help")
+]
+
+#: Baseline arguments per command, beyond ``--out``: what makes the invocation valid (placeholders filled in).
+BASELINE: dict[str, list[str]] = {
+    "graph info": ["{graph}"],
+    "graph import": ["{graph}"],
+    "graph simulate": ["{graph}", "--devices", "2"],
+    "costmodel synth": ["layout", "--graphs", "2", "--nodes", "30-40", "--configs", "4"],
+    "costmodel train": ["--data", "{data}", "--epochs", "1"],
+    "costmodel evaluate": ["--run", "{missing_run}", "--data", "{data}"],
+    "costmodel predict": ["--run", "{missing_run}", "--inputs", "{data}"],
+    "placement place": ["{graph}", "--devices", "2", "--policy", "pretrained"],
+    "placement compare": ["{graph}", "--devices", "2"],
+    "placement adapt": ["{graph}", "--devices", "3", "--remove", "dev0", "--policy", "pretrained"],
+    "serving tune": ["--model", "zoo:cnn"],
+}
+#: Where --out is a file, not a run folder (the value is a file name).
+OUT_FILES = {"graph import": "out.npz", "graph generate": "out.npz"}
+#: Commands that write plain files instead of a run folder: their first atomic write is "work".
+WRITES_FILES = {"graph import", "graph generate", "costmodel synth"}
+#: Baselines that cannot be valid cheaply (a trained cost model is needed): their cases still check the error
+#: contract, but cannot tell an unchecked option from the missing run.
+WEAK_BASELINE = {"costmodel evaluate": "needs a trained run", "costmodel predict": "needs a trained run"}
+
+#: Option names that are sizes: a huge value must be refused against a limit.
+SIZES = {
+    "tasks", "devices", "num_tasks", "nodes", "graphs", "configs", "rows", "max_batch", "requests", "hidden",
+    "max_blocks", "layers", "segment_size", "configs_per_graph", "workers", "threads", "repeats", "cores",
+    "min_tasks", "max_tasks", "min_devices", "max_devices", "add", "types", "input_shape", "episodes_per_update",
+}  # fmt: skip
+#: Options whose values are files or sources (strings that may name a file).
+FILE_LIKE = {"source", "graph_source", "model", "profile", "cluster_spec", "cluster_path", "placement_path",
+             "policy", "data", "run", "inputs", "config", "cluster"}  # fmt: skip
+
+HUGE = str(10**12)
+JUNK, FILES = "<junk>", "<files>"
+_NO_LIMIT = "no size limit: the value reaches the run folder (issue 12: bound every size before allocating)"
+_TORCH_DEVICE = "--device is not validated: torch raises RuntimeError (an internal error, exit 1)"
+_PROFILE = "--profile is neither read nor checked when --model is given: a broken or missing file is ignored"
+
+#: ``command:option=value`` (or ``=<junk>``: the hypothesis junk, ``=<files>``: the broken-file kinds) -> why it
+#: fails today. All are in other helpers' system code; the lead fixes them after merging (then strict xfail flips).
+KNOWN: dict[str, str] = {
+    f"costmodel synth:--graphs={HUGE}": _NO_LIMIT,
+    f"costmodel train:--segment-size={HUGE}": _NO_LIMIT,
+    f"costmodel train:--configs-per-graph={HUGE}": _NO_LIMIT,
+    f"costmodel train:--threads={HUGE}": _NO_LIMIT,
+    f"costmodel train:--hidden={HUGE}": "no limit on --hidden: torch fails to allocate (an internal error, exit 1)",
+    f"costmodel train:--layers={HUGE}": "no limit on --layers: builds layers until the memory runs out",
+    **{f"costmodel train:--device={v}": _TORCH_DEVICE for v in ("", "[/red]x:fire:", "\\x1b[2Jx", "nan", "-1", JUNK)},
+    "demo:--only=": "an empty --only runs every section instead of being refused",
+    f"nas search:--workers={HUGE}": "--workers is not checked against a limit before the run folder",
+    **{f"placement train:{o}={HUGE}": _NO_LIMIT
+       for o in ("--episodes-per-update", "--max-tasks", "--max-devices", "--hidden", "--workers")},
+    "serving profile:--intra=-1": "a negative thread count in --intra reaches the run folder",
+    "serving profile:--inter=-1": "a negative thread count in --inter reaches the run folder",
+    f"serving profile:--repeats={HUGE}": _NO_LIMIT,
+    f"serving profile:--cores={HUGE}": _NO_LIMIT,
+    f"serving serve:--max-batch={HUGE}": _NO_LIMIT,
+    f"serving serve:--requests={HUGE}": _NO_LIMIT,
+    f"serving tune:--requests={HUGE}": _NO_LIMIT,
+    f"serving tune:--max-batch={HUGE}": _NO_LIMIT,
+    **{f"serving tune:--profile={v}": _PROFILE for v in ("", "[/red]x:fire:", "\\x1b[2Jx", "nan", "-1", JUNK, FILES)},
+}  # fmt: skip
+#: Known failures that are not even run: they would exhaust this machine's memory.
+NOT_RUN = {f"costmodel train:--layers={HUGE}"}
+
+
+# ---------------------------------------------------------------------------- fixtures and the harness
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Valid baseline inputs and one file of every broken kind (shared, never written to by a case)."""
+    return make_inputs(tmp_path_factory.mktemp("inputs"))
+
+
+#: Imported before any case runs: a case's time limit must never interrupt an import half-way (that leaves a
+#: partially initialized module behind for every later case).
+HEAVY = (
+    "torch",
+    "torch_geometric",
+    "onnx",
+    "onnxruntime",
+    "matplotlib.pyplot",
+    "mlsysopt.costmodel.experiment",
+    "mlsysopt.placement",
+    "mlsysopt.serving",
+    "mlsysopt.nas",
+    "mlsysopt.demo",
+)
+
+
+def make_inputs(d: Path) -> dict[str, Path]:
+    """Write the inputs of :func:`inputs` into ``d`` (and import what the commands import)."""
+    import importlib
+
+    for name in HEAVY:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    layered_dag(12, num_types=1, seed=0).save(d / "g.npz")
+    homogeneous_cluster(2).save(d / "c.json")
+    data = d / "data"
+    ran = run_inprocess("costmodel", "synth", "layout", "--out", data, "--graphs", "2", "--nodes", "30-40",
+                        "--configs", "4")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    broken = d / "broken"
+    broken.mkdir()
+    (broken / "folder.npz").mkdir()
+    for ext in (".npz", ".json", ".onnx", ".pt"):
+        (broken / f"empty{ext}").write_bytes(b"")
+        (broken / f"garbage{ext}").write_bytes(bytes(range(256)) * 64)
+        (broken / f"nested{ext}").write_text("[" * 100_000 + "]" * 100_000)
+        (broken / f"list{ext}").write_text("[1, 2, 3]")
+        with open(broken / f"huge{ext}", "wb") as f:  # sparse: 600 MiB on paper, nothing on disk
+            f.truncate(600 * 2**20)
+    whole = (d / "g.npz").read_bytes()
+    (broken / "truncated.npz").write_bytes(whole[: len(whole) // 2])
+    with zipfile.ZipFile(broken / "notgraph.npz", "w") as z:
+        z.writestr("x.npy", b"\x93NUMPY")
+    return {"graph": d / "g.npz", "cluster": d / "c.json", "data": data, "broken": broken,
+            "missing_run": d / "no-such-run"}  # fmt: skip
+
+
+def _argv(command: str, inputs: dict[str, Path], case: Path, override: tuple[Param, str] | None) -> list[str]:
+    base = [a.format(**{k: str(v) for k, v in inputs.items()}) for a in BASELINE.get(command, [])]
+    args = [*command.split(), *base]
+    params = [p for p in PARAMS if p.command == command]
+    if any(p.flag == "--out" for p in params):
+        args += ["--out", str(case / OUT_FILES.get(command, "out"))]
+    if override is None:
+        return args
+    param, value = override
+    if param.flag is None:  # an argument: replace the baseline's positional of that slot
+        positional = [p for p in params if p.flag is None]
+        slot = positional.index(param)
+        start = len(command.split())
+        args[start + slot] = value
+        return args
+    if param.flag in args:  # replace the baseline's value
+        i = args.index(param.flag)
+        args[i + 1] = value
+        return args
+    return [*args, param.flag, value]
+
+
+#: A case that has not been refused after this long is treated as having started its work.
+CASE_SECONDS = 30
+#: Address space a case may add to the process: an unbounded allocation fails here, never takes the machine down.
+CASE_MEMORY = 2 * 2**30
+
+
+def _address_space() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@contextlib.contextmanager
+def _memory_cap(extra: int) -> Iterator[None]:
+    """RLIMIT_AS at the current address space + ``extra`` for the duration of one case (Linux)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = _address_space() + extra
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: int, argv: list[str]) -> Iterator[None]:
+    def expired(signum: int, frame: Any) -> None:
+        raise ReachedWork(f"{' '.join(argv)}: not refused within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _snapshot(*folders: Path) -> set[str]:
+    return {str(p) for f in folders for p in f.rglob("*")}
+
+
+def check_refused(param: Param, value: str, inputs: dict[str, Path]) -> None:
+    """Run the baseline with ``param`` = ``value``: it must be refused before any work, in one error line."""
+    with tempfile.TemporaryDirectory(dir=inputs["graph"].parent) as tmp:
+        case = Path(tmp)
+        before = _snapshot(case, inputs["broken"])
+        argv = _argv(param.command, inputs, case, (param, value))
+        sentinel = "os.replace" if param.command in WRITES_FILES else "mlsysopt.io.rundir.RunDir.open"
+
+        def reached(*a: Any, **k: Any) -> None:
+            raise ReachedWork(f"{' '.join(argv)}: the bad value reached the work ({sentinel})")
+
+        with mock.patch(sentinel, reached), _time_limit(CASE_SECONDS, argv), _memory_cap(CASE_MEMORY):
+            ran = run_inprocess(*argv, cwd=case)
+        lines = [ln for ln in ran.stderr.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if ln.startswith("error:")]
+        what = f"{' '.join(argv)!r} -> exit {ran.returncode}, stderr {ran.stderr[-600:]!r}"
+        assert ran.returncode == 2, what
+        assert len(errors) == 1 and lines[-1] == errors[0], what
+        assert "Traceback" not in ran.stderr + ran.stdout, what
+        assert "\x1b" not in ran.stderr and "\U0001f525" not in ran.stderr, what  # no escape codes, no emoji
+        assert _snapshot(case, inputs["broken"]) == before, f"{what}: left files behind"
+
+
+# ---------------------------------------------------------------------------- values by type
+INT_BAD = ["abc", "1.5", "", "nan", "0x10", str(2**64), "-1", "[/red]:fire:"]
+FLOAT_BAD = ["abc", "", "nan", "inf", "-inf", "1e309", "-1", "[/red]:fire:"]
+STR_BAD = ["", "[/red]x:fire:", "\x1b[2Jx", "nan", "-1"]
+
+
+def values_for(p: Param) -> list[str]:
+    """The table of malformed and extreme values for ``p``'s type (and size, for size options)."""
+    if p.kind is int:
+        values = list(INT_BAD)
+    elif p.kind is float:
+        values = list(FLOAT_BAD)
+    elif p.kind is Path:
+        values = [""]
+    else:
+        values = list(STR_BAD)
+    if p.name in SIZES:
+        values.append(HUGE)
+    return values
+
+
+def junk(p: Param) -> st.SearchStrategy[str]:
+    """Hypothesis junk of the wrong shape for ``p``: letters for numbers, control characters and markup for text."""
+    if p.kind in (int, float):
+        return st.from_regex(r"[a-df-z]{1,6}", fullmatch=True)  # never a number ('e' excluded: 'e5'-like)
+    return st.text(st.sampled_from("[]/:\x1b\x07\r\u202e"), min_size=1, max_size=8)
+
+
+def _key(p: Param, value: str) -> str:
+    return f"{p.id}={value.encode('unicode_escape').decode()}"
+
+
+VALUE_PARAMS = [p for p in PARAMS if p.flag != "--out"]
+FILE_PARAMS = [p for p in PARAMS if (p.kind is Path and p.flag != "--out") or p.name in FILE_LIKE]
+
+
+@pytest.mark.parametrize("param", VALUE_PARAMS, ids=lambda p: p.id)
+def test_every_option_refuses_malformed_and_extreme_values(param: Param, inputs: dict[str, Path]) -> None:
+    for value in values_for(param):
+        if _key(param, value) not in KNOWN:
+            check_refused(param, value, inputs)
+    if _key(param, JUNK) not in KNOWN:
+        refuse_junk(param, inputs)
+
+
+def refuse_junk(param: Param, inputs: dict[str, Path]) -> None:
+    """Two hypothesis-generated values of the wrong shape for ``param`` (the same two every run)."""
+
+    @settings(max_examples=2, derandomize=True, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(junk(param))
+    def generated(value: str) -> None:
+        check_refused(param, value, inputs)
+
+    generated()
+
+
+KINDS = ["missing", "folder", "empty", "garbage", "truncated", "nested", "huge", "list", "notgraph"]
+
+
+def kind_path(kind: str, param: Param, inputs: dict[str, Path]) -> str:
+    b = inputs["broken"]
+    ext = (
+        ".json"
+        if param.name in ("cluster_spec", "cluster_path", "placement_path", "config", "profile")
+        else (".pt" if param.name in ("policy", "run") else ".npz")
+    )
+    if param.name == "model":
+        ext = ".onnx"
+    return str({
+        "missing": b / f"missing{ext}",
+        "folder": b / "folder.npz" if ext == ".npz" else b,
+        "empty": b / f"empty{ext}",
+        "garbage": b / f"garbage{ext}",
+        "truncated": b / "truncated.npz" if ext == ".npz" else b / f"garbage{ext}",
+        "nested": b / f"nested{ext}",
+        "huge": b / f"huge{ext}",
+        "list": b / f"list{ext}",
+        "notgraph": b / "notgraph.npz" if ext == ".npz" else b / f"list{ext}",
+    }[kind])  # fmt: skip
+
+
+@pytest.mark.parametrize("param", [p for p in FILE_PARAMS if _key(p, FILES) not in KNOWN], ids=lambda p: p.id)
+def test_every_file_input_refuses_every_kind_of_broken_file(param: Param, inputs: dict[str, Path]) -> None:
+    refuse_broken_files(param, inputs)
+
+
+def refuse_broken_files(param: Param, inputs: dict[str, Path]) -> None:
+    """Five kinds of broken file for ``param``, chosen by hypothesis (the same five every run)."""
+
+    @settings(max_examples=5, derandomize=True, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(st.sampled_from(KINDS))
+    def broken(kind: str) -> None:
+        check_refused(param, kind_path(kind, param, inputs), inputs)
+
+    broken()
+
+
+def _known(key: str) -> Any:
+    marks = [pytest.mark.xfail(strict=True, reason=KNOWN[key], run=key not in NOT_RUN)]
+    return pytest.param(key, id=key, marks=marks)
+
+
+@pytest.mark.parametrize("key", [_known(k) for k in KNOWN])
+def test_known_failures_in_other_systems(key: str, inputs: dict[str, Path]) -> None:
+    """Each known failure, on its own: strict, so a fix shows up as XPASS and the entry must go."""
+    pid, _, value = key.partition("=")
+    param = next(p for p in PARAMS if p.id == pid)
+    if value == JUNK:
+        refuse_junk(param, inputs)
+    elif value == FILES:
+        refuse_broken_files(param, inputs)
+    else:
+        check_refused(param, value.encode().decode("unicode_escape"), inputs)
+
+
+@pytest.mark.parametrize(
+    "command", [c for c, _ in COMMANDS if any(p.flag == "--out" for p in PARAMS if p.command == c)]
+)
+def test_an_out_that_is_an_existing_file_or_folder_of_the_wrong_kind(command: str, inputs: dict[str, Path]) -> None:
+    out = next(p for p in PARAMS if p.command == command and p.flag == "--out")
+    wrong = inputs["broken"] if command in OUT_FILES else inputs["broken"] / "garbage.json"  # folder vs file
+    check_refused(out, str(wrong), inputs)
+
+
+@pytest.mark.parametrize("command", [c for c, _ in COMMANDS if c not in WEAK_BASELINE])
+def test_every_baseline_is_valid_up_to_the_work(command: str, inputs: dict[str, Path]) -> None:
+    """Without an override the baseline must reach the work (or finish): else the cases above would prove nothing."""
+    with tempfile.TemporaryDirectory(dir=inputs["graph"].parent) as tmp:
+        argv = _argv(command, inputs, Path(tmp), None)
+        sentinel = "os.replace" if command in WRITES_FILES else "mlsysopt.io.rundir.RunDir.open"
+
+        def reached(*a: Any, **k: Any) -> None:
+            raise ReachedWork(sentinel)
+
+        try:
+            with mock.patch(sentinel, reached):
+                ran = run_inprocess(*argv, cwd=Path(tmp))
+        except ReachedWork:
+            return
+        assert ran.returncode == 0, f"{argv}: {ran.stderr[-400:]}"
+
+
+def test_the_harness_covers_every_command_family() -> None:
+    families = {c.split()[0] for c, _ in COMMANDS}
+    assert families == {"costmodel", "demo", "graph", "nas", "placement", "serving"}
+    assert len(VALUE_PARAMS) > 100 and len(FILE_PARAMS) >= 10
+    ids = {p.id for p in PARAMS}
+    assert all(k.partition("=")[0] in ids for k in KNOWN), "a KNOWN entry names an option that no longer exists"
+    assert RunDir.open is not None  # the sentinel's target exists
+    assert os.replace is not None
