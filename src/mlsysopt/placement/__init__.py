@@ -29,7 +29,7 @@ _EXPORTS = {
     "GpNetBuilder": "mlsysopt.placement.gpnet",
     "PlacementState": "mlsysopt.placement.state",
     "PlacementEnv": "mlsysopt.placement.env",
-    "TrainConfig": "mlsysopt.placement.training",
+    "TrainConfig": "mlsysopt.placement.config",
     "TrainResult": "mlsysopt.placement.training",
     "train": "mlsysopt.placement.training",
     "training_run": "mlsysopt.placement.training",
@@ -101,6 +101,7 @@ if TYPE_CHECKING:
         load_policy,
         save_checkpoint,
     )
+    from mlsysopt.placement.config import TrainConfig
     from mlsysopt.placement.env import PlacementEnv
     from mlsysopt.placement.experiment import (
         METHODS,
@@ -118,7 +119,7 @@ if TYPE_CHECKING:
     from mlsysopt.placement.gpnet import GpNet, GpNetBuilder
     from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
     from mlsysopt.placement.state import PlacementState
-    from mlsysopt.placement.training import TrainConfig, TrainResult, train, training_run
+    from mlsysopt.placement.training import TrainResult, train, training_run
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)
