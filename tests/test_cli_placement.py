@@ -260,7 +260,7 @@ def test_a_pytorch_model_is_placed_with_no_extra_flag_and_its_device_map_moves_t
     import torch
 
     from mlsysopt import zoo
-    from mlsysopt.placement.device_map import apply_device_map
+    from mlsysopt.placement.devicemap import apply_device_map
 
     for run_dir, placement_file in (("p", "placement.json"), ("a", "placement.json")):
         dmap = json.loads((tmp_path / run_dir / "device_map.json").read_text())

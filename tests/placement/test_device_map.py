@@ -14,7 +14,7 @@ from mlsysopt.graph.generate import cluster_for
 from mlsysopt.graph.importers.torch_fx import from_module
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement import HEFT
-from mlsysopt.placement.device_map import FORMAT, apply_device_map, device_map, move, node_owners
+from mlsysopt.placement.devicemap import FORMAT, apply_device_map, device_map, move, node_owners
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

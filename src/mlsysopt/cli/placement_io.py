@@ -102,7 +102,7 @@ def load_problem(
 ) -> tuple[PlacementProblem, dict[str, Any], dict[str, Any] | None]:
     """The command's graph on its cluster, validated and size-checked; what result.json says; fx node owners.
 
-    The owners (see :func:`~mlsysopt.placement.device_map.node_owners`) are there for PyTorch sources: the model
+    The owners (see :func:`~mlsysopt.placement.devicemap.node_owners`) are there for PyTorch sources: the model
     is built once, for the graph and for them.
     """
     from mlsysopt.graph.cluster import DeviceCluster
@@ -117,7 +117,7 @@ def load_problem(
         src = resolve_source(o["graph_source"])
         if src.kind == "pytorch":
             from mlsysopt.graph.importers.torch_fx import from_module
-            from mlsysopt.placement.device_map import node_owners
+            from mlsysopt.placement.devicemap import node_owners
 
             module, inputs = src.pytorch(parse_shape(o["input_shape"]))
             graph = from_module(module, inputs, name=src.name)
@@ -159,7 +159,7 @@ def write_device_map(run: RunDir, problem: PlacementProblem, placement: Any, own
     """Write ``device_map.json`` when the graph came from PyTorch (torch.fx); whether it was written."""
     if problem.graph.meta.get("source") != "torch.fx":
         return False
-    from mlsysopt.placement.device_map import device_map
+    from mlsysopt.placement.devicemap import device_map
 
     run.write_json("device_map.json", device_map(problem.graph, problem.cluster, placement, owners, source))
     return True
