@@ -56,6 +56,11 @@ REQUIRED: dict[str, tuple[str, ...]] = {
         "carry_over",
         "adaptivity",
         "get_baseline",
+        "device_map",
+        "apply_device_map",
+        "node_owners",
+        "run_search",
+        "run_adapt",
     ),
     "mlsysopt.serving": (
         "RRL",

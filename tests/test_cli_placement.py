@@ -122,6 +122,17 @@ def test_place_with_giph_and_heft(files: dict[str, Path], trained: tuple[Path, s
         placement = json.loads((out / "placement.json").read_text())
         assert len(placement) == 24 and set(placement.values()) <= set(result["cluster"]["names"])
     assert len(json.loads((tmp_path / "heft" / "result.json").read_text())["cluster"]["names"]) == 4
+    assert "makespan (s)" in proc.stdout and "CP_MIN, lower bound (s)" in proc.stdout
+    # the drawn cluster is saved: with placement.json it reproduces the makespan outside the run
+    from mlsysopt.graph import CompGraph, DeviceCluster, simulate
+    from mlsysopt.graph.placement import load_placement
+
+    heft = json.loads((tmp_path / "heft" / "result.json").read_text())
+    drawn = DeviceCluster.load(tmp_path / "heft" / "cluster.json")
+    graph = CompGraph.load(files["g.npz"])
+    placement = load_placement(tmp_path / "heft" / "placement.json", graph, drawn)
+    assert simulate(graph, drawn, placement).makespan == pytest.approx(heft["makespan"], rel=1e-12)
+    assert not (tmp_path / "heft" / "device_map.json").exists()  # not a PyTorch graph
     settings = json.loads((tmp_path / "giph" / "settings.json").read_text())
     assert settings["command"] == "placement place" and settings["method"] == "giph" and settings["budget"] == 30
     assert settings["policy"] == str(policy) and "out" not in settings
@@ -144,18 +155,17 @@ def test_compare_two_seeds(files: dict[str, Path], tmp_path: Path) -> None:
     assert result["results"]["heft"]["mean_ratio_to_heft"] == pytest.approx(1.0)
     assert (tmp_path / "cmp" / "search.png").read_bytes()[:8] == PNG_MAGIC
 
-    # without --policy GiPH is skipped, and the output says so
+    # without --policy the shipped policy runs GiPH; the table states its units
     proc = run(
-        "placement", "compare", files["g.npz"], "--devices", "3", "--methods", "heft,random,giph_from_heft",
-        "--seeds", "2", "--budget", "10", "--out", "cmp2", cwd=tmp_path,
+        "placement", "compare", files["g.npz"], "--devices", "3", "--methods", "heft,giph_from_heft",
+        "--seeds", "1", "--budget", "10", "--out", "cmp2", cwd=tmp_path,
     )  # fmt: skip
-    assert_user_error(proc, "giph_from_heft", "--policy")
-    proc = run("placement", "compare", files["g.npz"], "--devices", "3", "--seeds", "2", "--budget", "10",
-               "--out", "cmp2", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "skipping giph" in proc.stderr
+    assert "(s)" in proc.stdout and "CP_MIN" in proc.stdout
     result = json.loads((tmp_path / "cmp2" / "result.json").read_text())
-    assert "giph" not in result["results"] and "giph" in result["skipped"]
+    assert result["policy"] == "pretrained" and list(result["results"]) == ["heft", "giph_from_heft"]
+    assert result["units"]["makespan"] == "s"
+    assert json.loads((tmp_path / "cmp2" / "cluster.json").read_text()) == result["cluster"]
 
 
 def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) -> None:
@@ -179,7 +189,6 @@ def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
-        (["place", "g.npz", "--devices", "3"], ["needs --policy"]),
         (["place", "g.npz", "--devices", "3", "--policy", "garbage.pt"], ["garbage.pt", "not a readable checkpoint"]),
         (["place", "g.npz", "--devices", "3", "--policy", "other_features.pt"], ["other_features.pt", "features"]),
         (["place", "g.npz", "--cluster", "c_no_type1.json", "--method", "heft"], ["task 't", "hardware type 1"]),
@@ -196,16 +205,31 @@ def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) ->
         (["place", "g.npz", "--method", "heft"], ["no devices"]),
         (["place", "g.npz", "--cluster", "c_deep.json", "--method", "heft"], ["c_deep.json", "nested deeper"]),
         (["compare", "g.npz", "--devices", "3", "--methods", "heft,nope"], ["unknown method 'nope'"]),
-        (["compare", "g.npz", "--devices", "3", "--methods", "heft,giph"], ["'giph'", "--policy"]),
         (["compare", "g.npz", "--devices", "3", "--policy", "missing.pt"], ["missing.pt"]),
         (["compare", "g.npz", "--cluster", "c_no_type1.json"], ["task 't", "hardware type 1"]),
         (["compare", "g.npz", "--devices", "3", "--policy", "garbage.pt"], ["garbage.pt", "not a readable checkpoint"]),
-        (["adapt", "g.npz", "--devices", "3", "--remove", "dev0"], ["needs --policy"]),
         (["adapt", "g.npz", "--cluster", "c.json", "--policy", "garbage.pt", "--remove", "dev1"], ["garbage.pt"]),
         (ADAPT_WITH_BAD_PLACEMENT, ["p_unknown_task.json", "unknown task 'nope'"]),
         (["train", "--backend", "mpi"], ["unknown backend 'mpi'"]),
         (["train", "--min-tasks", "12", "--max-tasks", "10"], ["min_tasks <= max_tasks"]),
         (["train", "--resume"], ["--resume", "no checkpoint"]),
+        (["train", "--lr", "inf"], ["--lr inf", "finite number > 0"]),
+        (["train", "--lr", "nan"], ["--lr nan", "finite number > 0"]),
+        (["train", "--lr", "-0.5"], ["--lr -0.5", "finite number > 0"]),
+        (["train", "--updates", "1.5"], ["--updates '1.5'", "whole number"]),
+        (["train", "--hidden", "true"], ["--hidden 'true'", "whole number"]),
+        (["train", "--max-tasks", "100000"], ["--max-tasks 100000", "of memory, over the limit", "at most"]),
+        (["train", "--updates", "1000000000"], ["over the limit of 7 days", "at most --updates"]),
+        (["place", "g.npz", "--devices", "1.5"], ["--devices '1.5'"]),
+        (["place", "g.npz", "--devices", "10000000", "--method", "heft"], ["--devices 10000000", "at most --devices"]),
+        (["place", "montage", "--num-tasks", "1000000000", "--devices", "3"], ["--num-tasks", "at most --num-tasks"]),
+        (["compare", "g.npz", "--devices", "3", "--seeds", "true"], ["--seeds 'true'"]),
+        (
+            ["compare", "g.npz", "--devices", "3", "--methods", "heft,random", "--budget", "100000000000"],
+            ["over the limit of 7 days", "--timeout"],
+        ),
+        (["compare", "g.npz", "--devices", "3", "--address", "auto"], ["--address is for --backend ray"]),
+        (["adapt", "g.npz", "--devices", "3", "--remove", "dev0", "--policy", "missing.pt"], ["missing.pt"]),
     ],
 )
 def test_user_errors(files: dict[str, Path], tmp_path: Path, args: list[str] | str, needles: list[str]) -> None:
@@ -219,6 +243,50 @@ def test_user_errors(files: dict[str, Path], tmp_path: Path, args: list[str] | s
     proc = run("placement", *args, "--out", "run", cwd=tmp_path)
     assert_user_error(proc, *needles)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_pytorch_model_is_placed_with_no_extra_flag_and_its_device_map_moves_the_model(tmp_path: Path) -> None:
+    proc = run("placement", "place", "zoo:cnn", "--devices", "3", "--out", "p", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "p" / "result.json").read_text())
+    assert result["method"] == "giph" and result["policy"] == "pretrained"  # the defaults: GiPH, shipped policy
+    assert "device_map.json" in proc.stdout and "cluster.json" in proc.stdout
+    proc = run(
+        "placement", "adapt", "zoo:cnn", "--devices", "3", "--add", "1", "--budget", "8", "--out", "a", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "a" / "old_cluster.json").read_text())["names"] == ["dev0", "dev1", "dev2"]
+
+    import torch
+
+    from mlsysopt import zoo
+    from mlsysopt.placement.devicemap import apply_device_map
+
+    for run_dir, placement_file in (("p", "placement.json"), ("a", "placement.json")):
+        dmap = json.loads((tmp_path / run_dir / "device_map.json").read_text())
+        placement = json.loads((tmp_path / run_dir / placement_file).read_text())
+        assert {n: v["device"] for n, v in dmap["nodes"].items()} == placement
+        model, inputs = zoo.get("cnn")
+        expected = model(*inputs)
+        head = [m for m in dmap["modules"] if list(model.get_submodule(m).parameters())][-1]  # the classifier
+        where = {d: ("meta" if d == dmap["modules"][head] else "cpu") for d in dmap["devices"]}
+        apply_device_map(model, dmap, where)
+        assert {p.device.type for p in model.get_submodule(head).parameters()} == {"meta"}
+        for name, device in dmap["modules"].items():
+            for tensor in model.get_submodule(name).parameters():
+                assert tensor.device.type == where[device], name
+        model, inputs = zoo.get("cnn")
+        moved = apply_device_map(model, dmap, dict.fromkeys(dmap["devices"], "cpu"))
+        assert torch.equal(moved(*inputs), expected)
+
+
+def test_help_shows_every_default_and_booleans_as_pairs(tmp_path: Path) -> None:
+    train_help = run("placement", "train", "--help", cwd=tmp_path).stdout
+    for text in ("[default: 50]", "[default: 0.01]", "--no-resume", "--timeout", "--address", "--workers"):
+        assert text in train_help, text
+    compare_help = run("placement", "compare", "--help", cwd=tmp_path).stdout
+    for text in ("[default: pretrained]", "[default: 3]", "--workers", "--backend", "--timeout"):
+        assert text in compare_help, text
 
 
 def test_place_with_the_pretrained_policy(files: dict[str, Path], tmp_path: Path) -> None:

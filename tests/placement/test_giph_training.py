@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from mlsysopt.placement.training import (
     sample_problem,
     train,
 )
+from mlsysopt.runtime import ExecutorLost, SerialExecutor
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -245,15 +245,63 @@ def test_trained_policy_places_feasibly(baseline_run: TrainResult) -> None:
     check_placement(g, c, res.placement)
 
 
-def test_two_local_workers_give_the_same_history(baseline_run: TrainResult) -> None:
-    # NOTE: slow (~15-25 s on a 2-core box): the spawn pool's workers each import torch, torch_geometric and
-    # numba from scratch before their first rollout; the training itself is ~1 s.
-    t0 = time.perf_counter()
-    res = train(tiny(workers=2, backend="local"))
-    elapsed = time.perf_counter() - t0
-    assert res.history == baseline_run.history
-    assert_same_weights(res.policy, baseline_run.policy)
-    assert elapsed < 120  # a hung pool would otherwise block the suite far longer
+# (serial = local pool = Ray for training, compare and adapt: tests/placement/test_placement_parallel.py)
+
+
+def test_timeout_stops_after_an_update_checkpointed_and_resume_finishes_it_exactly(tmp_path) -> None:
+    ckpt = tmp_path / "giph.pt"
+    cut = train(tiny(updates=4, episodes_per_update=1, timeout=1e-6), checkpoint=ckpt)
+    assert cut.stopped_by == "timeout" and len(cut.history) == 1  # one update always runs
+    assert load_checkpoint(ckpt)["update"] == 0
+    rest = train(tiny(updates=4, episodes_per_update=1), checkpoint=ckpt, resume=True)
+    straight = train(tiny(updates=4, episodes_per_update=1))
+    assert rest.stopped_by == "updates" and rest.history == straight.history
+    assert_same_weights(rest.policy, straight.policy)
+
+
+class LosesItsWorkers(SerialExecutor):
+    """Runs the first ``good`` maps, then fails the way a lost Ray head or a dying pool does."""
+
+    def __init__(self, good: int) -> None:
+        self.good = good
+
+    def map(self, fn, items):
+        if self.good == 0:
+            raise ExecutorLost("the Ray cluster at 127.0.0.1:1 is gone")
+        self.good -= 1
+        return super().map(fn, items)
+
+
+def test_a_lost_executor_keeps_the_last_finished_update_and_resume_continues(tmp_path) -> None:
+    ckpt = tmp_path / "giph.pt"
+    cfg = tiny(updates=4, episodes_per_update=1, checkpoint_every=10)  # no periodic checkpoint before the loss
+    with pytest.raises(ExecutorLost, match=r"is gone; training stopped in update 3, .*giph.pt .*--resume continues"):
+        train(cfg, checkpoint=ckpt, executor=LosesItsWorkers(2))
+    assert load_checkpoint(ckpt)["update"] == 1  # saved at the loss: updates 0 and 1 finished
+    rest = train(cfg, checkpoint=ckpt, resume=True)
+    straight = train(tiny(updates=4, episodes_per_update=1))
+    assert rest.history == straight.history
+    with pytest.raises(ExecutorLost, match="before any checkpoint: start it again"):
+        train(cfg, checkpoint=tmp_path / "new.pt", executor=LosesItsWorkers(0))
+    assert not (tmp_path / "new.pt").exists()
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ({"lr": float("inf")}, "lr must be a finite number"),
+        ({"lr": float("nan")}, "lr must be a number"),
+        ({"lr": -0.1}, "lr must be a finite number > 0"),
+        ({"updates": 1.5}, "updates must be an integer"),
+        ({"hidden": True}, "hidden must be an integer"),
+        ({"timeout": 0.0}, "timeout must be a finite number"),
+        ({"max_tasks": 10**6}, "one training episode needs an estimated"),
+        ({"updates": 10**9}, "over the limit of 7 days"),
+    ],
+)
+def test_bad_knobs_and_oversized_trainings_are_refused_before_anything_runs(bad: dict, needle: str) -> None:
+    with pytest.raises(MlsysoptError, match=needle):
+        tiny(**bad).validate()
 
 
 def test_unknown_backend_raises() -> None:

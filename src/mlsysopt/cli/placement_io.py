@@ -1,66 +1,152 @@
-"""Helpers of ``mlsysopt placement ...``: shared options, loading the problem and the policy, printing results."""
+"""Helpers of ``mlsysopt placement ...``: strict options, loading the problem and the policy, printing results."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from mlsysopt.cli.common import console, err_console, load_source
+from mlsysopt.cli.common import console, err_console, parse_shape
 from mlsysopt.cli.graph import show
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.io import RunDir
 
 if TYPE_CHECKING:
     from mlsysopt.graph.problem import PlacementProblem
     from mlsysopt.placement.giph import GiPH
 
-GraphArg = Annotated[str, typer.Argument(metavar="GRAPH", help="A graph: .npz .onnx .json, recipe, mod:factory.")]
+
+# ---------------------------------------------------------------------------- strict options
+def _int_parser(flag: str, low: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            text = str(value).strip()
+            if not text.lstrip("+-").isdigit():
+                raise InvalidOption(f"{flag} {text!r}: expected a whole number, e.g. {max(low, 1)}")
+            number = int(text)
+        if number < low:
+            raise InvalidOption(f"{flag} {number}: must be >= {low}")
+        return number
+
+    return parse
+
+
+def _float_parser(flag: str, low: float, strict: bool) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise InvalidOption(f"{flag} {value!r}: expected a number, e.g. 0.01") from None
+        if not math.isfinite(number) or number < low or (strict and number == low):
+            raise InvalidOption(f"{flag} {value}: must be a finite number {'>' if strict else '>='} {low:g}")
+        return number
+
+    return parse
+
+
+def int_opt(flag: str, text: str, low: int = 1) -> Any:
+    """A whole-number option >= ``low``; anything else (1.5, true, 1e3) is one clear error naming ``flag``."""
+    return typer.Option(flag, parser=_int_parser(flag, low), metavar="INTEGER", help=text)
+
+
+def float_opt(flag: str, text: str, low: float = 0.0, strict: bool = True) -> Any:
+    """A finite number > ``low`` (>= with ``strict=False``); nan, inf and words are one clear error."""
+    return typer.Option(flag, parser=_float_parser(flag, low, strict), metavar="FLOAT", help=text)
+
+
+def check_timeout(timeout: float | None) -> None:
+    """``--timeout`` must be a finite number of seconds > 0."""
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise InvalidOption(f"--timeout {timeout}: must be a finite number of seconds > 0")
+
+
 ClusterOpt = Annotated[Path | None, typer.Option("--cluster", help="Device cluster JSON (or use --devices).")]
-DevicesOpt = Annotated[int | None, typer.Option("--devices", min=1, help="Or a random cluster of N devices.")]
-PolicyOpt = Annotated[Path | None, typer.Option("--policy", help="GiPH checkpoint (placement train) or 'pretrained'.")]
-BudgetOpt = Annotated[int | None, typer.Option("--budget", min=1, help="Simulations per search (default 2 x tasks).")]
-OutOpt = Annotated[Path, typer.Option("--out", help="Run directory for result.json and the plots.")]
+DevicesOpt = Annotated[
+    int | None, int_opt("--devices", "Or a random cluster of N devices in the graph's units (saved as cluster.json).")
+]
+PolicyOpt = Annotated[
+    str,
+    typer.Option("--policy", help="GiPH checkpoint (from 'placement train'), or 'pretrained': the shipped policy."),
+]
+BudgetOpt = Annotated[int | None, int_opt("--budget", "Simulator evaluations per search [default: 2 x tasks].")]
+SeedsOpt = Annotated[int, int_opt("--seeds", "Seeds per method (--seed, --seed+1, ...), run in parallel.")]
+ResumeOpt = Annotated[bool, typer.Option("--resume/--no-resume", help="Continue the run in --out.")]
 
 
+# ---------------------------------------------------------------------------- run folder, problem, policy
 def one_shot_run(command: str, options: dict[str, Any]) -> RunDir:
     """The checked (not yet created) run folder of ``command``; its settings are every option but ``--out``."""
-    settings = {"command": command, **{k: v for k, v in options.items() if k != "out"}}
+    settings = {"command": command, **{k: v for k, v in options.items() if k not in ("out", "ctx")}}
     return RunDir(options["out"], settings, checkpoint=None).check()
 
 
-def load_problem(options: dict[str, Any]) -> tuple[PlacementProblem, dict[str, Any]]:
-    """The command's graph on its cluster (file or random), validated once; and what result.json says about them."""
+def check_sizes(options: dict[str, Any]) -> None:
+    """Bound the size options (and the timeout) before anything is loaded or drawn."""
+    from mlsysopt.placement.limits import check_devices, check_num_tasks
+
+    check_timeout(options.get("timeout"))
+    if options.get("devices") is not None:
+        check_devices(options["devices"])
+    check_num_tasks(options["num_tasks"])
+
+
+def load_problem(
+    options: dict[str, Any], runs: int = 1, giph: GiPH | None = None
+) -> tuple[PlacementProblem, dict[str, Any], dict[str, Any] | None]:
+    """The command's graph on its cluster, validated and size-checked; what result.json says; fx node owners.
+
+    The owners (see :func:`~mlsysopt.placement.devicemap.node_owners`) are there for PyTorch sources: the model
+    is built once, for the graph and for them.
+    """
+    from mlsysopt.graph.cluster import DeviceCluster
+    from mlsysopt.graph.importers.source import resolve_source
     from mlsysopt.graph.problem import load_problem as problem_of
+    from mlsysopt.placement.limits import check_search
     from mlsysopt.report.summary import graph_summary
 
     o = options
+    owners = None
     with err_console.status("loading graph and cluster"):
-        graph = load_source(o["graph_source"], o["num_tasks"], o["seed"], o["input_shape"])
+        src = resolve_source(o["graph_source"])
+        if src.kind == "pytorch":
+            from mlsysopt.graph.importers.torch_fx import from_module
+            from mlsysopt.placement.devicemap import node_owners
+
+            module, inputs = src.pytorch(parse_shape(o["input_shape"]))
+            graph = from_module(module, inputs, name=src.name)
+            owners = node_owners(module)
+        else:
+            graph = src.graph(num_tasks=o["num_tasks"], seed=o["seed"], input_shape=parse_shape(o["input_shape"]))
+        cluster = DeviceCluster.load(o["cluster_path"]) if o["cluster_path"] is not None else None
+        devices = cluster.num_devices if cluster is not None else (o["devices"] or 1)
+        budget = o.get("budget") or 2 * graph.num_nodes
+        hidden = None if giph is None else giph.policy.config.hidden
+        check_search(graph.num_nodes, graph.num_edges, devices, budget, runs, hidden, o.get("timeout"))
         problem, how = problem_of(graph, o["cluster_path"], o["devices"], o["seed"])
     about = {"graph": graph_summary(graph, name=str(graph.meta.get("name") or o["graph_source"]))}
-    return problem, {**about, "cluster_source": how, "cluster": problem.cluster.to_dict()}
+    return problem, {**about, "cluster_source": how, "cluster": problem.cluster.to_dict()}, owners
 
 
-def check_policy(policy: Path | None, why: str | None) -> None:
-    """Fail fast (before torch is imported): no --policy although ``why`` needs one, or no such file."""
-    if policy is None and why is not None:
+def check_policy(policy: str) -> None:
+    """Fail fast (before torch is imported) when ``--policy`` is neither 'pretrained' nor a file."""
+    if policy != "pretrained" and not Path(policy).is_file():
         raise MlsysoptError(
-            f"{why} needs --policy policy.pt (train one with 'mlsysopt placement train --out RUN') "
-            "or --policy pretrained (the policy shipped with mlsysopt)"
+            f"--policy {policy}: no such checkpoint file (train one with 'mlsysopt placement train --out RUN', "
+            "or use --policy pretrained, the policy shipped with mlsysopt)"
         )
-    if policy is not None and str(policy) != "pretrained" and not policy.is_file():
-        raise MlsysoptError(f"--policy {policy}: no such checkpoint file")
 
 
-def load_giph(policy: Path | None) -> GiPH:
+def load_giph(policy: str) -> GiPH:
     """The GiPH placer of ``--policy`` (a checkpoint or 'pretrained'); a clear error when it is unusable."""
     from mlsysopt.placement.giph import GiPH
 
-    if policy is None:
-        raise MlsysoptError("GiPH needs --policy policy.pt or --policy pretrained")
     return GiPH.load(policy)  # GiPH's search runs with one torch thread itself
 
 
@@ -69,7 +155,33 @@ def parse_names(text: str | None) -> list[str]:
     return [s.strip() for s in (text or "").split(",") if s.strip()]
 
 
-def print_training(history: list[dict[str, float]], data: str, out: Path) -> None:
+def write_device_map(run: RunDir, problem: PlacementProblem, placement: Any, owners: Any, source: str) -> bool:
+    """Write ``device_map.json`` when the graph came from PyTorch (torch.fx); whether it was written."""
+    if problem.graph.meta.get("source") != "torch.fx":
+        return False
+    from mlsysopt.placement.devicemap import device_map
+
+    run.write_json("device_map.json", device_map(problem.graph, problem.cluster, placement, owners, source))
+    return True
+
+
+@contextmanager
+def interruptible(what: Callable[[], str]) -> Iterator[None]:
+    """Ctrl-C: one line (``what()`` says what is kept) and exit code 130, no traceback."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted: {what()}")
+        raise typer.Exit(130) from None
+
+
+# ---------------------------------------------------------------------------- printing
+def seconds(v: float) -> str:
+    """A time in seconds with 5 significant digits."""
+    return f"{v:.5g}"
+
+
+def print_training(history: list[dict[str, float]], data: str, out: Path, stopped_by: str) -> None:
     """The training summary table and the files written."""
     rows = [("data", data), ("updates", str(len(history)))]
     if history:
@@ -79,47 +191,58 @@ def print_training(history: list[dict[str, float]], data: str, out: Path) -> Non
         rows += [(f"improvement, first {k} updates", f"{first:.1%}"), (f"improvement, last {k} updates", f"{last:.1%}")]
         rows.append(("entropy, last update", f"{history[-1]['entropy']:.3f}"))
     show("training", rows)
+    if stopped_by == "timeout":
+        console.print(f"stopped by --timeout after {len(history)} updates: --resume continues")
     console.print(f"wrote {', '.join(escape(str(out / f)) for f in ('policy.pt', 'result.json', 'training.png'))}")
 
 
-def print_place(result: dict[str, Any], num_devices: int, out: Path) -> None:
+def print_place(result: dict[str, Any], num_devices: int, out: Path, files: list[str]) -> None:
     """The placement table of ``placement place``."""
     rows = [
-        ("makespan", f"{result['makespan']:.6g}"),
-        ("CP_MIN (lower bound)", f"{result['cp_min']:.6g}"),
+        ("makespan (s)", seconds(result["makespan"])),
+        ("CP_MIN, lower bound (s)", seconds(result["cp_min"])),
         ("SLR", f"{result['slr']:.4f}"),
-        ("evaluations", f"{result['evaluations']} (best after {result['steps_to_best']})"),
+        (
+            "evaluations",
+            f"{result['evaluations']} (best after {result['steps_to_best']}; ended by {result['stopped_by']})",
+        ),
         ("devices used", f"{len(set(result['placement'].values()))} / {num_devices}"),
-        ("seconds", f"{result['seconds']:.2f}"),
+        ("search time (s)", f"{result['seconds']:.2f}"),
     ]
     show(f"placement ({result['method']})", rows)
-    console.print(f"wrote result.json, placement.json, gantt.png, search.png to {escape(str(out))}")
+    console.print(f"wrote {', '.join(files)} to {escape(str(out))}")
 
 
 def print_compare(result: dict[str, Any], out: Path) -> None:
     """The per-method table of ``placement compare``; the best mean makespan in green."""
-    title = f"{len(result['seeds'])} seed(s), budget {result['budget']} evaluations, CP_MIN {result['cp_min']:.4g}"
+    seeds, budget, bound = len(result["seeds"]), result["budget"], seconds(result["cp_min"])
+    title = f"{seeds} seed(s), budget {budget} evaluations, CP_MIN {bound} s"
     best = min(r["mean_makespan"] for r in result["results"].values())
     rows = []
     for name, r in result["results"].items():
-        mean, low, ratio = f"{r['mean_makespan']:.5g}", f"{r['min_makespan']:.5g}", f"{r['mean_ratio_to_heft']:.3f}"
+        mean, low, ratio = seconds(r["mean_makespan"]), seconds(r["min_makespan"]), f"{r['mean_ratio_to_heft']:.3f}"
         rows.append((name, mean, low, ratio, f"{r['mean_steps_to_best']:.1f}", f"{r['seconds']:.2f}"))
     styles = ["bold green" if r["mean_makespan"] == best else None for r in result["results"].values()]
-    columns = ("method", "mean makespan", "min makespan", "x HEFT", "steps to best", "seconds")
+    columns = ("method", "mean makespan (s)", "min makespan (s)", "x HEFT", "steps to best", "search time (s)")
     show(title, rows, columns, styles)
     for name, why in result["skipped"].items():
         console.print(f"skipped {name}: {why}")
-    console.print(f"wrote result.json and search.png to {escape(str(out))}")
+    console.print(f"wrote result.json, cluster.json and search.png to {escape(str(out))}")
 
 
-def print_adapt(result: dict[str, Any], before: int, after: int, out: Path) -> None:
+def print_adapt(result: dict[str, Any], before: int, after: int, out: Path, files: list[str]) -> None:
     """GiPH adapt vs HEFT re-run vs keep, after the change; the best in green."""
     change = ", ".join(f"{what} {', '.join(result[what])}" for what in ("removed", "added") if result[what])
-    labels = {"giph_adapt": "GiPH adapt", "heft_rerun": "HEFT re-run", "keep": "keep (carry over, no search)"}
+    k = len(result["giph_seeds"]["seeds"])
+    giph = "GiPH adapt" if k == 1 else f"GiPH adapt (best of {k} seeds)"
+    labels = {"giph_adapt": giph, "heft_rerun": "HEFT re-run", "keep": "keep (carry over, no search)"}
     best = min(result["makespans"].values())
-    rows = [(labels[k], f"{ms:.5g}") for k, ms in result["makespans"].items()]
-    styles = ["bold green" if ms == best else None for ms in result["makespans"].values()]
-    rows.append(("before the change", f"{result['old_makespan']:.5g}"))
-    show(f"{before} -> {after} devices ({change})", rows, ("placement", "makespan"), [*styles, "dim"])
+    rows = [(labels[key], seconds(ms)) for key, ms in result["makespans"].items()]
+    styles: list[str | None] = ["bold green" if ms == best else None for ms in result["makespans"].values()]
+    if k > 1:
+        rows.insert(1, (f"GiPH adapt (mean of {k} seeds)", seconds(result["giph_seeds"]["mean_makespan"])))
+        styles.insert(1, None)
+    rows.append(("before the change", seconds(result["old_makespan"])))
+    show(f"{before} -> {after} devices ({change})", rows, ("placement", "makespan (s)"), [*styles, "dim"])
     console.print(f"{len(result['orphaned_tasks'])} task(s) lost their device")
-    console.print(f"wrote result.json, placement.json, cluster.json, gantt.png to {escape(str(out))}")
+    console.print(f"wrote {', '.join(files)} to {escape(str(out))}")

@@ -29,7 +29,7 @@ _EXPORTS = {
     "GpNetBuilder": "mlsysopt.placement.gpnet",
     "PlacementState": "mlsysopt.placement.state",
     "PlacementEnv": "mlsysopt.placement.env",
-    "TrainConfig": "mlsysopt.placement.training",
+    "TrainConfig": "mlsysopt.placement.config",
     "TrainResult": "mlsysopt.placement.training",
     "train": "mlsysopt.placement.training",
     "training_run": "mlsysopt.placement.training",
@@ -38,6 +38,18 @@ _EXPORTS = {
     "load_checkpoint": "mlsysopt.placement.checkpoint",
     "load_policy": "mlsysopt.placement.checkpoint",
     "save_checkpoint": "mlsysopt.placement.checkpoint",
+    # results usable outside mlsysopt
+    "device_map": "mlsysopt.placement.devicemap",
+    "apply_device_map": "mlsysopt.placement.devicemap",
+    "node_owners": "mlsysopt.placement.devicemap",
+    # parallel work and limits
+    "PolicySpec": "mlsysopt.placement.tasks",
+    "SearchTask": "mlsysopt.placement.tasks",
+    "AdaptTask": "mlsysopt.placement.tasks",
+    "run_search": "mlsysopt.placement.tasks",
+    "run_adapt": "mlsysopt.placement.tasks",
+    "TimeUp": "mlsysopt.placement.base",
+    "memory_limit": "mlsysopt.placement.limits",
     # baselines
     "HEFT": "mlsysopt.placement.baselines",
     "RandomSearch": "mlsysopt.placement.baselines",
@@ -83,6 +95,7 @@ if TYPE_CHECKING:
         PlacementResult,
         Placer,
         SearchContext,
+        TimeUp,
         default_budget,
     )
     from mlsysopt.placement.baselines import (
@@ -101,6 +114,8 @@ if TYPE_CHECKING:
         load_policy,
         save_checkpoint,
     )
+    from mlsysopt.placement.config import TrainConfig
+    from mlsysopt.placement.devicemap import apply_device_map, device_map, node_owners
     from mlsysopt.placement.env import PlacementEnv
     from mlsysopt.placement.experiment import (
         METHODS,
@@ -116,9 +131,11 @@ if TYPE_CHECKING:
     )
     from mlsysopt.placement.giph import GiPH, carry_over
     from mlsysopt.placement.gpnet import GpNet, GpNetBuilder
+    from mlsysopt.placement.limits import memory_limit
     from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
     from mlsysopt.placement.state import PlacementState
-    from mlsysopt.placement.training import TrainConfig, TrainResult, train, training_run
+    from mlsysopt.placement.tasks import AdaptTask, PolicySpec, SearchTask, run_adapt, run_search
+    from mlsysopt.placement.training import TrainResult, train, training_run
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

@@ -1,7 +1,8 @@
 """Adapting a placement to cluster changes: the adapt experiment, the multi-change adaptivity run, the changes.
 
-* :func:`adapt`: after one change, GiPH's re-placement (``GiPH.adapt``, no retraining) against a HEFT re-run
-  and against keeping the placement (orphaned tasks parked on their fastest feasible device, no search).
+* :func:`adapt`: after one change, GiPH's re-placement (``GiPH.adapt``, no retraining; over one or several seeds,
+  optionally on a parallel ``mlsysopt.runtime`` executor) against a HEFT re-run and against keeping the placement
+  (orphaned tasks parked on their fastest feasible device, no search).
 * :func:`adaptivity`: the benchmark's run of successive changes cycling :data:`CHANGES` (remove 2, remove 4,
   add 2, add 4 devices); GiPH and "keep" each carry their own placement from change to change.
 * Cluster changes: :func:`change_cluster` (named removals, generated additions), :func:`random_change` and
@@ -10,9 +11,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,13 +27,20 @@ from mlsysopt.placement.base import PlacementResult, default_budget
 from mlsysopt.placement.baselines import HEFT
 from mlsysopt.placement.giph import GiPH, carry_over
 
+if TYPE_CHECKING:
+    from mlsysopt.runtime import Executor
+
 #: The benchmark's cycle of cluster changes: (kind, number of devices).
 CHANGES: tuple[tuple[str, int], ...] = (("remove", 2), ("remove", 4), ("add", 2), ("add", 4))
 
 
 @dataclass
 class Adaptation:
-    """One cluster change: the placement before, GiPH's re-placement, HEFT's re-run and the kept placement."""
+    """One cluster change: the placement before, GiPH's re-placement, HEFT's re-run and the kept placement.
+
+    With several seeds, ``giph`` is the best of GiPH's re-placements (``giph_runs``, one per seed, each with the
+    full budget).
+    """
 
     problem: PlacementProblem  # the graph on the changed cluster
     before_makespan: float  # of the start placement on the old cluster
@@ -41,18 +49,26 @@ class Adaptation:
     keep_makespan: float
     heft: PlacementResult
     giph: PlacementResult
+    giph_runs: list[PlacementResult] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
 
     @property
     def makespans(self) -> dict[str, float]:
-        """Makespan after the change of each re-placement: ``giph_adapt``, ``heft_rerun``, ``keep``."""
+        """Makespan after the change of each re-placement: ``giph_adapt`` (best seed), ``heft_rerun``, ``keep``."""
         return {"giph_adapt": self.giph.makespan, "heft_rerun": self.heft.makespan, "keep": self.keep_makespan}
 
     def to_dict(self, graph: CompGraph, new: DeviceCluster) -> dict[str, Any]:
         """JSON-ready, with task and device names (``new`` is the changed cluster)."""
+        runs = self.giph_runs or [self.giph]
         return {
             "old_makespan": self.before_makespan,
             "orphaned_tasks": [graph.names[int(i)] for i in self.orphans],
             "makespans": self.makespans,
+            "giph_seeds": {
+                "seeds": self.seeds,
+                "makespans": [r.makespan for r in runs],
+                "mean_makespan": float(np.mean([r.makespan for r in runs])),
+            },
             "giph": self.giph.to_dict(graph, new),
             "heft": self.heft.to_dict(graph, new),
             "keep": {"makespan": self.keep_makespan, "placement": placement_to_dict(graph, new, self.kept)},
@@ -67,14 +83,39 @@ def adapt(
     giph: GiPH,
     budget: int | None = None,
     seed: int = 0,
+    seeds: Sequence[int] | None = None,
+    executor: Executor | None = None,
+    timeout: float | None = None,
 ) -> Adaptation:
-    """Re-place ``placement`` (on ``old``) after the cluster became ``new``: GiPH.adapt, HEFT re-run, keep."""
+    """Re-place ``placement`` (on ``old``) after the cluster became ``new``: GiPH.adapt, HEFT re-run, keep.
+
+    Args:
+        budget: simulator evaluations of each GiPH re-placement (default 2·|V|).
+        seed: GiPH's seed (when ``seeds`` is not given).
+        seeds: GiPH's seeds: one re-placement each, the best one is ``giph``.
+        executor: a parallel ``mlsysopt.runtime`` executor for the seeds (the caller closes it); the result is the
+            same as serially.
+        timeout: seconds of wall clock per GiPH re-placement.
+    """
     problem = PlacementProblem.of(graph, new)
     kept, orphans = carry_over(graph, old, problem, placement)
     heft = HEFT().solve(problem, budget, seed)
-    adapted = giph.adapt(graph, old, problem, placement, budget, seed)
+    seed_list = [seed] if seeds is None else [int(s) for s in seeds]
+    if not seed_list:
+        raise MlsysoptError("adapt needs at least one seed")
+    if executor is None or executor.workers <= 1:
+        runs = [giph.adapt(graph, old, problem, placement, budget, s, timeout) for s in seed_list]
+    else:
+        from mlsysopt.placement.tasks import AdaptTask, PolicySpec, run_adapt
+
+        spec, cluster = PolicySpec.of(giph), problem.cluster
+        placement = np.asarray(placement, dtype=np.int64)
+        runs = executor.map(
+            run_adapt, [AdaptTask(graph, old, cluster, placement, spec, budget, s, timeout) for s in seed_list]
+        )
+    best = min(range(len(runs)), key=lambda k: (runs[k].makespan, k))
     before = Simulator(graph, old).makespan(placement)
-    return Adaptation(problem, before, kept, orphans, problem.makespan(kept), heft, adapted)
+    return Adaptation(problem, before, kept, orphans, problem.makespan(kept), heft, runs[best], runs, seed_list)
 
 
 def adaptivity(

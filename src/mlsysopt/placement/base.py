@@ -3,11 +3,18 @@
 ``place`` is a template method: it builds the :class:`~mlsysopt.graph.problem.PlacementProblem` (graph and
 cluster validated once), the :class:`Evaluator` (the budget) and checks ``init``, then calls the method's own
 :meth:`Placer.search` hook, which spends evaluations through the evaluator; the best placement seen is the result.
+
+The budget counts simulator evaluations; an optional wall-clock ``timeout`` (seconds) stops a search earlier:
+once it has passed, the evaluator refuses further evaluations (:class:`TimeUp`) and the search ends with the best
+placement seen (at least the first evaluation always runs). ``PlacementResult.stopped_by`` says which ended it.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +31,10 @@ class BudgetExhausted(MlsysoptError):
     """A placer asked the simulator for more evaluations than its budget allows."""
 
 
+class TimeUp(BudgetExhausted):
+    """A placer asked for an evaluation after its wall-clock timeout had passed (the search stops there)."""
+
+
 @dataclass
 class PlacementResult:
     """What every placer returns: the best placement found and how the search got there."""
@@ -33,6 +44,7 @@ class PlacementResult:
     method: str
     evaluations: int
     history: list[float] = field(default_factory=list)  # best makespan after each simulator evaluation
+    stopped_by: str = "budget"  # "budget" (evaluations spent, or the method was done) or "timeout"
 
     @property
     def steps_to_best(self) -> int:
@@ -51,27 +63,42 @@ class PlacementResult:
             "evaluations": self.evaluations,
             "steps_to_best": self.steps_to_best,
             "history": [float(v) for v in self.history],
+            "stopped_by": self.stopped_by,
             "placement": placement_to_dict(graph, cluster, self.placement),
         }
 
 
 class Evaluator:
-    """Counts simulator evaluations against a budget and tracks the best placement seen."""
+    """Counts simulator evaluations against a budget (and a wall-clock timeout) and tracks the best placement seen.
 
-    def __init__(self, problem: PlacementProblem, budget: int | None) -> None:
+    Args:
+        problem: the validated problem.
+        budget: simulator evaluations (default 2·|V|).
+        timeout: seconds of wall clock from now; None: no time limit. The first evaluation always runs.
+    """
+
+    def __init__(self, problem: PlacementProblem, budget: int | None, timeout: float | None = None) -> None:
         self.problem = problem
         self.simulator = problem.simulator
         self.budget = default_budget(problem.graph) if budget is None else int(budget)
         if self.budget < 1:
             raise MlsysoptError(f"budget must be >= 1 simulator evaluation, got {self.budget}")
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+            raise MlsysoptError(f"timeout must be a finite number of seconds > 0, got {timeout}")
+        self.deadline = None if timeout is None else time.monotonic() + float(timeout)
+        self.timed_out = False
         self.history: list[float] = []
         self.best_makespan = float("inf")
         self.best_placement: np.ndarray | None = None
 
     @property
     def remaining(self) -> int:
-        """Evaluations left."""
-        return self.budget - len(self.history)
+        """Evaluations left (0 once the timeout has passed)."""
+        left = self.budget - len(self.history)
+        if left > 0 and self.deadline is not None and self.history and time.monotonic() >= self.deadline:
+            self.timed_out = True
+            return 0
+        return left
 
     def __call__(self, placement: np.ndarray) -> float:
         """Makespan of ``placement`` (one evaluation); remembers it if it is the best so far."""
@@ -87,6 +114,8 @@ class Evaluator:
 
     def _spend(self) -> None:
         if self.remaining <= 0:
+            if self.timed_out:
+                raise TimeUp(f"the timeout passed after {len(self.history)} simulator evaluations")
             raise BudgetExhausted(f"budget of {self.budget} simulator evaluations is used up")
 
     def _record(self, placement: np.ndarray, ms: float) -> float:
@@ -100,7 +129,17 @@ class Evaluator:
         """The best placement seen, as a PlacementResult."""
         if self.best_placement is None:
             raise MlsysoptError(f"{method} evaluated no placement")
-        return PlacementResult(self.best_placement, self.best_makespan, method, len(self.history), list(self.history))
+        stopped = "timeout" if self.timed_out else "budget"
+        return PlacementResult(
+            self.best_placement, self.best_makespan, method, len(self.history), list(self.history), stopped
+        )
+
+    def run(self, search: Callable[[], None]) -> None:
+        """Call ``search()``; a :class:`TimeUp` it raises ends it quietly (the best placement so far stands)."""
+        try:
+            search()
+        except TimeUp:
+            self.timed_out = True
 
 
 def default_budget(graph: CompGraph) -> int:
@@ -131,20 +170,28 @@ class Placer(ABC):
         budget: int | None = None,
         seed: int = 0,
         init: np.ndarray | None = None,
+        timeout: float | None = None,
     ) -> PlacementResult:
         """Best placement found with at most ``budget`` simulator evaluations (default 2·|V|).
 
-        ``init`` is a start placement for methods that improve one (checked, then ignored by constructive methods).
+        ``init`` is a start placement for methods that improve one (checked, then ignored by constructive methods);
+        ``timeout`` (seconds of wall clock) stops the search earlier.
         """
-        return self.solve(PlacementProblem(graph, cluster), budget, seed, init)
+        return self.solve(PlacementProblem(graph, cluster), budget, seed, init, timeout)
 
     def solve(
-        self, problem: PlacementProblem, budget: int | None = None, seed: int = 0, init: np.ndarray | None = None
+        self,
+        problem: PlacementProblem,
+        budget: int | None = None,
+        seed: int = 0,
+        init: np.ndarray | None = None,
+        timeout: float | None = None,
     ) -> PlacementResult:
         """:meth:`place` on a problem that is already built (one problem serves many searches)."""
-        evaluator = Evaluator(problem, budget)
+        evaluator = Evaluator(problem, budget, timeout)
         start = None if init is None else problem.check(init).copy()
-        self.search(SearchContext(problem, evaluator, np.random.default_rng(seed), seed, start))
+        ctx = SearchContext(problem, evaluator, np.random.default_rng(seed), seed, start)
+        evaluator.run(lambda: self.search(ctx))
         return evaluator.result(self.name)
 
     @abstractmethod

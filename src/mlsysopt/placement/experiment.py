@@ -3,8 +3,10 @@
 * :data:`METHODS` is the one registry of placement methods (the baselines, GiPH, GiPH from HEFT's placement,
   and GiPH's plain walk); :func:`run_method` runs one of them by name on a
   :class:`~mlsysopt.graph.problem.PlacementProblem`.
-* :func:`compare` runs every method over several seeds with one simulator budget and summarizes each one
-  (:func:`method_summary`: makespans, ratio to HEFT, steps to best, the mean search curve).
+* :func:`compare` runs every method over several seeds with one simulator budget (and optionally a wall-clock
+  timeout per search) and summarizes each one (:func:`method_summary`: makespans, ratio to HEFT, steps to best,
+  the mean search curve). Given a parallel ``mlsysopt.runtime`` executor (local pool or Ray) it runs the
+  (method, seed) searches there as :mod:`~mlsysopt.placement.tasks`; the results are the same as serially.
 * The adaptation experiments (``adapt``, the benchmark's ``adaptivity``) and cluster changes are in
   :mod:`mlsysopt.placement.adaptation`.
 """
@@ -26,6 +28,7 @@ from mlsysopt.placement.base import PlacementResult, default_budget
 
 if TYPE_CHECKING:
     from mlsysopt.placement.giph import GiPH
+    from mlsysopt.runtime import Executor
 
 
 @dataclass(frozen=True)
@@ -87,20 +90,24 @@ def run_method(
     seed: int = 0,
     giph: GiPH | None = None,
     init: np.ndarray | None = None,
+    timeout: float | None = None,
 ) -> PlacementResult:
-    """One search by name; ``giph_from_heft`` starts GiPH at HEFT's placement, ``giph_walk`` follows every move."""
+    """One search by name; ``giph_from_heft`` starts GiPH at HEFT's placement, ``giph_walk`` follows every move.
+
+    ``timeout`` (seconds of wall clock) ends the search before its budget is spent.
+    """
     spec = get_method(method)
     if not spec.needs_policy:
         from mlsysopt.placement.baselines import get_baseline
 
-        return get_baseline(method).solve(problem, budget, seed, init)
+        return get_baseline(method).solve(problem, budget, seed, init, timeout)
     if giph is None:
         raise MlsysoptError(f"method '{method}' needs a GiPH policy (--policy)")
     if method == "giph_walk":
         giph = type(giph)(giph.policy, walk=True)
     if method == "giph_from_heft":
         init = heft_placement(problem)
-    result = giph.solve(problem, budget, seed, init)
+    result = giph.solve(problem, budget, seed, init, timeout)
     result.method = method
     return result
 
@@ -155,6 +162,8 @@ def compare(
     budget: int | None = None,
     giph: GiPH | None = None,
     on_run: Callable[[int, str, int], None] | None = None,
+    executor: Executor | None = None,
+    timeout: float | None = None,
 ) -> Comparison:
     """Every method × every seed with one simulator budget (default 2·|V|) on one problem.
 
@@ -164,7 +173,10 @@ def compare(
         seeds: the seeds, or how many (0, 1, ...).
         budget: simulator evaluations per search.
         giph: the GiPH placer (its policy) for the GiPH methods.
-        on_run: called as ``on_run(runs done, method, seed)`` before each search (progress bars).
+        on_run: called as ``on_run(runs done, method, seed)`` before each search (each batch, in parallel).
+        executor: a parallel ``mlsysopt.runtime`` executor to run the searches on (the caller closes it); None
+            or a serial one: in this process. Every executor gives the same result.
+        timeout: seconds of wall clock per search (it ends with the best placement so far).
     """
     problem = PlacementProblem.of(problem, cluster)
     names, skipped = select_methods(methods, giph is not None)
@@ -174,16 +186,34 @@ def compare(
     spend = default_budget(problem.graph) if budget is None else int(budget)
     heft_ms = problem.makespan(heft_placement(problem))
     result = Comparison(spend, seed_list, heft_ms, problem.cp_min, skipped=skipped)
-    done = 0
+    pairs = [(name, s) for name in names for s in seed_list]
+    if executor is None or executor.workers <= 1:
+        done = 0
+        for name in names:
+            t0 = time.perf_counter()
+            result.runs[name] = []
+            for s in seed_list:
+                if on_run is not None:
+                    on_run(done, name, s)
+                result.runs[name].append(run_method(name, problem, spend, s, giph, timeout=timeout))
+                done += 1
+            result.seconds[name] = time.perf_counter() - t0
+        return result
+    from mlsysopt.placement.tasks import PolicySpec, SearchTask, run_search
+
+    spec = PolicySpec.of(giph) if giph is not None and any(METHODS[m].needs_policy for m in names) else None
+    g, c = problem.graph, problem.cluster
+    tasks = [SearchTask(m, g, c, spend, s, spec if METHODS[m].needs_policy else None, timeout) for m, s in pairs]
+    outcomes: list[tuple[PlacementResult, float]] = []
+    for lo in range(0, len(tasks), executor.workers):  # batches of one task per worker, for progress reports
+        if on_run is not None:
+            on_run(lo, *pairs[lo])
+        outcomes += executor.map(run_search, tasks[lo : lo + executor.workers])
     for name in names:
-        t0 = time.perf_counter()
-        result.runs[name] = []
-        for s in seed_list:
-            if on_run is not None:
-                on_run(done, name, s)
-            result.runs[name].append(run_method(name, problem, spend, s, giph))
-            done += 1
-        result.seconds[name] = time.perf_counter() - t0
+        result.runs[name], result.seconds[name] = [], 0.0
+    for (name, _), (run, seconds) in zip(pairs, outcomes, strict=True):
+        result.runs[name].append(run)
+        result.seconds[name] += seconds
     return result
 
 

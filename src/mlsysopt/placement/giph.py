@@ -58,15 +58,17 @@ class GiPH(Placer):
         placement: np.ndarray,
         budget: int | None = None,
         seed: int = 0,
+        timeout: float | None = None,
     ) -> PlacementResult:
         """Re-place ``placement`` (on ``old_cluster``) onto ``new_cluster``, moving orphaned tasks first.
 
-        ``new_cluster`` may be given as its PlacementProblem (one problem for several re-placements).
+        ``new_cluster`` may be given as its PlacementProblem (one problem for several re-placements);
+        ``timeout`` (seconds of wall clock) stops the search before the budget is spent.
         """
         problem = PlacementProblem.of(graph, new_cluster)
         start, orphans = carry_over(graph, old_cluster, problem, placement)
-        evaluator = Evaluator(problem, budget)
-        self._improve(problem, evaluator, start, seed, first=orphans)
+        evaluator = Evaluator(problem, budget, timeout)
+        evaluator.run(lambda: self._improve(problem, evaluator, start, seed, first=orphans))
         return evaluator.result(self.name)
 
     def _improve(

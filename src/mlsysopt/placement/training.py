@@ -2,8 +2,9 @@
 
 Read top to bottom: :class:`TrainConfig` holds every knob; :func:`sample_problem` draws a layered DAG and a
 heterogeneous cluster of varied sizes; :func:`rollout` plays one episode with the current policy (no grad, so
-episodes can run in parallel through ``mlsysopt.runtime``); :func:`replay` recomputes the log-probabilities of
-the actions taken (deterministic: same seed, same actions, same gpNets); :func:`train` runs the updates.
+episodes can run in parallel through ``mlsysopt.runtime``: serial, a local process pool or Ray, with the same
+result for the same seed); :func:`replay` recomputes the log-probabilities of the actions taken (deterministic:
+same seed, same actions, same gpNets); :func:`train` runs the updates.
 
 Rewards are the makespan decreases from the environment divided by the episode's start makespan (so graphs of
 different scales weigh the same); returns are discounted with γ and a per-step running-mean baseline is
@@ -11,14 +12,18 @@ subtracted (REINFORCE with baseline, as in GiPH); advantages are divided by thei
 update's episodes so that the policy-gradient term is not drowned by the entropy bonus, which keeps
 exploration alive.
 Checkpoints are written atomically every ``checkpoint_every`` updates, to a file or through a run folder
-(:class:`~mlsysopt.io.RunDir`); ``resume=True`` continues from one. :func:`training_run` prepares the run folder
-of ``mlsysopt placement train`` (settings.json, ``policy.pt``, the resume check) before anything is created.
+(:class:`~mlsysopt.io.RunDir`); ``resume=True`` continues from one. A wall-clock ``timeout`` ends the training
+after the update in progress (checkpointed); when the executor is lost (the Ray head gone, workers that keep
+dying) the last finished update is checkpointed and :class:`~mlsysopt.runtime.ExecutorLost` says how to resume.
+:func:`training_run` prepares the run folder of ``mlsysopt placement train`` (settings.json, ``policy.pt``, the
+resume check) before anything is created.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,67 +36,26 @@ from mlsysopt.graph.generate import layered_dag, random_cluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.io import RunDir, save_torch_atomic
 from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, check_checkpoint, checkpoint_state, load_checkpoint
+from mlsysopt.placement.config import CHECKPOINT, RESUMABLE, SYNTHETIC, TrainConfig
 from mlsysopt.placement.env import PlacementEnv
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
-from mlsysopt.runtime import BACKENDS, make_executor
+from mlsysopt.runtime import Executor, ExecutorLost, make_executor
 from mlsysopt.runtime.threads import torch_threads
 
-#: The checkpoint file of a training run folder, and the settings ``--resume`` may change.
-CHECKPOINT = "policy.pt"
-RESUMABLE = ("updates", "workers", "backend")
-#: What the training data is, for every output that reports on a training.
-SYNTHETIC = "synthetic training data (layered DAGs + random clusters)"
-
-
-@dataclass
-class TrainConfig:
-    """Every knob of GiPH training (defaults follow the GiPH reference where it has one)."""
-
-    updates: int = 50
-    episodes_per_update: int = 4
-    min_tasks: int = 10
-    max_tasks: int = 50
-    min_devices: int = 10
-    max_devices: int = 20
-    alphas: tuple[float, ...] = (0.2, 0.3, 0.5)
-    edge_p: float = 0.2
-    num_types: int = 5
-    q: float = 0.5
-    steps_per_task: int = 2
-    gamma: float = 0.97
-    lr: float = 0.01
-    entropy: float = 0.01
-    baseline_momentum: float = 0.9
-    hidden: int = 32
-    seed: int = 0
-    workers: int = 1
-    backend: str = "local"
-    checkpoint_every: int = 5
-
-    def validate(self) -> None:
-        """Raise MlsysoptError on a knob outside its range."""
-        if self.updates < 1 or self.episodes_per_update < 1:
-            raise MlsysoptError("updates and episodes_per_update must be >= 1")
-        if not 2 <= self.min_tasks <= self.max_tasks or not 1 <= self.min_devices <= self.max_devices:
-            raise MlsysoptError("need 2 <= min_tasks <= max_tasks and 1 <= min_devices <= max_devices")
-        if not 0 < self.gamma <= 1 or self.lr <= 0:
-            raise MlsysoptError("need 0 < gamma <= 1 and lr > 0")
-        if self.backend not in BACKENDS:
-            raise MlsysoptError(f"unknown backend '{self.backend}' (choose from: {', '.join(BACKENDS)})")
-        if self.backend == "ray":
-            import importlib.util
-
-            if importlib.util.find_spec("ray") is None:
-                raise MlsysoptError("backend 'ray' needs Ray: pip install 'mlsysopt[ray]' (or use backend local)")
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """A config from saved settings (unknown keys are ignored; JSON lists become tuples)."""
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        if "alphas" in values:
-            values["alphas"] = tuple(values["alphas"])
-        return cls(**values)
+__all__ = [
+    "CHECKPOINT",
+    "RESUMABLE",
+    "SYNTHETIC",
+    "TrainConfig",
+    "TrainResult",
+    "Trajectory",
+    "discounted",
+    "replay",
+    "rollout",
+    "sample_problem",
+    "train",
+    "training_run",
+]
 
 
 @dataclass
@@ -107,10 +71,11 @@ class Trajectory:
 
 @dataclass
 class TrainResult:
-    """The trained policy and per-update statistics."""
+    """The trained policy, per-update statistics, and why training ended (``"updates"`` or ``"timeout"``)."""
 
     policy: GiPHPolicy
     history: list[dict[str, float]] = field(default_factory=list)
+    stopped_by: str = "updates"
 
 
 def sample_problem(cfg: TrainConfig, seed: int) -> tuple[CompGraph, DeviceCluster]:
@@ -180,16 +145,24 @@ def train(
     checkpoint: str | Path | RunDir | None = None,
     resume: bool = False,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
+    executor: Executor | None = None,
 ) -> TrainResult:
     """Run REINFORCE updates; checkpoint atomically; resume from ``checkpoint`` when asked.
 
     Args:
-        cfg: every knob of the training.
+        cfg: every knob of the training (``cfg.timeout``: stop after the update in progress once it has passed).
         checkpoint: a checkpoint file, or an open :class:`RunDir` whose checkpoint is used; None: no checkpoint.
         resume: continue from the checkpoint if there is one (else start fresh).
         on_update: called with (update, statistics) after every update.
+        executor: where the rollouts run (kept open for the caller); default: ``make_executor(cfg.backend,
+            cfg.workers, cfg.address)``, closed at the end. Every executor gives the same result.
+
+    Raises:
+        ExecutorLost: the executor cannot go on; the last finished update is checkpointed first (when there is a
+            checkpoint), and the message says whether ``--resume`` continues.
     """
     cfg.validate()
+    t0 = time.monotonic()
     torch.manual_seed(cfg.seed)
     policy = GiPHPolicy(PolicyConfig(hidden=cfg.hidden))
     optim = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
@@ -210,58 +183,97 @@ def train(
         history = list(data["history"])
         first = int(data["update"]) + 1
     cfg_dict = asdict(cfg)
-    with make_executor(cfg.backend, cfg.workers) as executor, torch_threads(1):
-        for update in range(first, cfg.updates):
-            seeds = [
-                cfg.seed * 1_000_003 + update * cfg.episodes_per_update + k for k in range(cfg.episodes_per_update)
-            ]
-            state = {k: v.detach().clone() for k, v in policy.state_dict().items()}
-            trajs = executor.map(rollout, [(policy.config.to_dict(), state, cfg_dict, s) for s in seeds])
-            policy.train()
-            optim.zero_grad()
-            advantages = []
-            for traj in trajs:
-                returns = discounted(traj.rewards, cfg.gamma)
-                steps = len(returns)
-                advantages.append(returns - baseline[:steps])
-                baseline[:steps] = cfg.baseline_momentum * baseline[:steps] + (1 - cfg.baseline_momentum) * returns
-            # Unit-scale advantages: raw makespan decreases are tiny next to the entropy bonus otherwise.
-            scale = float(np.concatenate(advantages).std()) + 1e-8
-            total_steps = sum(len(a) for a in advantages)
-            loss_total, ent_total = 0.0, 0.0
-            for traj, adv in zip(trajs, advantages, strict=True):
-                log_probs, entropies = replay(policy, cfg, traj)
-                weight = torch.as_tensor(adv / scale, dtype=torch.float32)
-                loss = (-(log_probs * weight).sum() - cfg.entropy * entropies.sum()) / total_steps
-                loss.backward()
-                loss_total += float(loss.detach())
-                ent_total += float(entropies.detach().mean()) / len(trajs)
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 5.0)
-            optim.step()
-            stats = {
-                "update": float(update),
-                "loss": loss_total,
-                "entropy": ent_total,
-                "improvement": float(np.mean([1 - t.best_makespan / t.start_makespan for t in trajs])),
-            }
-            history.append(stats)
-            if on_update is not None:
-                on_update(update, stats)
-            last = update == cfg.updates - 1
-            if checkpoint is not None and ((update + 1) % cfg.checkpoint_every == 0 or last):
-                state = checkpoint_state(
-                    policy,
-                    optimizer=optim.state_dict(),
-                    baseline=baseline.tolist(),
-                    history=history,
-                    update=update,
-                    train_config=cfg_dict,
-                )
-                if isinstance(checkpoint, RunDir):
-                    checkpoint.save_checkpoint(state)
-                else:
-                    save_torch_atomic(checkpoint, state)
-    return TrainResult(policy.eval(), history)
+    saved = first - 1  # the last update held by the checkpoint
+
+    def save(update: int) -> None:
+        nonlocal saved
+        if checkpoint is None or update < 0 or saved == update:
+            return
+        state = checkpoint_state(
+            policy,
+            optimizer=optim.state_dict(),
+            baseline=baseline.tolist(),
+            history=history,
+            update=update,
+            train_config=cfg_dict,
+        )
+        if isinstance(checkpoint, RunDir):
+            checkpoint.save_checkpoint(state)
+        else:
+            save_torch_atomic(checkpoint, state)
+        saved = update
+
+    own = executor is None
+    pool = make_executor(cfg.backend, cfg.workers, cfg.address) if executor is None else executor
+    stopped_by = "updates"
+    try:
+        with torch_threads(1):
+            for update in range(first, cfg.updates):
+                seeds = [
+                    cfg.seed * 1_000_003 + update * cfg.episodes_per_update + k for k in range(cfg.episodes_per_update)
+                ]
+                state = {k: v.detach().clone() for k, v in policy.state_dict().items()}
+                try:
+                    trajs = pool.map(rollout, [(policy.config.to_dict(), state, cfg_dict, s) for s in seeds])
+                except ExecutorLost as exc:
+                    save(update - 1)  # the state after the last finished update: exact to resume from
+                    raise ExecutorLost(_lost_message(exc, update, checkpoint)) from None
+                stats = _update(policy, optim, baseline, cfg, trajs)
+                stats = {"update": float(update), **stats}
+                history.append(stats)
+                if on_update is not None:
+                    on_update(update, stats)
+                timed_out = cfg.timeout is not None and time.monotonic() - t0 >= cfg.timeout
+                if (update + 1) % cfg.checkpoint_every == 0 or update == cfg.updates - 1 or timed_out:
+                    save(update)
+                if timed_out and update < cfg.updates - 1:
+                    stopped_by = "timeout"
+                    break
+    finally:
+        if own:
+            pool.close()
+    return TrainResult(policy.eval(), history, stopped_by)
+
+
+def _update(
+    policy: GiPHPolicy, optim: torch.optim.Optimizer, baseline: np.ndarray, cfg: TrainConfig, trajs: list[Trajectory]
+) -> dict[str, float]:
+    """One REINFORCE step on an update's trajectories (updates ``baseline`` in place); its statistics."""
+    policy.train()
+    optim.zero_grad()
+    advantages = []
+    for traj in trajs:
+        returns = discounted(traj.rewards, cfg.gamma)
+        steps = len(returns)
+        advantages.append(returns - baseline[:steps])
+        baseline[:steps] = cfg.baseline_momentum * baseline[:steps] + (1 - cfg.baseline_momentum) * returns
+    # Unit-scale advantages: raw makespan decreases are tiny next to the entropy bonus otherwise.
+    scale = float(np.concatenate(advantages).std()) + 1e-8
+    total_steps = sum(len(a) for a in advantages)
+    loss_total, ent_total = 0.0, 0.0
+    for traj, adv in zip(trajs, advantages, strict=True):
+        log_probs, entropies = replay(policy, cfg, traj)
+        weight = torch.as_tensor(adv / scale, dtype=torch.float32)
+        loss = (-(log_probs * weight).sum() - cfg.entropy * entropies.sum()) / total_steps
+        loss.backward()
+        loss_total += float(loss.detach())
+        ent_total += float(entropies.detach().mean()) / len(trajs)
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), 5.0)
+    optim.step()
+    return {
+        "loss": loss_total,
+        "entropy": ent_total,
+        "improvement": float(np.mean([1 - t.best_makespan / t.start_makespan for t in trajs])),
+    }
+
+
+def _lost_message(exc: ExecutorLost, update: int, checkpoint: str | Path | RunDir | None) -> str:
+    where = checkpoint.checkpoint if isinstance(checkpoint, RunDir) else checkpoint
+    if checkpoint is None:
+        return f"{exc}; training stopped in update {update + 1} (no checkpoint was asked for)"
+    if update == 0 and not Path(str(where)).exists():
+        return f"{exc}; training stopped in its first update, before any checkpoint: start it again"
+    return f"{exc}; training stopped in update {update + 1}, {where} holds the updates before it: --resume continues"
 
 
 def _read_checkpoint(checkpoint: str | Path | RunDir | None) -> dict[str, Any] | None:

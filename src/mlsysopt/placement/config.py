@@ -1,0 +1,93 @@
+"""Every knob of GiPH training (:class:`TrainConfig`), validated, with its size limits; no torch imported here.
+
+The command line reads the defaults shown by ``--help`` from here, and :mod:`mlsysopt.placement.training` trains
+with it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from numbers import Integral
+from typing import Any
+
+from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.placement.limits import check_training
+from mlsysopt.runtime import BACKENDS, check_backend
+
+#: The checkpoint file of a training run folder, and the settings ``--resume`` may change.
+CHECKPOINT = "policy.pt"
+RESUMABLE = ("updates", "workers", "backend", "address", "timeout")
+#: What the training data is, for every output that reports on a training.
+SYNTHETIC = "synthetic training data (layered DAGs + random clusters)"
+
+
+@dataclass
+class TrainConfig:
+    """Every knob of GiPH training (defaults follow the GiPH reference where it has one)."""
+
+    updates: int = 50
+    episodes_per_update: int = 4
+    min_tasks: int = 10
+    max_tasks: int = 50
+    min_devices: int = 10
+    max_devices: int = 20
+    alphas: tuple[float, ...] = (0.2, 0.3, 0.5)
+    edge_p: float = 0.2
+    num_types: int = 5
+    q: float = 0.5
+    steps_per_task: int = 2
+    gamma: float = 0.97
+    lr: float = 0.01
+    entropy: float = 0.01
+    baseline_momentum: float = 0.9
+    hidden: int = 32
+    seed: int = 0
+    workers: int = 1
+    backend: str = "local"
+    address: str | None = None  # with backend ray: None (a private instance), "auto" or HOST:PORT
+    timeout: float | None = None  # wall-clock seconds of one train() call; None: no limit
+    checkpoint_every: int = 1
+
+    def validate(self) -> None:
+        """Raise MlsysoptError on a knob outside its range or of the wrong type, or a size over its limit."""
+        ints = ("updates", "episodes_per_update", "min_tasks", "max_tasks", "min_devices", "max_devices")
+        ints += ("num_types", "steps_per_task", "hidden", "seed", "workers", "checkpoint_every")
+        for name in ints:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                raise InvalidOption(f"{name} must be an integer, got {value!r}")
+        numbers = {k: getattr(self, k) for k in ("gamma", "lr", "entropy", "baseline_momentum", "edge_p", "q")}
+        numbers.update({f"alphas[{i}]": a for i, a in enumerate(self.alphas)}, timeout=self.timeout or 1.0)
+        for name, value in numbers.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+                raise InvalidOption(f"{name} must be a number, got {value!r}")
+        if self.updates < 1 or self.episodes_per_update < 1:
+            raise MlsysoptError("updates and episodes_per_update must be >= 1")
+        if not 2 <= self.min_tasks <= self.max_tasks or not 1 <= self.min_devices <= self.max_devices:
+            raise MlsysoptError("need 2 <= min_tasks <= max_tasks and 1 <= min_devices <= max_devices")
+        if min(self.num_types, self.steps_per_task, self.hidden, self.workers, self.checkpoint_every) < 1:
+            raise MlsysoptError("num_types, steps_per_task, hidden, workers and checkpoint_every must be >= 1")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise InvalidOption(f"lr must be a finite number > 0, got {self.lr}")
+        if not 0 < self.gamma <= 1:
+            raise InvalidOption(f"need 0 < gamma <= 1, got {self.gamma}")
+        if not (math.isfinite(self.entropy) and self.entropy >= 0) or not 0 <= self.baseline_momentum < 1:
+            raise InvalidOption("need a finite entropy >= 0 and 0 <= baseline_momentum < 1")
+        if not (0 <= self.edge_p <= 1 and 0 < self.q <= 1 and self.alphas and all(a > 0 for a in self.alphas)):
+            raise InvalidOption("need 0 <= edge_p <= 1, 0 < q <= 1 and alphas > 0")
+        if self.timeout is not None and not (math.isfinite(self.timeout) and self.timeout > 0):
+            raise InvalidOption(f"timeout must be a finite number of seconds > 0, got {self.timeout}")
+        if self.backend not in BACKENDS:
+            raise MlsysoptError(f"unknown backend '{self.backend}' (choose from: {', '.join(BACKENDS)})")
+        check_backend(self.backend, self.address)
+        check_training(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """A config from saved settings (unknown keys are ignored; JSON lists become tuples)."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "alphas" in values:
+            values["alphas"] = tuple(values["alphas"])
+        return cls(**values)

@@ -1,0 +1,92 @@
+"""Picklable units of placement work for ``mlsysopt.runtime`` executors: one search, one re-placement.
+
+``compare`` runs every (method, seed) pair and ``adapt`` every GiPH seed as one task; executors (serial, a local
+process pool, Ray) call :func:`run_search` and :func:`run_adapt` by name on their workers. A task is plain data
+(the graph, the clusters, a start placement and the policy as its config and weights), so the same task gives the
+same result wherever it runs: each search is a pure function of its problem, budget and seed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.ir import CompGraph
+from mlsysopt.placement.base import PlacementResult
+
+if TYPE_CHECKING:
+    from mlsysopt.placement.giph import GiPH
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A GiPH placer as plain data: the policy's config and weights, and how it searches."""
+
+    config: dict[str, Any]
+    state: dict[str, Any]
+    greedy: bool = False
+    walk: bool = False
+
+    @classmethod
+    def of(cls, giph: GiPH) -> PolicySpec:
+        """The spec of a GiPH placer (weights copied to CPU tensors)."""
+        state = {k: v.detach().cpu().clone() for k, v in giph.policy.state_dict().items()}
+        return cls(giph.policy.config.to_dict(), state, giph.greedy, giph.walk)
+
+    def placer(self) -> GiPH:
+        """The GiPH placer again."""
+        from mlsysopt.placement.giph import GiPH
+        from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
+
+        policy = GiPHPolicy(PolicyConfig(**self.config))
+        policy.load_state_dict(self.state)
+        return GiPH(policy, greedy=self.greedy, walk=self.walk)
+
+
+@dataclass(frozen=True)
+class SearchTask:
+    """One search of :func:`~mlsysopt.placement.experiment.run_method`: method, problem, budget, seed."""
+
+    method: str
+    graph: CompGraph
+    cluster: DeviceCluster
+    budget: int
+    seed: int
+    policy: PolicySpec | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class AdaptTask:
+    """One GiPH re-placement after a cluster change (``GiPH.adapt``) with one seed."""
+
+    graph: CompGraph
+    old: DeviceCluster
+    new: DeviceCluster
+    placement: np.ndarray
+    policy: PolicySpec
+    budget: int | None
+    seed: int
+    timeout: float | None = None
+
+
+def run_search(task: SearchTask) -> tuple[PlacementResult, float]:
+    """Run one search task; its result and its seconds of wall clock."""
+    from mlsysopt.graph.problem import PlacementProblem
+    from mlsysopt.placement.experiment import run_method
+
+    t0 = time.perf_counter()
+    giph = None if task.policy is None else task.policy.placer()
+    problem = PlacementProblem(task.graph, task.cluster)
+    result = run_method(task.method, problem, task.budget, task.seed, giph, timeout=task.timeout)
+    return result, time.perf_counter() - t0
+
+
+def run_adapt(task: AdaptTask) -> PlacementResult:
+    """Run one re-placement task (``GiPH.adapt`` of ``task.placement`` onto ``task.new``)."""
+    giph = task.policy.placer()
+    return giph.adapt(task.graph, task.old, task.new, task.placement, task.budget, task.seed, task.timeout)

@@ -1,0 +1,140 @@
+"""``placement train`` under faults, end to end: a dead pool worker, Ctrl-C, the Ray head gone, kill -9; resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from cli_helpers import run
+from mlsysopt.placement import TrainConfig, load_checkpoint, train
+from mlsysopt.runtime import LocalRayCluster
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+SIZES = {"episodes_per_update": 2, "min_tasks": 8, "max_tasks": 12, "min_devices": 4, "max_devices": 6, "seed": 3}
+ARGS = [a for k, v in SIZES.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+DEADLINE_S = 180
+
+
+def start(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
+    """``placement train --out run`` with a long run (400 updates), in its own process group."""
+    env = {k: v for k, v in os.environ.items() if k != "MLSYSOPT_DEBUG"}
+    cmd = [sys.executable, "-m", "mlsysopt.cli", "placement", "train", *ARGS, "--updates", "400", "--out", "run"]
+    return subprocess.Popen([*cmd, *extra], cwd=tmp_path, env={**env, "COLUMNS": "80"}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+
+
+def wait_for(what: str, ready, proc: subprocess.Popen[str]):
+    """Poll ``ready()`` until it returns something truthy; fail if the process ends or the deadline passes."""
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        value = ready()
+        if value:
+            return value
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended (exit {proc.returncode}) before {what}: {proc.stderr.read()[-2000:]}")
+        time.sleep(0.02)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def pool_workers(pid: int, exclude: set[int] = frozenset()) -> list[psutil.Process]:
+    """The run's pool worker processes that are ready: started, and ignoring SIGINT (their initializer ran)."""
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if child.pid in exclude or "spawn_main" not in " ".join(child.cmdline()):
+                continue
+            status = Path(f"/proc/{child.pid}/status").read_text()
+        except (psutil.Error, OSError):
+            continue
+        ignored = int(next(ln for ln in status.splitlines() if ln.startswith("SigIgn:")).split()[1], 16)
+        if ignored & (1 << (signal.SIGINT - 1)):
+            found.append(child)
+    return found
+
+
+def checkpointed_update(ckpt: Path) -> int:
+    return int(load_checkpoint(ckpt)["update"]) if ckpt.exists() else -1
+
+
+def straight(updates: int) -> list[dict]:
+    """The history of the same training run in one go, serially, in this process."""
+    return train(TrainConfig(**SIZES, updates=updates)).history
+
+
+def test_a_dead_worker_is_survived_ctrl_c_is_one_line_and_resume_finishes_exactly(tmp_path: Path) -> None:
+    proc = start(tmp_path, "--workers", "2")
+    ckpt = tmp_path / "run" / "policy.pt"
+    try:
+        first = wait_for(
+            "two ready pool workers", lambda: len(pool_workers(proc.pid)) == 2 and pool_workers(proc.pid), proc
+        )
+        cpu = {w.pid: sum(w.cpu_times()[:2]) for w in first}
+        # a ready worker that uses CPU is running one of the first update's rollouts (the items were queued at once)
+        busy = wait_for("a busy worker", lambda: [w for w in first if sum(w.cpu_times()[:2]) > cpu[w.pid]], proc)
+        busy[0].kill()
+        wait_for("the first update, after the dead worker's rollout ran again", lambda: ckpt.exists(), proc)
+        old = {w.pid for w in first}
+        wait_for("the replacement pool", lambda: len(pool_workers(proc.pid, old)) == 2, proc)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole group, workers included
+        _, err = proc.communicate(timeout=DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "BrokenProcessPool" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert sum("interrupted" in ln for ln in lines) == 1 and lines[-1].startswith("interrupted:"), err
+    assert "policy.pt holds the finished updates: --resume continues" in lines[-1]
+    assert not (tmp_path / "run" / "result.json").exists()
+
+    done = checkpointed_update(ckpt) + 1
+    proc2 = run("placement", "train", "--out", "run", "--resume", "--updates", str(done + 1), cwd=tmp_path)
+    assert proc2.returncode == 0, proc2.stderr
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["resumed_from_update"] == done and result["stopped_by"] == "updates"
+    assert result["history"] == straight(done + 1)  # the re-run rollouts and the resume changed nothing
+
+
+@pytest.mark.xdist_group("ray")
+def test_the_ray_head_gone_is_one_error_and_resume_continues_locally_even_after_kill_9(tmp_path: Path) -> None:
+    ckpt = tmp_path / "run" / "policy.pt"
+    with LocalRayCluster(nodes=1) as cluster:
+        proc = start(tmp_path, "--backend", "ray", "--address", cluster.address)
+        try:
+            wait_for("a checkpoint", lambda: ckpt.exists(), proc)
+            cluster.kill_head()
+            _, err = proc.communicate(timeout=DEADLINE_S)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode == 2 and "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]  # the start line and the progress bar, then the error
+    assert [ln for ln in lines if ln.startswith("error:")] == lines[-1:], err
+    assert f"the Ray cluster at {cluster.address} is gone" in lines[-1] and "--resume continues" in lines[-1], err
+    assert ckpt.exists() and not (tmp_path / "run" / "result.json").exists()
+
+    lost_at = checkpointed_update(ckpt)
+    proc = start(tmp_path, "--resume", "--backend", "local")  # the head is gone: go on locally
+    try:
+        wait_for("an update after the resume", lambda: checkpointed_update(ckpt) > lost_at, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    killed_at = checkpointed_update(ckpt)
+    proc = run("placement", "train", "--out", "run", "--resume", "--updates", str(killed_at + 2), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["history"] == straight(killed_at + 2)

@@ -1,0 +1,89 @@
+"""Size limits from memory and time (before anything is allocated) and the wall-clock timeout of a search."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.graph.generate import layered_dag, random_cluster
+from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.placement import GiPH, run_method
+from mlsysopt.placement.base import Evaluator, TimeUp
+from mlsysopt.placement.limits import (
+    TIME_LIMIT_S,
+    check_devices,
+    check_num_tasks,
+    check_search,
+    episode_bytes,
+    memory_limit,
+)
+from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_the_memory_estimate_grows_with_every_size_and_the_limit_is_this_machines() -> None:
+    base = episode_bytes(50, 20, 32)
+    assert episode_bytes(100, 20, 32) > 2 * base and episode_bytes(50, 40, 32) > base
+    assert episode_bytes(50, 20, 64) == 2 * base
+    # one measured point: 200 tasks x 10 devices x 32 hidden took ~10 GB of RSS; the estimate must not be below it
+    assert episode_bytes(200, 10, 32) >= 10e9
+    assert 2**28 < memory_limit() < 2**50
+
+
+@pytest.mark.parametrize(
+    ("check", "needle"),
+    [
+        (lambda: check_devices(10**7), r"--devices 10000000: .* at most --devices \d+"),
+        (lambda: check_devices(10**13), "beyond any limit"),
+        (lambda: check_num_tasks(10**9), r"--num-tasks 1000000000: .* at most --num-tasks \d+"),
+        (lambda: check_search(10**5, 10**6, 10**4, 10, hidden=32), "GiPH's gpNet need an estimated"),
+        (lambda: check_search(100, 300, 8, 10**12, runs=18), r"over the limit of 7 days; at most --budget \d+"),
+    ],
+)
+def test_oversized_problems_are_refused_naming_the_limit(check, needle: str) -> None:
+    with pytest.raises(InvalidOption, match=needle):
+        check()
+
+
+def test_ordinary_sizes_pass_and_a_timeout_bounds_the_time_estimate() -> None:
+    check_devices(64)
+    check_num_tasks(10_000)
+    check_search(1000, 3000, 32, 2000, runs=18, hidden=32)
+    check_search(100, 300, 8, 10**12, runs=18, timeout=TIME_LIMIT_S / 100)  # the timeout caps each search
+
+
+def problem() -> PlacementProblem:
+    return PlacementProblem(layered_dag(40, num_types=2, seed=3), random_cluster(6, num_types=2, seed=3))
+
+
+@pytest.mark.parametrize("method", ["random", "annealing", "eft_greedy", "giph"])
+def test_a_search_stops_at_its_timeout_with_the_best_placement_so_far(method: str) -> None:
+    p = problem()
+    giph = GiPH(GiPHPolicy(PolicyConfig(hidden=8)))
+    t0 = time.perf_counter()
+    res = run_method(method, p, budget=10**7, seed=1, giph=giph, timeout=0.3)
+    assert time.perf_counter() - t0 < 5
+    assert res.stopped_by == "timeout" and 1 <= res.evaluations < 10**7
+    assert res.makespan == min(res.history) == p.makespan(res.placement)
+    full = run_method(method, p, budget=5, seed=1, giph=giph, timeout=60)
+    assert full.stopped_by == "budget" and full.evaluations <= 5
+    assert full.history == run_method(method, p, budget=5, seed=1, giph=giph).history  # a timeout changes nothing
+
+
+def test_the_first_evaluation_always_runs_and_then_the_evaluator_refuses() -> None:
+    p = problem()
+    ev = Evaluator(p, budget=100, timeout=1e-9)
+    time.sleep(0.01)
+    assert ev.remaining == 100  # nothing evaluated yet
+    ev(p.random_placement(np.random.default_rng(0)))
+    assert ev.remaining == 0 and ev.timed_out
+    with pytest.raises(TimeUp):
+        ev(p.random_placement(np.random.default_rng(1)))
+    assert ev.result("random").stopped_by == "timeout"
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(MlsysoptError, match="timeout must be a finite number"):
+            Evaluator(p, budget=10, timeout=bad)

@@ -1,0 +1,51 @@
+"""GiPH training rollouts, compare seeds and adapt seeds on the serial, local-pool and Ray executors: one answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.placement import GiPH, TrainConfig, adapt, compare, removable_devices, train
+from mlsysopt.placement.experiment import heft_placement
+from mlsysopt.placement.training import sample_problem
+from mlsysopt.runtime import LocalExecutor, RayExecutor
+
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.xdist_group("ray")]
+TINY = TrainConfig(updates=2, episodes_per_update=2, min_tasks=6, max_tasks=10, min_devices=3, max_devices=5, hidden=16)
+METHODS = ["random", "annealing", "giph", "giph_from_heft"]
+
+
+def summary(results: dict) -> dict:
+    """What must agree between executors: every run's makespan, history and placement (not the timings)."""
+    return {m: [(r.makespan, r.history, r.placement.tolist()) for r in runs] for m, runs in results.items()}
+
+
+def test_serial_local_pool_and_ray_give_identical_results(ray_cluster) -> None:
+    reference = train(TINY)
+    giph = GiPH(reference.policy)
+    graph, cluster = sample_problem(TINY, 77)
+    problem = PlacementProblem(graph, cluster)
+    cmp = compare(problem, methods=METHODS, seeds=[0, 1, 2], budget=12, giph=giph)
+    start = heft_placement(problem)
+    (gone,) = removable_devices(graph, cluster, start, 1)
+    smaller = cluster.remove_device(gone)
+    ada = adapt(graph, cluster, smaller, start, giph, budget=10, seeds=[0, 1, 2])
+    assert len({r.makespan for runs in cmp.runs.values() for r in runs}) > 1  # the searches differ
+
+    for executor in (LocalExecutor(2), RayExecutor(ray_cluster.address, 2)):
+        with executor:
+            trained = train(TINY, executor=executor)
+            assert trained.history == reference.history, executor.backend
+            for key, value in reference.policy.state_dict().items():
+                assert torch.equal(trained.policy.state_dict()[key], value), (executor.backend, key)
+            again = compare(problem, methods=METHODS, seeds=[0, 1, 2], budget=12, giph=giph, executor=executor)
+            assert summary(again.runs) == summary(cmp.runs), executor.backend
+            assert again.to_dict()["results"].keys() == cmp.to_dict()["results"].keys()
+            moved = adapt(graph, cluster, smaller, start, giph, budget=10, seeds=[0, 1, 2], executor=executor)
+            assert [r.makespan for r in moved.giph_runs] == [r.makespan for r in ada.giph_runs], executor.backend
+            assert np.array_equal(moved.giph.placement, ada.giph.placement)
+            assert moved.makespans == ada.makespans
+    assert ada.giph.makespan == min(r.makespan for r in ada.giph_runs)
+    assert ada.to_dict(graph, smaller)["giph_seeds"]["seeds"] == [0, 1, 2]
