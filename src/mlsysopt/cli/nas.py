@@ -110,7 +110,6 @@ def nas_search(
     from mlsysopt.nas.registry import check_method, parse_method_knobs
     from mlsysopt.runtime import make_executor
 
-    check_parallel(workers, backend, address)
     check_method(method)
     knobs = knob or []
     if sum(len(k) for k in knobs) > MAX_OPTION_CHARS:
@@ -123,6 +122,7 @@ def nas_search(
                             knobs=parse_method_knobs(method, knobs), timeout=timeout)  # fmt: skip
     with err_console.status(f"loading the space {escape(space)}"):
         job = prepare_search(out, options, resume)  # every input checked; nothing written yet
+    check_parallel(workers, backend, address)  # after the limits, so a refused --workers gets no warning first
     with make_executor(backend, workers, address) as executor:  # an unreachable Ray head fails here, before any file
         cons = job.constraints
         err_console.print(f"{method} on {job.space.name}: budget {budget}, constraints {escape(cons.describe())}")
