@@ -10,7 +10,6 @@ imports only torch.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -134,8 +133,3 @@ def model_from_architecture(arch: dict[str, Any] | str | Path) -> nn.Module:
     spec = [(b["op_a"], b["op_b"], b["width"]) for b in a["blocks"]]
     c, h, w = a["input_shape"]
     return build_model(spec, (c, h, w), a["n_classes"], a["stem_width"])
-
-
-def architecture_json(arch: dict[str, Any]) -> str:
-    """``arch`` as the indented JSON text ``architecture.json`` holds."""
-    return json.dumps(arch, indent=2)
