@@ -55,6 +55,27 @@ def test_epnas_on_nasbench_graph_writes_every_evaluation_the_plots_and_resumes(t
     assert [e["arch"] for e in again["evaluations"][:8]] == [e["arch"] for e in res["evaluations"]]
     other = run(*CORA, *MEDIANS, "--seed", "4", "--out", "r", "--resume", cwd=tmp_path)
     assert_user_error(other, "other settings", "seed")
+    # the best cell exported: its spec and table entry
+    proc = run("nas", "export", "r", "--out", "x", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    arch = json.loads((tmp_path / "x" / "architecture.json").read_text())
+    assert arch["link"] == again["best"]["decoded"]["link"] and arch["ops"] == again["best"]["decoded"]["ops"]
+    assert arch["valid_hash"] == again["best"]["decoded"]["key"]
+    assert arch["table_entry"]["perf"] == again["best"]["test_perf"] and "table entry" in proc.stdout
+    assert_user_error(run("nas", "export", "r", "--out", "r", cwd=tmp_path), "the search's own folder")
+
+
+def test_a_timeout_stops_the_search_checkpointed_and_resume_finishes_it(tmp_path: Path) -> None:
+    args = (*CORA, *MEDIANS, "--budget", "6", "--out", "r")
+    proc = run(*args, "--timeout", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "stopped by --timeout" in proc.stdout and "--resume" in proc.stdout
+    res = _result(tmp_path / "r")
+    assert res["stopped_by"] == "timeout" and res["evaluated"] == 0 and res["settings"]["timeout"] == 0
+    proc = run(*args, "--resume", cwd=tmp_path)  # the timeout may change on resume (here: none)
+    assert proc.returncode == 0, proc.stderr
+    res = _result(tmp_path / "r")
+    assert res["stopped_by"] == "budget" and res["evaluated"] == 6 and res["settings"]["timeout"] is None
 
 
 def test_constraints_nobody_meets_return_nothing_and_say_so(tmp_path: Path) -> None:
@@ -88,6 +109,12 @@ def test_digits_trains_for_real_on_two_workers(tmp_path: Path) -> None:
     assert ev["decoded"]["blocks"][0].keys() == {"op_a", "op_b", "width"}
     assert res["regret"] is None and res["space"]["options"]["epochs"] == 1
     assert (tmp_path / "d" / "pareto.png").read_bytes()[:8] == PNG_MAGIC
+    # the best model exported, and checked by the export itself against the recorded accuracy
+    proc = run("nas", "export", "d", "--out", "x", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"reproduced by ONNX Runtime: validation {ev['perf']:.4g}, test {ev['test_perf']:.4g}" in proc.stdout
+    files = {p.name for p in (tmp_path / "x").iterdir()}
+    assert {"model.onnx", "model_state_dict.pt", "architecture.json", "result.json"} <= files
 
 
 def test_nan_and_crashing_evaluations_are_recorded_and_the_search_goes_on(tmp_path: Path) -> None:
@@ -138,7 +165,6 @@ BAD = [  # the first five import torch (~3 s each); the rest fail before that
     (["--max-flops", "1e6"], ["constraint max_flops needs resource 'flops'", "nasbench-graph:cora"]),
     (["--epochs", "2", "--lr", "0.1"], ["--epochs, --lr apply only to the CNN spaces", "nasbench-graph:cora"]),
     (["--budget", "0"], ["--budget must be >= 1"]),
-    (["--workers", "0"], ["--workers must be >= 1"]),
     (["--max-params", "-5"], ["--max-params must be a number > 0"]),
     (["--constraint-mode", "medium"], ["unknown --constraint-mode 'medium'", "hard, soft"]),
     (["--method", "darts"], ["unknown NAS method 'darts'", "epnas"]),

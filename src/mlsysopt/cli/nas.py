@@ -1,18 +1,29 @@
-"""``mlsysopt nas ...``: search architectures under resource constraints (EPNAS and baselines), list the spaces."""
+"""``mlsysopt nas ...``: search architectures under resource constraints, export the best one, list the spaces."""
 
 from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from mlsysopt.cli.common import SeedOpt, console, err_console, progress_bar
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.cli.common import (
+    AddressOpt,
+    BackendOpt,
+    OutOpt,
+    SeedOpt,
+    TimeoutOpt,
+    WorkersOpt,
+    check_parallel,
+    console,
+    err_console,
+    fmt,
+    progress_bar,
+)
+from mlsysopt.errors import InvalidOption
 
 nas_app = typer.Typer(
     help="EPNAS: progressive architecture search with a performance predictor under resource constraints.",
@@ -20,7 +31,24 @@ nas_app = typer.Typer(
 )
 
 SPACE_HELP = "nasbench-graph:<dataset> (table look-ups), digits (real training) or cifar10:/folder (ImageFolder)."
-OutOpt = Annotated[Path, typer.Option("--out", help="Run directory for result.json, checkpoint.pt and the plots.")]
+MAX_OPTION_CHARS = 2000  # an --ops or --knob string longer than this is refused unread
+
+
+def _integer(flag: str) -> Any:
+    """A typer parser for an integer option: ``1.5``, ``true`` or ``1e3`` are one clear error naming ``flag``."""
+
+    def parse(value: str) -> int:
+        text = str(value).strip()
+        digits = text[1:] if text[:1] in "+-" else text
+        if not digits.isdigit() or len(digits) > 30:
+            raise InvalidOption(f"{flag} '{text[:40]}' is not an integer")
+        return int(text)
+
+    return parse
+
+
+def _int_opt(flag: str, text: str) -> Any:
+    return typer.Option(flag, help=text, parser=_integer(flag), metavar="INTEGER")
 
 
 def _opt(flag: str, text: str) -> Any:
@@ -31,9 +59,11 @@ def parse_ops(value: str | None) -> list[str] | None:
     """``"conv3x3,identity"`` -> ``["conv3x3", "identity"]``; None stays None."""
     if value is None:
         return None
+    if len(value) > MAX_OPTION_CHARS:
+        raise InvalidOption(f"--ops is {len(value):,} characters long (at most {MAX_OPTION_CHARS:,})")
     ops = [o.strip() for o in value.split(",") if o.strip()]
     if not ops:
-        raise MlsysoptError(f"--ops '{value}' names no op")
+        raise InvalidOption(f"--ops '{value}' names no op")
     return ops
 
 
@@ -43,45 +73,57 @@ def nas_search(
     out: OutOpt,
     space: Annotated[str, _opt("--space", SPACE_HELP)] = "nasbench-graph:cora",
     method: Annotated[str, _opt("--method", "epnas | random | evolution | reinforce | pnas | tpe.")] = "epnas",
-    budget: Annotated[int, _opt("--budget", "Architectures to evaluate.")] = 100,
-    max_latency_ms: Annotated[float | None, _opt("--max-latency-ms", "Latency limit (ms).")] = None,
-    max_params: Annotated[float | None, _opt("--max-params", "Parameter-count limit.")] = None,
-    max_flops: Annotated[float | None, _opt("--max-flops", "FLOPs limit (CNN spaces).")] = None,
+    budget: Annotated[int, _int_opt("--budget", "Architectures to evaluate (bounded by memory; see README).")] = 100,
+    timeout: TimeoutOpt = None,
+    max_latency_ms: Annotated[float | None, _opt("--max-latency-ms", "Latency limit (ms; default: none).")] = None,
+    max_params: Annotated[float | None, _opt("--max-params", "Parameter-count limit (default: none).")] = None,
+    max_flops: Annotated[float | None, _opt("--max-flops", "FLOPs limit, CNN spaces (default: none).")] = None,
     min_intensity: Annotated[
-        float | None, _opt("--min-intensity", "Least compute intensity, FLOPs/byte (CNN spaces).")
+        float | None, _opt("--min-intensity", "Least compute intensity, FLOPs/byte, CNN spaces (default: none).")
     ] = None,
     constraint_mode: Annotated[
         str, _opt("--constraint-mode", "hard (never return an infeasible arch) | soft (MnasNet reward).")
     ] = "hard",
-    workers: Annotated[int, _opt("--workers", "Candidates evaluated in parallel.")] = 1,
-    backend: Annotated[str, _opt("--backend", "local (process pool) | ray.")] = "local",
-    address: Annotated[str | None, _opt("--address", "Ray cluster address (--backend ray).")] = None,
-    epochs: Annotated[int | None, _opt("--epochs", "Training epochs per candidate (CNN spaces).")] = None,
-    ops: Annotated[str | None, _opt("--ops", "Comma-separated ops of the CNN space.")] = None,
-    max_blocks: Annotated[int | None, _opt("--max-blocks", "Most blocks (CNN spaces).")] = None,
-    lr: Annotated[float | None, _opt("--lr", "Adam learning rate (CNN spaces).")] = None,
+    workers: WorkersOpt = 1,
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
+    epochs: Annotated[
+        int | None, _int_opt("--epochs", "Training epochs per candidate, CNN spaces (default 8).")
+    ] = None,
+    ops: Annotated[str | None, _opt("--ops", "Comma-separated ops of the CNN space (default: all six).")] = None,
+    max_blocks: Annotated[int | None, _int_opt("--max-blocks", "Most blocks, CNN spaces (default 4).")] = None,
+    lr: Annotated[float | None, _opt("--lr", "Adam learning rate, CNN spaces (default 0.01).")] = None,
+    knob: Annotated[
+        list[str] | None, _opt("--knob", "A method knob NAME=VALUE, repeatable, e.g. --knob round_size=4 (see README).")
+    ] = None,
     seed: SeedOpt = 0,
-    resume: Annotated[bool, _opt("--resume", "Continue RUN_DIR/checkpoint.pt after a stop.")] = False,
+    resume: Annotated[bool, _opt("--resume/--no-resume", "Continue RUN_DIR/checkpoint.pt after a stop.")] = False,
 ) -> None:
     """Search the space for the best architecture that meets every resource constraint.
 
     Writes RUN_DIR/result.json (every evaluation with its resources and constraint values, the best feasible
-    architecture), checkpoint.pt (after every batch; --resume continues it, also with a larger --budget),
-    settings.json, pareto.png and best_so_far.png.
+    architecture), checkpoint.pt (after every batch, with the best model's weights; --resume continues it, also
+    with a larger --budget or after --timeout), settings.json, pareto.png and best_so_far.png.
+    `mlsysopt nas export RUN_DIR` writes the best architecture out.
     """
     from mlsysopt.nas.experiment import SearchOptions, prepare_search
-
-    limits = {"max_latency_ms": max_latency_ms, "max_params": max_params, "max_flops": max_flops}
-    cnn = {"epochs": epochs, "ops": parse_ops(ops), "max_blocks": max_blocks, "lr": lr}
-    limits["min_intensity"] = min_intensity
-    options = SearchOptions(space=space, method=method, budget=budget, limits=limits, mode=constraint_mode,
-                            workers=workers, backend=backend, address=address, space_options=cnn,
-                            seed=seed)  # fmt: skip
+    from mlsysopt.nas.registry import check_method, parse_method_knobs
     from mlsysopt.runtime import make_executor
 
-    with make_executor(backend, workers, address) as executor:  # a missing Ray fails here, before any work
-        with err_console.status(f"loading the space {escape(space)}"):
-            job = prepare_search(out, options, resume)  # every input checked; nothing written yet
+    check_method(method)
+    knobs = knob or []
+    if sum(len(k) for k in knobs) > MAX_OPTION_CHARS:
+        raise InvalidOption(f"--knob values are longer than {MAX_OPTION_CHARS:,} characters in all")
+    limits = {"max_latency_ms": max_latency_ms, "max_params": max_params, "max_flops": max_flops}
+    limits["min_intensity"] = min_intensity
+    cnn = {"epochs": epochs, "ops": parse_ops(ops), "max_blocks": max_blocks, "lr": lr}
+    options = SearchOptions(space=space, method=method, budget=budget, limits=limits, mode=constraint_mode,
+                            workers=workers, backend=backend, address=address, space_options=cnn, seed=seed,
+                            knobs=parse_method_knobs(method, knobs), timeout=timeout)  # fmt: skip
+    with err_console.status(f"loading the space {escape(space)}"):
+        job = prepare_search(out, options, resume)  # every input checked; nothing written yet
+    check_parallel(workers, backend, address)  # after the limits, so a refused --workers gets no warning first
+    with make_executor(backend, workers, address) as executor:  # an unreachable Ray head fails here, before any file
         cons = job.constraints
         err_console.print(f"{method} on {job.space.name}: budget {budget}, constraints {escape(cons.describe())}")
         best = [math.nan]
@@ -99,9 +141,7 @@ def nas_search(
 
 
 def _fmt(v: float | None) -> str:
-    if v is None or not math.isfinite(v):
-        return "-"
-    return f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:.4g}"
+    return "-" if v is None or not math.isfinite(v) else fmt(v)
 
 
 def _print_result(done: Any, job: Any, out: Path) -> None:
@@ -127,12 +167,46 @@ def _print_result(done: Any, job: Any, out: Path) -> None:
         for col in ("resource", "value", "limit"):
             table.add_column(col, justify="left" if col == "resource" else "right")
         limits = {c.resource: c for c in job.constraints.constraints}
+        units = {"latency_ms": "ms", "params": "parameters", "flops": "FLOPs", "intensity": "FLOPs/byte"}
         for name, v in best.resources.items():
             c = limits.get(name)
-            table.add_row(name, _fmt(v), "-" if c is None else ("<= " if c.kind == "max" else ">= ") + _fmt(c.limit))
+            limit = "-" if c is None else ("<= " if c.kind == "max" else ">= ") + _fmt(c.limit)
+            table.add_row(f"{name} ({units.get(name, '')})", _fmt(v), limit)
         console.print(table)
         console.print(escape(result.message))
+    if result.stopped == "timeout":
+        console.print("[yellow]stopped by --timeout: run the same command with --resume to continue[/yellow]")
     console.print(f"wrote {', '.join(escape(str(out / f)) for f in done.files)}")
+
+
+# ---------------------------------------------------------------------------- export
+@nas_app.command("export")
+def nas_export(
+    run: Annotated[Path, typer.Argument(metavar="RUN", help="A 'nas search' run folder (finished or checkpointed).")],
+    out: OutOpt,
+    verify: Annotated[
+        bool, _opt("--verify/--no-verify", "Reload the files and check they reproduce the recorded accuracy.")
+    ] = True,
+) -> None:
+    """Write the best architecture of a search: CNN spaces as ONNX (dynamic batch) + a PyTorch state dict +
+    architecture.json; NAS-Bench-Graph as its cell spec (link, ops, valid_hash, table entry)."""
+    from mlsysopt.nas.export import prepare_export
+
+    with err_console.status(f"reading {escape(str(run))}"):
+        job = prepare_export(run, out, verify=verify)
+        record = job.run()
+    rec, got = record["recorded"], record.get("reproduced")
+    line = f"best architecture of {escape(str(run))} (evaluation {record['best_index']} of {record['evaluated']}"
+    line += ")" if record["search_finished"] else ", search not finished: from its checkpoint)"
+    console.print(line)
+    console.print(f"recorded: validation {_fmt(rec['perf'])}, test {_fmt(rec['test_perf'])}")
+    if got and "pytorch" in got:
+        for name, key in (("PyTorch state dict", "pytorch"), ("ONNX Runtime", "onnx_runtime")):
+            acc = got[key]
+            console.print(f"reproduced by {name}: validation {_fmt(acc['perf'])}, test {_fmt(acc['test_perf'])}")
+    elif got:
+        console.print(f"table entry {got['valid_hash']}: validation {_fmt(got['perf'])}, test {_fmt(got['test_perf'])}")
+    console.print(f"wrote {', '.join(escape(str(out / f)) for f in record['files'])}")
 
 
 # ---------------------------------------------------------------------------- spaces
@@ -141,27 +215,23 @@ def nas_spaces() -> None:
     """List the search spaces: NAS-Bench-Graph datasets with their table statistics, and the CNN spaces."""
     from rich.table import Table
 
-    from mlsysopt.nas.spaces import NASBENCH_GRAPH_DATASETS, get_space
-    from mlsysopt.nas.spaces.cnn import OPS
+    from mlsysopt.nas.catalog import space_catalog
 
+    cat = space_catalog()
     table = Table(title="NAS search spaces", title_justify="left")
     table.add_column("space", no_wrap=True)
-    for col in ("archs", "median latency ms", "median params"):
+    for col in ("archs", "blocks", "median latency (ms)", "median params"):
         table.add_column(col, justify="right")
     table.add_column("evaluation")
-    t0 = time.perf_counter()
-    for d in NASBENCH_GRAPH_DATASETS:
-        sp = get_space(f"nasbench-graph:{d}")
-        st = sp.table_stats()
-        row = (f"{st['n_archs']:,.0f}", f"{st['median_latency_ms']:.3g}", f"{st['median_params']:,.0f}")
-        table.add_row(sp.name, *row, "table look-up")
-    table.add_row("digits", "1-4 blocks", "-", "-", "training")
-    table.add_row("cifar10:/folder", "1-4 blocks", "-", "-", "training")
+    for r in cat["rows"]:
+        cells = (f"{r['archs']:,}", r["blocks"], _fmt(r["median_latency_ms"]), _fmt(r["median_params"]))
+        table.add_row(r["space"], *cells, r["evaluation"])
     console.print(table)
-    console.print("resources: params and latency_ms (NAS-Bench-Graph); params, flops, latency_ms and intensity (CNN).")
-    console.print(f"CNN ops: {', '.join(OPS)}.")
-    seconds = time.perf_counter() - t0
+    res = cat["resources"]
+    console.print(f"resources: {', '.join(res['nasbench-graph'])} (NAS-Bench-Graph); {', '.join(res['cnn'])} (CNN).")
+    console.print(f"CNN ops: {', '.join(cat['cnn_ops'])}; widths {', '.join(map(str, cat['cnn_widths']))}.")
+    src = cat["sources"]
     console.print(
-        f"NAS-Bench-Graph: real tables shipped by the nas-bench-graph package (read in {seconds:.1f} s); "
-        "digits: scikit-learn's bundled images; cifar10: a folder you give (train/<class>/, test/<class>/)."
+        f"NAS-Bench-Graph: {src['nasbench-graph']} (read in {cat['load_s']:.1f} s); digits: {src['digits']}; "
+        f"cifar10: {src['cifar10']}."
     )

@@ -7,6 +7,9 @@ Every name below is imported on first use, so ``import mlsysopt.nas`` is cheap (
     space = get_space("nasbench-graph:cora")
     searcher = get_method("epnas", space, Constraints.from_limits(max_params=1.2e6), budget=40, seed=0)
     result = run_search(searcher, workers=2)
+
+and, for a run folder of ``mlsysopt nas search``, ``prepare_export(run, out).run()`` writes its best architecture
+(ONNX + state dict + architecture JSON for the CNN spaces, the cell spec for NAS-Bench-Graph).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ _EXPORTS = {
     "get_method": "mlsysopt.nas.registry",
     "method_class": "mlsysopt.nas.registry",
     "method_config": "mlsysopt.nas.registry",
+    "parse_method_knobs": "mlsysopt.nas.registry",
     "Searcher": "mlsysopt.nas.searcher",
     "SearcherConfig": "mlsysopt.nas.searcher",
     "EPNAS": "mlsysopt.nas.epnas",
@@ -58,6 +62,8 @@ _EXPORTS = {
     "Evaluation": "mlsysopt.nas.spaces.base",
     "NasBenchGraphSpace": "mlsysopt.nas.spaces.nasbench_graph",
     "CnnSpace": "mlsysopt.nas.spaces.cnn",
+    "model_from_architecture": "mlsysopt.nas.spaces.cnn_model",
+    "space_catalog": "mlsysopt.nas.catalog",
     # the search driver
     "run_search": "mlsysopt.nas.search",
     "read_checkpoint": "mlsysopt.nas.search",
@@ -80,6 +86,11 @@ _EXPORTS = {
     "returned_feasible": "mlsysopt.nas.report",
     "eval_record": "mlsysopt.nas.report",
     "space_info": "mlsysopt.nas.report",
+    # limits and export
+    "check_search_size": "mlsysopt.nas.limits",
+    "ExportJob": "mlsysopt.nas.export",
+    "prepare_export": "mlsysopt.nas.export",
+    "load_exported_cnn": "mlsysopt.nas.export",
 }
 
 if TYPE_CHECKING:
@@ -88,6 +99,7 @@ if TYPE_CHECKING:
     from mlsysopt.nas.baselines.pnas import PNAS, PNASConfig
     from mlsysopt.nas.baselines.random_search import RandomSearch
     from mlsysopt.nas.baselines.reinforce import ReinforceConfig, ReinforceSearch
+    from mlsysopt.nas.catalog import space_catalog
     from mlsysopt.nas.constraints import MODES, RESOURCES, Constraint, Constraints
     from mlsysopt.nas.controller import Controller, ControllerConfig, Policy, Reinforce
     from mlsysopt.nas.epnas import EPNAS, EPNASConfig
@@ -101,8 +113,10 @@ if TYPE_CHECKING:
         median_constraints,
         prepare_search,
     )
+    from mlsysopt.nas.export import ExportJob, load_exported_cnn, prepare_export
+    from mlsysopt.nas.limits import check_search_size
     from mlsysopt.nas.predictor import OnlinePredictor, Predictor, PredictorConfig
-    from mlsysopt.nas.registry import METHOD_NAMES, get_method, method_class, method_config
+    from mlsysopt.nas.registry import METHOD_NAMES, get_method, method_class, method_config, parse_method_knobs
     from mlsysopt.nas.report import (
         best_feasible_test,
         best_feasible_valid,
@@ -119,6 +133,7 @@ if TYPE_CHECKING:
     from mlsysopt.nas.spaces import NASBENCH_GRAPH_DATASETS, SPACE_SPECS, get_space
     from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
     from mlsysopt.nas.spaces.cnn import CnnSpace
+    from mlsysopt.nas.spaces.cnn_model import model_from_architecture
     from mlsysopt.nas.spaces.nasbench_graph import NasBenchGraphSpace
     from mlsysopt.nas.stages import Stages, stage_budgets
 

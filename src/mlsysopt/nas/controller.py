@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from mlsysopt.nas.knobs import MAX_WIDTH, knob
 from mlsysopt.nas.spaces.base import Arch
 from mlsysopt.runtime.threads import torch_threads
 
@@ -216,13 +217,13 @@ def sample_archs(
 class ControllerConfig:
     """The controller and policy-gradient knobs EPNAS and the REINFORCE baseline share (their configs inherit them)."""
 
-    hidden: int = 64  # controller LSTM width
-    temperature: float = 5.0  # logits = tanh_c · tanh(x / temperature) (ENAS)
-    tanh_c: float = 2.5
-    lr: float = 0.01  # controller Adam learning rate
-    entropy: float = 1e-3  # entropy bonus weight
-    baseline_decay: float = 0.9  # moving-average baseline (and reward-spread) decay
-    penalty: float = -1.0  # normalised advantage of infeasible, invalid or failed samples
+    hidden: int = knob(64, 1, MAX_WIDTH)  # controller LSTM width
+    temperature: float = knob(5.0, 0, lo_open=True)  # logits = tanh_c · tanh(x / temperature) (ENAS)
+    tanh_c: float = knob(2.5, 0, lo_open=True)
+    lr: float = knob(0.01, 0, lo_open=True)  # controller Adam learning rate
+    entropy: float = knob(1e-3, 0)  # entropy bonus weight
+    baseline_decay: float = knob(0.9, 0, 1, hi_open=True)  # moving-average baseline (and reward-spread) decay
+    penalty: float = knob(-1.0)  # normalised advantage of infeasible, invalid or failed samples
 
 
 class Policy:

@@ -55,12 +55,12 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas.controller import ControllerConfig, Policy
+from mlsysopt.nas.knobs import MAX_POOL, knob
 from mlsysopt.nas.predictor import OnlinePredictor, PredictorConfig
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
-from mlsysopt.nas.stages import Stages, check_split
+from mlsysopt.nas.stages import SPLITS, Stages
 
 RESAMPLES = 3  # candidate pools drawn per round at most, when costly constraints reject the top-ranked candidates
 
@@ -69,19 +69,14 @@ RESAMPLES = 3  # candidate pools drawn per round at most, when costly constraint
 class EPNASConfig(ControllerConfig, PredictorConfig, SearcherConfig):
     """Every EPNAS knob, the controller's and the predictor's included (see the module docstring for the defaults)."""
 
-    candidates: int = 100  # admissible controller samples the predictor ranks per round
-    round_size: int = 0  # top-K evaluated per round (0: the driver's parallel batch, i.e. ``workers``)
-    warmup: int = 10  # evaluations before the predictor ranks (until then: the controller's own order)
-    stage_split: str = "linear"  # budget per stage: "linear" (∝ stage number), "equal" or "last"
-    ucb: float = 0.0  # rank by predicted mean + ucb · ensemble std
-    grow: float = 0.0  # fraction of each sample batch that completes prefixes of the best architectures so far
-    beam: int = 5  # how many of the best architectures those prefixes come from
-    predicted_update: float = 0.0  # >0: also a policy step on the predictor's scores of each round's pool
-
-    def __post_init__(self) -> None:
-        if self.candidates < 1 or self.warmup < 0 or self.round_size < 0:
-            raise MlsysoptError("EPNAS needs candidates >= 1, warmup >= 0 and round_size >= 0")
-        check_split(self.stage_split)
+    candidates: int = knob(100, 1, MAX_POOL)  # admissible controller samples the predictor ranks per round
+    round_size: int = knob(0, 0, MAX_POOL)  # top-K evaluated per round (0: the driver's batch, i.e. ``workers``)
+    warmup: int = knob(10, 0, MAX_POOL)  # evaluations before the predictor ranks (until then: the controller's order)
+    stage_split: str = knob("linear", choices=SPLITS)  # budget per stage: "linear" (∝ stage number), "equal", "last"
+    ucb: float = knob(0.0, 0)  # rank by predicted mean + ucb · ensemble std
+    grow: float = knob(0.0, 0, 1)  # fraction of each sample batch that completes prefixes of the best archs so far
+    beam: int = knob(5, 1, MAX_POOL)  # how many of the best architectures those prefixes come from
+    predicted_update: float = knob(0.0, 0)  # >0: also a policy step on the predictor's scores of each round's pool
 
 
 class EPNAS(Searcher[EPNASConfig]):

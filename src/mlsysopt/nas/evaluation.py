@@ -4,6 +4,12 @@ An evaluation that raises or returns NaN is a failed :class:`Evaluation`. When t
 process died, a task could not be pickled) the batch's evaluations fail with ``extra["executor_error"]``; the
 retry then runs on a fresh pool (:class:`~mlsysopt.runtime.LocalExecutor` drops a broken one), and
 :func:`~mlsysopt.nas.search.run_search` stops with a clear error when the executor breaks batch after batch.
+
+An :class:`~mlsysopt.runtime.ExecutorLost` has two causes that need opposite answers: a candidate that kills every
+worker it runs on (a segfault, running out of memory) must fail alone while the search goes on, but a lost cluster
+(the Ray head is gone) must stop the search with its checkpoint intact. A tiny probe task tells them apart: if the
+executor can still run it, the batch's candidates are retried one by one and the one that keeps killing its worker
+is recorded as failed; if it cannot, the ExecutorLost goes up to the driver.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import math
 import time
 
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
-from mlsysopt.runtime import Executor
+from mlsysopt.runtime import Executor, ExecutorLost
 
 EXECUTOR_ERROR = "executor_error"  # ``Evaluation.extra`` flag: the executor broke, not the evaluation itself
 
@@ -45,6 +51,19 @@ def _evaluate_task(task: tuple[SearchSpace, Arch, int]) -> Evaluation:
     return evaluate_one(*task)
 
 
+def probe(x: int) -> int:
+    """The executor's health check: returns its input (module-level, so every worker can import it)."""
+    return x
+
+
+def executor_alive(executor: Executor) -> bool:
+    """Whether ``executor`` can still run a task (False when it is lost, e.g. its Ray head is gone)."""
+    try:
+        return executor.map(probe, [1]) == [1]
+    except ExecutorLost:
+        return False
+
+
 def evaluate_batch(executor: Executor, space: SearchSpace, archs: list[Arch], seed: int) -> list[Evaluation]:
     """Evaluate ``archs`` in parallel; each failure is retried once (the retry is flagged in ``extra``).
 
@@ -55,6 +74,11 @@ def evaluate_batch(executor: Executor, space: SearchSpace, archs: list[Arch], se
     def run(batch: list[Arch]) -> list[Evaluation]:
         try:
             return list(executor.map(_evaluate_task, [(space, a, seed) for a in batch]))
+        except ExecutorLost as e:
+            if not executor_alive(executor):
+                raise  # the cluster is gone: the driver stops, keeping its checkpoint
+            err = f"ExecutorLost: {e}"  # a candidate kills its workers: fail the batch; the retry isolates it
+            return [Evaluation(a, float("nan"), None, {}, 0.0, False, err, {EXECUTOR_ERROR: True}) for a in batch]
         except Exception as e:  # the executor itself broke (lost worker, pickling): fail this batch, keep going
             err = f"{type(e).__name__}: {e}"
             return [Evaluation(a, float("nan"), None, {}, 0.0, False, err, {EXECUTOR_ERROR: True}) for a in batch]

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import RunDir
 from mlsysopt.nas.constraints import MODES, RESOURCES, Constraints
-from mlsysopt.nas.registry import check_method, get_method
+from mlsysopt.nas.limits import MAX_SEED, check_search_size
+from mlsysopt.nas.registry import check_method, get_method, method_config
 from mlsysopt.nas.report import best_feasible_test, eval_record, plot_search, regret, space_info
 from mlsysopt.nas.search import SearchResult, read_checkpoint, run_search
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from mlsysopt.runtime import Executor
 
 #: Settings that may change when a run is resumed (everything else must match the run being continued).
-RESUMABLE = ("budget", "workers", "backend", "address")
+RESUMABLE = ("budget", "workers", "backend", "address", "timeout")
 #: The CNN spaces' options, by the command-line flag that sets them.
 SPACE_OPTIONS = {"epochs": "--epochs", "ops": "--ops", "max_blocks": "--max-blocks", "lr": "--lr"}
 CHECKPOINT = "checkpoint.pt"
@@ -94,17 +95,28 @@ class SearchOptions:
     address: str | None = None
     space_options: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
+    knobs: dict[str, Any] = field(default_factory=dict)  # the method's config knobs (``--knob NAME=VALUE``)
+    timeout: float | None = None  # wall-clock seconds per run (None: no limit)
 
     def __post_init__(self) -> None:
-        if self.budget < 1:
-            raise MlsysoptError(f"--budget must be >= 1 (evaluations), got {self.budget}")
-        if self.workers < 1:
-            raise MlsysoptError(f"--workers must be >= 1, got {self.workers}")
+        for name, v, lo, hi in (("--budget", self.budget, 1, None), ("--workers", self.workers, 1, None),
+                                ("--seed", self.seed, 0, MAX_SEED)):  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+                bound = f">= {lo}" + ("" if hi is None else f" and <= {hi:,}")
+                raise MlsysoptError(f"{name} must be {bound} (an integer), got {v!r}")
+        if self.timeout is not None and (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, int | float)
+            or not 0 <= self.timeout < math.inf
+        ):
+            raise MlsysoptError(f"--timeout must be a finite number of seconds >= 0, got {self.timeout!r}")
         check_limits(self.mode, self.limits)
         unknown = sorted(set(self.space_options) - set(SPACE_OPTIONS))
         if unknown:
             raise MlsysoptError(f"unknown space option(s) {unknown} (known: {', '.join(SPACE_OPTIONS)})")
         check_method(self.method)
+        if self.knobs:  # every knob's type and range (this imports the method, so only when there are knobs)
+            method_config(self.method, **self.knobs)
 
     def settings(self) -> dict[str, Any]:
         """The run's settings.json: every option that shapes the search, limits and space options given only."""
@@ -115,9 +127,11 @@ class SearchOptions:
             "constraints": {"mode": self.mode, "limits": {k: v for k, v in self.limits.items() if v is not None}},
             "space_options": {k: v for k, v in self.space_options.items() if v is not None},
             "seed": self.seed,
+            "knobs": dict(self.knobs),
             "workers": self.workers,
             "backend": self.backend,
             "address": self.address,
+            "timeout": self.timeout,
         }
 
 
@@ -151,7 +165,9 @@ class SearchJob:
     ) -> SearchOutput:
         """Open the run folder, search to the budget (checkpointing every batch), write result.json and the plots."""
         with self.run_dir as run:
-            result = run_search(self.searcher, executor, self.options.workers, checkpoint=run, on_eval=on_eval)
+            opts = self.options
+            result = run_search(self.searcher, executor, opts.workers, checkpoint=run, on_eval=on_eval,
+                                timeout=opts.timeout)  # fmt: skip
             record = self._record(result)
             sp, cons = self.space, self.constraints
             n = len(result.history)
@@ -179,6 +195,7 @@ class SearchJob:
             "failed": result.failed,
             "skipped_infeasible": result.skipped,
             "wall_s": result.wall_s,
+            "stopped_by": result.stopped,
             "best": best_rec,
             "best_decoded": result.best_decoded,
             "best_test_perf": None if best is None else best.test_perf,
@@ -200,6 +217,7 @@ def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False
     run = RunDir(out, options.settings(), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
     cons = build_constraints(options.mode, options.limits)
     space = build_space(options.space, options.space_options)
-    searcher = get_method(options.method, space, cons, budget=options.budget, seed=options.seed)
+    check_search_size(space, options)  # budget, workers, blocks, epochs, images: bounded before anything is allocated
+    searcher = get_method(options.method, space, cons, budget=options.budget, seed=options.seed, **options.knobs)
     done = len(read_checkpoint(run)["history"]) if resume else 0
     return SearchJob(run, options, space, cons, searcher, resumed_from=done)

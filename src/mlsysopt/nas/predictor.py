@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from mlsysopt.nas.knobs import MAX_MEMBERS, MAX_PRED_EPOCHS, MAX_WIDTH, knob
 from mlsysopt.nas.spaces.base import Arch, SearchSpace
 from mlsysopt.runtime.threads import torch_threads
 
@@ -27,12 +28,12 @@ from mlsysopt.runtime.threads import torch_threads
 class PredictorConfig:
     """The predictor knobs EPNAS and PNAS share (their configs inherit them)."""
 
-    members: int = 3  # predictor ensemble size
-    pred_hidden: int = 32
-    pred_epochs: int = 50
-    pred_lr: float = 0.03
-    rank_weight: float = 1.0  # weight of the pairwise ranking loss next to the MSE
-    refit_growth: float = 0.1  # refit the predictor once its data grew by this fraction (at least one point)
+    members: int = knob(3, 1, MAX_MEMBERS)  # predictor ensemble size
+    pred_hidden: int = knob(32, 1, MAX_WIDTH)
+    pred_epochs: int = knob(50, 1, MAX_PRED_EPOCHS)
+    pred_lr: float = knob(0.03, 0, lo_open=True)
+    rank_weight: float = knob(1.0, 0)  # weight of the pairwise ranking loss next to the MSE
+    refit_growth: float = knob(0.1, 0)  # refit the predictor once its data grew by this fraction (at least one point)
 
     def make_predictor(self, seed: int) -> Predictor:
         """A fresh :class:`Predictor` with these knobs."""

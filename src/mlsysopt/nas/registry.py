@@ -11,7 +11,8 @@ import typing
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.nas.knobs import parse_knobs, type_ok
 
 if TYPE_CHECKING:
     from mlsysopt.nas.constraints import Constraints
@@ -42,19 +43,9 @@ def method_class(name: str) -> type[Searcher[Any]]:
     return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
 
 
-def _type_ok(value: Any, want: Any) -> bool:
-    """Whether ``value`` fits a config field of type ``want`` (an int for a float field is fine; a bool never is)."""
-    if want is bool:
-        return isinstance(value, bool)
-    if isinstance(value, bool):
-        return False
-    if want is float:
-        return isinstance(value, int | float)
-    return not isinstance(want, type) or isinstance(value, want)
-
-
 def method_config(name: str, **options: Any) -> SearcherConfig:
-    """The config dataclass of method ``name`` filled from ``options``; unknown names and wrong types are refused."""
+    """The config dataclass of method ``name`` filled from ``options``; unknown names, wrong types and values out of
+    each knob's range are refused (:mod:`mlsysopt.nas.knobs`)."""
     config_cls = method_class(name).Config
     known = [f.name for f in fields(config_cls)]
     unknown = sorted(set(options) - set(known))
@@ -62,10 +53,23 @@ def method_config(name: str, **options: Any) -> SearcherConfig:
         raise MlsysoptError(f"unknown knob(s) for method '{name}': {', '.join(unknown)} (known: {', '.join(known)})")
     hints = typing.get_type_hints(config_cls)
     for key, value in options.items():
-        if not _type_ok(value, hints[key]):
+        if not type_ok(value, hints[key]):
             want = getattr(hints[key], "__name__", str(hints[key]))
             raise MlsysoptError(f"knob {key} of method '{name}' must be of type {want}, got {value!r}")
-    return config_cls(**options)
+    try:
+        return config_cls(**options)
+    except InvalidOption as exc:
+        raise InvalidOption(f"method '{name}': {exc}") from None
+
+
+def parse_method_knobs(name: str, items: list[str]) -> dict[str, Any]:
+    """``--knob NAME=VALUE`` strings of method ``name`` as typed options, each checked against its range."""
+    check_method(name)
+    if not items:
+        return {}  # nothing to parse: the method is not imported
+    values = parse_knobs(method_class(name).Config, items, name)
+    method_config(name, **values)  # ranges checked now, before any search is built
+    return values
 
 
 def get_method(

@@ -9,7 +9,18 @@ hard-constraint mode an infeasible candidate (judged on the resources ``space.re
 is never evaluated: it is told back as failed without spending budget, and ``result.best`` is the best *feasible*
 evaluation by validation performance. In soft mode ``best`` maximises the MnasNet reward.
 The checkpoint is a :class:`~mlsysopt.io.RunDir`'s (``checkpoint.pt``) or a ``.pt`` path, written atomically by
-:mod:`mlsysopt.io` and read back weights-only (plain data and tensors).
+:mod:`mlsysopt.io` and read back weights-only (plain data and tensors). It is written after every batch, except that
+when batches are much faster than writing it (a long history of table look-ups, where writing after every batch
+would cost time quadratic in the budget) it is written once the history grew by 5% or the time since the last write
+is ten times what that write took; a resumed search redoes the unsaved batches identically. It also
+keeps the best evaluation's index and, for spaces that train, its trained weights (``best``), which is what
+``mlsysopt nas export`` writes out.
+
+``timeout`` (seconds of wall clock, per call) stops the search before the next batch once it is spent, like Optuna's
+``timeout``: the batch in flight finishes, the checkpoint is written, and a later call continues it. When the
+executor is lost (:class:`~mlsysopt.runtime.ExecutorLost`: the Ray head is gone, or no worker can be started) the
+batch in flight is dropped and the driver stops with one error that says how to continue: the last checkpoint
+holds everything before that batch, and resuming redoes it.
 """
 
 from __future__ import annotations
@@ -27,10 +38,13 @@ from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.evaluation import evaluate_batch, executor_failed
 from mlsysopt.nas.searcher import Searcher
 from mlsysopt.nas.spaces.base import Evaluation
-from mlsysopt.runtime import Executor, SerialExecutor
+from mlsysopt.runtime import Executor, ExecutorLost, SerialExecutor
 
 CHECKPOINT_VERSION = 2  # 2: EPNAS saves its round in progress (round_size)
 PATIENCE = 3  # consecutive empty asks (or broken-executor batches) before the driver stops
+CHECKPOINT_SPACING = 10.0  # write a checkpoint once the time since the last one is this many times its write time,
+CHECKPOINT_GROWTH = 0.05  # or once the history grew by this fraction since it was written
+STOP_REASONS = ("budget", "timeout", "exhausted")  # ``SearchResult.stopped``
 
 
 @dataclass
@@ -48,6 +62,7 @@ class SearchResult:
     constraints: dict[str, Any] = field(default_factory=dict)
     best_decoded: dict[str, Any] | None = None
     resumed_from: int = 0  # evaluations the checkpoint held when the search started
+    stopped: str = "budget"  # why the search ended: one of STOP_REASONS
 
     def best_so_far(self) -> list[float]:
         """Best feasible validation performance after each evaluation (NaN until the first)."""
@@ -104,16 +119,79 @@ def read_checkpoint(where: str | Path | RunDir) -> dict[str, Any]:
     return _Checkpoint(where).load()
 
 
-def _best(history: list[Evaluation], searcher: Searcher[Any]) -> Evaluation | None:
-    """Hard mode: the best feasible by validation performance; soft mode: the best by MnasNet reward (first wins)."""
-    usable = [ev for ev in history if searcher.usable(ev)]
-    if not usable:
-        return None
+def _score(ev: Evaluation, searcher: Searcher[Any]) -> float:
+    """What ``best`` maximises: validation performance (hard mode) or the MnasNet reward (soft mode)."""
     if searcher.constraints.hard:
-        return max(usable, key=lambda ev: ev.perf)
-    return max(
-        usable, key=lambda ev: searcher.constraints.reward(ev.perf, {**searcher.resources(ev.arch), **ev.resources})
-    )
+        return ev.perf
+    return searcher.constraints.reward(ev.perf, {**searcher.resources(ev.arch), **ev.resources})
+
+
+class _Best:
+    """The best usable evaluation so far (the first of equals), and the trained model of it when the space keeps one.
+
+    Updated with each batch in O(batch) instead of rescanning the history, and saved in the checkpoint as
+    ``{"index", "trained"}``.
+    """
+
+    def __init__(self, searcher: Searcher[Any], saved: dict[str, Any] | None, history: list[Evaluation]) -> None:
+        self.searcher = searcher
+        self.index: int | None = None
+        self.score = -math.inf
+        self.trained: dict[str, Any] | None = None
+        if saved is not None and saved.get("index") is not None:
+            self.index, self.trained = int(saved["index"]), saved.get("trained")
+            self.score = _score(history[self.index], searcher)
+        elif history:  # a checkpoint without the record: find it once
+            self.update(history, 0)
+
+    def update(self, history: list[Evaluation], start: int) -> None:
+        """Look at ``history[start:]``; drop what the others trained (only the best's model is kept)."""
+        for i in range(start, len(history)):
+            ev = history[i]
+            if self.searcher.usable(ev) and _score(ev, self.searcher) > self.score:
+                self.index, self.score, self.trained = i, _score(ev, self.searcher), ev.trained
+            ev.trained = None
+
+    def best(self, history: list[Evaluation]) -> Evaluation | None:
+        """The best evaluation (None: nothing usable yet)."""
+        return None if self.index is None else history[self.index]
+
+    def state(self) -> dict[str, Any]:
+        """``{"index", "trained"}`` for the checkpoint."""
+        return {"index": self.index, "trained": self.trained}
+
+
+class _Saver:
+    """Writes the checkpoint after a batch unless the last write was recent compared with how long it took."""
+
+    def __init__(self, ckpt: _Checkpoint | None, saved: int) -> None:
+        self.ckpt, self.saved = ckpt, saved  # saved: evaluations in the checkpoint on disk
+        self.cost, self.last, self.dirty = 0.0, time.perf_counter(), False
+
+    def save(self, data: Callable[[], dict[str, Any]], evaluations: int, force: bool = False) -> None:
+        """Write ``data()`` now if forced or due (see :data:`CHECKPOINT_SPACING`), else remember it is unsaved."""
+        if self.ckpt is None:
+            return
+        self.dirty = True
+        grown = (evaluations - self.saved) >= CHECKPOINT_GROWTH * evaluations
+        if not (force or grown or time.perf_counter() - self.last >= CHECKPOINT_SPACING * self.cost):
+            return
+        t0 = time.perf_counter()
+        self.ckpt.save(data())
+        self.last = time.perf_counter()
+        self.cost, self.saved, self.dirty = self.last - t0, evaluations, False
+
+
+def _lost(exc: Exception, saver: _Saver) -> ExecutorLost:
+    """The one error for a lost executor: what was lost, and what the checkpoint keeps."""
+    if saver.ckpt is not None and saver.ckpt.exists():
+        kept = (
+            f"; the search stopped: {saver.ckpt.path} keeps its first {saver.saved} evaluation(s), "
+            "and running the same command with --resume continues it"
+        )
+    else:
+        kept = "; the search stopped before its first checkpoint: run the command again"
+    return ExecutorLost(f"{exc}{kept}")
 
 
 def _message(best: Evaluation | None, history: list[Evaluation], searcher: Searcher[Any]) -> str:
@@ -138,6 +216,7 @@ def run_search(
     workers: int = 1,
     checkpoint: str | Path | RunDir | None = None,
     on_eval: Callable[[Evaluation, int], None] | None = None,
+    timeout: float | None = None,
 ) -> SearchResult:
     """Run ``searcher`` to its budget in batches of ``workers``; resume from ``checkpoint`` when it exists.
 
@@ -146,16 +225,20 @@ def run_search(
         executor: evaluates each batch (default: in this process).
         workers: candidates asked for and evaluated per batch.
         checkpoint: an open :class:`~mlsysopt.io.RunDir` (its checkpoint file) or a ``.pt`` path; saved after
-            every batch, continued when it exists.
+            batches (see the module docstring), continued when it exists.
         on_eval: called with each evaluation and the number of evaluations so far.
+        timeout: wall-clock seconds for this call; no new batch starts once they are spent (None: no limit).
     """
-    if workers < 1:
-        raise MlsysoptError(f"workers must be >= 1, got {workers}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise MlsysoptError(f"workers must be >= 1, got {workers!r}")
+    if timeout is not None and not (isinstance(timeout, int | float) and 0 <= timeout < math.inf):
+        raise MlsysoptError(f"timeout must be a finite number of seconds >= 0, got {timeout!r}")
     executor = executor or SerialExecutor()
     space, cons = searcher.space, searcher.constraints
     history: list[Evaluation] = []
     failed = skipped = resumed_from = 0
     wall_before = 0.0
+    saved_best: dict[str, Any] | None = None
     ckpt = _Checkpoint(checkpoint) if checkpoint is not None else None
     if ckpt is not None and ckpt.exists():
         data = ckpt.load()
@@ -166,9 +249,23 @@ def run_search(
         resumed_from = len(history)
         failed, skipped, wall_before = data["failed"], data["skipped"], data["wall_s"]
         searcher.load_state_dict(data["searcher"])
+        saved_best = data.get("best")
+    tracker = _Best(searcher, saved_best, history)
+    saver = _Saver(ckpt, resumed_from)
     t0 = time.perf_counter()
+
+    def state() -> dict[str, Any]:
+        meta = {"method": searcher.name, "space": space.name, "seed": searcher.seed, "budget": searcher.budget}
+        data = {"history": [ev.to_dict() for ev in history], "failed": failed, "skipped": skipped}
+        data |= {"wall_s": wall_before + time.perf_counter() - t0, "searcher": searcher.state_dict()}
+        return {"version": CHECKPOINT_VERSION, **meta, "constraints": cons.to_dict(), **data, "best": tracker.state()}
+
     idle = broken = 0
+    stopped = "budget"
     while len(history) < searcher.budget and idle < PATIENCE:
+        if timeout is not None and time.perf_counter() - t0 >= timeout:
+            stopped = "timeout"
+            break
         n = min(workers, searcher.budget - len(history))
         archs = list(searcher.ask(n))[:n]
         for a in archs:
@@ -176,44 +273,55 @@ def run_search(
         todo = [a for a in archs if not cons.hard or searcher.feasible(a)]
         refused = [a for a in archs if a not in todo]
         idle = 0 if todo else idle + 1
-        evals = evaluate_batch(executor, space, todo, searcher.seed) if todo else []
+        try:
+            evals = evaluate_batch(executor, space, todo, searcher.seed) if todo else []
+        except ExecutorLost as exc:  # the batch is dropped: the checkpoint is from before it was asked for
+            raise _lost(exc, saver) from None
         broken = broken + 1 if executor_failed(evals) else 0
+        start = len(history)
         for ev in evals:
             history.append(ev)
             failed += not ev.ok
             if on_eval is not None:
                 on_eval(ev, len(history))
+        tracker.update(history, start)
         skipped += len(refused)
         infeasible = [
             Evaluation(a, float("nan"), None, searcher.resources(a), 0.0, ok=False, error="infeasible (not evaluated)")
             for a in refused
         ]
         searcher.tell(evals + infeasible)
-        if ckpt is not None:
-            meta = {"method": searcher.name, "space": space.name, "seed": searcher.seed, "budget": searcher.budget}
-            data = {"history": [ev.to_dict() for ev in history], "failed": failed, "skipped": skipped}
-            data |= {"wall_s": wall_before + time.perf_counter() - t0, "searcher": searcher.state_dict()}
-            ckpt.save({"version": CHECKPOINT_VERSION, **meta, "constraints": cons.to_dict(), **data})
+        saver.save(state, len(history), force=broken >= PATIENCE)
         if broken >= PATIENCE:
             kept = f"; {ckpt.path} keeps the search so far (run again to resume)" if ckpt is not None else ""
             raise MlsysoptError(
                 f"the executor failed on {broken} batches in a row, retries included (last error: {evals[-1].error}); "
                 f"stopping instead of recording every remaining evaluation as failed{kept}"
             )
-    best = _best(history, searcher)
+    if idle >= PATIENCE:
+        stopped = "exhausted"
+    if saver.dirty or (ckpt is not None and not ckpt.exists()):
+        saver.save(state, len(history), force=True)
+    best = tracker.best(history)
+    message = _message(best, history, searcher)
+    if stopped == "timeout":
+        message = (
+            f"stopped by the timeout ({timeout:g} s) after {len(history)} of {searcher.budget} evaluations; {message}"
+        )
     return SearchResult(
         method=searcher.name,
         space=space.name,
         history=history,
         best=best,
-        message=_message(best, history, searcher),
+        message=message,
         failed=failed,
         wall_s=wall_before + time.perf_counter() - t0,
         skipped=skipped,
         constraints=cons.to_dict(),
         best_decoded=None if best is None else space.decode(best.arch),
         resumed_from=resumed_from,
+        stopped=stopped,
     )
 
 
-__all__ = ["CHECKPOINT_VERSION", "PATIENCE", "SearchResult", "read_checkpoint", "run_search"]
+__all__ = ["CHECKPOINT_VERSION", "PATIENCE", "STOP_REASONS", "SearchResult", "read_checkpoint", "run_search"]

@@ -19,14 +19,18 @@ import numpy as np
 
 from mlsysopt.errors import InvalidArchitecture, MlsysoptError
 from mlsysopt.nas.constraints import Constraints
+from mlsysopt.nas.knobs import MAX_TRIES, check_config, knob
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
 
 
 @dataclass
 class SearcherConfig:
-    """Knobs shared by every searcher (each method's config dataclass extends this one)."""
+    """Knobs shared by every searcher (each method's config dataclass extends this one); checked on creation."""
 
-    tries: int = 2000  # random draws per ask before a searcher gives up finding a new admissible candidate
+    tries: int = knob(2000, 1, MAX_TRIES)  # random draws per ask before giving up finding a new admissible candidate
+
+    def __post_init__(self) -> None:
+        check_config(self)
 
 
 ConfigT = TypeVar("ConfigT", bound=SearcherConfig)

@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from mlsysopt.nas.knobs import MAX_POOL, knob
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
@@ -20,8 +21,8 @@ from mlsysopt.nas.spaces.base import Arch, Evaluation
 class EvolutionConfig(SearcherConfig):
     """Population size and tournament size (Real et al. use 100/25 for large budgets; scaled down here)."""
 
-    population: int = 20
-    sample: int = 5
+    population: int = knob(20, 1, MAX_POOL)
+    sample: int = knob(5, 1, MAX_POOL)
 
 
 class RegularizedEvolution(Searcher[EvolutionConfig]):

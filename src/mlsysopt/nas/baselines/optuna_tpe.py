@@ -19,6 +19,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
+from mlsysopt.nas.knobs import MAX_POOL, MAX_TRIES, knob
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
@@ -27,9 +28,9 @@ from mlsysopt.nas.spaces.base import Arch, Evaluation
 class TPEConfig(SearcherConfig):
     """TPE knobs: random start-up trials, multivariate TPE, and refused suggestions allowed per ask."""
 
-    tries: int = 50  # every refused suggestion is a trial TPE conditions on, so fewer than the other methods
-    n_startup: int = 10
-    multivariate: bool = True
+    tries: int = knob(50, 1, MAX_TRIES)  # every refused suggestion is a trial TPE conditions on: fewer than others
+    n_startup: int = knob(10, 0, MAX_POOL)
+    multivariate: bool = knob(True)
 
 
 class OptunaTPE(Searcher[TPEConfig]):

@@ -16,22 +16,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from mlsysopt.nas.knobs import MAX_POOL, knob
 from mlsysopt.nas.predictor import OnlinePredictor, PredictorConfig
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
-from mlsysopt.nas.stages import Stages, check_split
+from mlsysopt.nas.stages import SPLITS, Stages
 
 
 @dataclass
 class PNASConfig(PredictorConfig, SearcherConfig):
     """Beam width, candidate cap per stage, budget split and the predictor knobs (shared with EPNAS)."""
 
-    beam: int = 5
-    max_candidates: int = 1000
-    stage_split: str = "linear"
-
-    def __post_init__(self) -> None:
-        check_split(self.stage_split)
+    beam: int = knob(5, 1, MAX_POOL)
+    max_candidates: int = knob(1000, 1, MAX_POOL)
+    stage_split: str = knob("linear", choices=SPLITS)
 
 
 class PNAS(Searcher[PNASConfig]):

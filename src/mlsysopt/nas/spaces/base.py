@@ -74,9 +74,12 @@ class Evaluation:
     ok: bool = True
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: What a training space keeps of the trained model (``state_dict``, ``preprocessing``): the search driver keeps
+    #: the best one's in its checkpoint for ``nas export``; never part of :meth:`to_dict` or of equality.
+    trained: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; non-finite floats become ``None``."""
+        """JSON-ready dict (without ``trained``); non-finite floats become ``None``."""
         return {
             "arch": self.arch.to_dict(),
             "perf": _json_float(self.perf),

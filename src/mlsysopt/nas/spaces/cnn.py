@@ -41,65 +41,21 @@ from torch import nn
 
 from mlsysopt.errors import InvalidArchitecture, InvalidDataset, InvalidSpace
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+from mlsysopt.nas.spaces.cnn_model import ARCHITECTURE_FORMAT, OPS, accuracy, build_model
 from mlsysopt.nas.spaces.cnn_resources import static_resources
-from mlsysopt.nas.spaces.data import Split, image_folder_info, load_digits_split, load_image_folder_split
+from mlsysopt.nas.spaces.data import (
+    DIGITS_IMAGES,
+    DIGITS_TRAIN,
+    Split,
+    check_image_folder,
+    image_folder_info,
+    images_in,
+    load_digits_split,
+    load_image_folder_split,
+)
 from mlsysopt.runtime.threads import torch_threads
 
-OPS: tuple[str, ...] = ("conv3x3", "conv5x5", "sepconv3x3", "maxpool3x3", "avgpool3x3", "identity")
 DIGITS_SHAPE = (1, 8, 8)
-
-
-def _make_op(name: str, channels: int) -> nn.Module:
-    """The module for op ``name`` on ``channels`` channels (shape-preserving)."""
-    c = channels
-    if name in ("conv3x3", "conv5x5"):
-        k = 3 if name == "conv3x3" else 5
-        return nn.Sequential(nn.Conv2d(c, c, k, padding=k // 2, bias=False), nn.BatchNorm2d(c), nn.ReLU())
-    if name == "sepconv3x3":
-        return nn.Sequential(
-            nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False),
-            nn.Conv2d(c, c, 1, bias=False),
-            nn.BatchNorm2d(c),
-            nn.ReLU(),
-        )
-    if name == "maxpool3x3":
-        return nn.MaxPool2d(3, stride=1, padding=1)
-    if name == "avgpool3x3":
-        return nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
-    if name == "identity":
-        return nn.Identity()
-    raise InvalidArchitecture(f"unknown op '{name}' (choose from: {', '.join(OPS)})")
-
-
-class _Block(nn.Module):
-    """``relu(bn(conv1x1(op_a(x) + op_b(x))))`` to ``width`` channels."""
-
-    def __init__(self, op_a: str, op_b: str, c_in: int, width: int) -> None:
-        super().__init__()
-        self.a, self.b = _make_op(op_a, c_in), _make_op(op_b, c_in)
-        self.proj = nn.Sequential(nn.Conv2d(c_in, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Both ops on the block input, added, then projected."""
-        return self.proj(self.a(x) + self.b(x))
-
-
-def build_model(
-    spec: list[tuple[str, str, int]], input_shape: tuple[int, int, int], n_classes: int, stem: int
-) -> nn.Module:
-    """The ``nn.Module`` for blocks ``[(op_a, op_b, width), ...]`` on images of ``input_shape``."""
-    c, h, _ = input_shape
-    layers: list[nn.Module] = [
-        nn.Conv2d(c, stem, 3, stride=2 if h >= 32 else 1, padding=1, bias=False),
-        nn.BatchNorm2d(stem),
-        nn.ReLU(),
-    ]
-    width = stem
-    for op_a, op_b, w in spec:
-        layers.append(_Block(op_a, op_b, width, w))
-        width = w
-    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, n_classes)]
-    return nn.Sequential(*layers)
 
 
 class _Adam:
@@ -129,12 +85,36 @@ class _Adam:
             p.addcdiv_(m, (v / c2).sqrt_().add_(self.eps), value=-self.lr / c1)
 
 
-def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 512) -> float:
-    model.eval()
-    with torch.no_grad():
-        hits = [(model(x[i : i + batch]).argmax(1) == y[i : i + batch]).sum() for i in range(0, len(x), batch)]
-        correct = int(sum(int(h) for h in hits))
-    return correct / max(len(x), 1)
+#: The CNN-space options the command line sets, by flag.
+FLAGS = {"max_blocks": "--max-blocks", "epochs": "--epochs", "lr": "--lr", "ops": "--ops"}
+
+
+def _positive_int(name: str, v: Any, lo: int = 1) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise InvalidSpace(f"{FLAGS.get(name, name)} must be an integer >= {lo}, got {v!r}")
+
+
+def _check_options(ops: Any, widths: Any, stem_width: Any, ints: dict[str, Any], lr: Any) -> None:
+    """Each CNN-space option of the right type and range, named by its flag (``--epochs``) or keyword."""
+    ops = list(ops) if isinstance(ops, list | tuple) else ops
+    if not isinstance(ops, list) or not ops:
+        raise InvalidSpace(f"--ops must name at least one op (choose from: {', '.join(OPS)})")
+    unknown = [str(o)[:40] for o in ops if o not in OPS]
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise InvalidSpace(f"unknown op(s) {shown} for the CNN space (choose from: {', '.join(OPS)})")
+    twice = sorted({o for o in ops if ops.count(o) > 1})
+    if twice:
+        raise InvalidSpace(f"--ops names {', '.join(twice)} more than once (each op once)")
+    if not isinstance(widths, list | tuple) or not widths:
+        raise InvalidSpace(f"widths must be a non-empty list of positive integers, got {widths!r}")
+    for w in widths:
+        _positive_int("widths", w)
+    _positive_int("stem_width", stem_width)
+    for name, v in ints.items():
+        _positive_int(name, v, lo=0 if name == "split_seed" else 1)
+    if isinstance(lr, bool) or not isinstance(lr, int | float) or not 0 < lr < math.inf:
+        raise InvalidSpace(f"--lr must be a finite number > 0, got {lr!r}")
 
 
 class CnnSpace(SearchSpace):
@@ -161,14 +141,10 @@ class CnnSpace(SearchSpace):
         latency_runs: int = 20,
         max_per_class: int | None = None,
     ) -> None:
-        unknown = [o for o in ops if o not in OPS]
-        if unknown or not ops:
-            given = unknown or "(none given)"
-            raise InvalidSpace(f"unknown op(s) {given} for the CNN space (choose from: {', '.join(OPS)})")
-        if not widths or any(int(w) < 1 for w in widths) or stem_width < 1:
-            raise InvalidSpace(f"widths and stem_width must be positive integers, got {list(widths)} and {stem_width}")
-        if max_blocks < 1 or epochs < 1 or batch_size < 1 or not 0 < lr < math.inf or threads < 1 or latency_runs < 1:
-            raise InvalidSpace("max_blocks, epochs, batch_size, lr, threads and latency_runs must all be positive")
+        _check_options(ops, widths, stem_width, dict(max_blocks=max_blocks, epochs=epochs, batch_size=batch_size,
+                       threads=threads, latency_runs=latency_runs, split_seed=split_seed), lr)  # fmt: skip
+        if max_per_class is not None:
+            _positive_int("max_per_class", max_per_class)
         if dataset == "digits":
             self.root: str | None = None
             self.input_shape: tuple[int, int, int] = DIGITS_SHAPE
@@ -222,6 +198,49 @@ class CnnSpace(SearchSpace):
         """The untrained ``nn.Module`` of ``arch``."""
         return build_model(self.spec(arch), self.input_shape, self.n_classes, self.stem_width)
 
+    def architecture(self, arch: Arch) -> dict[str, Any]:
+        """What rebuilds ``arch``'s model anywhere (:func:`~mlsysopt.nas.spaces.cnn_model.model_from_architecture`)."""
+        blocks = [{"op_a": a, "op_b": b, "width": w} for a, b, w in self.spec(arch)]
+        return {
+            "format": ARCHITECTURE_FORMAT,
+            "space": self.name,
+            "input_shape": list(self.input_shape),
+            "n_classes": self.n_classes,
+            "stem_width": self.stem_width,
+            "blocks": blocks,
+            "arch": arch.to_dict(),
+        }
+
+    def train_images(self) -> int:
+        """How many images one candidate trains on (counted without reading them)."""
+        if self.root is None:
+            return DIGITS_TRAIN
+        classes = check_image_folder(self.root)
+        per_class = [len(images_in(Path(self.root, "train", c))) for c in classes]
+        if self.max_per_class is not None:
+            per_class = [min(n, self.max_per_class) for n in per_class]
+        return sum(n - min(n - 1, max(1, round(0.2 * n))) for n in per_class)  # 20% of each class held out
+
+    def dataset_images(self) -> int:
+        """Train, validation and test images together (what one process holds in memory while it evaluates)."""
+        if self.root is None:
+            return DIGITS_IMAGES
+        classes = check_image_folder(self.root)
+        total = sum(len(images_in(Path(self.root, part, c))) for part in ("train", "test") for c in classes)
+        return total if self.max_per_class is None else min(total, 2 * len(classes) * self.max_per_class)
+
+    def _preprocessing(self, split: Split) -> dict[str, Any]:
+        """How raw images become the model's input (what a user of an exported model must do too)."""
+        raw = "scikit-learn load_digits().images, values 0-16" if self.root is None else "RGB image, values 0-255"
+        return {
+            "input": f"{raw}, as float32 NCHW {list(self.input_shape)}",
+            "scale": 1.0 / 16.0 if self.root is None else 1.0 / 255.0,
+            "mean": list(split.mean),
+            "std": list(split.std),
+            "formula": "x[c] = (pixels[c] * scale - mean[c]) / std[c]",
+            "classes": list(split.classes),
+        }
+
     # ------------------------------------------------------------------ resources
     def resources(self, arch: Arch) -> dict[str, float]:
         """``params``, ``flops``, ``intensity`` (FLOPs/byte; closed form, equals the importer's) and ``latency_ms``."""
@@ -269,6 +288,10 @@ class CnnSpace(SearchSpace):
         return {**self.__dict__, "_static_cache": {}}
 
     # ------------------------------------------------------------------ training
+    def dataset(self) -> Split:
+        """The train/validation/test split every candidate is trained and scored on (cached per process)."""
+        return self._split()
+
     def _split(self) -> Split:
         if self.root is None:
             return load_digits_split(self.split_seed)
@@ -308,8 +331,15 @@ class CnnSpace(SearchSpace):
                         )
                     loss.backward()
                     opt.step()
-            valid = _accuracy(model, torch.from_numpy(split.x_valid), torch.from_numpy(split.y_valid))
-            test = _accuracy(model, torch.from_numpy(split.x_test), torch.from_numpy(split.y_test))
+            valid = accuracy(model, torch.from_numpy(split.x_valid), torch.from_numpy(split.y_valid))
+            test = accuracy(model, torch.from_numpy(split.x_test), torch.from_numpy(split.y_test))
         extra["train_loss"] = loss.item()
         extra["train_s"] = time.perf_counter() - t0
-        return Evaluation(arch, valid, test, self.resources(arch), time.perf_counter() - t0, extra=extra)
+        ev = Evaluation(arch, valid, test, self.resources(arch), time.perf_counter() - t0, extra=extra)
+        weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        ev.trained = {
+            "state_dict": weights,
+            "preprocessing": self._preprocessing(split),
+            "architecture": self.architecture(arch),
+        }
+        return ev

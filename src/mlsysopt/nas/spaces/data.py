@@ -15,6 +15,8 @@ import numpy as np
 from mlsysopt.errors import InvalidDataset
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+DIGITS_IMAGES = 1797  # scikit-learn's digits: 1,797 8x8 images
+DIGITS_TRAIN = 1079  # of which the 60/20/20 split trains on 1,079
 _SPLITS: dict[tuple[str, int, int | None], Split] = {}
 
 
@@ -29,6 +31,8 @@ class Split:
     x_test: np.ndarray
     y_test: np.ndarray
     classes: tuple[str, ...]
+    mean: tuple[float, ...] = ()  # per-channel statistics of the training images the arrays were normalised with
+    std: tuple[float, ...] = ()
 
     @property
     def input_shape(self) -> tuple[int, int, int]:
@@ -69,6 +73,7 @@ def _normalise(split: Split) -> Split:
     std = split.x_train.std(axis=(0, 2, 3), keepdims=True) + 1e-6
     for name in ("x_train", "x_valid", "x_test"):
         setattr(split, name, ((getattr(split, name) - mean) / std).astype(np.float32))
+    split.mean, split.std = tuple(float(v) for v in mean.ravel()), tuple(float(v) for v in std.ravel())
     return split
 
 
@@ -94,7 +99,8 @@ def _layout_error(root: Path, problem: str) -> InvalidDataset:
     )
 
 
-def _images(folder: Path) -> list[Path]:
+def images_in(folder: Path) -> list[Path]:
+    """The image files directly in ``folder``, sorted."""
     return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
 
 
@@ -110,11 +116,11 @@ def check_image_folder(root: str | Path) -> tuple[str, ...]:
     for part in ("train", "test"):
         sub = root / part
         classes = tuple(sorted(p.name for p in sub.iterdir() if p.is_dir()))
-        if _images(sub):
+        if images_in(sub):
             raise _layout_error(root, f"'{part}/' holds images directly instead of one subfolder per class")
         if len(classes) < 2:
             raise _layout_error(root, f"'{part}/' has {len(classes)} class folder(s)")
-        empty = [c for c in classes if not _images(sub / c)]
+        empty = [c for c in classes if not images_in(sub / c)]
         if empty:
             raise _layout_error(root, f"class folder(s) {empty} in '{part}/' hold no images")
         found[part] = classes
@@ -137,7 +143,7 @@ def _read_image(path: Path) -> np.ndarray:
 def _read_part(root: Path, part: str, classes: tuple[str, ...], limit: int | None) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     for label, cls in enumerate(classes):
-        for path in _images(root / part / cls)[:limit]:
+        for path in images_in(root / part / cls)[:limit]:
             xs.append(_read_image(path))
             ys.append(label)
     shapes = {x.shape for x in xs}
@@ -150,7 +156,7 @@ def image_folder_info(root: str | Path) -> tuple[tuple[str, ...], tuple[int, int
     """``(classes, (3, height, width))`` of the dataset at ``root``: checks the layout and reads one image."""
     root = Path(root).expanduser()
     classes = check_image_folder(root)
-    h, w, _ = _read_image(_images(root / "train" / classes[0])[0]).shape
+    h, w, _ = _read_image(images_in(root / "train" / classes[0])[0]).shape
     return classes, (3, h, w)
 
 
