@@ -26,9 +26,9 @@ class Bowl(Backend):
 
     def optimum(self, workload: Workload) -> np.ndarray:
         shift = 0.15 * math.log(workload.rate / 500.0)
-        return np.array([0.75 + shift, 0.3, 0.0, 0.6 - shift, 0.0])
+        return np.array([0.75 + shift, 0.3, 0.0, 0.6 - shift, 0.0, 0.0])
 
-    def measure(self, config: Config, workload: Workload) -> Measurement:
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
         d2 = float(np.sum((self.space.normalized(config) - self.optimum(workload)) ** 2))
         ms = 2.0 * (1.0 + 4.0 * d2)
         return Measurement(

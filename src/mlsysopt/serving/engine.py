@@ -119,6 +119,12 @@ class Engine(Backend):
         with self._cond:
             self.config = config
 
+    def start(self) -> LoadGenerator:
+        """Start the load generator's process (once; :meth:`measure` does it when needed)."""
+        if self._loadgen is None:
+            self._loadgen = LoadGenerator()
+        return self._loadgen
+
     def _stop_threads(self) -> None:
         with self._cond:
             self._stop = True
@@ -240,15 +246,14 @@ class Engine(Backend):
         self.configure(config)
         self._warm_up(config, size)
         arrivals = self.arrivals(workload, window)
-        if self._loadgen is None:
-            self._loadgen = LoadGenerator()
+        loadgen = self.start()
         with self._cond:
             self._reset_window()
             self._queue.clear()
             self._feed = self.model.make_batch(size, np.random.default_rng(self.seed))
             self._rows = size
             self._open = True
-        start, _sent, pacer_lag_ms = self._loadgen.run(arrivals, self._submit, self.max_seconds)
+        start, _sent, pacer_lag_ms = loadgen.run(arrivals, self._submit, self.max_seconds)
         # ``start`` is the window's start as the pacer set it: every latency runs from start + arrivals[i]
         deadline = start + self.max_seconds
         first = start + float(arrivals[0])
@@ -295,7 +300,7 @@ class Engine(Backend):
             "finished": int((done <= end).sum()),
             "pacer_max_lag_ms": float(pacer_lag_ms),
             "max_receive_lag_ms": float(max(receive_lag, 0.0)),
-            "loadgen_pid": self._loadgen.pid,
+            "loadgen_pid": loadgen.pid,
         }
         return m
 

@@ -134,7 +134,7 @@ class SimulatedEngine(Backend):
             queue_samples=np.asarray(run.queue_samples, dtype=np.float64),
             duration_s=duration,
             slo_ms=self.slo_ms,
-            wall_s=duration,
+            wall_s=float(end),  # simulated seconds of the window, from its start
             arrival_span_s=float(arr[-1] - arr[0]) if n_arrived > 1 else None,
         )
         m.extra = {

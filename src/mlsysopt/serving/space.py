@@ -11,7 +11,8 @@ A :class:`Config` sets six knobs of a served model (Triton's and ONNX Runtime's 
 
 Equivalent configurations are one configuration (:meth:`Space.canonical`): at max batch 1 no batch ever waits, so
 every batch timeout is the smallest one; in sequential mode the inter-op threads are unused, so they are the
-smallest value. A :class:`Space` enumerates only these canonical configurations (every tuner sees the reduced
+smallest value; and the parallel executor with a single inter-op thread runs one node at a time, which is
+sequential execution. A :class:`Space` enumerates only these canonical configurations (every tuner sees the reduced
 space); ``raw_size`` is the size of the full grid. Normalized coordinates put every knob's grid positions evenly
 on [0, 1], so "a radius around a configuration" (RRL's region) means the same on every knob.
 """
@@ -201,12 +202,16 @@ class Space:
         """The one configuration that stands for every configuration equivalent to ``config``.
 
         At max batch 1 the timeout never matters (the smallest timeout of the grid stands for all); in sequential
-        mode the inter-op threads are unused (the smallest inter-op value stands for all).
+        mode the inter-op threads are unused (the smallest inter-op value stands for all); parallel mode with one
+        inter-op thread is sequential execution (when the grid has sequential mode).
         """
         change: dict[str, float] = {}
         if config.max_batch == 1:
             change["batch_timeout_ms"] = self.values["batch_timeout_ms"][0]
-        if not config.parallel:
+        parallel = config.parallel
+        if parallel and config.inter_threads == 1 and 0 in self.values["execution_mode"]:
+            change["execution_mode"], parallel = 0, False
+        if not parallel:
             change["inter_threads"] = self.values["inter_threads"][0]
         return replace(config, **change) if change else config
 

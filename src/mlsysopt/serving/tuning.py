@@ -145,7 +145,7 @@ def tune(
             m = backend.measure(config, workload)
             tuner.tell(config, m)
             seen.setdefault(config, []).append(m)
-            best = min(seen, key=lambda c: (objective.score(merge(seen[c])), str(c)))
+            best = min(seen, key=lambda c: objective.score(merge(seen[c])))  # ties: the first measured
             step = Step(len(steps), config, m, objective.score(m), best, objective.score(merge(seen[best])), workload)
             steps.append(step)
             if on_step is not None:

@@ -27,11 +27,18 @@ from mlsysopt.serving.stats import mean_ci, stable
 WATCHED = ("mean_ms", "p99_ms", "throughput")
 
 
+def _mean(values: list[float]) -> float:
+    """The mean; exactly the value when all are equal (so ties between configurations stay ties); inf if any is."""
+    if not all(math.isfinite(x) for x in values):
+        return math.inf
+    return values[0] if min(values) == max(values) else float(np.mean(values))
+
+
 def combine(windows: Sequence[Measurement], all_windows: int, is_stable: bool) -> Measurement:
     """One measurement averaging ``windows`` (of one configuration and workload), with intervals and samples."""
     first = windows[0]
     samples = {k: [float(getattr(w, k)) for w in windows] for k in WINDOW_VALUES}
-    avg = {k: float(np.mean(v)) if all(math.isfinite(x) for x in v) else math.inf for k, v in samples.items()}
+    avg = {k: _mean(v) for k, v in samples.items()}
     viol = [w.violation_rate for w in windows]
     offered = [w.offered_rps for w in windows if math.isfinite(w.offered_rps)]
     return Measurement(
@@ -108,7 +115,7 @@ def merge(measurements: Sequence[Measurement]) -> Measurement:
         return measurements[0]
     first, last = measurements[0], measurements[-1]
     samples = {k: [v for m in measurements for v in m.window_values(k)] for k in WINDOW_VALUES}
-    avg = {k: float(np.mean(v)) if all(math.isfinite(x) for x in v) else math.inf for k, v in samples.items()}
+    avg = {k: _mean(v) for k, v in samples.items()}
     viol = [m.violation_rate for m in measurements]
     offered = [m.offered_rps for m in measurements if math.isfinite(m.offered_rps)]
     return Measurement(

@@ -61,7 +61,7 @@ class Tuner(ABC):
         """The measured configuration with the lowest score under the current workload (None before any)."""
         if not self.measured:
             return None
-        return min(self.measured, key=lambda c: (self.objective.score(self.measured[c]), self.space.index(c)))
+        return min(self.measured, key=lambda c: self.objective.score(self.measured[c]))  # ties: the first measured
 
     def unmeasured(self) -> np.ndarray:
         """Indices of configurations not yet measured under the current workload."""
