@@ -63,9 +63,13 @@ def plot_steps(
         ax.axhline(slo_ms, color="red", linestyle="--", linewidth=1, label=f"SLO {slo_ms:g} ms")
     if missed_any:
         ax.scatter([], [], marker="x", color="red", label=f"{SLO_MISSED} (top edge)")
-    if not ax.has_data():
+    finite = [
+        v for steps in runs.values() for s in steps for v in (_num(s["value"]), _num(s["best"])) if np.isfinite(v)
+    ]
+    if not finite:
         ax.text(0.5, 0.5, f"every measurement: {SLO_MISSED}", ha="center", transform=ax.transAxes)
-    else:
+        ax.set_yticks([])
+    elif min(finite) > 0:
         ax.set_yscale("log")
     ax.set_xlabel("measurement")
     ax.set_ylabel(ylabel)

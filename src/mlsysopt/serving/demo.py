@@ -52,8 +52,8 @@ def _real(ctx: DemoContext) -> Section:
     with Engine(model, n_requests=150, max_seconds=4.0, slo_ms=slo, max_threads=cores, seed=ctx.seed) as engine:
         default = engine.measure(space.default(engine.cores), workload)
         result = tune(get_tuner("rrl", space, objective, seed=ctx.seed), engine, [(workload, REAL_BUDGET)])
-        top = result.per_rate[-1].ranked(objective)[:2]
-        ctx.step("serving: confirming RRL's top 2 against the default, interleaved (2 rounds)")
+        top = result.per_rate[-1].ranked(objective)[:1]
+        ctx.step("serving: confirming RRL's pick against the default, interleaved (2 rounds)")
         confirmed = confirm(engine, top, space.default(engine.cores), workload, objective, rounds=2)
     plot_tuning(
         result, space, out / "real_steps.png", out / "real_heatmap.png", name="rrl", title="RRL, real",
@@ -90,7 +90,7 @@ def _real(ctx: DemoContext) -> Section:
         f"The zoo ResNet exported to ONNX and served by ONNX Runtime on this machine ({cores} cores): a shared "
         f"request queue, dynamic batching and worker sessions, under open-loop Poisson load at {rate:.0f} "
         f"requests/s. RRL measured {len(measured)} of the {space.size} configurations; latency is real, "
-        f"measured here. SLO (p99): {slo:.1f} ms. {result.message} Then its top 2 and the default were re-measured "
+        f"measured here. SLO (p99): {slo:.1f} ms. {result.message} Then its pick and the default were re-measured "
         f"interleaved (2 rounds); the pick is the best confirmed median."
     )
     return Section(

@@ -58,6 +58,23 @@ def export_onnx_with(module: Any, inputs: tuple[Any, ...], path: Path, exporter:
     return path
 
 
+def _check_example_shape(spec: str, inputs: tuple[Any, ...], input_shape: tuple[int, ...] | None) -> None:
+    """Refuse an ``--input-shape`` that disagrees with the factory's own example input (besides the batch dim)."""
+    shape = tuple(getattr(inputs[0], "shape", ())) if inputs else ()
+    if input_shape is None or not shape or tuple(shape[1:]) == tuple(input_shape[1:]):
+        return
+    if len(shape) != len(input_shape):
+        raise InvalidModel(
+            f"'{spec}': the factory's example input has shape {list(shape)} ({len(shape)} dims), --input-shape "
+            f"{','.join(map(str, input_shape))} has {len(input_shape)}"
+        )
+    i = next(k for k in range(1, len(shape)) if shape[k] != input_shape[k])
+    raise InvalidModel(
+        f"'{spec}': input 0 has dim {i} fixed at {shape[i]} by the factory's example input (shape {list(shape)}), "
+        f"but --input-shape says {input_shape[i]}"
+    )
+
+
 def export_served(
     source: Source,
     folder: Path,
@@ -77,6 +94,7 @@ def export_served(
     if unknown or not exporters:
         raise InvalidModel(f"unknown ONNX exporter(s) {unknown or '(none)'} (choose from: {', '.join(EXPORTERS)})")
     module, inputs = source.pytorch(input_shape)
+    _check_example_shape(source.spec, inputs, input_shape)
     failed: dict[str, str] = {}
     for exporter in exporters:
         path = Path(folder) / f"{source.name}.onnx"

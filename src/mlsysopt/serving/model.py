@@ -20,6 +20,9 @@ import onnxruntime as ort
 
 from mlsysopt.errors import InvalidModel
 
+# ONNX Runtime logs a failing kernel to stderr itself; mlsysopt reports it once, in its own words
+ort.set_default_logger_severity(3)
+
 _DTYPES: dict[str, type] = {
     "tensor(float)": np.float32,
     "tensor(float16)": np.float16,
