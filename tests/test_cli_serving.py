@@ -57,7 +57,7 @@ def test_tune_on_the_simulator_writes_measurements_confirmation_and_usable_confi
     # the best per rate, search-time and confirmed; the pick is the last rate's confirmed one
     assert [r["rate"] for r in result["per_rate"]] == [300.0, 600.0]
     conf = result["confirmation"][-1]
-    assert conf["rounds"] == 2 and any(c["is_default"] for c in conf["candidates"]) or len(conf["candidates"]) == 2
+    assert (conf["rounds"] == 2 and any(c["is_default"] for c in conf["candidates"])) or len(conf["candidates"]) == 2
     assert result["best"] == conf["pick"]["config"] == result["per_rate"][-1]["confirmed_best"]
     lo, hi = result["confirmed_interval"]
     assert lo <= result["confirmed_value"] <= hi
@@ -134,7 +134,7 @@ def test_serve_sweeps_rates_draws_the_curve_and_marks_saturation(tmp_path: Path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "s" / "result.json").read_text())
-    low, high = result["measurements"]
+    _low, high = result["measurements"]
     assert high["saturated"] is True and high["throughput"] < 0.95 * high["offered_rps"]
     assert [p["state"] for p in result["curve"]][1] == "saturated" and result["slo_ms"] == 50
     assert (tmp_path / "s" / "curve.png").read_bytes()[:8] == PNG_MAGIC

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mlsysopt.errors import InvalidModel, InvalidSpace, MlsysoptError
+from mlsysopt.errors import InvalidSpace, MlsysoptError
 from mlsysopt.serving.inputs import (
     ModelStage,
     build_space,

@@ -11,9 +11,9 @@ import pytest
 
 from mlsysopt.errors import InvalidRunDir, MlsysoptError
 from mlsysopt.serving.jobs import ProfileJob, ServeJob
-from mlsysopt.serving.tuning_job import TuningJob
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config
+from mlsysopt.serving.tuning_job import TuningJob
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

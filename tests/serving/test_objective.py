@@ -8,8 +8,7 @@ import pytest
 
 from mlsysopt.errors import InvalidSpace
 from mlsysopt.serving.backend import Measurement
-from mlsysopt.serving.objective import PENALTY
-from mlsysopt.serving.objective import SCORE_CAP, Objective
+from mlsysopt.serving.objective import PENALTY, SCORE_CAP, Objective
 from mlsysopt.serving.space import Config, Workload
 
 W = Workload(100.0)

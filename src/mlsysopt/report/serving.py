@@ -14,7 +14,7 @@ from mlsysopt.report.figures import new_figure, save_figure
 
 if TYPE_CHECKING:
     from mlsysopt.serving.backend import Measurement
-    from mlsysopt.serving.confirm import Confirmation
+    from mlsysopt.serving.confirmation import Confirmation
     from mlsysopt.serving.objective import Objective
     from mlsysopt.serving.profile import ServiceProfile, ServiceSample
 

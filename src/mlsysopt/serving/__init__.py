@@ -25,9 +25,9 @@ _EXPORTS = {
     "merge": "mlsysopt.serving.windows",
     "mean_ci": "mlsysopt.serving.stats",
     "median_ci": "mlsysopt.serving.stats",
-    "measure_noise": "mlsysopt.serving.confirm",
-    "confirm": "mlsysopt.serving.confirm",
-    "Confirmation": "mlsysopt.serving.confirm",
+    "measure_noise": "mlsysopt.serving.confirmation",
+    "confirm": "mlsysopt.serving.confirmation",
+    "Confirmation": "mlsysopt.serving.confirmation",
     "CapacityBackend": "mlsysopt.serving.capacity",
     "LoadGenerator": "mlsysopt.serving.loadgen",
     # backends: the real engine and its simulator
@@ -94,7 +94,7 @@ _EXPORTS = {
 if TYPE_CHECKING:
     from mlsysopt.serving.backend import Backend, Measurement
     from mlsysopt.serving.capacity import CapacityBackend
-    from mlsysopt.serving.confirm import Confirmation, confirm, measure_noise
+    from mlsysopt.serving.confirmation import Confirmation, confirm, measure_noise
     from mlsysopt.serving.deploy import ort_session_json, parse_triton_config, session_options_from_json, triton_config
     from mlsysopt.serving.engine import Engine
     from mlsysopt.serving.experiment import (

@@ -28,7 +28,7 @@ def demo_section(ctx: DemoContext) -> list[Section]:
 
 
 def _real(ctx: DemoContext) -> Section:
-    from mlsysopt.serving.confirm import confirm
+    from mlsysopt.serving.confirmation import confirm
     from mlsysopt.serving.engine import Engine
     from mlsysopt.serving.experiment import measure_profile, plot_tuning
     from mlsysopt.serving.inputs import machine_threads, resolve_model

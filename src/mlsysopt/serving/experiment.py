@@ -6,7 +6,7 @@ and what they were told, so :class:`ReplayBackend` feeds a restarted tuner the m
 folder's JSON checkpoint, in order (checking that it asks for the same configurations), and only then measures.
 
 The checkpoint is ``{"measurements": [...], "noise": [...], "confirm": [...]}``: the search's measurements, and
-those of the phases around it (:mod:`mlsysopt.serving.confirm`), each replayed in order by its own
+those of the phases around it (:mod:`mlsysopt.serving.confirmation`), each replayed in order by its own
 :class:`ReplayBackend` (:class:`PhaseCheckpoint`).
 """
 

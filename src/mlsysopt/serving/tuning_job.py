@@ -1,12 +1,12 @@
 """The job behind ``mlsysopt serving tune``: noise, search, confirmation, report (each phase checkpointed).
 
-1. **Noise**: single windows of the runtime's default configuration (:func:`~mlsysopt.serving.confirm.measure_noise`).
+1. **Noise**: single windows of the runtime's default configuration (:func:`~mlsysopt.serving.confirmation.measure_noise`).
 2. **Search**: the tuner over the reduced space, every measurement a stable one (windows until they agree,
    :class:`~mlsysopt.serving.windows.StableBackend`; for the throughput objective a rate search per configuration,
    :class:`~mlsysopt.serving.capacity.CapacityBackend`), until ``budget`` measurements per rate or ``timeout``
    seconds of wall clock.
 3. **Confirmation** per rate: the top ``confirm_top`` candidates and the default, interleaved for
-   ``confirm_rounds`` rounds; the pick is the best confirmed median (:func:`~mlsysopt.serving.confirm.confirm`).
+   ``confirm_rounds`` rounds; the pick is the best confirmed median (:func:`~mlsysopt.serving.confirmation.confirm`).
 4. **Report**: ``result.json`` (search-time and confirmed values, the answer per rate, noise, how much the
    equivalences shrank the space), ``steps.png``, ``heatmap.png``, ``confirm.png``, and the pick as ONNX Runtime
    session options (``ort_session_options.json``) and a Triton model configuration (``config.pbtxt``).
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import to_jsonable
 from mlsysopt.serving.capacity import CapacityBackend
-from mlsysopt.serving.confirm import confirm, measure_noise
+from mlsysopt.serving.confirmation import confirm, measure_noise
 from mlsysopt.serving.deploy import ort_session_json, triton_config
 from mlsysopt.serving.experiment import SEARCH, TUNING_CHECKPOINT, PhaseCheckpoint, plot_tuning, recorded_phases
 from mlsysopt.serving.inputs import DEFAULT_PROFILE, check_backend, make_backend, resolve_profile, tuning_space
@@ -40,7 +40,7 @@ from mlsysopt.serving.windows import StableBackend
 if TYPE_CHECKING:
     from mlsysopt.io import RunDir
     from mlsysopt.serving.backend import Backend
-    from mlsysopt.serving.confirm import Confirmation
+    from mlsysopt.serving.confirmation import Confirmation
     from mlsysopt.serving.tuning import Step, TuneResult
 
 MAX_BUDGET = 100_000
