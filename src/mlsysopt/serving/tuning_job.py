@@ -1,6 +1,6 @@
 """The job behind ``mlsysopt serving tune``: noise, search, confirmation, report (each phase checkpointed).
 
-1. **Noise**: single windows of the runtime's default configuration (:func:`~mlsysopt.serving.confirmation.measure_noise`).
+1. **Noise**: single windows of the default configuration (:func:`~mlsysopt.serving.confirmation.measure_noise`).
 2. **Search**: the tuner over the reduced space, every measurement a stable one (windows until they agree,
    :class:`~mlsysopt.serving.windows.StableBackend`; for the throughput objective a rate search per configuration,
    :class:`~mlsysopt.serving.capacity.CapacityBackend`), until ``budget`` measurements per rate or ``timeout``
