@@ -13,6 +13,7 @@ from mlsysopt.serving.backend import Backend, Measurement
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Space, Workload
 from mlsysopt.serving.tuners import RRL, RRLConfig, get_tuner
+from mlsysopt.serving.tuning import tune
 from mlsysopt.serving.tuners.base import boltzmann
 
 
@@ -132,3 +133,26 @@ def test_rrl_finds_the_optimum_faster_than_random_search() -> None:
 def test_unknown_knob_names_the_knobs() -> None:
     with pytest.raises(MlsysoptError, match="unknown knob.*tau0"):
         RRL(SPACE, Objective(), temperature=1.0)
+
+
+class NoisyBackend(Bowl):
+    """The smooth fake with wide intervals: every measurement is 3 windows whose spread overlaps its neighbours'."""
+
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
+        m = super().measure(config, workload)
+        lo, hi = 0.7 * m.mean_ms, 1.3 * m.mean_ms
+        m.ci = {"mean_ms": [lo, hi], "p99_ms": [1.5 * lo, 1.5 * hi], "throughput": [workload.rate] * 2}
+        m.windows = 3
+        return m
+
+
+def test_rrl_re_measures_the_incumbent_when_a_newcomer_wins_within_the_noise() -> None:
+    space, obj = Space.for_machine(4), Objective()
+    tuner = RRL(space, obj, seed=0, remeasure=2)
+    res = tune(tuner, NoisyBackend(space), [(W, 12)])
+    asked = [s.config for s in res.steps]
+    repeated = {c for c in asked if asked.count(c) > 1}
+    assert repeated, "with overlapping intervals RRL should have re-measured an incumbent"
+    assert all(asked.count(c) <= 3 for c in repeated)  # at most `remeasure` re-measurements each
+    clean = [s.config for s in tune(RRL(space, obj, seed=0), Bowl(space), [(W, 12)]).steps]
+    assert len(set(clean)) == len(clean)  # single windows have no interval: no re-measurement
