@@ -13,8 +13,8 @@ from mlsysopt.serving.backend import Backend, Measurement
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Space, Workload
 from mlsysopt.serving.tuners import RRL, RRLConfig, get_tuner
-from mlsysopt.serving.tuning import tune
 from mlsysopt.serving.tuners.base import boltzmann
+from mlsysopt.serving.tuning import tune
 
 
 class Bowl(Backend):
