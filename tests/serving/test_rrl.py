@@ -147,7 +147,7 @@ class NoisyBackend(Bowl):
 
 
 def test_rrl_re_measures_the_incumbent_when_a_newcomer_wins_within_the_noise() -> None:
-    space, obj = Space.for_machine(4), Objective()
+    space, obj = Space.for_machine(8), Objective()
     tuner = RRL(space, obj, seed=0, remeasure=2)
     res = tune(tuner, NoisyBackend(space), [(W, 12)])
     asked = [s.config for s in res.steps]
