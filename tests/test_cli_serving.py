@@ -1,4 +1,4 @@
-"""``mlsysopt serving profile | tune | serve`` run for real with tiny budgets, and their bad-input errors."""
+"""``mlsysopt serving profile | tune | serve | study`` run for real with tiny budgets, and their bad-input errors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,26 @@ from pathlib import Path
 import pytest
 from tests.cli_helpers import PNG_MAGIC, assert_user_error, run
 
-SIM = ("--backend", "sim", "--profile", "synthetic:4", "--requests", "60")
-SMALL = ("--workers", "1,2", "--max-batch", "1,4", "--timeout-ms", "0,2", "--intra", "1,2", "--inter", "1")
+SIM = ("--engine", "sim", "--profile", "synthetic:4", "--requests", "60")
+SMALL = ("--instances", "1,2", "--max-batch", "1,4", "--timeout-ms", "0,2", "--intra", "1,2", "--inter", "1")
+QUICK = ("--confirm-top", "2", "--confirm-rounds", "2", "--noise-windows", "2")
+
+# a model whose batch is fixed inside: every exporter's file fails at a batch > 1 (a Reshape to 1 x 768)
+FIXED_BATCH = """
+import torch
+from torch import nn
+
+class Fixed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(768, 4)
+
+    def forward(self, x):
+        return self.fc(x.reshape(1, 768))
+
+def fixed():
+    return Fixed().eval(), (torch.randn(1, 3, 16, 16),)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -20,25 +38,51 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return export_zoo_onnx("cnn", tmp_path_factory.mktemp("m") / "cnn.onnx")
 
 
-def test_tune_on_the_simulator_writes_every_measurement_and_plots(tmp_path: Path) -> None:
-    proc = run("serving", "tune", *SIM, *SMALL, "--rate", "300,600", "--budget", "5", "--out", "r", cwd=tmp_path)
+def test_tune_on_the_simulator_writes_measurements_confirmation_and_usable_configs(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    from mlsysopt.serving.deploy import parse_triton_config, session_options_from_json
+
+    proc = run(
+        "serving", "tune", *SIM, *SMALL, *QUICK, "--rate", "300,600", "--budget", "5", "--out", "r", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "r"
     result = json.loads((out / "result.json").read_text())
     assert len(result["measurements"]) == 10
     assert [m["workload"]["rate"] for m in result["measurements"]] == [300.0] * 5 + [600.0] * 5
-    assert result["settings"]["space"]["size"] == 16
-    assert result["best"] is not None and result["best_measurement"]["config"] == result["best"]
-    for png in ("steps.png", "heatmap.png"):
+    assert result["settings"]["space"]["size"] == 12 and result["space"]["raw_size"] == 32  # timeout at b1, modes
+    assert all(m["windows"] >= 3 and m["stable"] is not None and "mean_ms" in m["ci"] for m in result["measurements"])
+    assert result["noise"]["windows"] == 2 and result["noise"]["cv_mean_ms"] >= 0
+    # the best per rate, search-time and confirmed; the pick is the last rate's confirmed one
+    assert [r["rate"] for r in result["per_rate"]] == [300.0, 600.0]
+    conf = result["confirmation"][-1]
+    assert (conf["rounds"] == 2 and any(c["is_default"] for c in conf["candidates"])) or len(conf["candidates"]) == 2
+    assert result["best"] == conf["pick"]["config"] == result["per_rate"][-1]["confirmed_best"]
+    lo, hi = result["confirmed_interval"]
+    assert lo <= result["confirmed_value"] <= hi
+    for png in ("steps.png", "heatmap.png", "confirm.png"):
         assert (out / png).read_bytes()[:8] == PNG_MAGIC
-    assert "best configuration found" in proc.stdout
+    # the pick, usable outside mlsysopt: real SessionOptions, a config.pbtxt that parses as Triton's proto
+    opts = session_options_from_json(json.loads((out / "ort_session_options.json").read_text()))
+    assert isinstance(opts, ort.SessionOptions) and opts.intra_op_num_threads == result["best"]["intra_threads"]
+    cfg = parse_triton_config((out / "config.pbtxt").read_text())
+    assert (
+        cfg.max_batch_size == result["best"]["max_batch"] and cfg.instance_group[0].count == result["best"]["instances"]
+    )
+    assert cfg.parameters["intra_op_thread_count"].string_value == str(result["best"]["intra_threads"])
+    assert "answer per rate" in proc.stdout
 
 
 def test_tune_resume_after_the_run_replays_the_checkpoint(tmp_path: Path) -> None:
-    args = ("serving", "tune", *SIM, *SMALL, "--rate", "300", "--seed", "1", "--out", "r")
+    args = ("serving", "tune", *SIM, *SMALL, *QUICK, "--rate", "300", "--seed", "1", "--out", "r")
     assert run(*args, "--budget", "3", cwd=tmp_path).returncode == 0
     again = run(*args, "--budget", "3", cwd=tmp_path)
     assert_user_error(again, "checkpoint.json exists", "--resume")
+    before = (tmp_path / "r" / "result.json").read_text()
+    smaller = run(*args, "--budget", "2", "--resume", cwd=tmp_path)
+    assert_user_error(smaller, "already holds 3 search measurements", "--budget 3 or more")
+    assert (tmp_path / "r" / "result.json").read_text() == before
     proc = run(*args, "--budget", "6", "--resume", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "r" / "result.json").read_text())
@@ -47,65 +91,90 @@ def test_tune_resume_after_the_run_replays_the_checkpoint(tmp_path: Path) -> Non
     assert_user_error(other, "other settings")
 
 
-def test_tune_cost_objective_with_an_unmeetable_slo_says_so(tmp_path: Path) -> None:
+def test_tune_cost_objective_with_an_unmeetable_slo_says_slo_missed(tmp_path: Path) -> None:
     proc = run(
-        "serving", "tune", *SIM, *SMALL, "--objective", "cost", "--slo-ms", "0.001", "--budget", "4", "--out", "r",
-        cwd=tmp_path,
+        "serving", "tune", *SIM, *SMALL, *QUICK, "--objective", "cost", "--slo-ms", "0.001", "--budget", "3",
+        "--out", "r", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "r" / "result.json").read_text())
-    assert result["slo_met"] is False
-    assert "no measured configuration meets the SLO" in result["message"]
-    assert result["best"] is not None
+    assert result["slo_met"] is False and result["message"].startswith("SLO missed")
+    assert result["per_rate"][0]["confirmed"] == "SLO missed" and result["best"] is not None
+    assert "SLO missed" in proc.stdout and "1e+06" not in proc.stdout
 
 
-def test_tune_and_serve_on_the_real_engine(tmp_path: Path, model: Path) -> None:
+def test_tune_then_serve_on_a_zoo_model_reproduces_the_confirmed_value(tmp_path: Path) -> None:
+    one = ("--instances", "1", "--max-batch", "1,4", "--timeout-ms", "0", "--intra", "1", "--inter", "1")
     proc = run(
-        "serving", "tune", "--backend", "real", "--model", model, *SMALL, "--rate", "100", "--requests", "20",
-        "--budget", "2", "--out", "t", cwd=tmp_path,
+        "serving", "tune", "--engine", "real", "--model", "zoo:cnn", *one, "--rate", "200", "--requests", "40",
+        "--budget", "2", "--confirm-top", "1", "--confirm-rounds", "3", "--noise-windows", "2", "--out", "t",
+        cwd=tmp_path, timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "t" / "result.json").read_text())
-    assert len(result["measurements"]) == 2
-    assert "ONNX Runtime" in result["backend"]
+    assert "ONNX Runtime" in result["backend"] and "own process" in result["backend"]
+    assert (tmp_path / "t" / "cnn.onnx").is_file()  # the export mlsysopt made, kept in the run folder
     m = result["measurements"][0]
-    assert 0 < m["p50_ms"] <= m["p99_ms"]
+    assert 0 < m["p50_ms"] <= m["p99_ms"] and m["extra"]["loadgen_pid"] != os.getpid()
+    lo, hi = result["confirmed_interval"]
     proc = run(
-        "serving", "serve", "--model", model, "--config", tmp_path / "t" / "result.json", "--rate", "50,100",
-        "--requests", "20", "--out", "s", cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    served = json.loads((tmp_path / "s" / "result.json").read_text())["measurements"]
-    assert [m["workload"]["rate"] for m in served] == [50.0, 100.0]
-    assert served[0]["config"] == result["best"]
-
-
-def test_serve_reports_saturation_without_crashing(tmp_path: Path, model: Path) -> None:
-    proc = run(
-        "serving", "serve", "--model", model, "--rate", "100000", "--requests", "3000", "--max-batch", "1",
-        "--out", "s", cwd=tmp_path,
+        "serving", "serve", "--model", "zoo:cnn", "--config", tmp_path / "t" / "result.json", "--rate", "200",
+        "--requests", "40", "--out", "s", cwd=tmp_path, timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     served = json.loads((tmp_path / "s" / "result.json").read_text())["measurements"][0]
-    assert served["saturated"] is True
+    assert served["config"] == result["best"]
+    assert lo <= served["mean_ms"] <= hi, (served["mean_ms"], lo, hi)
+
+
+def test_serve_sweeps_rates_draws_the_curve_and_marks_saturation(tmp_path: Path, model: Path) -> None:
+    proc = run(
+        "serving", "serve", "--model", model, "--rate", "200,100000", "--requests", "300", "--slo-ms", "50",
+        "--out", "s", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "s" / "result.json").read_text())
+    _low, high = result["measurements"]
+    assert high["saturated"] is True and high["throughput"] < 0.95 * high["offered_rps"]
+    assert [p["state"] for p in result["curve"]][1] == "saturated" and result["slo_ms"] == 50
+    assert (tmp_path / "s" / "curve.png").read_bytes()[:8] == PNG_MAGIC
     assert "saturated" in proc.stdout
 
 
-def test_profile_fits_and_extrapolates(tmp_path: Path, model: Path) -> None:
+def test_profile_fits_calibrates_and_warns_about_extrapolation(tmp_path: Path, model: Path) -> None:
     proc = run(
-        "serving", "profile", "--model", model, "--rows", "1,4,8", "--intra", "1,2", "--inter", "1", "--repeats", "2",
+        "serving", "profile", "--model", model, "--rows", "1,4,8", "--intra", "1,2", "--inter", "1", "--repeats", "1",
         "--cores", "16", "--out", "p", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "p"
     prof = json.loads((out / "profile.json").read_text())
     assert prof["source"] == "measured" and prof["cores"] == (os.cpu_count() or 1)
+    assert len(prof["table"]) == 6 and prof["measured_threads"] == 2 and prof["dispatch_ms"] >= 0
     assert json.loads((out / "profile_16.json").read_text())["source"] == "extrapolated"
     assert (out / "profile.png").read_bytes()[:8] == PNG_MAGIC
-    # the fitted profile drives the simulator
-    proc = run("serving", "tune", "--backend", "sim", "--profile", out / "profile.json", *SMALL[:-4], "--intra", "1",
-               "--budget", "2", "--requests", "30", "--out", "r", cwd=tmp_path)  # fmt: skip
+    assert "warning: extrapolation: a 16-core profile" in proc.stderr and "6/6" in proc.stderr  # the progress bar
+    proc = run("serving", "tune", "--engine", "sim", "--profile", out / "profile.json", *SMALL[:-4], "--intra", "1",
+               *QUICK, "--budget", "2", "--requests", "30", "--out", "r", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+
+
+def test_study_runs_tuners_by_seeds_on_the_local_pool(tmp_path: Path) -> None:
+    proc = run(
+        "serving", "study", "--tuners", "rrl,random", "--seeds", "2", "--profile", "synthetic:2", "--requests", "60",
+        "--cap", "0.5", "--out", "st", cwd=tmp_path, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "st" / "result.json").read_text())
+    assert set(result["evals_to_5pct"]) == {"rrl", "random"} and len(result["per_seed"]) == 4
+    assert result["executor"] == "serial"  # --workers 1; the pool and Ray: tests/serving/test_study.py
+    assert (tmp_path / "st" / "study.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_help_shows_defaults_and_the_renamed_options() -> None:
+    text = run("serving", "tune", "--help", cwd=Path.cwd()).stdout
+    for needle in ("--instances", "--engine", "--timeout", "--resume", "--no-resume", "default: 30"):
+        assert needle in text, needle
 
 
 REFUSED = [
@@ -116,23 +185,39 @@ REFUSED = [
     (("profile", "--model", "{model}", "--rows", "1,x"), ("--rows", "comma-separated")),
     (("profile", "--model", "{tmp}/bad.onnx"), ("bad.onnx",)),
     (("profile", "--model", "zoo:nope"), ("unknown zoo model 'nope'",)),
-    (("profile", "--model", "zoo:cnn", "--input-shape", "3,8,8"), ("fixed at 32",)),
+    (("profile", "--model", "zoo:cnn", "--input-shape", "1,3,8,8"), ("fixed at 32",)),
+    (("profile", "--model", "montage"), ("a recipe source", "serving needs")),
     (("tune", "--model", "{tmp}/nope.onnx"), ("nope.onnx",)),
     (("tune", *SIM, "--intra", "1,64"), ("intra_threads=64", "exceeds")),
-    (("tune", *SIM, "--workers", ","), ("--workers", "empty")),
+    (("tune", *SIM, "--instances", ","), ("--instances", "empty")),
+    (("tune", *SIM, "--max-batch", "1.5"), ("--max-batch", "whole numbers")),
     (("tune", *SIM, "--tuner", "magic"), ("magic",)),
     (("tune", *SIM, "--tuner", "rrl", "--resume"), ("no checkpoint",)),
-    (("tune", "--backend", "real"), ("--model",)),
-    (("tune", "--backend", "gpu"), ("gpu",)),
+    (("tune", "--engine", "real"), ("--model",)),
+    (("tune", "--engine", "gpu"), ("gpu",)),
     (("tune", *SIM, "--objective", "cost"), ("SLO",)),
     (("tune", *SIM, "--rate", "0"), ("rate",)),
-    (("tune", "--backend", "sim", "--profile", "{tmp}/p.json"), ("p.json", "missing key")),
-    (("tune", "--backend", "real", "--model", "zoo:cnn", "--input-shape", "3,8,8"), ("fixed at 32",)),
+    (("tune", *SIM, "--rate", "1e308"), ("1,000,000 req/s",)),
+    (("tune", "--engine", "sim", "--profile", "synthetic:abc"), ("--profile synthetic:abc", "not a core count")),
+    (("tune", "--engine", "real", "--model", "zoo:cnn", "--rate", "0.001"), ("at least 1 req/s", "10 s")),
+    (("tune", "--engine", "real", "--model", "zoo:cnn", "--max-batch", "1,100000"), ("--max-batch 100,000", "GB")),
+    (("tune", *SIM[:-2], "--requests", "1000000"), ("--requests", "100,000")),
+    (("tune", "--engine", "sim", "--profile", "{tmp}/p.json"), ("p.json", "missing key")),
+    (("tune", "--engine", "real", "--model", "zoo:cnn", "--input-shape", "1,3,8,8"), ("fixed at 32",)),
+    (
+        ("tune", "--engine", "real", "--model", "{tmp}/fixed.py:fixed", "--max-batch", "1,4"),
+        ("no ONNX export", "op Reshape", "{4,3,16,16}"),
+    ),
     (("serve", "--model", "{tmp}/bad.onnx"), ("bad.onnx",)),
     (("serve", "--model", "{model}", "--config", "{tmp}/c.json"), ("threads",)),
-    (("serve", "--model", "{model}", "--config", "{tmp}/big.json"), ("workers=999", "exceeds")),
-    (("serve", "--model", "zoo:cnn", "--input-shape", "3,8,8"), ("fixed at 32",)),
+    (("serve", "--model", "{model}", "--config", "{tmp}/big.json"), ("instances=999", "exceeds")),
+    (("serve", "--model", "{model}", "--config", "{tmp}/frac.json"), ("knob max_batch", "whole number", "1.5")),
+    (("serve", "--model", "{model}", "--config", "{tmp}/true.json"), ("knob instances", "whole number", "True")),
+    (("serve", "--model", "zoo:cnn", "--input-shape", "1,3,8,8"), ("fixed at 32",)),
     (("serve", "--model", "{model}", "--rate", "50,-1"), ("rate",)),
+    (("serve", "--model", "{model}", "--rate", "1e308"), ("1,000,000 req/s",)),
+    (("study", "--tuners", "rrl,nope"), ("nope",)),
+    (("study", "--backend", "spark"), ("spark",)),
 ]
 
 
@@ -140,15 +225,19 @@ REFUSED = [
 def test_refused_inputs_give_one_clear_line_and_leave_no_run_folder(
     tmp_path: Path, model: Path, args: tuple[str, ...], needles: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    temp = tmp_path / "temp"  # where the command exports a zoo model while it validates
+    temp = tmp_path / "temp"  # where the command exports a PyTorch model while it validates
     temp.mkdir()
     monkeypatch.setenv("TMPDIR", str(temp))
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
     (tmp_path / "p.json").write_text('{"a_ms": 1}')
-    (tmp_path / "c.json").write_text('{"workers": 2, "threads": 4}')
-    (tmp_path / "big.json").write_text('{"workers": 999}')
+    (tmp_path / "c.json").write_text('{"instances": 2, "threads": 4}')
+    (tmp_path / "big.json").write_text('{"instances": 999}')
+    (tmp_path / "frac.json").write_text('{"instances": 1, "max_batch": 1.5}')
+    (tmp_path / "true.json").write_text('{"instances": true}')
+    (tmp_path / "fixed.py").write_text(FIXED_BATCH)
     argv = [a.format(model=model, tmp=tmp_path) for a in args]
-    assert_user_error(run("serving", *argv, "--out", "out", cwd=tmp_path), *needles)
+    line = assert_user_error(run("serving", *argv, "--out", "out", cwd=tmp_path, timeout=240), *needles)
+    assert "\ufe0f" not in line and not any(ord(ch) > 0x2000 for ch in line)  # no emoji, as typed
     assert not (tmp_path / "out").exists()
     assert not list(temp.glob("mlsysopt-model-*"))
 
@@ -171,9 +260,10 @@ def test_demo_serving_section(tmp_path: Path) -> None:
     real = result["serving_real"]
     assert "real measurements" in real["data"]
     assert len(real["measurements"]) == 12 and real["best"] is not None
+    assert real["confirmation"]["rounds"] == 2 and real["confirmation"]["pick"]["config"]
     assert "extrapolated" in result["serving_sim"]["data"]
     html = (out / "index.html").read_text()
     for png in ("real_steps.png", "real_heatmap.png", "sim_steps.png"):
         assert (out / "serving" / png).read_bytes()[:8] == PNG_MAGIC
-        assert f'src="serving/{png}"' in html
+        assert f'src="serving/{png}"' in html or "data:image/png;base64" in html
     assert "was not written" not in html

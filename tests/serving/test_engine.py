@@ -32,7 +32,7 @@ def _workers_alive() -> int:
 
 
 def test_light_load_is_served_in_full(engine: Engine) -> None:
-    cfg = Config(workers=1, max_batch=1, batch_timeout_ms=0.0, intra_threads=1, inter_threads=1)
+    cfg = Config(instances=1, max_batch=1, batch_timeout_ms=0.0, intra_threads=1, inter_threads=1)
     m = engine.measure(cfg, Workload(rate=200.0))
     assert m.config == cfg and m.workload == Workload(rate=200.0)
     assert m.n_requests == m.completed == 100
@@ -64,7 +64,7 @@ def test_reconfigures_between_measurements(engine: Engine) -> None:
     second = engine.measure(Config(2, 4, 2.0, 1, 2), Workload(rate=300.0))
     assert _workers_alive() == 2 and engine.config == Config(2, 4, 2.0, 1, 2)
     assert first.completed == second.completed == 100
-    assert second.config.workers == 2 and not second.saturated
+    assert second.config.instances == 2 and not second.saturated
     engine.close()
     assert _workers_alive() == 0
 
@@ -90,16 +90,22 @@ def test_overload_saturates_and_drops_in_bounded_time(model: ServedModel) -> Non
 
 def test_window_ends_after_max_seconds(model: ServedModel) -> None:
     with Engine(model, n_requests=100, max_seconds=0.3, warmup=0) as eng:
+        eng.start()  # the load generator's process: started once, not part of any window
         t = time.perf_counter()
         m = eng.measure(Config(), Workload(rate=20.0))  # 100 arrivals would take ~5 s
         took = time.perf_counter() - t
+        # a very low rate: the first arrival would come after ~1000 s; the window is bounded from its start
+        t = time.perf_counter()
+        idle = eng.measure(Config(), Workload(rate=0.001))
+        idle_took = time.perf_counter() - t
     assert took < 1.0
     assert 0 < m.n_requests < 100
+    assert idle_took < 1.0 and idle.n_requests == 0 and idle.completed == 0
 
 
 def test_knob_above_the_machine_is_rejected(model: ServedModel) -> None:
     with Engine(model, max_threads=2) as eng:
-        for cfg in (Config(workers=3), Config(intra_threads=4), Config(inter_threads=3)):
+        for cfg in (Config(instances=3), Config(intra_threads=4), Config(inter_threads=3)):
             with pytest.raises(InvalidSpace, match="exceeds"):
                 eng.measure(cfg, Workload(rate=100.0))
         assert _workers_alive() == 0

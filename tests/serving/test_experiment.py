@@ -28,7 +28,7 @@ from mlsysopt.serving.tuning import tune
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-SPACE = Space(workers=(1, 2), max_batch=(1, 4), batch_timeout_ms=(0, 2), intra_threads=(1, 2), inter_threads=(1,))
+SPACE = Space(instances=(1, 2), max_batch=(1, 4), batch_timeout_ms=(0, 2), intra_threads=(1, 2), inter_threads=(1,))
 OBJ = Objective("latency")
 W = Workload(400.0)
 
@@ -38,7 +38,7 @@ class CountingBackend(SimulatedEngine):
 
     calls = 0
 
-    def measure(self, config: Config, workload: Workload):
+    def measure(self, config: Config, workload: Workload, window: int = 0):
         CountingBackend.calls += 1
         return super().measure(config, workload)
 
@@ -132,7 +132,7 @@ def test_heatmap_takes_the_best_over_other_knobs() -> None:
     values = heatmap_values(ms, OBJ)
     assert set(values) == {(w, b) for w in (1, 2) for b in (1, 4)}
     for (w, b), v in values.items():
-        assert v == min(OBJ.score(m) for m in ms if (m.config.workers, m.config.max_batch) == (w, b))
+        assert v == min(OBJ.score(m) for m in ms if (m.config.instances, m.config.max_batch) == (w, b))
     assert heatmap_values(ms, OBJ, Workload(1.0)) == {}
 
 

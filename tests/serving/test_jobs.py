@@ -10,37 +10,46 @@ from pathlib import Path
 import pytest
 
 from mlsysopt.errors import InvalidRunDir, MlsysoptError
-from mlsysopt.serving.jobs import ProfileJob, ServeJob, TuningJob
+from mlsysopt.serving.jobs import ProfileJob, ServeJob
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config
+from mlsysopt.serving.tuning_job import TuningJob
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 KNOBS = {
-    "workers": [1, 2],
+    "instances": [1, 2],
     "max_batch": [1, 4],
     "batch_timeout_ms": [0.0],
     "intra_threads": [1, 2],
     "inter_threads": [1, 2],
 }
-SIM = {"backend": "sim", "profile": "synthetic:4", "requests": 40, "knobs": KNOBS}
+SIM = {"engine": "sim", "profile": "synthetic:4", "requests": 40, "knobs": KNOBS}
 
 
 def test_tuning_job_records_settings_and_resumes_with_a_larger_budget(tmp_path: Path) -> None:
     out = tmp_path / "r"
     with TuningJob(out, rates=[300.0], budget=3, tuner="random", seed=2, **SIM) as job:
         assert not out.exists()  # built and validated: nothing written yet
-        assert "synthetic 4-core profile" in job.describe() and job.total == 3
+        assert "synthetic 4-core profile" in job.describe() and job.total == 5 + 3 + 4 * 3
         first = job.run()
     settings = json.loads((out / "settings.json").read_text())
     assert settings["budget"] == 3 and settings["space"]["size"] == job.space.size == 16
-    assert {"result.json", "checkpoint.json", "steps.png", "heatmap.png"} <= {p.name for p in out.iterdir()}
+    assert settings["space"]["raw_size"] == 32  # sequential mode with 2 inter-op threads = with 1; parallel with 1 too
+    assert first["space"] == {"raw_size": 32, "size": 16, "removed_fraction": 0.5}
+    files = {"result.json", "checkpoint.json", "steps.png", "heatmap.png", "confirm.png", "config.pbtxt"}
+    assert files <= {p.name for p in out.iterdir()}
     with pytest.raises(InvalidRunDir, match="checkpoint.json exists"):
         TuningJob(out, rates=[300.0], budget=3, tuner="random", seed=2, **SIM)
+    before = (out / "result.json").read_text()
+    with pytest.raises(MlsysoptError, match="already holds 3 search measurements; resume with --budget 3 or more"):
+        TuningJob(out, rates=[300.0], budget=2, tuner="random", seed=2, resume=True, **SIM)
+    assert (out / "result.json").read_text() == before  # a smaller budget drops nothing
     with TuningJob(out, rates=[300.0], budget=5, tuner="random", seed=2, resume=True, **SIM) as job:
-        assert len(job.recorded) == 3
+        assert len(job.recorded["measurements"]) == 3 and len(job.recorded["noise"]) == 5
         resumed = job.run()
-    assert [s.config for s in resumed.steps[:3]] == [s.config for s in first.steps]
+    assert [m["config"] for m in resumed["measurements"][:3]] == [m["config"] for m in first["measurements"]]
+    assert resumed["noise"] == first["noise"]  # replayed, not measured again
     result = json.loads((out / "result.json").read_text())
     assert result["replayed_from_checkpoint"] == 3 and len(result["measurements"]) == 5
     with pytest.raises(InvalidRunDir, match="other settings: tuner 'random' \\(now 'rrl'\\)"):
@@ -49,8 +58,12 @@ def test_tuning_job_records_settings_and_resumes_with_a_larger_budget(tmp_path: 
 
 def test_several_rates_make_the_budget_part_of_the_schedule(tmp_path: Path) -> None:
     with TuningJob(tmp_path / "r", rates=[300.0, 600.0], budget=2, **SIM) as job:
-        assert job.schedule[1][1] == 2 and job.total == 4
-        job.run()
+        assert job.schedule[1][1] == 2 and job.total == 5 + 2 * (2 + 4 * 3)
+        report = job.run()
+    # the best per rate: search-time and confirmed
+    assert [r["rate"] for r in report["per_rate"]] == [300.0, 600.0]
+    assert all(r["confirmed_best"] and r["search_best"] for r in report["per_rate"])
+    assert len(report["confirmation"]) == 2
     with pytest.raises(InvalidRunDir, match="budget 2 \\(now 3\\)"):
         TuningJob(tmp_path / "r", rates=[300.0, 600.0], budget=3, resume=True, **SIM)
 
@@ -62,9 +75,12 @@ def test_several_rates_make_the_budget_part_of_the_schedule(tmp_path: Path) -> N
         ({"rates": []}, "no rates"),
         ({"budget": 0}, "--budget"),
         ({"tuner": "magic"}, "magic"),
-        ({"knobs": {"workers": [1, 64]}}, "workers=64 exceeds"),
+        ({"knobs": {"instances": [1, 64]}}, "instances=64 exceeds"),
         ({"profile": "synthetic:x"}, "core count"),
-        ({"backend": "real", "profile": None}, "needs --model"),
+        ({"engine": "real", "profile": None}, "needs --model"),
+        ({"requests": 10**6}, "1 to 100,000 requests"),
+        ({"engine": "real", "model": "zoo:cnn", "rates": [0.001]}, "give at least 1 req/s"),
+        ({"timeout": -1.0}, "--timeout"),
         ({"objective": Objective("cost", slo_ms=5.0), "resume": True}, "no checkpoint"),
     ],
 )

@@ -14,6 +14,7 @@ from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Space, Workload
 from mlsysopt.serving.tuners import RRL, RRLConfig, get_tuner
 from mlsysopt.serving.tuners.base import boltzmann
+from mlsysopt.serving.tuning import tune
 
 
 class Bowl(Backend):
@@ -26,9 +27,9 @@ class Bowl(Backend):
 
     def optimum(self, workload: Workload) -> np.ndarray:
         shift = 0.15 * math.log(workload.rate / 500.0)
-        return np.array([0.75 + shift, 0.3, 0.0, 0.6 - shift, 0.0])
+        return np.array([0.75 + shift, 0.3, 0.0, 0.6 - shift, 0.0, 0.0])
 
-    def measure(self, config: Config, workload: Workload) -> Measurement:
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
         d2 = float(np.sum((self.space.normalized(config) - self.optimum(workload)) ** 2))
         ms = 2.0 * (1.0 + 4.0 * d2)
         return Measurement(
@@ -132,3 +133,25 @@ def test_rrl_finds_the_optimum_faster_than_random_search() -> None:
 def test_unknown_knob_names_the_knobs() -> None:
     with pytest.raises(MlsysoptError, match="unknown knob.*tau0"):
         RRL(SPACE, Objective(), temperature=1.0)
+
+
+class NoisyBackend(Bowl):
+    """The smooth fake with wide intervals: every measurement is 3 windows whose spread overlaps its neighbours'."""
+
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
+        m = super().measure(config, workload)
+        lo, hi = 0.7 * m.mean_ms, 1.3 * m.mean_ms
+        m.ci = {"mean_ms": [lo, hi], "p99_ms": [1.5 * lo, 1.5 * hi], "throughput": [workload.rate] * 2}
+        m.windows = 3
+        return m
+
+
+def test_rrl_re_measures_the_incumbent_when_a_newcomer_wins_within_the_noise() -> None:
+    space, obj = Space.for_machine(8), Objective()
+    tuner = RRL(space, obj, seed=0, remeasure=2)
+    res = tune(tuner, NoisyBackend(space), [(W, 12)])
+    asked = [s.config for s in res.steps]
+    repeated = {c for c in asked if asked.count(c) > 1}
+    assert repeated, "with overlapping intervals RRL should have re-measured an incumbent"
+    assert all(asked.count(c) <= 3 for c in repeated)  # at most `remeasure` re-measurements each
+    # single windows have no interval, and RRL never repeats one: test_tuners.py's contract checks that

@@ -25,7 +25,7 @@ def test_is_a_backend_on_the_profile_machine() -> None:
 
 def test_light_load_completes_everything_at_the_service_time_of_one_row() -> None:
     engine = SimulatedEngine(SYN, n_requests=300, slo_ms=50.0)
-    cfg = Config(workers=1, max_batch=8, batch_timeout_ms=0.0, intra_threads=2, inter_threads=1)
+    cfg = Config(instances=1, max_batch=8, batch_timeout_ms=0.0, intra_threads=2, inter_threads=1)
     m = engine.measure(cfg, Workload(rate=20.0))
     s = SYN.service_ms(1, 2, 1)
     assert (m.completed, m.dropped, m.saturated, m.n_requests) == (300, 0, False, 300)
@@ -53,7 +53,7 @@ def scripted(arrivals_s: list[float], **kwargs: object) -> SimulatedEngine:
     """An engine on a flat profile (0.9 ms + 0.1 ms per row, no thread effects) with a fixed arrival schedule."""
     flat = ServiceProfile(0.9, 0.1, 0.0, 0.0, 0.0, 0.0, cores=4)
     engine = SimulatedEngine(flat, n_requests=len(arrivals_s), **kwargs)
-    engine.arrivals = lambda _w: np.array(arrivals_s)  # type: ignore[method-assign]
+    engine.arrivals = lambda _w, _window=0: np.array(arrivals_s)  # type: ignore[method-assign]
     return engine
 
 
@@ -160,7 +160,7 @@ def test_knob_above_the_machine_is_rejected() -> None:
     engine = SimulatedEngine(ServiceProfile.synthetic(cores=4))
     with pytest.raises(InvalidSpace, match="intra_threads=8"):
         engine.measure(Config(1, 1, 0.0, 8, 1), Workload(rate=10.0))
-    with pytest.raises(InvalidSpace, match="workers=5"):
+    with pytest.raises(InvalidSpace, match="instances=5"):
         engine.measure(Config(5, 1, 0.0, 1, 1), Workload(rate=10.0))
 
 

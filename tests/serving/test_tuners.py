@@ -12,7 +12,7 @@ from mlsysopt.serving.space import Config, Space, Workload
 from mlsysopt.serving.tuners import TUNERS, get_tuner
 from mlsysopt.serving.tuning import tune
 
-SPACE = Space(workers=(1, 2), max_batch=(1, 4), batch_timeout_ms=(0, 2), intra_threads=(1, 2), inter_threads=(1,))
+SPACE = Space(instances=(1, 2), max_batch=(1, 4), batch_timeout_ms=(0, 2), intra_threads=(1, 2), inter_threads=(1,))
 A, B = Workload(300.0), Workload(900.0)
 SCHEDULE = [(A, 6), (B, 5)]
 REPEATS_ALLOWED = {"default"}  # a reference point, not a search
@@ -44,7 +44,8 @@ def test_contract(name: str) -> None:
         else:
             assert len(set(asked)) == len(asked), f"{name} measured a configuration twice under one workload"
         assert seg[-1].best_config in asked
-        assert seg[-1].best_score == min(s.score for s in seg)
+        # a configuration measured more than once counts with its measurements merged (same value, up to rounding)
+        assert seg[-1].best_score == pytest.approx(min(s.score for s in seg), rel=1e-12)
     # the answer is a configuration measured under the last workload, and the tuner forgot the first one
     assert res.best in {s.config for s in segments[1]}
     assert res.best_measurement is not None and res.best_measurement.config == res.best
@@ -89,7 +90,9 @@ def test_hill_climb_starts_at_default_and_measures_its_neighbors() -> None:
     tuner = get_tuner("hill_climb", SPACE, Objective())
     asked = [s.config for s in tune(tuner, engine(), [(A, 5)]).steps]
     assert asked[0] == SPACE.default()
-    assert set(asked[1:5]) == set(SPACE.neighbors(SPACE.default()))
+    near = SPACE.neighbors(SPACE.default())
+    # at max batch 1 the timeout step and, with one inter-op thread, the execution-mode step are equivalent: 3 moves
+    assert len(near) == 3 and set(asked[1:4]) == set(near)
 
 
 def test_unknown_tuner_name_lists_choices() -> None:

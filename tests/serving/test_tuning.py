@@ -14,7 +14,7 @@ from mlsysopt.serving.space import Space, Workload
 from mlsysopt.serving.tuners import get_tuner
 from mlsysopt.serving.tuning import Step, TuneResult, evals_to_within, tune
 
-SPACE = Space(workers=(1, 2), max_batch=(1, 4), batch_timeout_ms=(0, 2), intra_threads=(1, 2), inter_threads=(1,))
+SPACE = Space(instances=(1, 2), max_batch=(1, 4), batch_timeout_ms=(0, 2), intra_threads=(1, 2), inter_threads=(1,))
 A, B = Workload(300.0), Workload(900.0)
 
 

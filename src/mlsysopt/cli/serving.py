@@ -1,4 +1,4 @@
-"""``mlsysopt serving ...``: profile a served model, tune its parallelism against an SLO, serve it under load."""
+"""``mlsysopt serving ...``: profile a served model, tune its parallelism against an SLO, serve it, study tuners."""
 
 from __future__ import annotations
 
@@ -7,13 +7,26 @@ from typing import Annotated
 
 import typer
 
-from mlsysopt.cli.common import SeedOpt, console, err_console, parse_shape, progress_bar
-from mlsysopt.cli.serving_io import (
+from mlsysopt.cli.common import (
+    AddressOpt,
+    BackendOpt,
     InputShapeOpt,
-    KnobOpt,
-    ModelOpt,
     OutOpt,
+    SeedOpt,
+    TimeoutOpt,
+    WorkersOpt,
+    check_parallel,
+    console,
+    err_console,
+    parse_shape,
+    progress_bar,
+)
+from mlsysopt.cli.serving_io import (
+    EngineOpt,
+    KnobListOpt,
+    ModelOpt,
     ProfileOpt,
+    RateListOpt,
     RequestsOpt,
     SloOpt,
     parse_list,
@@ -34,84 +47,117 @@ def serving_profile(
     input_shape: InputShapeOpt = None,
     rows: Annotated[str, typer.Option("--rows", help="Batch sizes to time.")] = "1,2,4,8,16,32",
     intra: Annotated[str, typer.Option("--intra", help="Intra-op thread counts to time.")] = "1,2",
-    inter: Annotated[str, typer.Option("--inter", help="Inter-op thread counts to time.")] = "1,2",
-    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed runs per point (median).")] = 5,
+    inter: Annotated[str, typer.Option("--inter", help="Inter-op thread counts to time (>1: parallel mode).")] = "1,2",
+    repeats: Annotated[int, typer.Option("--repeats", min=1, max=1000, help="Timed runs per point (median).")] = 5,
     cores: Annotated[
-        int | None, typer.Option("--cores", min=1, help="Also write an extrapolated profile for this many cores.")
+        int | None,
+        typer.Option("--cores", min=1, max=4096, help="Also write a profile extrapolated to this many cores."),
     ] = None,
+    calibrate: Annotated[
+        bool,
+        typer.Option("--calibrate/--no-calibrate", help="Calibrate the per-batch dispatch overhead (low-rate run)."),
+    ] = True,
+    seed: SeedOpt = 0,
 ) -> None:
-    """Time one batch of the model on this CPU per (rows, intra, inter); fit the simulator's service-time model.
+    """Time one batch of the model on this CPU per (rows, intra, inter); fit and calibrate the simulator's model.
 
-    Writes RUN_DIR/profile.json (and profile_<CORES>.json with --cores), result.json and profile.png.
+    Writes RUN_DIR/profile.json (and profile_<CORES>.json with --cores), result.json and profile.png. About 10 s for
+    the zoo CNN with the defaults; warns when the fit is degenerate or --cores extrapolates > 4x past the measured.
     """
     from mlsysopt.serving.jobs import ProfileJob
 
     grid = {k: parse_list(v, f"--{k}") for k, v in (("rows", rows), ("intra", intra), ("inter", inter))}
     with err_console.status("loading the model"):
-        job = ProfileJob(out, model, **grid, repeats=repeats, cores=cores, input_shape=parse_shape(input_shape))
-    with job, err_console.status(f"timing {job.points} points x {repeats} runs"):
-        result = job.run()
+        job = ProfileJob(
+            out, model, **grid, repeats=repeats, cores=cores, input_shape=parse_shape(input_shape),
+            calibrate=calibrate, seed=seed,
+        )  # fmt: skip
+    with job, progress_bar() as progress:
+        task = progress.add_task(f"timing {job.points} points x {repeats} runs", total=job.points)
+        result = job.run(lambda _s: progress.update(task, advance=1))
     prof = result["profile"]
     console.print(
-        f"fitted {prof['model']} on {prof['cores']} cores: median fit error {result['fit_median_rel_error']:.1%}"
+        f"fitted {prof['model']} on {prof['cores']} cores: median fit error {result['fit_median_rel_error']:.1%}; "
+        f"dispatch overhead {prof['dispatch_ms']:.3g} ms per batch"
     )
+    for warning in result["warnings"]:
+        err_console.print(f"warning: {warning}")
     console.print(f"wrote {', '.join(str(out / f) for f in result['files'])}")
 
 
 @serving_app.command("tune")
 def serving_tune(
     out: OutOpt,
-    rate: Annotated[str, typer.Option("--rate", help="Requests/s; a list (80,120) re-tunes after each change.")] = "80",
+    rate: RateListOpt = "80",
     slo_ms: SloOpt = None,
-    budget: Annotated[int, typer.Option("--budget", min=1, help="Measurements per rate.")] = 30,
+    budget: Annotated[int, typer.Option("--budget", min=1, help="Measurements per rate (the search).")] = 30,
+    timeout: TimeoutOpt = None,
     tuner: Annotated[
         str, typer.Option("--tuner", help="rrl | tpe | gp | random | bandit | hill_climb | exhaustive | default.")
     ] = "rrl",
     objective: Annotated[
-        str, typer.Option("--objective", help="latency (lowest --stat) | cost (fewest cores with p99 <= SLO).")
+        str,
+        typer.Option(
+            "--objective",
+            help="latency (lowest --stat) | cost (fewest cores, p99 <= SLO) | throughput (most req/s within the SLO).",
+        ),
     ] = "latency",
     stat: Annotated[str, typer.Option("--stat", help="Latency statistic to minimize: mean|p50|p95|p99.")] = "mean",
-    backend: Annotated[str, typer.Option("--backend", help="real (ONNX Runtime here) | sim (SimPy model).")] = "real",
+    engine: EngineOpt = "real",
     model: ModelOpt = None,
     profile: ProfileOpt = None,
     input_shape: InputShapeOpt = None,
     requests: RequestsOpt = 200,
-    workers: KnobOpt = None,
+    instances: Annotated[str | None, typer.Option("--instances", help="Comma-separated instance counts.")] = None,
     max_batch: Annotated[str | None, typer.Option("--max-batch", help="Comma-separated max batch sizes.")] = None,
-    timeout_ms: Annotated[str | None, typer.Option("--timeout-ms", help="Comma-separated batch timeouts.")] = None,
-    intra: Annotated[str | None, typer.Option("--intra", help="Comma-separated intra-op threads.")] = None,
-    inter: Annotated[str | None, typer.Option("--inter", help="Comma-separated inter-op threads.")] = None,
+    timeout_ms: Annotated[str | None, typer.Option("--timeout-ms", help="Comma-separated batch timeouts (ms).")] = None,
+    intra: KnobListOpt = None,
+    inter: KnobListOpt = None,
+    execution_mode: Annotated[
+        str | None, typer.Option("--execution-mode", help="Comma-separated: 0 sequential, 1 parallel.")
+    ] = None,
+    confirm_top: Annotated[int, typer.Option("--confirm-top", min=1, help="Candidates re-measured at the end.")] = 3,
+    confirm_rounds: Annotated[int, typer.Option("--confirm-rounds", min=1, help="Interleaved rounds.")] = 3,
+    noise_windows: Annotated[int, typer.Option("--noise-windows", min=2, help="Windows of the noise check.")] = 5,
     seed: SeedOpt = 0,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue RUN_DIR/checkpoint.json after a kill.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume/--no-resume", help="Continue RUN_DIR/checkpoint.json after a kill.")
+    ] = False,
 ) -> None:
-    """Search the configuration space for the lowest latency (or cost under the SLO); every measurement is kept.
+    """Measure the noise, search the (reduced) space, confirm the top candidates against the default, and report.
 
-    Writes RUN_DIR/result.json (every measurement), checkpoint.json (after each one), steps.png and heatmap.png.
+    Writes RUN_DIR/result.json (search-time and confirmed values, per rate), checkpoint.json (after each
+    measurement), steps.png, heatmap.png, confirm.png, ort_session_options.json and config.pbtxt (Triton).
     """
     from mlsysopt.serving.inputs import KNOB_OPTIONS
-    from mlsysopt.serving.jobs import TuningJob
     from mlsysopt.serving.objective import Objective
+    from mlsysopt.serving.tuning_job import TuningJob
 
-    given = {"workers": workers, "max_batch": max_batch, "batch_timeout_ms": timeout_ms}
-    given |= {"intra_threads": intra, "inter_threads": inter}
+    given = {"instances": instances, "max_batch": max_batch, "batch_timeout_ms": timeout_ms}
+    given |= {"intra_threads": intra, "inter_threads": inter, "execution_mode": execution_mode}
     knobs = {k: parse_list(v, KNOB_OPTIONS[k], float if k == "batch_timeout_ms" else int) for k, v in given.items()}
-    with err_console.status("starting the backend"):
+    with err_console.status("checking the inputs and starting the engine"):
         job = TuningJob(
             out, rates=parse_list(rate, "--rate", float), budget=budget, tuner=tuner,
-            objective=Objective(objective, slo_ms, stat), backend=backend, model=model, profile=profile,
+            objective=Objective(objective, slo_ms, stat), engine=engine, model=model, profile=profile,
             input_shape=parse_shape(input_shape), requests=requests, knobs=knobs, seed=seed, resume=resume,
+            timeout=timeout, confirm_top=confirm_top, confirm_rounds=confirm_rounds, noise_windows=noise_windows,
         )  # fmt: skip
     with job:
         err_console.print(job.describe())
         with progress_bar() as progress:
-            task = progress.add_task("tuning", total=job.total)
+            task = progress.add_task("noise", total=job.total)
+            done = {"n": 0}
+
+            def tick(phase: str) -> None:
+                done["n"] += 1
+                progress.update(task, completed=done["n"], description=phase)
 
             def on_step(s) -> None:
-                what = f"rate {s.workload.rate:g}: best {s.best_score:.4g} ({s.best_config.label()})"
-                progress.update(task, completed=s.index + 1, description=what)
+                tick(f"rate {s.workload.rate:g}: best {job.objective.describe(s.best_score)} ({s.best_config.label()})")
 
-            result = job.run(on_step)
-    print_tuning(result, out, job.space.size)
+            report = job.run(on_step, tick)
+    print_tuning(report, out)
 
 
 @serving_app.command("serve")
@@ -119,32 +165,94 @@ def serving_serve(
     out: OutOpt,
     model: ModelOpt = "zoo:cnn",
     input_shape: InputShapeOpt = None,
-    rate: Annotated[str, typer.Option("--rate", help="Requests/s; a list measures each in turn.")] = "50",
+    rate: RateListOpt = "50",
     config: Annotated[
         Path | None, typer.Option("--config", help="Knobs from a JSON file (e.g. a tune result.json's best).")
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Worker sessions.")] = 1,
+    instances: Annotated[int, typer.Option("--instances", min=1, help="Instances (sessions).")] = 1,
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Largest dynamic batch.")] = 1,
     timeout_ms: Annotated[float, typer.Option("--timeout-ms", min=0.0, help="Batch timeout (ms).")] = 0.0,
     intra: Annotated[int, typer.Option("--intra", min=1, help="Intra-op threads per session.")] = 1,
     inter: Annotated[int, typer.Option("--inter", min=1, help="Inter-op threads per session.")] = 1,
+    execution_mode: Annotated[
+        int, typer.Option("--execution-mode", min=0, max=1, help="0 sequential, 1 parallel.")
+    ] = 0,
     requests: RequestsOpt = 500,
     slo_ms: SloOpt = None,
     seed: SeedOpt = 0,
 ) -> None:
-    """Serve the model with one configuration under Poisson load at each rate; report latency and saturation."""
+    """Serve the model with one configuration at each rate; draw latency vs throughput with the SLO, mark saturation.
+
+    Writes RUN_DIR/result.json (every rate: windows, intervals, state) and curve.png.
+    """
     from mlsysopt.serving.inputs import load_config
     from mlsysopt.serving.jobs import ServeJob
     from mlsysopt.serving.space import Config
 
-    cfg = load_config(config) if config is not None else Config(workers, max_batch, timeout_ms, intra, inter)
+    if config is not None:
+        cfg = load_config(config)
+    else:
+        cfg = Config(instances, max_batch, timeout_ms, intra, inter, execution_mode)
+        cfg.check()
     rates = parse_list(rate, "--rate", float)
     shape = parse_shape(input_shape)
-    job = ServeJob(out, cfg, rates, model, input_shape=shape, requests=requests, slo_ms=slo_ms, seed=seed)
+    with err_console.status("checking the inputs"):
+        job = ServeJob(out, cfg, rates, model, input_shape=shape, requests=requests, slo_ms=slo_ms, seed=seed)
     with job, progress_bar() as progress:
         task = progress.add_task(f"serving with {cfg.label()}", total=len(rates))
         rows = job.run(lambda _m: progress.update(task, advance=1))
-    print_measurements(rows, job.backend.describe())
+    print_measurements(rows, job.backend.describe(), slo_ms)
     if any(m.saturated for m in rows):
-        console.print("[yellow]saturated: requests arrive faster than this configuration serves them[/yellow]")
-    console.print(f"wrote {out / 'result.json'}")
+        console.print("[yellow]saturated: throughput below 95% of the offered rate (requests arrive faster than this "
+                      "configuration serves them)[/yellow]")  # fmt: skip
+    console.print(f"wrote {out / 'result.json'}, {out / 'curve.png'}")
+
+
+@serving_app.command("study")
+def serving_study(
+    out: OutOpt,
+    tuners: Annotated[str, typer.Option("--tuners", help="Comma-separated tuners to compare.")] = "rrl,tpe,gp,random",
+    seeds: Annotated[int, typer.Option("--seeds", min=1, max=1000, help="Seeds per tuner.")] = 10,
+    profile: ProfileOpt = None,
+    rate: Annotated[
+        str | None,
+        typer.Option("--rate", help="Two rates A,B: tune at A, then re-tune at B (default from the profile)."),
+    ] = None,
+    cap_fraction: Annotated[
+        float, typer.Option("--cap", min=0.001, max=1.0, help="Measurement cap per run, fraction of the space.")
+    ] = 0.2,
+    requests: RequestsOpt = 400,
+    workers: WorkersOpt = 1,
+    backend: BackendOpt = "local",
+    address: AddressOpt = None,
+    seed: SeedOpt = 0,
+) -> None:
+    """Tuners x seeds on the simulated engine: measurements to within 5% of the exhaustive optimum, and after a rate
+    change. The exhaustive tables and the runs go through --backend local|ray with --workers parallel tasks.
+
+    Writes RUN_DIR/result.json and study.png. About a minute for the defaults on 2 cores.
+    """
+    from mlsysopt.serving.study import StudyJob
+
+    check_parallel(workers, backend, address)
+    names = parse_list(tuners, "--tuners", str)
+    rates = parse_list(rate, "--rate", float)
+    job = StudyJob(
+        out, tuners=names, seeds=seeds, profile=profile, rates=rates, cap_fraction=cap_fraction, requests=requests,
+        workers=workers, backend=backend, address=address, seed=seed,
+    )  # fmt: skip
+    with err_console.status(f"{job.describe()}"):
+        result = job.run()
+    from rich.table import Table
+
+    table = Table(
+        title=f"simulated study: {result['space_size']:,} configurations, {seeds} seeds", title_justify="left"
+    )
+    for col in ("tuner", "median measurements to 5%", "after the rate change", "reached"):
+        table.add_column(col, justify="left" if col == "tuner" else "right")
+    for name in names:
+        table.add_row(
+            name, f"{result['evals_to_5pct'][name]:g}", f"{result['shift'][name]:g}", f"{result['reached'][name]:.0%}"
+        )
+    console.print(table)
+    console.print(f"wrote {out / 'result.json'}, {out / 'study.png'}")

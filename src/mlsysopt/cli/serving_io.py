@@ -1,39 +1,43 @@
-"""Helpers of ``mlsysopt serving ...``: shared options, parsing comma-separated lists, printing measurements."""
+"""Helpers of ``mlsysopt serving ...``: serving's own options, parsing comma-separated lists, printing results."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from mlsysopt.cli.common import console
+from mlsysopt.cli.common import console, fmt
 from mlsysopt.errors import InvalidSpace
 
 if TYPE_CHECKING:
     from mlsysopt.serving.backend import Measurement
-    from mlsysopt.serving.tuning import TuneResult
 
 ModelOpt = Annotated[
     str | None,
-    typer.Option("--model", help="An .onnx file with a dynamic batch axis, or zoo:resnet|cnn|mobilenet|transformer."),
+    typer.Option(
+        "--model",
+        help="An .onnx file with a dynamic batch axis, zoo:NAME (resnet|cnn|mobilenet|transformer), file.py:factory "
+        "or package.module:factory (a factory source runs its Python code; exported to ONNX by mlsysopt).",
+    ),
 ]
 ProfileOpt = Annotated[
     str | None,
     typer.Option(
         "--profile",
-        help="For --backend sim: a profile.json from 'serving profile', or synthetic[:CORES] (default synthetic:32).",
+        help="For --engine sim: a profile.json from 'serving profile', or synthetic[:CORES] (default synthetic:32).",
     ),
 ]
-InputShapeOpt = Annotated[
-    str | None, typer.Option("--input-shape", help="Per-request input shape when the model's dims are dynamic.")
+EngineOpt = Annotated[
+    str, typer.Option("--engine", help="What measures: real (ONNX Runtime on this machine) | sim (SimPy model).")
 ]
-OutOpt = Annotated[Path, typer.Option("--out", help="Run directory for result.json and the plots.")]
 RequestsOpt = Annotated[
-    int, typer.Option("--requests", min=10, help="Requests per measurement (Poisson arrivals, open loop).")
+    int, typer.Option("--requests", min=1, help="Requests per measurement window (Poisson arrivals, open loop).")
 ]
 SloOpt = Annotated[float | None, typer.Option("--slo-ms", min=0.0, help="p99 latency SLO in milliseconds.")]
-KnobOpt = Annotated[str | None, typer.Option(help="Comma-separated values of this knob.")]
+KnobListOpt = Annotated[str | None, typer.Option(help="Comma-separated values of this knob (default: the grid's).")]
+RateListOpt = Annotated[str, typer.Option("--rate", help="Requests/s; a list (80,120) measures or tunes each in turn.")]
 
 
 def parse_list(value: str | None, option: str, cast: type = int) -> list | None:
@@ -42,38 +46,74 @@ def parse_list(value: str | None, option: str, cast: type = int) -> list | None:
         return None
     try:
         items = [cast(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise InvalidSpace(f"{option} '{value}': expected comma-separated numbers, e.g. 1,2,4") from None
+    except (ValueError, OverflowError):
+        kind = "whole numbers" if cast is int else "numbers"
+        raise InvalidSpace(f"{option} '{value}': expected comma-separated {kind}, e.g. 1,2,4") from None
     if not items:
         raise InvalidSpace(f"{option} '{value}' lists no values: the space would be empty")
+    if cast is float and not all(math.isfinite(v) for v in items):
+        raise InvalidSpace(f"{option} '{value}': every value must be a finite number")
     return items
 
 
-def print_measurements(rows: list[Measurement], title: str) -> None:
-    """A table of measurements: configuration, latency percentiles, throughput, health."""
+def _ci(m: Measurement, key: str) -> str:
+    ci = m.ci.get(key)
+    value = getattr(m, key)
+    if ci is None or not all(math.isfinite(v) for v in ci):
+        return f"{value:.2f}"
+    return f"{value:.2f} ±{(ci[1] - ci[0]) / 2:.2g}"
+
+
+def print_measurements(rows: list[Measurement], title: str, slo_ms: float | None = None) -> None:
+    """A table of measurements: configuration, latency (95% intervals), throughput, windows, health in words."""
     from rich.table import Table
 
+    from mlsysopt.serving.jobs import state
+
     table = Table(title=title, title_justify="left")
-    for col in ("configuration", "rate", "mean ms", "p50", "p95", "p99", "req/s", "SLO viol.", "dropped", "state"):
+    cols = ("configuration", "offered req/s", "mean ms", "p99 ms", "req/s", "windows", "SLO viol.", "state")
+    for col in cols:
         table.add_column(col, justify="left" if col == "configuration" else "right")
     for m in rows:
         viol = "-" if m.violation_rate is None else f"{m.violation_rate:.1%}"
-        stats = (m.mean_ms, m.p50_ms, m.p95_ms, m.p99_ms)
-        state = "[red]saturated[/red]" if m.saturated else "ok"
+        words = state(m, slo_ms)
+        shown = words if words == "ok" else f"[red]{words}[/red]"
+        windows = f"{m.windows}" + ("" if m.stable is None else (" stable" if m.stable else " unstable"))
         table.add_row(
-            m.config.label(), f"{m.workload.rate:g}", *(f"{v:.2f}" for v in stats), f"{m.throughput:.1f}", viol,
-            str(m.dropped), state,
+            m.config.label(), f"{m.workload.rate:g}", _ci(m, "mean_ms"), _ci(m, "p99_ms"), f"{m.throughput:.1f}",
+            windows, viol, shown,
         )  # fmt: skip
     console.print(table)
 
 
-def print_tuning(result: TuneResult, out: Path, space_size: int) -> None:
-    """The tuning outcome: best configuration and its measurement, the SLO verdict, where the files are."""
-    n = len(result.steps)
-    console.print(f"{n} measurements over a space of {space_size} configurations ({n / space_size:.1%})")
-    if result.best_measurement is not None:
-        print_measurements([result.best_measurement], "best configuration found")
-    if result.message:
-        colour = "yellow" if result.slo_met is False else "white"
-        console.print(f"[{colour}]{result.message}[/{colour}]")
-    console.print(f"wrote {out / 'result.json'}, {out / 'steps.png'}, {out / 'heatmap.png'}")
+def print_tuning(report: dict[str, Any], out: Path) -> None:
+    """The outcome of a tune: noise, space, the answer per rate (search-time and confirmed), where the files are."""
+    from rich.table import Table
+
+    noise, space = report["noise"], report["space"]
+    cv = noise.get("cv_mean_ms")
+    console.print(
+        f"machine noise: CV {'-' if cv is None else f'{cv:.1%}'} of mean latency over {noise['windows']} windows; "
+        f"space {space['size']:,} configurations ({space['raw_size']:,} before merging equivalent ones, "
+        f"{space['removed_fraction']:.0%} fewer)"
+    )
+    table = Table(title="answer per rate", title_justify="left")
+    for col in ("rate", "search-time best", "search value", "confirmed pick", "confirmed value", "SLO"):
+        table.add_column(col, justify="left" if "best" in col or "pick" in col else "right")
+    for r in report["per_rate"]:
+        slo = {True: "met", False: "[red]SLO missed[/red]", None: "-"}[r["slo_met"]]
+        table.add_row(
+            f"{fmt(r['rate'])}", _label(r["search_best"]), r["search"], _label(r["confirmed_best"]), r["confirmed"], slo
+        )
+    console.print(table)
+    colour = "yellow" if report["slo_met"] is False else "white"
+    console.print(f"[{colour}]{report['message']}[/{colour}]")
+    if report["stopped"] == "timeout":
+        console.print("[yellow]the search stopped at --timeout; --resume with a larger one continues it[/yellow]")
+    console.print(f"wrote {out / 'result.json'}, " + ", ".join(str(out / f) for f in report["files"]))
+
+
+def _label(config: dict[str, Any]) -> str:
+    from mlsysopt.serving.space import Config
+
+    return Config.from_dict(config).label()

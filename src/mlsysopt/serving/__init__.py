@@ -19,6 +19,17 @@ _EXPORTS = {
     "Workload": "mlsysopt.serving.space",
     "Objective": "mlsysopt.serving.objective",
     "SCORE_CAP": "mlsysopt.serving.objective",
+    "PENALTY": "mlsysopt.serving.objective",
+    # measurements you can trust: stable windows, intervals, noise, confirmation, throughput under an SLO
+    "StableBackend": "mlsysopt.serving.windows",
+    "merge": "mlsysopt.serving.windows",
+    "mean_ci": "mlsysopt.serving.stats",
+    "median_ci": "mlsysopt.serving.stats",
+    "measure_noise": "mlsysopt.serving.confirmation",
+    "confirm": "mlsysopt.serving.confirmation",
+    "Confirmation": "mlsysopt.serving.confirmation",
+    "CapacityBackend": "mlsysopt.serving.capacity",
+    "LoadGenerator": "mlsysopt.serving.loadgen",
     # backends: the real engine and its simulator
     "Backend": "mlsysopt.serving.backend",
     "Measurement": "mlsysopt.serving.backend",
@@ -31,6 +42,13 @@ _EXPORTS = {
     "fit_profile": "mlsysopt.serving.profile",
     "measure_samples": "mlsysopt.serving.profile",
     "poisson_arrivals": "mlsysopt.serving.loadgen",
+    "calibrate_dispatch": "mlsysopt.serving.experiment",
+    # a model made servable, and a tuned configuration usable outside mlsysopt
+    "export_served": "mlsysopt.serving.export",
+    "ort_session_json": "mlsysopt.serving.deploy",
+    "session_options_from_json": "mlsysopt.serving.deploy",
+    "triton_config": "mlsysopt.serving.deploy",
+    "parse_triton_config": "mlsysopt.serving.deploy",
     "workload_arrivals": "mlsysopt.serving.loadgen",
     # tuners
     "Tuner": "mlsysopt.serving.tuners",
@@ -49,6 +67,7 @@ _EXPORTS = {
     # the tuning loop
     "tune": "mlsysopt.serving.tuning",
     "Step": "mlsysopt.serving.tuning",
+    "RateAnswer": "mlsysopt.serving.tuning",
     "TuneResult": "mlsysopt.serving.tuning",
     "evals_to_within": "mlsysopt.serving.tuning",
     # inputs, resumable runs, plots, jobs (what the CLI, the demo and the benchmark call)
@@ -64,14 +83,29 @@ _EXPORTS = {
     "plot_tuning": "mlsysopt.serving.experiment",
     "measure_profile": "mlsysopt.serving.experiment",
     "ProfileJob": "mlsysopt.serving.jobs",
-    "TuningJob": "mlsysopt.serving.jobs",
+    "TuningJob": "mlsysopt.serving.tuning_job",
     "ServeJob": "mlsysopt.serving.jobs",
+    # simulator studies on any executor
+    "run_study": "mlsysopt.serving.study",
+    "exhaustive_tables": "mlsysopt.serving.study",
+    "StudyJob": "mlsysopt.serving.study",
 }
 
 if TYPE_CHECKING:
     from mlsysopt.serving.backend import Backend, Measurement
+    from mlsysopt.serving.capacity import CapacityBackend
+    from mlsysopt.serving.confirmation import Confirmation, confirm, measure_noise
+    from mlsysopt.serving.deploy import ort_session_json, parse_triton_config, session_options_from_json, triton_config
     from mlsysopt.serving.engine import Engine
-    from mlsysopt.serving.experiment import ReplayBackend, heatmap_values, measure_profile, plot_tuning, run_tuning
+    from mlsysopt.serving.experiment import (
+        ReplayBackend,
+        calibrate_dispatch,
+        heatmap_values,
+        measure_profile,
+        plot_tuning,
+        run_tuning,
+    )
+    from mlsysopt.serving.export import export_served
     from mlsysopt.serving.inputs import (
         build_space,
         load_config,
@@ -80,13 +114,15 @@ if TYPE_CHECKING:
         resolve_profile,
         tuning_space,
     )
-    from mlsysopt.serving.jobs import ProfileJob, ServeJob, TuningJob
-    from mlsysopt.serving.loadgen import poisson_arrivals, workload_arrivals
+    from mlsysopt.serving.jobs import ProfileJob, ServeJob
+    from mlsysopt.serving.loadgen import LoadGenerator, poisson_arrivals, workload_arrivals
     from mlsysopt.serving.model import ServedModel, export_zoo_onnx
-    from mlsysopt.serving.objective import SCORE_CAP, Objective
+    from mlsysopt.serving.objective import PENALTY, SCORE_CAP, Objective
     from mlsysopt.serving.profile import ServiceProfile, ServiceSample, fit_profile, measure_samples
     from mlsysopt.serving.simulator import SimulatedEngine
     from mlsysopt.serving.space import KNOBS, Config, Space, Workload
+    from mlsysopt.serving.stats import mean_ci, median_ci
+    from mlsysopt.serving.study import StudyJob, exhaustive_tables, run_study
     from mlsysopt.serving.tuners import (
         RRL,
         TUNERS,
@@ -102,7 +138,9 @@ if TYPE_CHECKING:
         Tuner,
         get_tuner,
     )
-    from mlsysopt.serving.tuning import Step, TuneResult, evals_to_within, tune
+    from mlsysopt.serving.tuning import RateAnswer, Step, TuneResult, evals_to_within, tune
+    from mlsysopt.serving.tuning_job import TuningJob
+    from mlsysopt.serving.windows import StableBackend, merge
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

@@ -1,8 +1,9 @@
 """What a measurement of a served model reports and what a backend does.
 
-A :class:`Backend` (the real ONNX Runtime engine or its SimPy model) serves ``workload`` with ``config`` for a
-while and returns a :class:`Measurement`; :class:`mlsysopt.serving.objective.Objective` turns it into the one
-number a tuner minimizes.
+A :class:`Backend` (the real ONNX Runtime engine or its SimPy model) serves ``workload`` with ``config`` for one
+*window* and returns a :class:`Measurement`; :class:`mlsysopt.serving.windows.StableBackend` repeats windows until
+they agree and reports their average with 95% confidence intervals. :class:`mlsysopt.serving.objective.Objective`
+turns a measurement into the one number a tuner minimizes.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from mlsysopt.serving.space import Config, Workload
 
 STATS = ("mean", "p50", "p95", "p99")
 _LATENCIES = tuple(f"{s}_ms" for s in STATS)
+#: the quantities every window reports and a stable measurement averages (with intervals)
+WINDOW_VALUES = (*_LATENCIES, "throughput")
+SATURATION_RATIO = 0.95  # throughput below this fraction of the offered rate counts as saturation
 
 
 @dataclass
 class Measurement:
-    """Latency statistics (ms) and health of one configuration under one workload."""
+    """Latency statistics (ms) and health of one configuration under one workload (one window or several)."""
 
     config: Config
     workload: Workload
@@ -39,6 +43,11 @@ class Measurement:
     dropped: int  # rejected because the queue was full (saturation)
     saturated: bool
     wall_s: float  # time the measurement took (simulated seconds for the simulator)
+    offered_rps: float = math.nan  # arrival rate over the window (see :func:`summarize`)
+    windows: int = 1  # windows averaged
+    stable: bool | None = None  # the last windows agreed (None: a single window, not checked)
+    ci: dict = field(default_factory=dict)  # 95% interval [lo, hi] per value in WINDOW_VALUES (several windows)
+    samples: dict = field(default_factory=dict)  # per-window values of WINDOW_VALUES (several windows)
     extra: dict = field(default_factory=dict)
 
     def stat(self, name: str) -> float:
@@ -46,6 +55,15 @@ class Measurement:
         if name not in STATS:
             raise InvalidSpace(f"unknown latency statistic '{name}' (choose from: {', '.join(STATS)})")
         return float(getattr(self, f"{name}_ms"))
+
+    def interval(self, key: str) -> tuple[float, float] | None:
+        """The 95% interval of ``key`` (e.g. ``mean_ms``), or None for a single window."""
+        ci = self.ci.get(key)
+        return None if ci is None else (float(ci[0]), float(ci[1]))
+
+    def window_values(self, key: str) -> list[float]:
+        """The per-window values of ``key`` (the measurement's own value for a single window)."""
+        return [float(v) for v in self.samples.get(key, [getattr(self, key)])]
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (config and workload nested)."""
@@ -63,6 +81,10 @@ class Measurement:
         for name in _LATENCIES:
             if d.get(name) is None:
                 d[name] = math.inf
+        if d.get("offered_rps") is None:
+            d["offered_rps"] = math.nan
+        d["ci"] = {k: [math.inf if x is None else x for x in v] for k, v in (d.get("ci") or {}).items()}
+        d["samples"] = {k: [math.inf if x is None else x for x in v] for k, v in (d.get("samples") or {}).items()}
         return cls(**d)
 
 
@@ -77,11 +99,14 @@ def summarize(
     duration_s: float,
     slo_ms: float | None,
     wall_s: float,
+    arrival_span_s: float | None = None,
 ) -> Measurement:
     """Build a :class:`Measurement` from per-request latencies (unfinished requests already given their age).
 
     Percentiles cover the requests in ``latencies_ms``; dropped requests are counted apart, as SLO violations.
-    ``saturated`` is set when any request was dropped or the queue kept growing over the window.
+    ``offered_rps`` is the arrivals over ``arrival_span_s`` (first to last arrival) plus the median latency, so
+    that draining the last requests of a finite window does not look like a shortfall; ``saturated`` is set when
+    any request was dropped, the queue kept growing, or the throughput fell below 95% of the offered rate.
     """
     lat = np.asarray(latencies_ms, dtype=np.float64)
     done = lat.size
@@ -93,6 +118,12 @@ def summarize(
     violations = None
     if slo_ms is not None:
         violations = (float((lat > slo_ms).sum()) + dropped) / max(n_requests, 1) if done else 1.0
+    throughput = done / duration_s if duration_s > 0 else 0.0
+    offered = math.nan
+    if arrival_span_s is not None and n_requests > 1:
+        span = arrival_span_s + (float(pct[0]) / 1000.0 if done and math.isfinite(pct[0]) else 0.0)
+        offered = n_requests / span if span > 0 else math.nan
+    short = math.isfinite(offered) and throughput < SATURATION_RATIO * offered
     return Measurement(
         config=config,
         workload=workload,
@@ -100,33 +131,38 @@ def summarize(
         p50_ms=float(pct[0]),
         p95_ms=float(pct[1]),
         p99_ms=float(pct[2]),
-        throughput=done / duration_s if duration_s > 0 else 0.0,
+        throughput=throughput,
         violation_rate=violations,
         mean_queue=float(q.mean()) if q.size else 0.0,
         max_queue=int(q.max()) if q.size else 0,
         n_requests=n_requests,
         completed=done,
         dropped=dropped,
-        saturated=bool(dropped > 0 or growing),
+        saturated=bool(dropped > 0 or growing or short),
         wall_s=wall_s,
+        offered_rps=offered,
     )
 
 
 class Backend(ABC):
-    """Serves a workload with a configuration and measures it."""
+    """Serves a workload with a configuration for one measurement window and measures it."""
 
     cores: int  # cores of the machine it serves on (or models)
 
     @abstractmethod
-    def measure(self, config: Config, workload: Workload) -> Measurement:
-        """Serve ``workload`` with ``config`` for one measurement window and report what happened."""
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
+        """Serve ``workload`` with ``config`` for one window and report what happened.
+
+        ``window`` numbers repeated windows: window k serves the k-th arrival schedule of the seed, the same for
+        every configuration (common random numbers), different from window to window.
+        """
 
     def describe(self) -> str:
         """One line saying what serves and what the numbers are (real measurements or a model)."""
         return f"{type(self).__name__} on {self.cores} cores"
 
     def close(self) -> None:  # noqa: B027 (optional hook)
-        """Release threads and sessions (no-op by default)."""
+        """Release threads, sessions and processes (no-op by default)."""
 
     def __enter__(self) -> Backend:
         return self

@@ -4,17 +4,20 @@ Semantics (the SimPy simulator models exactly these):
 
 * One shared FIFO request queue of at most ``queue_cap`` requests; a request arriving while it is full is
   dropped (and counted). The queue length is sampled at every arrival, before the request joins.
-* ``config.workers`` worker threads, each with its own ONNX Runtime session (``intra_threads``,
-  ``inter_threads``). ONNX Runtime releases the GIL in ``run``, so workers truly compute in parallel.
+* ``config.instances`` worker threads, each with its own ONNX Runtime session (``intra_threads``,
+  ``inter_threads``, ``execution_mode``). ONNX Runtime releases the GIL in ``run``, so instances truly compute in
+  parallel.
 * Idle workers line up to form batches, one at a time: the worker at the head takes the oldest request, then
   keeps taking queued requests while whole requests fit in ``max_batch`` rows (a batch holds at least one
   request, even one larger than ``max_batch``), waiting for more arrivals until ``batch_timeout_ms`` has passed
   since the first request's *arrival* (if that is already past, it takes only what is queued now, no waiting).
   It then leaves the line, concatenates the rows, runs the session once, and stamps every request done.
 * Requests arrive open-loop at Poisson times (``workload.rate`` per second, ``workload.request_size`` rows
-  each, fixed by ``seed``); latency runs from the *scheduled* arrival to the end of the batch's ``run``.
-* The window ends when every request finished or ``max_seconds`` passed since the first arrival; requests
-  still queued or in service then count with their age as latency, and queued ones are discarded.
+  each, fixed by ``seed`` and the window number), paced by a :class:`~mlsysopt.serving.loadgen.LoadGenerator` in
+  its own process; latency runs from the *scheduled* arrival to the end of the batch's ``run``.
+* The window ends when every request finished or ``max_seconds`` passed since the window *started* (so a very
+  low rate cannot keep it open for the first arrival); arrivals scheduled later are not sent; requests still
+  queued or in service then count with their age as latency, and queued ones are discarded.
 
 Before each window the engine runs ``warmup`` untimed batches, one at a time, round-robin over the workers'
 sessions (alternately of one request and of the largest batch), so first-run allocations stay out of it.
@@ -32,20 +35,18 @@ import numpy as np
 
 from mlsysopt.errors import InvalidModel, InvalidSpace
 from mlsysopt.serving.backend import Backend, Measurement, summarize
-from mlsysopt.serving.loadgen import lateness_ms, open_loop, workload_arrivals
+from mlsysopt.serving.loadgen import LoadGenerator, workload_arrivals
 from mlsysopt.serving.model import ServedModel
 from mlsysopt.serving.space import Config, Workload
-
-_START_LEAD_S = 0.002  # time between scheduling the window and its first possible arrival
 
 
 class _Request:
     __slots__ = ("arrival", "done", "rows", "submitted")
 
-    def __init__(self, arrival: float, rows: int) -> None:
+    def __init__(self, arrival: float, rows: int, submitted: float) -> None:
         self.arrival = arrival
         self.rows = rows
-        self.submitted = time.perf_counter()
+        self.submitted = submitted
         self.done: float | None = None
 
 
@@ -86,7 +87,8 @@ class Engine(Backend):
         self._queue: collections.deque[_Request] = collections.deque()
         self._threads: list[threading.Thread] = []
         self._sessions: list = []
-        self._shape: tuple[int, int, int] | None = None  # (workers, intra, inter) the threads were built for
+        self._shape: tuple[int, ...] | None = None  # (instances, intra, inter, mode) the threads were built for
+        self._loadgen: LoadGenerator | None = None
         self._stop = False
         self._open = False
         self._reset_window()
@@ -99,11 +101,13 @@ class Engine(Backend):
     def configure(self, config: Config) -> None:
         """Switch to ``config`` in-process: rebuild worker threads and sessions if their knobs changed."""
         self._check(config)
-        shape = (config.workers, config.intra_threads, config.inter_threads)
+        inter = config.effective_inter
+        shape = (config.instances, config.intra_threads, inter, config.execution_mode)
         if shape != self._shape:
             self._stop_threads()
             self._sessions = [
-                self.model.session(config.intra_threads, config.inter_threads, slot=k) for k in range(config.workers)
+                self.model.session(config.intra_threads, inter, config.execution_mode, slot=k)
+                for k in range(config.instances)
             ]
             self._threads = [
                 threading.Thread(target=self._work, args=(s,), name=f"mlsysopt-worker-{k}", daemon=True)
@@ -114,6 +118,12 @@ class Engine(Backend):
             self._shape = shape
         with self._cond:
             self.config = config
+
+    def start(self) -> LoadGenerator:
+        """Start the load generator's process (once; :meth:`measure` does it when needed)."""
+        if self._loadgen is None:
+            self._loadgen = LoadGenerator()
+        return self._loadgen
 
     def _stop_threads(self) -> None:
         with self._cond:
@@ -127,8 +137,11 @@ class Engine(Backend):
             self._stop = False
 
     def close(self) -> None:
-        """Stop the worker threads (the sessions stay cached in the model)."""
+        """Stop the worker threads and the load generator process (the sessions stay cached in the model)."""
         self._stop_threads()
+        if self._loadgen is not None:
+            self._loadgen.close()
+            self._loadgen = None
 
     # ------------------------------------------------------------------ workers
     def _work(self, session: object) -> None:
@@ -193,17 +206,19 @@ class Engine(Backend):
         self._error: Exception | None = None
         self._feed: dict[str, np.ndarray] = {}
         self._rows = 1
+        self._last_arrival = 0.0
 
-    def _submit(self, _i: int, scheduled: float) -> None:
+    def _submit(self, _i: int, scheduled: float, received: float) -> None:
         with self._cond:
             if not self._open:
                 return
             qlen = len(self._queue)
             self._queue_samples.append(qlen)
+            self._last_arrival = scheduled
             if qlen >= self.queue_cap:
                 self._dropped += 1
                 return
-            r = _Request(scheduled, self._rows)
+            r = _Request(scheduled, self._rows, received)
             self._requests.append(r)
             self._queue.append(r)
             self._cond.notify_all()
@@ -214,11 +229,11 @@ class Engine(Backend):
         for k in range(self.warmup):
             self._sessions[k % len(self._sessions)].run(None, feeds[k % 2])
 
-    def arrivals(self, workload: Workload) -> np.ndarray:
-        """The arrival times (s from the window start) :meth:`measure` serves for ``workload``: fixed by the seed."""
-        return workload_arrivals(workload, self.n_requests, self.seed)
+    def arrivals(self, workload: Workload, window: int = 0) -> np.ndarray:
+        """The arrival times (s from the window start) :meth:`measure` serves: fixed by (seed, workload, window)."""
+        return workload_arrivals(workload, self.n_requests, self.seed, window)
 
-    def measure(self, config: Config, workload: Workload) -> Measurement:
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
         """Configure if needed, then serve ``n_requests`` Poisson arrivals of ``workload`` and summarize them."""
         t_wall = time.perf_counter()
         self._check(config)
@@ -230,17 +245,18 @@ class Engine(Backend):
             )
         self.configure(config)
         self._warm_up(config, size)
-        arrivals = self.arrivals(workload)
+        arrivals = self.arrivals(workload, window)
+        loadgen = self.start()
         with self._cond:
             self._reset_window()
             self._queue.clear()
             self._feed = self.model.make_batch(size, np.random.default_rng(self.seed))
             self._rows = size
             self._open = True
-        start = time.perf_counter() + _START_LEAD_S
+        start, _sent, pacer_lag_ms = loadgen.run(arrivals, self._submit, self.max_seconds)
+        # ``start`` is the window's start as the pacer set it: every latency runs from start + arrivals[i]
+        deadline = start + self.max_seconds
         first = start + float(arrivals[0])
-        deadline = first + self.max_seconds
-        open_loop(arrivals, self._submit, start, deadline)
         with self._cond:
             offered = len(self._queue_samples)
             all_done = self._cond.wait_for(
@@ -256,6 +272,8 @@ class Engine(Backend):
         if error is not None:
             raise InvalidModel(f"{self.model.path}: inference failed ({type(error).__name__}: {error})")
         reqs = self._requests
+        if not offered:  # no arrival fell inside the window (a rate far too low for it)
+            first = start
         if all_done:
             end = max((r.done for r in reqs if r.done is not None), default=first)
         else:
@@ -263,7 +281,7 @@ class Engine(Backend):
         arrival = np.array([r.arrival for r in reqs], dtype=np.float64)
         done = np.array([r.done if r.done is not None else math.inf for r in reqs], dtype=np.float64)
         latencies = (np.minimum(done, end) - arrival) * 1000.0
-        lag = lateness_ms(arrival, np.array([r.submitted for r in reqs])) if reqs else np.zeros(1)
+        receive_lag = (np.array([r.submitted for r in reqs]) - arrival).max() * 1000.0 if reqs else 0.0
         m = summarize(
             config,
             workload,
@@ -274,18 +292,24 @@ class Engine(Backend):
             duration_s=max(end - first, 1e-9),
             slo_ms=self.slo_ms,
             wall_s=time.perf_counter() - t_wall,
+            arrival_span_s=(self._last_arrival - first) if offered > 1 else None,
         )
         m.extra = {
             "batches": self._batches,
             "mean_batch": self._batch_rows / self._batches if self._batches else 0.0,
             "finished": int((done <= end).sum()),
-            "max_lag_ms": float(lag.max()),
+            "pacer_max_lag_ms": float(pacer_lag_ms),
+            "max_receive_lag_ms": float(max(receive_lag, 0.0)),
+            "loadgen_pid": loadgen.pid,
         }
         return m
 
     def describe(self) -> str:
         """What serves, on how many cores; the numbers are real measurements."""
-        return f"ONNX Runtime engine serving {self.model.path.name} on {self.cores} cores (real measurements)"
+        return (
+            f"ONNX Runtime engine serving {self.model.path.name} on {self.cores} cores, load generator in its own "
+            "process (real measurements)"
+        )
 
     def __repr__(self) -> str:
         label = self.config.label() if self.config else None

@@ -5,14 +5,16 @@ call these. A tuning run is resumable without any tuner-specific state: tuners a
 and what they were told, so :class:`ReplayBackend` feeds a restarted tuner the measurements recorded in the run
 folder's JSON checkpoint, in order (checking that it asks for the same configurations), and only then measures.
 
-The checkpoint is ``{"measurements": [...]}``: a later phase of a tuning job (e.g. re-measuring the top
-candidates to confirm the pick) keeps its own measurements under its own key beside them.
+The checkpoint is ``{"measurements": [...], "noise": [...], "confirm": [...]}``: the search's measurements, and
+those of the phases around it (:mod:`mlsysopt.serving.confirmation`), each replayed in order by its own
+:class:`ReplayBackend` (:class:`PhaseCheckpoint`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +25,7 @@ from mlsysopt.serving.space import Config, Space, Workload
 
 if TYPE_CHECKING:
     from mlsysopt.io import RunDir
+    from mlsysopt.serving.model import ServedModel
     from mlsysopt.serving.profile import ServiceProfile, ServiceSample, TimesBatches
     from mlsysopt.serving.tuners.base import Tuner
     from mlsysopt.serving.tuning import Step, TuneResult
@@ -32,26 +35,42 @@ MIN_PROFILE_POINTS = 6
 
 
 class ReplayBackend(Backend):
-    """Answers the first ``len(recorded)`` measurements from a checkpoint, then measures with ``backend``."""
+    """Answers the first ``len(recorded)`` measurements from a checkpoint, then measures with ``backend``.
 
-    def __init__(self, backend: Backend, recorded: Sequence[Measurement]) -> None:
+    ``on_new`` sees every measurement made after the replay (the job checkpoints it there).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        recorded: Sequence[Measurement],
+        on_new: Callable[[Measurement], None] | None = None,
+        phase: str = "search",
+    ) -> None:
         self.backend = backend
         self.recorded = list(recorded)
         self.replayed = 0
+        self.new = 0
+        self.on_new = on_new
+        self.phase = phase
         self.cores = backend.cores
 
-    def measure(self, config: Config, workload: Workload) -> Measurement:
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
         """The recorded measurement while replaying (it must be of the same configuration), then a real one."""
         if self.replayed < len(self.recorded):
             rec = self.recorded[self.replayed]
             if rec.config != config or rec.workload != workload:
                 raise MlsysoptError(
-                    f"--resume: step {self.replayed + 1} asked for {config.label()} but the checkpoint recorded "
-                    f"{rec.config.label()}; it was written with other settings (same --tuner, --seed, space?)"
+                    f"--resume: {self.phase} step {self.replayed + 1} asked for {config.label()} but the checkpoint "
+                    f"recorded {rec.config.label()}; it was written with other settings (same --tuner, --seed, space?)"
                 )
             self.replayed += 1
             return rec
-        return self.backend.measure(config, workload)
+        m = self.backend.measure(config, workload, window)
+        self.new += 1
+        if self.on_new is not None:
+            self.on_new(m)
+        return m
 
     def describe(self) -> str:
         """The wrapped backend's description."""
@@ -62,17 +81,52 @@ class ReplayBackend(Backend):
         self.backend.close()
 
 
-def recorded_measurements(run: RunDir) -> list[Measurement]:
-    """The measurements in the tuning checkpoint of ``run`` (none when it has no checkpoint)."""
+SEARCH = "measurements"  # the checkpoint key of the search phase
+PHASES = (SEARCH, "noise", "confirm")
+
+
+def recorded_phases(run: RunDir) -> dict[str, list[Measurement]]:
+    """The measurements of every phase in the tuning checkpoint of ``run`` (empty when it has no checkpoint)."""
     if not run.has_checkpoint:
-        return []
+        return {p: [] for p in PHASES}
     data = run.load_checkpoint(InvalidRunDir)
     try:
-        return [Measurement.from_dict(m) for m in data["measurements"]]
-    except (KeyError, TypeError, ValueError, MlsysoptError) as exc:
+        if not isinstance(data, dict) or SEARCH not in data:
+            raise KeyError(SEARCH)
+        return {p: [Measurement.from_dict(m) for m in data.get(p, [])] for p in PHASES}
+    except (KeyError, TypeError, ValueError, AttributeError, MlsysoptError) as exc:
         raise InvalidRunDir(
             f"--resume: {run.checkpoint} is not a tuning checkpoint ({type(exc).__name__}: {exc})"
         ) from None
+
+
+def recorded_measurements(run: RunDir) -> list[Measurement]:
+    """The search's measurements in the tuning checkpoint of ``run`` (none when it has no checkpoint)."""
+    return recorded_phases(run)[SEARCH]
+
+
+class PhaseCheckpoint:
+    """The tuning checkpoint of a run: one list of measurements per phase, saved atomically after each new one."""
+
+    def __init__(self, run: RunDir | None, recorded: dict[str, list[Measurement]] | None = None) -> None:
+        self.run = run
+        recorded = recorded or {}
+        self.recorded = {p: list(recorded.get(p, [])) for p in PHASES}
+        self.data: dict[str, list[dict[str, Any]]] = {p: [m.to_dict() for m in v] for p, v in self.recorded.items()}
+
+    def replay(self, phase: str, backend: Backend) -> ReplayBackend:
+        """A backend that replays ``phase``'s recorded measurements, then measures and checkpoints new ones."""
+        return ReplayBackend(backend, self.recorded[phase], lambda m: self.add(phase, m), phase)
+
+    def add(self, phase: str, m: Measurement) -> None:
+        """Record a new measurement of ``phase`` and save the checkpoint."""
+        self.data[phase].append(m.to_dict())
+        if self.run is not None:
+            self.run.save_checkpoint(self.data)
+
+    def drop(self, phase: str) -> None:
+        """Forget what ``phase`` recorded (a confirmation of a search that has since gone further)."""
+        self.recorded[phase], self.data[phase] = [], []
 
 
 def run_tuning(
@@ -81,6 +135,8 @@ def run_tuning(
     schedule: Sequence[tuple[Workload, int]],
     run: RunDir | None = None,
     on_step: Callable[[Step], None] | None = None,
+    until: Callable[[Step], bool] | None = None,
+    checkpoint: PhaseCheckpoint | None = None,
 ) -> tuple[TuneResult, int]:
     """Tune with an atomic checkpoint in ``run`` (open, JSON checkpoint) after every measurement.
 
@@ -89,41 +145,40 @@ def run_tuning(
     """
     from mlsysopt.serving.tuning import tune
 
-    recorded = recorded_measurements(run) if run is not None and run.resume else []
-    replay = ReplayBackend(backend, recorded)
-    done: list[dict[str, Any]] = [m.to_dict() for m in recorded]
-
-    def step(s: Step) -> None:
-        if len(done) <= s.index:  # a new measurement, not one replayed from the checkpoint
-            done.append(s.measurement.to_dict())
-            if run is not None:
-                run.save_checkpoint({"measurements": done})
-        if on_step is not None:
-            on_step(s)
-
-    result = tune(tuner, replay, schedule, on_step=step)
-    return result, len(recorded)
+    if checkpoint is None:
+        checkpoint = PhaseCheckpoint(run, recorded_phases(run) if run is not None and run.resume else None)
+    replay = checkpoint.replay(SEARCH, backend)
+    result = tune(tuner, replay, schedule, on_step=on_step, until=until)
+    return result, replay.replayed
 
 
 def heatmap_values(
     measurements: Sequence[Measurement], objective: Objective, workload: Workload | None = None
 ) -> dict[tuple[int, int], float]:
-    """Best score per (workers, max_batch) over the other knobs, from measurements (of one workload if given)."""
+    """Best score per (instances, max_batch) over the other knobs, from measurements (of one workload if given)."""
     out: dict[tuple[int, int], float] = {}
     for m in measurements:
         if workload is not None and m.workload != workload:
             continue
-        key = (m.config.workers, m.config.max_batch)
+        key = (m.config.instances, m.config.max_batch)
         score = objective.score(m)
         if math.isfinite(score) and score < out.get(key, math.inf):
             out[key] = score
     return out
 
 
-def step_points(steps: Sequence[Step]) -> list[dict[str, float]]:
-    """What :func:`mlsysopt.report.serving.plot_steps` draws of a run: value, best so far, workload changes."""
+def step_points(steps: Sequence[Step], objective: Objective | None = None) -> list[dict[str, float | None]]:
+    """What :func:`mlsysopt.report.serving.plot_steps` draws of a run: value, best so far, workload changes.
+
+    Values are in the objective's unit (ms, cores, req/s); a measurement that missed the SLO is None ("SLO missed").
+    """
+    value = (lambda x: x) if objective is None else objective.value
     return [
-        {"value": s.score, "best": s.best_score, "shift": float(i > 0 and steps[i - 1].workload != s.workload)}
+        {
+            "value": value(s.score),
+            "best": value(s.best_score),
+            "shift": float(i > 0 and steps[i - 1].workload != s.workload),
+        }
         for i, s in enumerate(steps)
     ]
 
@@ -143,17 +198,18 @@ def plot_tuning(
     """The step plot of a run and the heatmap of what it measured under its last workload (the best starred)."""
     from mlsysopt.report.serving import plot_heatmap, plot_steps
 
-    plot_steps({name: step_points(result.steps)}, steps_png, slo_ms=slo_ms, ylabel=ylabel, title=title)
+    points = step_points(result.steps, result.objective)
+    plot_steps({name: points}, steps_png, slo_ms=slo_ms, ylabel=ylabel, title=title)
     last = result.steps[-1].workload
     measured = [s.measurement for s in result.steps if s.workload == last]
     best = result.best
     plot_heatmap(
-        heatmap_values(measured, result.objective),
-        space.values["workers"],
+        {k: result.objective.value(v) for k, v in heatmap_values(measured, result.objective).items()},
+        space.values["instances"],
         space.values["max_batch"],
         heatmap_png,
-        measured=[(m.config.workers, m.config.max_batch) for m in measured],
-        best=(best.workers, best.max_batch) if best else None,
+        measured=[(m.config.instances, m.config.max_batch) for m in measured],
+        best=(best.instances, best.max_batch) if best else None,
         title=heatmap_title,
         unit=unit,
     )
@@ -180,9 +236,31 @@ def measure_profile(
     repeats: int,
     cores: int,
     name: str = "",
+    on_sample: Callable[[ServiceSample], None] | None = None,
 ) -> tuple[ServiceProfile, list[ServiceSample]]:
-    """Time one batch per (rows, intra, inter) on this machine and fit the simulator's service-time model."""
+    """Time one batch per (rows, intra, inter) on this machine, fit the service-time model, keep the timings table."""
     from mlsysopt.serving.profile import fit_profile, measure_samples
 
-    samples = measure_samples(model, rows=rows, intra=intra, inter=inter, repeats=repeats)
-    return fit_profile(samples, cores=cores, model=name), samples
+    samples = measure_samples(model, rows=rows, intra=intra, inter=inter, repeats=repeats, on_sample=on_sample)
+    return fit_profile(samples, cores=cores, model=name).with_table(samples), samples
+
+
+def calibrate_dispatch(
+    model: ServedModel, profile: ServiceProfile, seed: int = 0, requests: int = 60, utilization: float = 0.05
+) -> tuple[ServiceProfile, dict[str, float]]:
+    """The per-batch dispatch overhead from a low-rate engine run: median latency - measured batch-1 time.
+
+    At ``utilization`` of one single-threaded instance almost no request waits for another, so what a request's
+    latency adds to the session's run time is the engine's own cost per batch (queue hand-off, waking a worker,
+    the load generator's pipe). Returns the calibrated profile and the run's figures.
+    """
+    from mlsysopt.serving.engine import Engine
+    from mlsysopt.serving.limits import MIN_WINDOW_REQUESTS
+
+    one = profile.service_ms(1, 1, 1)
+    rate = max(utilization * 1000.0 / one, 2.0 * MIN_WINDOW_REQUESTS / 10.0)
+    with Engine(model, n_requests=requests, max_seconds=max(10.0, 2.0 * requests / rate), seed=seed) as engine:
+        m = engine.measure(Config(1, 1, 0.0, 1, 1, 0), Workload(rate))
+    dispatch = max(0.0, m.p50_ms - one)
+    figures = {"rate": rate, "p50_ms": m.p50_ms, "service_ms": one, "dispatch_ms": dispatch, "requests": m.completed}
+    return replace(profile, dispatch_ms=float(dispatch)), figures

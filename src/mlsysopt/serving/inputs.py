@@ -1,8 +1,12 @@
 """What a serving job is built from: models, service profiles, configuration files, backends and spaces.
 
 Every spec a user gives (``--model``, ``--profile``, ``--config``, knob lists, ``--backend``) is resolved here, once,
-for the CLI, the demo and the benchmark alike. Nothing here writes into a run folder: a zoo model is exported to
-a folder the caller chooses (a temporary one before the run folder exists, see :class:`ModelStage`).
+for the CLI, the demo and the benchmark alike. A model goes through the one source resolver
+(:func:`mlsysopt.graph.importers.source.resolve_source`): an ``.onnx`` file, or a PyTorch source (``zoo:NAME``,
+``file.py:factory``, ``module:factory``) exported by :mod:`mlsysopt.serving.export`; either way it is run in
+ONNX Runtime at batch 1 and at the largest batch the job uses, within the limits of :mod:`mlsysopt.serving.limits`,
+before anything is served. Nothing here writes into a run folder: an export goes to a folder the caller chooses (a
+temporary one before the run folder exists, see :class:`ModelStage`).
 """
 
 from __future__ import annotations
@@ -12,9 +16,9 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from mlsysopt.errors import InvalidSpace, MlsysoptError
+from mlsysopt.errors import InvalidModel, InvalidSpace, MlsysoptError
 from mlsysopt.io import read_json
 from mlsysopt.serving.space import KNOBS, Config, Space
 
@@ -23,19 +27,20 @@ if TYPE_CHECKING:
     from mlsysopt.serving.model import ServedModel
     from mlsysopt.serving.profile import ServiceProfile
 
-ZOO_PREFIX = "zoo:"
 BACKENDS = ("real", "sim")
 #: the command-line option of each knob, for error messages
 KNOB_OPTIONS = {
-    "workers": "--workers",
+    "instances": "--instances",
     "max_batch": "--max-batch",
     "batch_timeout_ms": "--timeout-ms",
     "intra_threads": "--intra",
     "inter_threads": "--inter",
+    "execution_mode": "--execution-mode",
 }
 #: the default max-batch grid per backend: the simulator models bigger machines, so bigger batches pay there
 DEFAULT_MAX_BATCH = {"real": (1, 2, 4, 8, 16), "sim": (1, 2, 4, 8, 16, 32, 64)}
 DEFAULT_PROFILE = "synthetic:32"
+MAX_SECONDS = 10.0  # the longest a measurement window of the real engine lasts (from its start)
 
 
 def machine_threads() -> int:
@@ -43,45 +48,95 @@ def machine_threads() -> int:
     return os.cpu_count() or 1
 
 
-def resolve_model(spec: str, workdir: Path, input_shape: tuple[int, ...] | None = None) -> ServedModel:
-    """An ONNX file, or ``zoo:NAME`` (a built-in model exported with a dynamic batch axis into ``workdir``)."""
-    from mlsysopt.serving.model import ServedModel, export_zoo_onnx
+def per_row_shape(input_shape: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The shape of one row from a full example shape (batch dim first), as ``--input-shape`` gives it."""
+    if input_shape is None:
+        return None
+    if len(input_shape) < 2:
+        raise InvalidModel(
+            f"--input-shape {','.join(map(str, input_shape))}: give the full example input shape, batch dim first "
+            "(e.g. 1,3,32,32)"
+        )
+    return tuple(input_shape[1:])
 
-    if spec.startswith(ZOO_PREFIX):
-        name = spec[len(ZOO_PREFIX) :]
-        path = Path(workdir) / f"{name}.onnx"
-        if not path.is_file():
-            export_zoo_onnx(name, path)
-        return ServedModel(path, input_shape)
-    return ServedModel(Path(spec), input_shape)
+
+def check_model(model: ServedModel, largest: int, instances: int, max_seconds: float, option: str) -> None:
+    """Run ``model`` at batch 1, check the limits of ``largest`` rows, then run it at ``largest`` rows."""
+    from mlsysopt.serving.limits import check_batch_memory, check_batch_time
+
+    if largest > 1:
+        model.check_batch(largest)
+    ms = model.run_check(1)
+    check_batch_memory(largest, model.row_bytes(), instances, option)
+    check_batch_time(largest, ms, max_seconds, option)
+    if largest > 1:
+        model.run_check(largest)
+
+
+def resolve_model(
+    spec: str,
+    workdir: Path,
+    input_shape: tuple[int, ...] | None = None,
+    largest: int = 16,
+    instances: int = 1,
+    max_seconds: float = MAX_SECONDS,
+    option: str = "--max-batch",
+    exporters: Sequence[str] | None = None,
+) -> tuple[ServedModel, dict[str, Any]]:
+    """A checked, servable model from any source (``input_shape``: the full example shape, batch dim first).
+
+    A PyTorch source is exported into ``workdir``. Returns the model and how it was made (``exporter``, ``failed``).
+    """
+    from mlsysopt.graph.importers.source import resolve_source
+    from mlsysopt.serving.export import EXPORTERS, export_served
+    from mlsysopt.serving.model import ServedModel
+
+    src = resolve_source(spec)
+
+    def check(model: ServedModel) -> None:
+        check_model(model, int(largest), int(instances), max_seconds, option)
+
+    if src.kind == "onnx":
+        model = ServedModel(src.path, per_row_shape(input_shape))  # type: ignore[arg-type]
+        check(model)
+        return model, {"exporter": None, "failed": {}, "path": str(src.path)}
+    if src.kind == "pytorch":
+        return export_served(src, Path(workdir), check, input_shape, tuple(exporters or EXPORTERS))
+    raise InvalidModel(
+        f"'{spec}' is a {src.kind} source (a graph, not a model): serving needs an .onnx file or a PyTorch model "
+        "(zoo:NAME, file.py:factory or module:factory)"
+    )
 
 
 class ModelStage:
-    """A model loaded before the run folder exists; a zoo model is exported to a temporary folder until :meth:`keep`.
+    """A model loaded before the run folder exists; a PyTorch export lives in a temporary folder until :meth:`keep`.
 
-    A refused model (bad file, a zoo name that does not exist, a batch axis the job needs but the model lacks)
-    therefore leaves nothing behind, and the run folder receives the exported ``.onnx`` only once it is open.
+    A refused model (bad file, unknown zoo name, a batch axis the job needs but the model lacks, a batch beyond the
+    limits) therefore leaves nothing behind, and the run folder receives the exported ``.onnx`` only once it is open.
     """
 
-    def __init__(self, spec: str, input_shape: tuple[int, ...] | None = None) -> None:
+    def __init__(self, spec: str, input_shape: tuple[int, ...] | None = None, **check: Any) -> None:
         self.spec = spec
-        self._tmp = tempfile.TemporaryDirectory(prefix="mlsysopt-model-") if spec.startswith(ZOO_PREFIX) else None
+        self._tmp: tempfile.TemporaryDirectory | None = tempfile.TemporaryDirectory(prefix="mlsysopt-model-")
         try:
-            self.model = resolve_model(spec, Path(self._tmp.name if self._tmp else "."), input_shape)
+            self.model, self.info = resolve_model(spec, Path(self._tmp.name), input_shape, **check)
         except BaseException:
             self.close()
             raise
+        if self.info["exporter"] is None:  # a file of the user's: nothing to keep
+            self.close()
 
     def keep(self, folder: Path) -> Path:
-        """Copy an exported zoo model into ``folder`` (a model file given by the user stays where it is)."""
+        """Copy an exported model into ``folder`` (a model file given by the user stays where it is)."""
         if self._tmp is None:
             return self.model.path
         return Path(shutil.copy2(self.model.path, Path(folder) / self.model.path.name))
 
     def close(self) -> None:
-        """Remove the temporary folder of an exported zoo model."""
+        """Remove the temporary folder of an exported model."""
         if self._tmp is not None:
             self._tmp.cleanup()
+            self._tmp = None
 
 
 def resolve_profile(spec: str) -> ServiceProfile:
@@ -94,14 +149,14 @@ def resolve_profile(spec: str) -> ServiceProfile:
             cores = int(cores_text)
         except ValueError:
             raise InvalidSpace(f"--profile {spec}: '{cores_text}' is not a core count (e.g. synthetic:32)") from None
-        if cores < 1:
-            raise InvalidSpace(f"--profile {spec}: the core count must be >= 1")
+        if not 1 <= cores <= 4096:
+            raise InvalidSpace(f"--profile {spec}: the core count must be 1 to 4096")
         return ServiceProfile.synthetic(cores=cores)
     return ServiceProfile.load(Path(spec))
 
 
 def load_config(path: Path) -> Config:
-    """Knobs from a JSON file: a tune ``result.json`` (its ``best``) or a plain ``{"workers": 2, ...}`` object."""
+    """Knobs from a JSON file: a tune ``result.json`` (its ``best``) or a plain ``{"instances": 2, ...}`` object."""
     data = read_json(path, InvalidSpace)
     if isinstance(data.get("best"), dict):
         data = data["best"]
@@ -111,9 +166,9 @@ def load_config(path: Path) -> Config:
 def check_backend(kind: str, model: object | None) -> None:
     """Refuse an unknown backend kind, or the real backend without a model."""
     if kind not in BACKENDS:
-        raise MlsysoptError(f"unknown --backend '{kind}' (choose from: {', '.join(BACKENDS)})")
+        raise MlsysoptError(f"unknown --engine '{kind}' (choose from: {', '.join(BACKENDS)})")
     if kind == "real" and model is None:
-        raise MlsysoptError("--backend real needs --model (an .onnx file or zoo:cnn)")
+        raise MlsysoptError("--engine real needs --model (an .onnx file, zoo:NAME or file.py:factory)")
 
 
 def make_backend(
@@ -123,17 +178,19 @@ def make_backend(
     requests: int = 200,
     slo_ms: float | None = None,
     seed: int = 0,
+    max_seconds: float = MAX_SECONDS,
 ) -> Backend:
-    """The real ONNX Runtime engine serving ``model``, or the simulator driven by ``profile`` (default synthetic).
+    """One measurement window: the real ONNX Runtime engine serving ``model``, or the simulator of ``profile``.
 
-    The one place a job's backend is built: another way of measuring (e.g. a load generator in its own process)
-    is another :class:`~mlsysopt.serving.backend.Backend` here, and every job gets it unchanged.
+    Jobs wrap it in :class:`~mlsysopt.serving.windows.StableBackend` (windows until stable).
     """
     check_backend(kind, model)
     if kind == "real":
         from mlsysopt.serving.engine import Engine
 
-        return Engine(model, n_requests=requests, slo_ms=slo_ms, max_threads=machine_threads(), seed=seed)
+        return Engine(
+            model, n_requests=requests, max_seconds=max_seconds, slo_ms=slo_ms, max_threads=machine_threads(), seed=seed
+        )  # type: ignore[arg-type]
     from mlsysopt.serving.simulator import SimulatedEngine
 
     return SimulatedEngine(profile or resolve_profile(DEFAULT_PROFILE), n_requests=requests, slo_ms=slo_ms, seed=seed)

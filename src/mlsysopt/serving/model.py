@@ -7,6 +7,9 @@ Other dynamic dims need a per-row ``input_shape`` (the shape of one row, without
 
 from __future__ import annotations
 
+import contextlib
+import math
+import re
 import statistics
 import threading
 import time
@@ -16,6 +19,9 @@ import numpy as np
 import onnxruntime as ort
 
 from mlsysopt.errors import InvalidModel
+
+# ONNX Runtime logs a failing kernel to stderr itself; mlsysopt reports it once, in its own words
+ort.set_default_logger_severity(3)
 
 _DTYPES: dict[str, type] = {
     "tensor(float)": np.float32,
@@ -37,6 +43,17 @@ def _is_fixed(dim: object) -> bool:
     return isinstance(dim, int) and dim > 0
 
 
+def describe_ort_error(exc: BaseException) -> str:
+    """ONNX Runtime's failure in a few words: the op, the node and the shapes it names (not the C++ file path)."""
+    text = " ".join(str(exc).split())
+    op = re.search(r"running (\w+) node\. Name:'([^']*)'", text)
+    shapes = re.findall(r"(\w[\w ]*?shape\s*:\s*\{[^}]*\})", text)
+    if op:
+        detail = f"op {op.group(1)} (node '{op.group(2)}')"
+        return f"{detail}: {', '.join(s.strip() for s in shapes)}" if shapes else detail
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
 class ServedModel:
     """An ONNX model file with known per-row input shapes, random batches, and cached ONNX Runtime sessions."""
 
@@ -49,16 +66,16 @@ class ServedModel:
             if not all(isinstance(d, (int, np.integer)) and d > 0 for d in input_shape):
                 raise InvalidModel(f"{self.path}: input shape {input_shape} must be positive integers")
             input_shape = tuple(int(d) for d in input_shape)
-        self._sessions: dict[tuple[int, int, int], ort.InferenceSession] = {}
+        self._sessions: dict[tuple[int, int, int, int], ort.InferenceSession] = {}
         self._lock = threading.Lock()
         try:
-            first = self._new_session(1, 1)
+            first = self._new_session(1, 1, 0)
         except Exception as exc:
             msg = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
             raise InvalidModel(
                 f"{self.path}: not an ONNX model ONNX Runtime can load ({type(exc).__name__}: {msg})"
             ) from None
-        self._sessions[(1, 1, 0)] = first
+        self._sessions[(1, 1, 0, 0)] = first
         self.input_names: list[str] = []
         self.sample_shapes: dict[str, tuple[int, ...]] = {}
         self.dtypes: dict[str, np.dtype] = {}
@@ -108,31 +125,30 @@ class ServedModel:
                 f"{where} has dynamic dim {dynamic[0]} ('{rest[dynamic[0] - 1]}', shape {shape}) besides the batch "
                 "dim: --input-shape fixes it (the per-row shape, without the batch dim)"
             )
+        from mlsysopt.serving.limits import check_row_input
+
+        dtype = np.dtype(_DTYPES[arg.type])
+        check_row_input(math.prod(int(d) for d in rest) * dtype.itemsize, f"{where} shape {[1, *rest]}")
         self.input_names.append(name)
         self.sample_shapes[name] = tuple(int(d) for d in rest)
-        self.dtypes[name] = np.dtype(_DTYPES[arg.type])
+        self.dtypes[name] = dtype
 
-    def _new_session(self, intra: int, inter: int) -> ort.InferenceSession:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = intra
-        opts.inter_op_num_threads = inter
-        opts.execution_mode = ort.ExecutionMode.ORT_PARALLEL if inter > 1 else ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
-        # Several sessions share the cores; spinning idle pool threads would steal them from the busy ones.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    def _new_session(self, intra: int, inter: int, execution_mode: int) -> ort.InferenceSession:
+        from mlsysopt.serving.deploy import session_options
+
+        opts = session_options(intra, inter, execution_mode)
         return ort.InferenceSession(str(self.path), sess_options=opts, providers=["CPUExecutionProvider"])
 
-    def session(self, intra: int, inter: int, slot: int = 0) -> ort.InferenceSession:
-        """The session with ``intra``/``inter`` op threads, cached per (intra, inter); ``slot`` keeps apart copies.
+    def session(self, intra: int, inter: int, execution_mode: int | None = None, slot: int = 0) -> ort.InferenceSession:
+        """The session with these op threads and execution mode (default: parallel iff ``inter`` > 1), cached.
 
-        Concurrent runs of one session share its thread pools, so each serving worker uses its own ``slot``.
+        Concurrent runs of one session share its thread pools, so each serving instance uses its own ``slot``.
         """
-        key = (int(intra), int(inter), int(slot))
+        mode = (1 if inter > 1 else 0) if execution_mode is None else int(execution_mode)
+        key = (int(intra), int(inter), mode, int(slot))
         with self._lock:
             if key not in self._sessions:
-                self._sessions[key] = self._new_session(key[0], key[1])
+                self._sessions[key] = self._new_session(key[0], key[1], key[2])
             return self._sessions[key]
 
     def make_batch(self, rows: int, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
@@ -150,17 +166,58 @@ class ServedModel:
                 feed[name] = rng.integers(0, 2, size=shape).astype(dtype)
         return feed
 
-    def time_batch(self, rows: int, intra: int, inter: int, repeats: int = 5) -> float:
-        """Median wall time (ms) of one ``session.run`` on ``rows`` rows, after one warm-up run."""
+    def time_batch(self, rows: int, intra: int, inter: int, repeats: int = 5, warmup: int = 3) -> float:
+        """Median wall time (ms) of one ``session.run`` on ``rows`` rows (parallel mode iff ``inter`` > 1).
+
+        ``warmup`` untimed runs first, as many as the engine's warm-up gives a session, so that first-run
+        allocations stay out of the timing.
+        """
         sess = self.session(intra, inter)
         feed = self.make_batch(rows)
-        sess.run(None, feed)
+        for _ in range(max(warmup, 1)):
+            sess.run(None, feed)
         times = []
         for _ in range(max(repeats, 1)):
             t = time.perf_counter()
             sess.run(None, feed)
             times.append((time.perf_counter() - t) * 1000.0)
         return float(statistics.median(times))
+
+    def row_bytes(self) -> int:
+        """Bytes one row needs: its inputs plus every intermediate and output tensor (ONNX shape inference at batch 1).
+
+        An upper bound of what a batch holds at once (ONNX Runtime reuses buffers); dims inference cannot resolve
+        count as 1.
+        """
+        if getattr(self, "_row_bytes", None) is None:
+            self._row_bytes = _row_bytes(self.path, self.sample_shapes, self.dtypes)
+        return self._row_bytes
+
+    def run_check(self, rows: int) -> float:
+        """Run one batch of ``rows`` rows (after one untimed run); its ms. :class:`InvalidModel` names op and shapes.
+
+        The outputs must keep the batch axis: a model that answers a batch of ``rows`` with another first dim
+        was exported with a fixed batch somewhere.
+        """
+        feed = self.make_batch(rows)
+        sess = self.session(1, 1, 0)
+        try:
+            sess.run(None, feed)
+            t = time.perf_counter()
+            outs = sess.run(None, feed)
+            ms = (time.perf_counter() - t) * 1000.0
+        except Exception as exc:
+            shapes = ", ".join(f"{n} {[rows, *self.sample_shapes[n]]}" for n in self.input_names)
+            raise InvalidModel(
+                f"{self.path}: ONNX Runtime fails at batch {rows} (inputs {shapes}): {describe_ort_error(exc)}"
+            ) from None
+        for o, arg in zip(outs, sess.get_outputs(), strict=False):
+            if getattr(o, "ndim", 0) >= 1 and o.shape[0] != rows:
+                raise InvalidModel(
+                    f"{self.path}: at batch {rows} output '{arg.name}' has shape {list(o.shape)}: its first dim is "
+                    f"not the batch axis (a fixed batch of {o.shape[0]} inside the model)"
+                )
+        return ms
 
     def check_batch(self, max_batch: int) -> None:
         """Raise :class:`InvalidModel` if batches of ``max_batch`` rows need a batch axis the model lacks."""
@@ -184,3 +241,32 @@ def export_zoo_onnx(name: str, path: str | Path) -> Path:
     module, inputs = zoo.get(name)
     with torch_threads(1):
         return export_onnx(module, inputs, path, dynamic_batch=True)
+
+
+def _row_bytes(path: Path, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, np.dtype]) -> int:
+    import onnx
+    from onnx import shape_inference
+
+    model = onnx.load(str(path), load_external_data=False)
+    for inp in model.graph.input:
+        if inp.name in shapes:
+            dims = inp.type.tensor_type.shape.dim
+            want = (1, *shapes[inp.name])
+            if len(dims) == len(want):
+                for d, v in zip(dims, want, strict=True):
+                    d.ClearField("dim_param")
+                    d.dim_value = int(v)
+    with contextlib.suppress(Exception):  # shape inference is best effort: the inputs alone are then the estimate
+        model = shape_inference.infer_shapes(model)
+    total = sum(math.prod(s) * dtypes[n].itemsize for n, s in shapes.items())
+    for vi in (*model.graph.value_info, *model.graph.output):
+        t = vi.type.tensor_type
+        if not t.HasField("shape"):
+            continue
+        n = math.prod(max(d.dim_value, 1) if d.HasField("dim_value") else 1 for d in t.shape.dim)
+        try:
+            size = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)).itemsize
+        except (KeyError, TypeError, ValueError):
+            size = 4
+        total += n * size
+    return int(total)

@@ -12,6 +12,12 @@ fractions of that cost the intra-op pool / parallel graph execution can spread o
 ``inter > 1`` also switches ONNX Runtime to its parallel executor, whose scheduling costs land in ``inter_ms``).
 Six parameters: a profile fits from ~20 timings.
 
+Calibrated to the engine (what the simulator uses): the measured timings themselves (``table``) wherever they
+cover a configuration (the same intra/inter threads, rows within the measured range: linear interpolation between
+measured rows), the parametric model only beyond; and ``dispatch_ms``, the per-batch overhead of the engine
+around ``session.run`` (queue hand-off, waking a worker, concatenating rows, the load generator's pipe),
+calibrated from a low-rate engine run where no request waits for another (:func:`dispatch_overhead`).
+
 A profile describes one machine (``cores``). Measured on a small machine, it can be *extrapolated* to a bigger
 one with :meth:`ServiceProfile.scaled`: thread counts beyond the measured ones then follow Amdahl's law, which is
 an extrapolation, not a measurement (real speedups flatten sooner: memory bandwidth, caches, NUMA).
@@ -20,7 +26,7 @@ an extrapolation, not a measurement (real speedups flatten sooner: memory bandwi
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -76,15 +82,70 @@ class ServiceProfile:
     cores: int
     source: str = "measured"
     model: str = ""
+    dispatch_ms: float = 0.0  # per-batch engine overhead around session.run (calibrated, 0 if not)
+    table: tuple[tuple[int, int, int, float], ...] = ()  # measured (rows, intra, inter, ms)
+    measured_threads: int = 0  # the most intra-op threads timed (0: none, e.g. synthetic)
 
     def __post_init__(self) -> None:
         _check_fields(asdict(self), where="service profile")
+        object.__setattr__(self, "table", tuple(tuple(t) for t in self.table))
+        lookup: dict[tuple[int, int], list[tuple[int, float]]] = {}
+        for rows, intra, inter, ms in self.table:
+            lookup.setdefault((int(intra), int(inter)), []).append((int(rows), float(ms)))
+        object.__setattr__(self, "_lookup", {k: sorted(v) for k, v in lookup.items()})
 
-    def service_ms(self, rows: int, intra: int, inter: int) -> float:
-        """Milliseconds one batch of ``rows`` rows takes with ``intra`` intra-op and ``inter`` inter-op threads."""
+    def model_ms(self, rows: int, intra: int, inter: int) -> float:
+        """The parametric model's milliseconds for one batch (no table, no dispatch overhead)."""
         if rows < 1 or intra < 1 or inter < 1:
             raise InvalidSpace(f"service_ms needs rows, intra, inter >= 1 (got {rows}, {intra}, {inter})")
         return float(_predict(self.params, np.float64(rows), np.float64(intra), np.float64(inter)))
+
+    def covers(self, rows: int, intra: int, inter: int) -> bool:
+        """Whether the measured table covers this point (same threads, rows within the measured range)."""
+        pts = self._lookup.get((int(intra), int(inter)))  # type: ignore[attr-defined]
+        return bool(pts) and pts[0][0] <= rows <= pts[-1][0]
+
+    def service_ms(self, rows: int, intra: int, inter: int) -> float:
+        """Milliseconds of one ``session.run`` of ``rows`` rows: the measured table where it covers, else the model."""
+        if rows < 1 or intra < 1 or inter < 1:
+            raise InvalidSpace(f"service_ms needs rows, intra, inter >= 1 (got {rows}, {intra}, {inter})")
+        if self.covers(rows, intra, inter):
+            pts = self._lookup[(int(intra), int(inter))]  # type: ignore[attr-defined]
+            return float(np.interp(rows, [p[0] for p in pts], [p[1] for p in pts]))
+        return self.model_ms(rows, intra, inter)
+
+    def batch_ms(self, rows: int, intra: int, inter: int) -> float:
+        """What one batch costs a simulated worker: :meth:`service_ms` plus the per-batch dispatch overhead."""
+        return self.service_ms(rows, intra, inter) + self.dispatch_ms
+
+    def with_table(self, samples: Sequence[ServiceSample], dispatch_ms: float | None = None) -> ServiceProfile:
+        """This profile calibrated to the engine: ``samples`` as its timings table (and a dispatch overhead)."""
+        table = tuple((s.rows, s.intra, s.inter, s.ms) for s in samples)
+        threads = max((s.intra for s in samples), default=0)
+        disp = self.dispatch_ms if dispatch_ms is None else float(dispatch_ms)
+        return replace(self, table=table, measured_threads=threads, dispatch_ms=disp)
+
+    def warnings(self) -> list[str]:
+        """What makes this profile doubtful: a degenerate fit, or an extrapolation > 4x past the measured threads."""
+        out = []
+        varied_intra = len({t[1] for t in self.table}) > 1
+        varied_inter = len({t[2] for t in self.table}) > 1
+        if self.table and self.a_ms < 1e-6 * self.c_ms:
+            out.append(f"degenerate fit: per-batch overhead a_ms = {self.a_ms:.2g} ms (at its bound 0)")
+        for name, varied in (("f_intra", varied_intra), ("f_inter", varied_inter)):
+            value = getattr(self, name)
+            if varied and (value < 1e-6 or value > 1 - 1e-6):
+                out.append(
+                    f"degenerate fit: parallel fraction {name} = {value:.2g} (at its bound): the timings show no "
+                    "thread speed-up (a busy machine?)"
+                )
+        if self.measured_threads and self.cores > 4 * self.measured_threads:
+            out.append(
+                f"extrapolation: a {self.cores}-core profile from timings of at most {self.measured_threads} intra-op "
+                f"threads ({self.cores / self.measured_threads:.0f}x past what was measured; Amdahl's law, not a "
+                "measurement)"
+            )
+        return out
 
     @property
     def params(self) -> np.ndarray:
@@ -119,8 +180,10 @@ class ServiceProfile:
         return float(np.median(np.abs(_predict(self.params, rows, intra, inter) - ms) / ms))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of the parameters, cores, source and model name."""
-        return asdict(self)
+        """A JSON-ready dict of the parameters, cores, source, model name, dispatch overhead and timings table."""
+        d = asdict(self)
+        d["table"] = [list(t) for t in self.table]
+        return d
 
     def save(self, path: str | Path) -> Path:
         """Write the profile as JSON atomically."""
@@ -134,13 +197,28 @@ class ServiceProfile:
         _check_fields(data, where=str(path))
         kwargs = {k: float(data[k]) for k in PARAMS}
         return cls(
-            **kwargs, cores=int(data["cores"]), source=data.get("source", "measured"), model=data.get("model", "")
-        )
+            **kwargs, cores=int(data["cores"]), source=data.get("source", "measured"), model=data.get("model", ""),
+            dispatch_ms=float(data.get("dispatch_ms", 0.0)), table=tuple(tuple(t) for t in data.get("table", ())),
+            measured_threads=int(data.get("measured_threads", 0)),
+        )  # fmt: skip
+
+
+def _check_table(table: object, where: str) -> None:
+    if not isinstance(table, (list, tuple)) or len(table) > 100_000:
+        raise InvalidSpace(f"{where}: key 'table' must be a list of at most 100,000 [rows, intra, inter, ms] rows")
+    for i, row in enumerate(table):
+        ok = isinstance(row, (list, tuple)) and len(row) == 4
+        ok = ok and all(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) for v in row)
+        ok = ok and all(float(v).is_integer() and v >= 1 for v in row[:3]) and row[3] > 0
+        if not ok:
+            raise InvalidSpace(
+                f"{where}: table[{i}] must be [rows, intra, inter, ms] (whole numbers >= 1, ms > 0), got {row!r}"
+            )
 
 
 def _check_fields(data: dict[str, Any], where: str) -> None:
     """Raise one :class:`InvalidSpace` naming ``where`` and the key for a missing, unknown or bad field."""
-    allowed = {*PARAMS, "cores", "source", "model"}
+    allowed = {*PARAMS, "cores", "source", "model", "dispatch_ms", "table", "measured_threads"}
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise InvalidSpace(f"{where}: unknown key(s) {', '.join(unknown)} (keys: {', '.join(sorted(allowed))})")
@@ -158,12 +236,19 @@ def _check_fields(data: dict[str, Any], where: str) -> None:
     if data["c_ms"] <= 0:
         raise InvalidSpace(f"{where}: key 'c_ms' (per-row cost) must be > 0, got {data['c_ms']!r}")
     cores = data["cores"]
-    if cores != int(cores) or cores < 1:
+    if isinstance(cores, bool) or cores != int(cores) or cores < 1 or cores > 1_000_000:
         raise InvalidSpace(f"{where}: key 'cores' must be a whole number >= 1, got {cores!r}")
     if data.get("source", "measured") not in SOURCES:
         raise InvalidSpace(f"{where}: key 'source' must be one of {', '.join(SOURCES)}, got {data['source']!r}")
     if not isinstance(data.get("model", ""), str):
         raise InvalidSpace(f"{where}: key 'model' must be a string, got {data['model']!r}")
+    disp = data.get("dispatch_ms", 0.0)
+    if isinstance(disp, bool) or not isinstance(disp, (int, float)) or not (math.isfinite(disp) and disp >= 0):
+        raise InvalidSpace(f"{where}: key 'dispatch_ms' must be a finite number >= 0, got {disp!r}")
+    threads = data.get("measured_threads", 0)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise InvalidSpace(f"{where}: key 'measured_threads' must be a whole number >= 0, got {threads!r}")
+    _check_table(data.get("table", ()), where)
 
 
 def _arrays(samples: Iterable[ServiceSample]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -214,12 +299,18 @@ def measure_samples(
     intra: Sequence[int] = (1, 2),
     inter: Sequence[int] = (1, 2),
     repeats: int = 5,
+    on_sample: Callable[[ServiceSample], None] | None = None,
 ) -> list[ServiceSample]:
-    """Time every (rows, intra, inter) combination with ``served_model.time_batch`` (median of ``repeats``)."""
+    """Time every (rows, intra, inter) combination with ``served_model.time_batch`` (median of ``repeats``).
+
+    ``inter`` > 1 times ONNX Runtime's parallel executor with that many inter-op threads, 1 the sequential one.
+    """
     out = []
     for i in intra:
         for o in inter:
             for r in rows:
                 ms = float(served_model.time_batch(int(r), int(i), int(o), repeats=repeats))
                 out.append(ServiceSample(int(r), int(i), int(o), ms))
+                if on_sample is not None:
+                    on_sample(out[-1])
     return out

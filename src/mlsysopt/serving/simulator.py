@@ -5,21 +5,23 @@ It follows the engine's semantics step by step:
 * one shared FIFO queue; open-loop Poisson arrivals of ``workload.request_size`` rows each (the same schedule
   as the engine's, :func:`mlsysopt.serving.loadgen.workload_arrivals`); an arrival that finds ``queue_cap``
   requests waiting is dropped; the queue length is sampled at every arrival, before the request joins;
-* ``config.workers`` workers. Idle workers line up to form batches one at a time: the worker at the head takes
+* ``config.instances`` workers. Idle workers line up to form batches one at a time: the worker at the head takes
   the oldest request, then keeps taking queued requests while whole requests fit in ``max_batch`` rows (at
   least one), waiting for arrivals until ``batch_timeout_ms`` has passed since the first request *arrived*
   (if that is already past, it takes only what is queued now). It then leaves the line and runs the batch,
-  taking ``profile.service_ms(rows, intra, inter)`` ms; every request of the batch completes then;
-* the window ends when every request finished or was dropped, or ``max_seconds`` after the first arrival;
+  taking ``profile.batch_ms(rows, intra, inter)`` ms (the measured timings table where it covers the point, the
+  fitted model beyond, plus the calibrated per-batch dispatch overhead; ``inter`` is the inter-op threads in
+  parallel mode, 1 in sequential mode); every request of the batch completes then;
+* the window ends when every request finished or was dropped, or ``max_seconds`` after the window's start;
   requests still waiting or running then count with their age. Arrivals after the window are not offered.
 
 Contention (processor sharing, approximated): when a batch starts, the threads busy on the machine (the
-``threads_per_worker`` of every worker running a batch, this one included) may exceed ``cores``; the batch's
+``threads_per_instance`` of every worker running a batch, this one included) may exceed ``cores``; the batch's
 service time is then stretched by busy / cores. The stretch is fixed at the start of the batch: batches that
 start or end while it runs do not change it.
 
-Common random numbers: the arrivals depend only on (seed, rate, request_size), so every configuration sees the
-same arrivals and, with ``noise=0``, ``measure`` is a deterministic function of (config, workload). With
+Common random numbers: the arrivals depend only on (seed, rate, request_size, window), so every configuration
+sees the same arrivals and, with ``noise=0``, ``measure`` is a deterministic function of (config, workload). With
 ``noise > 0`` every batch's service time is multiplied by a lognormal factor (sigma ``noise``) drawn from a
 generator seeded by the workload *and* the configuration, so repeating a measurement repeats its numbers.
 
@@ -80,38 +82,40 @@ class SimulatedEngine(Backend):
         prof = self.profile
         return f"SimPy model of the engine, {prof.source} {prof.cores}-core profile ({prof.model or 'unnamed'})"
 
-    def arrivals(self, workload: Workload) -> np.ndarray:
+    def arrivals(self, workload: Workload, window: int = 0) -> np.ndarray:
         """Arrival times (s from the start) of the ``n_requests`` requests: the same for every configuration."""
-        return workload_arrivals(workload, self.n_requests, self.seed)
+        return workload_arrivals(workload, self.n_requests, self.seed, window)
 
-    def _noise_factors(self, config: Config, workload: Workload) -> np.ndarray | None:
+    def _noise_factors(self, config: Config, workload: Workload, window: int) -> np.ndarray | None:
         if self.noise == 0:
             return None
         key = [
             self.seed,
             round(workload.rate * 1000),
             workload.request_size,
-            config.workers,
+            config.instances,
             config.max_batch,
             round(config.batch_timeout_ms * 1000),
             config.intra_threads,
             config.inter_threads,
+            config.execution_mode,
+            window,
         ]
         # at most one batch per request, so n_requests factors always suffice
         return np.random.default_rng(key).lognormal(0.0, self.noise, self.n_requests)
 
-    def measure(self, config: Config, workload: Workload) -> Measurement:
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
         """Simulate serving ``workload`` with ``config`` for one window (simulated seconds in ``wall_s``)."""
         config.check(max_threads=self.cores)
-        arrivals = self.arrivals(workload)
+        arrivals = self.arrivals(workload, window)
         size = workload.request_size
         cap = min(max(1, config.max_batch // size), self.n_requests)  # requests per batch
         # service time (s) of a batch of k requests, k = 1..cap, before contention and noise
         service_s = [0.0] + [
-            self.profile.service_ms(k * size, config.intra_threads, config.inter_threads) / 1000.0
+            self.profile.batch_ms(k * size, config.intra_threads, config.effective_inter) / 1000.0
             for k in range(1, cap + 1)
         ]
-        run = _Run(self, config, arrivals, cap, service_s, self._noise_factors(config, workload))
+        run = _Run(self, config, arrivals, cap, service_s, self._noise_factors(config, workload, window))
         end = run.simulate()
         n_arrived = run.n_arrived
         arr = arrivals[:n_arrived]
@@ -119,7 +123,8 @@ class SimulatedEngine(Backend):
         kept = ~run.dropped_mask[:n_arrived]
         unfinished = np.isnan(finished)
         lat_s = np.where(unfinished, end - arr, finished - arr)[kept]
-        duration = max(end - arrivals[0], 1e-9)
+        first = float(arrivals[0]) if n_arrived else 0.0
+        duration = max(end - first, 1e-9)
         m = summarize(
             config,
             workload,
@@ -129,7 +134,8 @@ class SimulatedEngine(Backend):
             queue_samples=np.asarray(run.queue_samples, dtype=np.float64),
             duration_s=duration,
             slo_ms=self.slo_ms,
-            wall_s=duration,
+            wall_s=float(end),  # simulated seconds of the window, from its start
+            arrival_span_s=float(arr[-1] - arr[0]) if n_arrived > 1 else None,
         )
         m.extra = {
             "batches": run.batches,
@@ -158,17 +164,17 @@ class _Run:
         self.queue_cap = engine.queue_cap
         self.arrivals = arrivals.tolist()
         self.n = len(self.arrivals)
-        self.t_end = self.arrivals[0] + engine.max_seconds
+        self.t_end = engine.max_seconds  # from the window's start, as the engine
         self.cap = cap
         self.service_s = service_s
         self.noise = noise.tolist() if noise is not None else None
         self.timeout_s = config.batch_timeout_ms / 1000.0
-        self.tpw = config.threads_per_worker
+        self.tpw = config.threads_per_instance
 
         self.queue: deque[int] = deque()  # indices of waiting requests, oldest first
         self.getter: simpy.Event | None = None  # the head of the line waiting for an arrival
         self.freed: simpy.Event | None = None  # the line waiting for a worker to finish its batch
-        self.idle = config.workers
+        self.idle = config.instances
         self.finish = np.full(self.n, np.nan)
         self.dropped_mask = np.zeros(self.n, dtype=bool)
         self.queue_samples: list[int] = []

@@ -1,14 +1,20 @@
-"""The serving configuration space (request- and op-level knobs), the workload, and the SLO.
+"""The serving configuration space (request- and op-level knobs), the workload, and equivalent configurations.
 
-A :class:`Config` sets five knobs of a served model:
+A :class:`Config` sets six knobs of a served model (Triton's and ONNX Runtime's names in brackets):
 
-* request level: ``workers`` (concurrent inference sessions, one thread each), ``max_batch`` (largest dynamic
-  batch) and ``batch_timeout_ms`` (how long a batch waits for more requests after its first one arrived);
-* op level: ``intra_threads`` (ONNX Runtime ``intra_op_num_threads``) and ``inter_threads``
-  (``inter_op_num_threads``; 1 means sequential execution, more switches the session to ``ORT_PARALLEL``).
+* request level: ``instances`` (concurrent inference sessions, one thread each; Triton's instance count),
+  ``max_batch`` (largest dynamic batch; ``max_batch_size``) and ``batch_timeout_ms`` (how long a batch waits for
+  more requests after its first one arrived; dynamic batching's ``max_queue_delay_microseconds``);
+* op level: ``intra_threads`` (``intra_op_num_threads``), ``inter_threads`` (``inter_op_num_threads``) and
+  ``execution_mode`` (0 = ``ORT_SEQUENTIAL``, 1 = ``ORT_PARALLEL``; ONNX Runtime uses the inter-op threads only in
+  parallel mode).
 
-A :class:`Space` is the grid of allowed values per knob. Its *normalized* coordinates put every knob's grid
-positions evenly on [0, 1], so "a radius around a configuration" (RRL's region) means the same on every knob.
+Equivalent configurations are one configuration (:meth:`Space.canonical`): at max batch 1 no batch ever waits, so
+every batch timeout is the smallest one; in sequential mode the inter-op threads are unused, so they are the
+smallest value; and the parallel executor with a single inter-op thread runs one node at a time, which is
+sequential execution. A :class:`Space` enumerates only these canonical configurations (every tuner sees the reduced
+space); ``raw_size`` is the size of the full grid. Normalized coordinates put every knob's grid positions evenly
+on [0, 1], so "a radius around a configuration" (RRL's region) means the same on every knob.
 """
 
 from __future__ import annotations
@@ -16,72 +22,109 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from mlsysopt.errors import InvalidSpace
 
-KNOBS = ("workers", "max_batch", "batch_timeout_ms", "intra_threads", "inter_threads")
+KNOBS = ("instances", "max_batch", "batch_timeout_ms", "intra_threads", "inter_threads", "execution_mode")
+INT_KNOBS = tuple(k for k in KNOBS if k != "batch_timeout_ms")
+MAX_RATE = 1e6  # requests/s: the load generator paces arrivals at best ~1 us apart
+EXECUTION_MODES = {0: "seq", 1: "par"}
+
+
+def as_int(value: object, where: str) -> int:
+    """``value`` as an int; a bool, a fraction or a non-number is one :class:`InvalidSpace` naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidSpace(f"{where} must be a whole number, got {value!r}")
+    if isinstance(value, (float, np.floating)) and not (math.isfinite(value) and float(value).is_integer()):
+        raise InvalidSpace(f"{where} must be a whole number, got {value!r}")
+    return int(value)
+
+
+def as_float(value: object, where: str) -> float:
+    """``value`` as a finite float; a bool or a non-number is one :class:`InvalidSpace` naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise InvalidSpace(f"{where} must be a number, got {value!r}")
+    if not math.isfinite(float(value)):
+        raise InvalidSpace(f"{where} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _cast(name: str, value: object, where: str) -> float | int:
+    return as_float(value, where) if name == "batch_timeout_ms" else as_int(value, where)
 
 
 @dataclass(frozen=True, order=True)
 class Config:
     """One serving configuration: request-level and op-level parallelism."""
 
-    workers: int = 1
+    instances: int = 1
     max_batch: int = 1
     batch_timeout_ms: float = 0.0
     intra_threads: int = 1
     inter_threads: int = 1
+    execution_mode: int = 0
 
     @property
-    def threads_per_worker(self) -> int:
-        """Threads one session can keep busy: the intra-op pool plus the extra inter-op threads."""
-        return self.intra_threads + self.inter_threads - 1
+    def parallel(self) -> bool:
+        """Whether ONNX Runtime runs the graph with its parallel executor (which uses the inter-op threads)."""
+        return self.execution_mode == 1
+
+    @property
+    def effective_inter(self) -> int:
+        """Inter-op threads that actually run: ``inter_threads`` in parallel mode, else 1."""
+        return self.inter_threads if self.parallel else 1
+
+    @property
+    def threads_per_instance(self) -> int:
+        """Threads one session can keep busy: the intra-op pool plus the extra inter-op threads it uses."""
+        return self.intra_threads + self.effective_inter - 1
 
     @property
     def threads(self) -> int:
         """Cores the configuration can keep busy at once (its cost)."""
-        return self.workers * self.threads_per_worker
+        return self.instances * self.threads_per_instance
 
     def to_dict(self) -> dict[str, float]:
-        """A JSON-ready dict of the five knobs."""
+        """A JSON-ready dict of the six knobs."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "config") -> Config:
-        """Build from a dict with (a subset of) the five knobs; unknown keys are an error."""
+        """Build from a dict with (a subset of) the knobs; unknown keys, 1.5 or true for an integer knob are errors."""
+        if not isinstance(data, dict):
+            raise InvalidSpace(f"{where}: expected an object of knobs, got {type(data).__name__}")
         unknown = sorted(set(data) - set(KNOBS))
         if unknown:
             raise InvalidSpace(f"{where}: unknown knob(s) {', '.join(unknown)} (knobs: {', '.join(KNOBS)})")
-        try:
-            values = {k: (float(v) if k == "batch_timeout_ms" else int(v)) for k, v in data.items()}
-        except (TypeError, ValueError) as exc:
-            raise InvalidSpace(f"{where}: knob values must be numbers ({exc})") from None
-        cfg = cls(**values)
+        values = {k: _cast(k, v, f"{where}: knob {k}") for k, v in data.items()}
+        cfg = cls(**values)  # type: ignore[arg-type]
         cfg.check()
         return cfg
 
     def check(self, max_threads: int | None = None) -> None:
         """Raise :class:`InvalidSpace` for a knob below its minimum or, given ``max_threads``, above the machine."""
-        for name in ("workers", "max_batch", "intra_threads", "inter_threads"):
+        for name in ("instances", "max_batch", "intra_threads", "inter_threads"):
             if getattr(self, name) < 1:
                 raise InvalidSpace(f"knob {name}={getattr(self, name)} must be >= 1")
+        if self.execution_mode not in EXECUTION_MODES:
+            raise InvalidSpace(f"knob execution_mode={self.execution_mode} must be 0 (sequential) or 1 (parallel)")
         if not (math.isfinite(self.batch_timeout_ms) and self.batch_timeout_ms >= 0):
             raise InvalidSpace(f"knob batch_timeout_ms={self.batch_timeout_ms} must be a finite number >= 0")
         if max_threads is not None:
-            for name in ("workers", "intra_threads", "inter_threads"):
+            for name in ("instances", "intra_threads", "inter_threads"):
                 if getattr(self, name) > max_threads:
                     raise InvalidSpace(
                         f"knob {name}={getattr(self, name)} exceeds the {max_threads} threads this machine allows"
                     )
 
     def label(self) -> str:
-        """A short human-readable label, e.g. ``w2 b8 t5ms i1 o1``."""
+        """A short human-readable label, e.g. ``n2 b8 t5ms i1 o1 seq``."""
         return (
-            f"w{self.workers} b{self.max_batch} t{self.batch_timeout_ms:g}ms "
-            f"i{self.intra_threads} o{self.inter_threads}"
+            f"n{self.instances} b{self.max_batch} t{self.batch_timeout_ms:g}ms "
+            f"i{self.intra_threads} o{self.inter_threads} {EXECUTION_MODES.get(self.execution_mode, '?')}"
         )
 
 
@@ -93,8 +136,15 @@ class Workload:
     request_size: int = 1
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.rate) and self.rate > 0):
-            raise InvalidSpace(f"workload rate {self.rate} must be a positive number of requests per second")
+        rate = self.rate
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (math.isfinite(rate) and rate > 0):
+            raise InvalidSpace(f"workload rate {rate!r} must be a positive number of requests per second")
+        if rate > MAX_RATE:
+            raise InvalidSpace(
+                f"workload rate {rate:g} req/s is above the {MAX_RATE:,.0f} req/s the load generator can pace "
+                "(arrivals 1 us apart)"
+            )
+        as_int(self.request_size, "workload request_size")
         if self.request_size < 1:
             raise InvalidSpace(f"workload request_size {self.request_size} must be >= 1")
 
@@ -108,25 +158,25 @@ class Workload:
 
 
 class Space:
-    """The grid of allowed values per knob; configurations are enumerated in a fixed order (last knob fastest)."""
+    """The grid of allowed values per knob, reduced to canonical configurations (enumerated, last knob fastest)."""
 
     def __init__(
         self,
-        workers: Sequence[int] = (1, 2),
+        instances: Sequence[int] = (1, 2),
         max_batch: Sequence[int] = (1, 2, 4, 8, 16),
         batch_timeout_ms: Sequence[float] = (0.0, 2.0, 5.0),
         intra_threads: Sequence[int] = (1, 2),
         inter_threads: Sequence[int] = (1, 2),
+        execution_mode: Sequence[int] = (0, 1),
         max_threads: int | None = None,
         max_total_threads: int | None = None,
     ) -> None:
         self.values: dict[str, tuple] = {}
-        for name, vals in zip(KNOBS, (workers, max_batch, batch_timeout_ms, intra_threads, inter_threads), strict=True):
-            cast = float if name == "batch_timeout_ms" else int
-            try:
-                clean = tuple(sorted({cast(v) for v in vals}))
-            except (TypeError, ValueError):
-                raise InvalidSpace(f"knob {name}: values {list(vals)!r} are not numbers") from None
+        given = (instances, max_batch, batch_timeout_ms, intra_threads, inter_threads, execution_mode)
+        for name, vals in zip(KNOBS, given, strict=True):
+            if isinstance(vals, (str, bytes)) or not isinstance(vals, Sequence):
+                raise InvalidSpace(f"knob {name}: values must be a list, got {vals!r}")
+            clean = tuple(sorted({_cast(name, v, f"knob {name}") for v in vals}))
             if not clean:
                 raise InvalidSpace(f"knob {name} has no values: the space is empty")
             self.values[name] = clean
@@ -139,11 +189,36 @@ class Space:
             grid = [c for c in grid if c.threads <= max_total_threads]
         if not grid:
             raise InvalidSpace(f"no configuration uses at most {max_total_threads} threads: the space is empty")
-        self._configs = grid
-        self._index = {c: i for i, c in enumerate(grid)}
+        self.raw_size = len(grid)
+        self._configs = list(dict.fromkeys(self.canonical(c) for c in grid))
+        self._index = {c: i for i, c in enumerate(self._configs)}
         pos = {k: {v: i for i, v in enumerate(self.values[k])} for k in KNOBS}
         span = np.array([max(len(self.values[k]) - 1, 1) for k in KNOBS], dtype=np.float64)
-        self._coords = np.array([[pos[k][getattr(c, k)] for k in KNOBS] for c in grid], dtype=np.float64) / span
+        raw = [[pos[k][getattr(c, k)] for k in KNOBS] for c in self._configs]
+        self._coords = np.array(raw, dtype=np.float64).reshape(-1, len(KNOBS)) / span
+
+    # ------------------------------------------------------------------ equivalence
+    def canonical(self, config: Config) -> Config:
+        """The one configuration that stands for every configuration equivalent to ``config``.
+
+        At max batch 1 the timeout never matters (the smallest timeout of the grid stands for all); in sequential
+        mode the inter-op threads are unused (the smallest inter-op value stands for all); parallel mode with one
+        inter-op thread is sequential execution (when the grid has sequential mode).
+        """
+        change: dict[str, float] = {}
+        if config.max_batch == 1:
+            change["batch_timeout_ms"] = self.values["batch_timeout_ms"][0]
+        parallel = config.parallel
+        if parallel and config.inter_threads == 1 and 0 in self.values["execution_mode"]:
+            change["execution_mode"], parallel = 0, False
+        if not parallel:
+            change["inter_threads"] = self.values["inter_threads"][0]
+        return replace(config, **change) if change else config
+
+    @property
+    def reduction(self) -> dict[str, float]:
+        """How much the equivalences shrank the grid: raw size, size, and the fraction removed."""
+        return {"raw_size": self.raw_size, "size": self.size, "removed_fraction": 1.0 - self.size / self.raw_size}
 
     # ------------------------------------------------------------------ enumeration
     def __len__(self) -> int:
@@ -157,7 +232,7 @@ class Space:
 
     @property
     def size(self) -> int:
-        """Number of configurations."""
+        """Number of distinct (canonical) configurations."""
         return len(self._configs)
 
     def configs(self) -> list[Config]:
@@ -169,16 +244,18 @@ class Space:
         return self._configs[i]
 
     def index(self, config: Config) -> int:
-        """Position of ``config``; :class:`InvalidSpace` if it is not in the space."""
-        try:
-            return self._index[config]
-        except KeyError:
-            raise InvalidSpace(f"configuration {config.label()} is not in the space") from None
+        """Position of ``config`` (or of its canonical form); :class:`InvalidSpace` if it is not in the space."""
+        i = self._index.get(config)
+        if i is None:
+            i = self._index.get(self.canonical(config))
+        if i is None:
+            raise InvalidSpace(f"configuration {config.label()} is not in the space")
+        return i
 
     # ------------------------------------------------------------------ geometry
     @property
     def coords(self) -> np.ndarray:
-        """(size, 5) normalized coordinates of every configuration (grid position / (values - 1))."""
+        """(size, 6) normalized coordinates of every configuration (grid position / (values - 1))."""
         return self._coords
 
     def normalized(self, config: Config) -> np.ndarray:
@@ -191,15 +268,16 @@ class Space:
         return np.flatnonzero(d <= radius + 1e-12)
 
     def neighbors(self, config: Config) -> list[Config]:
-        """Configurations one grid step away on exactly one knob (hill climbing's moves)."""
-        out = []
+        """Distinct configurations one grid step away on exactly one knob (hill climbing's moves)."""
+        config = self.canonical(config)
+        out: list[Config] = []
         for k in KNOBS:
             vals = self.values[k]
             i = vals.index(getattr(config, k))
             for j in (i - 1, i + 1):
                 if 0 <= j < len(vals):
-                    cand = Config(**{**config.to_dict(), k: vals[j]})
-                    if cand in self._index:
+                    cand = self.canonical(replace(config, **{k: vals[j]}))
+                    if cand != config and cand in self._index and cand not in out:
                         out.append(cand)
         return out
 
@@ -209,13 +287,13 @@ class Space:
         return self.nearest(Config(**mid))
 
     def default(self, cores: int | None = None) -> Config:
-        """ONNX Runtime's out-of-the-box serving: one worker, no batching, intra threads = cores, sequential."""
+        """ONNX Runtime's out-of-the-box serving: one instance, no batching, intra threads = cores, sequential."""
         intra = cores if cores is not None else max(self.values["intra_threads"])
-        want = Config(1, 1, 0.0, intra, 1)
-        return self.nearest(want)
+        return self.nearest(Config(1, 1, 0.0, intra, 1, 0))
 
     def nearest(self, config: Config) -> Config:
         """The configuration in the space closest to ``config`` knob by knob (then by total distance)."""
+        config = self.canonical(config)
         if config in self._index:
             return config
         raw = np.array([[getattr(c, k) for k in KNOBS] for c in self._configs], dtype=np.float64)
@@ -225,22 +303,23 @@ class Space:
         return self._configs[int(np.argmin(np.abs((raw - want) / scale).sum(axis=1)))]
 
     def to_dict(self) -> dict:
-        """A JSON-ready description of the grid."""
+        """A JSON-ready description of the grid, with its raw and reduced sizes."""
         return {
             **{k: list(v) for k, v in self.values.items()},
             "max_threads": self.max_threads,
             "max_total_threads": self.max_total_threads,
             "size": self.size,
+            "raw_size": self.raw_size,
         }
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "space") -> Space:
-        """Inverse of :meth:`to_dict` (``size`` is ignored); unknown keys are an error."""
-        allowed = {*KNOBS, "max_threads", "max_total_threads", "size"}
+        """Inverse of :meth:`to_dict` (``size``/``raw_size`` are ignored); unknown keys are an error."""
+        allowed = {*KNOBS, "max_threads", "max_total_threads", "size", "raw_size"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise InvalidSpace(f"{where}: unknown key(s) {', '.join(unknown)}")
-        kwargs = {k: v for k, v in data.items() if k != "size"}
+        kwargs = {k: v for k, v in data.items() if k not in ("size", "raw_size")}
         return cls(**kwargs)
 
     @classmethod
@@ -250,15 +329,16 @@ class Space:
             raise InvalidSpace(f"cores={cores} must be >= 1")
         pow2 = [2**i for i in range(int(math.log2(cores)) + 1)]
         return cls(
-            workers=pow2,
+            instances=pow2,
             max_batch=max_batch,
             batch_timeout_ms=(0.0, 2.0, 5.0, 10.0),
             intra_threads=pow2,
             inter_threads=[p for p in pow2 if p <= 4],
+            execution_mode=(0, 1),
             max_threads=cores,
             max_total_threads=2 * cores,
         )
 
     def __repr__(self) -> str:
         grid = ", ".join(f"{k}={list(v)}" for k, v in self.values.items())
-        return f"Space({grid}; {self.size} configurations)"
+        return f"Space({grid}; {self.size} configurations of {self.raw_size})"

@@ -2,15 +2,17 @@
 
 A schedule is a list of ``(workload, measurements)``: the tuner gets ``measurements`` asks under each workload in
 turn and is told of every change (``set_workload``), which is how re-tuning after a rate change is exercised.
-:func:`evals_to_within` turns a run into the benchmark's number: how many measurements it took until the best
-configuration so far was truly within a tolerance of the optimum.
+A configuration measured more than once (RRL re-measures an incumbent a newcomer barely beats) counts with all its
+measurements merged. The answer is given per rate (:class:`RateAnswer`); :func:`evals_to_within` turns a run into
+the benchmark's number: how many measurements it took until the best configuration so far was truly within a
+tolerance of the optimum.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import to_jsonable
@@ -18,6 +20,7 @@ from mlsysopt.serving.backend import Backend, Measurement
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Workload
 from mlsysopt.serving.tuners.base import Tuner
+from mlsysopt.serving.windows import merge
 
 
 @dataclass
@@ -48,8 +51,43 @@ class Step:
 
 
 @dataclass
+class RateAnswer:
+    """The answer of a tuning run under one workload: best configuration, its (merged) measurement, SLO verdict."""
+
+    workload: Workload
+    best: Config
+    measurement: Measurement
+    score: float
+    slo_met: bool | None  # None without an SLO
+    message: str
+    measured: dict[Config, Measurement] = field(default_factory=dict)  # every configuration measured (merged)
+
+    def ranked(self, objective: Objective) -> list[Config]:
+        """The measured configurations, best first (SLO-meeting ones first when there is an SLO)."""
+
+        def key(c: Config) -> tuple[bool, float]:
+            m = self.measured[c]
+            return (objective.slo_ms is not None and not objective.feasible(m), objective.score(m))
+
+        return sorted(self.measured, key=key)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict."""
+        return to_jsonable(
+            {
+                "rate": self.workload.rate,
+                "best": self.best.to_dict(),
+                "score": self.score,
+                "slo_met": self.slo_met,
+                "message": self.message,
+                "measurement": self.measurement.to_dict(),
+            }
+        )
+
+
+@dataclass
 class TuneResult:
-    """A tuning run: every step, and the answer under the last workload of the schedule."""
+    """A tuning run: every step, and the answer under every workload of the schedule (the last one first-class)."""
 
     steps: list[Step]
     best: Config | None
@@ -57,6 +95,8 @@ class TuneResult:
     objective: Objective
     slo_met: bool | None  # None without an SLO
     message: str
+    per_rate: list[RateAnswer] = field(default_factory=list)
+    stopped: str = "budget"  # budget | timeout | until
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (non-finite numbers become None)."""
@@ -67,6 +107,8 @@ class TuneResult:
                 "objective": self.objective.to_dict(),
                 "slo_met": self.slo_met,
                 "message": self.message,
+                "stopped": self.stopped,
+                "per_rate": [a.to_dict() for a in self.per_rate],
                 "steps": [s.to_dict() for s in self.steps],
             }
         )
@@ -79,11 +121,11 @@ def tune(
     on_step: Callable[[Step], None] | None = None,
     until: Callable[[Step], bool] | None = None,
 ) -> TuneResult:
-    """Run ``tuner`` against ``backend`` over ``schedule`` and report the best configuration under the last workload.
+    """Run ``tuner`` against ``backend`` over ``schedule`` and report the best configuration under every workload.
 
     With an SLO, the answer is the best-scoring configuration that meets it (p99 <= SLO, not saturated); if none
     does, ``slo_met`` is False and the answer is the one with the lowest p99. ``on_step`` sees every step;
-    ``until`` ends the run early at the first step it returns True for (the answer is then the current workload's).
+    ``until`` ends the run early at the first step it returns True for (``stopped`` then says ``until``).
     """
     if not schedule:
         raise MlsysoptError("the tuning schedule is empty: give at least one (workload, measurements) pair")
@@ -92,51 +134,58 @@ def tune(
             raise MlsysoptError(f"bad schedule entry ({workload!r}, {n!r}): need a Workload and a count >= 1")
     objective = tuner.objective
     steps: list[Step] = []
-    segment: list[Measurement] = []
-    best_config: Config | None = None
-    best_score = math.inf
+    segments: list[tuple[Workload, dict[Config, list[Measurement]]]] = []
     for i, (workload, n) in enumerate(schedule):
         tuner.set_workload(workload)
         if i == 0 or workload != schedule[i - 1][0]:
-            segment, best_config, best_score = [], None, math.inf
+            segments.append((workload, {}))
+        seen = segments[-1][1]
         for _ in range(int(n)):
             config = tuner.ask()
             m = backend.measure(config, workload)
             tuner.tell(config, m)
-            segment.append(m)
-            score = objective.score(m)
-            if best_config is None or score < best_score:
-                best_config, best_score = config, score
-            step = Step(len(steps), config, m, score, best_config, best_score, workload)
+            seen.setdefault(config, []).append(m)
+            best = min(seen, key=lambda c: objective.score(merge(seen[c])))  # ties: the first measured
+            step = Step(len(steps), config, m, objective.score(m), best, objective.score(merge(seen[best])), workload)
             steps.append(step)
             if on_step is not None:
                 on_step(step)
             if until is not None and until(step):
-                return _answer(steps, segment, objective)
-    return _answer(steps, segment, objective)
+                return _result(steps, segments, objective, "until")
+    return _result(steps, segments, objective, "budget")
 
 
-def _answer(steps: list[Step], segment: list[Measurement], objective: Objective) -> TuneResult:
-    workload = steps[-1].workload
-    where = f"rate {workload.rate:g} req/s after {len(segment)} measurement(s)"
+def _result(
+    steps: list[Step], segments: list[tuple[Workload, dict[Config, list[Measurement]]]], objective: Objective, why: str
+) -> TuneResult:
+    answers = [answer(w, {c: merge(ms) for c, ms in seen.items()}, objective) for w, seen in segments if seen]
+    last = answers[-1]
+    return TuneResult(steps, last.best, last.measurement, objective, last.slo_met, last.message, answers, why)
+
+
+def answer(workload: Workload, measured: dict[Config, Measurement], objective: Objective) -> RateAnswer:
+    """The best of ``measured`` under ``objective`` (see :func:`tune`), with a one-line message."""
+    n = len(measured)
+    where = f"rate {workload.rate:g} req/s after {n} configuration(s)"
+    ms = list(measured.values())
     if objective.slo_ms is None:
-        best = min(segment, key=objective.score)
-        msg = f"best {best.config.label()}: {objective.stat} {best.stat(objective.stat):.3g} ms at {where}"
-        return TuneResult(steps, best.config, best, objective, None, msg)
-    feasible = [m for m in segment if objective.feasible(m)]
+        best = min(ms, key=objective.score)
+        msg = f"best {best.config.label()}: {objective.describe(objective.score(best))} at {where}"
+        return RateAnswer(workload, best.config, best, objective.score(best), None, msg, measured)
+    feasible = [m for m in ms if objective.feasible(m)]
     if feasible:
         best = min(feasible, key=objective.score)
         msg = (
-            f"best {best.config.label()}: {objective.stat} {best.stat(objective.stat):.3g} ms, "
-            f"p99 {best.p99_ms:.3g} ms <= SLO {objective.slo_ms:g} ms, {best.config.threads} cores at {where}"
+            f"best {best.config.label()}: {objective.describe(objective.score(best))}, p99 {best.p99_ms:.3g} ms "
+            f"<= SLO {objective.slo_ms:g} ms, {best.config.threads} cores at {where}"
         )
-        return TuneResult(steps, best.config, best, objective, True, msg)
-    best = min(segment, key=lambda m: m.p99_ms)
+        return RateAnswer(workload, best.config, best, objective.score(best), True, msg, measured)
+    best = min(ms, key=lambda m: (m.p99_ms if math.isfinite(m.p99_ms) else math.inf, str(m.config)))
     msg = (
-        f"no measured configuration meets the SLO of {objective.slo_ms:g} ms (p99, without saturating) at {where}; "
-        f"returning the one with the lowest p99: {best.config.label()} (p99 {best.p99_ms:.3g} ms)"
+        f"SLO missed: no measured configuration meets the SLO of {objective.slo_ms:g} ms (p99, without saturating) "
+        f"at {where}; returning the one with the lowest p99: {best.config.label()} (p99 {best.p99_ms:.3g} ms)"
     )
-    return TuneResult(steps, best.config, best, objective, False, msg)
+    return RateAnswer(workload, best.config, best, objective.score(best), False, msg, measured)
 
 
 def evals_to_within(

@@ -35,7 +35,8 @@ class Tuner(ABC):
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.workload: Workload | None = None
-        # measurements under the current workload, by configuration (the last one wins)
+        # measurements under the current workload, by configuration: every one, and all of them merged
+        self.history: dict[Config, list[Measurement]] = {}
         self.measured: dict[Config, Measurement] = {}
 
     @abstractmethod
@@ -43,13 +44,16 @@ class Tuner(ABC):
         """The next configuration to measure."""
 
     def tell(self, config: Config, measurement: Measurement) -> None:
-        """Record the measurement of ``config`` (subclasses extend this to learn from it)."""
-        self.measured[config] = measurement
+        """Record the measurement of ``config``; a re-measured one is merged with the earlier ones (windows pooled)."""
+        from mlsysopt.serving.windows import merge
+
+        self.history.setdefault(config, []).append(measurement)
+        self.measured[config] = merge(self.history[config])
 
     def set_workload(self, workload: Workload) -> None:
         """The workload changed (or is set for the first time): forget measurements made under another one."""
         if self.workload is not None and workload != self.workload:
-            self.measured = {}
+            self.measured, self.history = {}, {}
         self.workload = workload
 
     @property
@@ -57,7 +61,7 @@ class Tuner(ABC):
         """The measured configuration with the lowest score under the current workload (None before any)."""
         if not self.measured:
             return None
-        return min(self.measured, key=lambda c: (self.objective.score(self.measured[c]), self.space.index(c)))
+        return min(self.measured, key=lambda c: self.objective.score(self.measured[c]))  # ties: the first measured
 
     def unmeasured(self) -> np.ndarray:
         """Indices of configurations not yet measured under the current workload."""

@@ -12,8 +12,17 @@ The algorithm, as in the paper (a contextual bandit: the reward is the score, th
 4. When the workload changes, re-initialise ``Q`` from the estimator's predictions at the new workload: the workload
    is an input of the estimator, so what was learned carries over.
 
-Departures from the paper, all knobs of :class:`RRLConfig`: the estimator predicts log(latency statistic) and
-log(p99) so that the ``cost`` objective (cores in use with p99 <= SLO) can be estimated too; the Boltzmann energy is
+On noisy measurements (windows with 95% intervals, :mod:`mlsysopt.serving.windows`): a configuration's value is
+its measurements merged (every window pooled), the estimator weights each sample by the inverse of its squared
+relative interval half-width (a tight measurement counts more than a wide one), and when a newcomer beats the
+incumbent by less than their intervals allow (the newcomer's upper end is above the incumbent's lower end) the
+next measurement re-measures the incumbent instead of exploring (at most ``remeasure`` times per configuration),
+so a lucky window does not crown a configuration. A single window has no interval, and RRL then behaves as in
+the paper.
+
+Departures from the paper, all knobs of :class:`RRLConfig`: the estimator predicts log(objective quantity:
+latency statistic, or throughput) and log(p99) so that the ``cost`` and ``throughput`` objectives can be
+estimated too; the Boltzmann energy is
 relative to the best estimate (see :func:`~mlsysopt.serving.tuners.base.boltzmann`); the temperature decays per
 measurement.
 
@@ -53,6 +62,8 @@ class RRLConfig(Exploration):
     steps_per_tell: int = 40  # Adam steps on all samples after each measurement (warm-started)
     lr: float = 0.01  # Adam learning rate
     huber_delta: float = 0.5  # Huber loss threshold in log-ms
+    remeasure: int = 2  # times one configuration may be re-measured because a newcomer's lead was within the noise
+    weight_floor: float = 0.02  # relative interval half-width below which samples weigh the same
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
@@ -60,8 +71,10 @@ class RRLConfig(Exploration):
 
     def invalid(self) -> list[str]:
         """The knobs out of range, as ``name=value``."""
-        positive = ("radius", "lr", "huber_delta", "steps_per_tell")
+        positive = ("radius", "lr", "huber_delta", "steps_per_tell", "weight_floor")
         bad = [*super().invalid(), *(f"{k}={getattr(self, k)}" for k in positive if not getattr(self, k) > 0)]
+        if self.remeasure < 0:
+            bad.append(f"remeasure={self.remeasure} (need >= 0)")
         if not 0 < self.alpha <= 1:
             bad.append(f"alpha={self.alpha} (need 0 < alpha <= 1)")
         if not self.hidden or min(self.hidden) < 1:
@@ -92,10 +105,11 @@ class LatencyEstimator:
             self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr, fused=True)
         except (RuntimeError, TypeError):
             self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr)
-        self.loss = torch.nn.HuberLoss(delta=cfg.huber_delta)
+        self.loss = torch.nn.HuberLoss(delta=cfg.huber_delta, reduction="none")
         self.steps = cfg.steps_per_tell
         self.x: list[np.ndarray] = []
         self.y: list[np.ndarray] = []
+        self.w: list[float] = []
         self.y_ref: np.ndarray | None = None  # the first sample's targets: the net predicts the offset from them
 
     @property
@@ -103,14 +117,15 @@ class LatencyEstimator:
         """Whether it has seen at least one sample."""
         return bool(self.x)
 
-    def add(self, x: np.ndarray, stat_ms: float, p99_ms: float) -> None:
-        """Record one sample (targets are clipped log latencies)."""
+    def add(self, x: np.ndarray, stat_ms: float, p99_ms: float, weight: float = 1.0) -> None:
+        """Record one sample (targets are clipped logs) with a weight (its inverse squared relative interval)."""
         y = np.log(np.maximum(np.nan_to_num([stat_ms, p99_ms], nan=np.inf), 1e-300))
         y = np.clip(y, *LOG_MS)
         if self.y_ref is None:
             self.y_ref = y
         self.x.append(np.asarray(x, dtype=np.float32))
         self.y.append((y - self.y_ref).astype(np.float32))
+        self.w.append(float(weight))
 
     def fit(self) -> None:
         """A few full-batch Adam steps on every sample so far, continuing from the previous weights."""
@@ -119,9 +134,11 @@ class LatencyEstimator:
         with torch_threads(1):
             x = torch.from_numpy(np.stack(self.x))
             y = torch.from_numpy(np.stack(self.y))
+            w = torch.tensor(self.w, dtype=torch.float32)
+            w = (w / w.mean()).unsqueeze(1)
             for _ in range(self.steps):
                 self.opt.zero_grad()
-                self.loss(self.net(x), y).backward()
+                (self.loss(self.net(x), y) * w).mean().backward()
                 self.opt.step()
 
     def predict_ms(self, x: np.ndarray) -> np.ndarray:
@@ -147,6 +164,8 @@ class RRL(Tuner):
         self.estimator = LatencyEstimator(len(Workload(1.0).features()), space.coords.shape[1], self.knobs, seed)
         self._workload_ref: np.ndarray | None = None  # features of the first workload, to centre the inputs
         self._config_inputs = 2.0 * space.coords - 1.0
+        self._recheck: Config | None = None  # an incumbent to re-measure next (a newcomer's lead within the noise)
+        self._remeasured: dict[Config, int] = {}
 
     # ------------------------------------------------------------------ estimator inputs and estimates
     def _inputs(self, workload: Workload, idx: np.ndarray) -> np.ndarray:
@@ -158,7 +177,7 @@ class RRL(Tuner):
 
     def estimate(self, idx: np.ndarray) -> np.ndarray:
         """The estimator's scores of configurations ``idx`` under the current workload."""
-        pred = self.estimator.predict_ms(self._inputs(self.workload, idx))
+        pred = self.estimator.predict_ms(self._inputs(self.workload, idx))  # (objective quantity, p99 ms)
         scores = [
             self.objective.score_from(self.space.config(int(i)), s, p) for i, (s, p) in zip(idx, pred, strict=True)
         ]
@@ -170,27 +189,57 @@ class RRL(Tuner):
         return self.knobs.temperature(self.steps, self.retuning)
 
     def ask(self) -> Config:
-        """The middle configuration first, then Boltzmann over Q among the configurations not yet measured."""
+        """The middle configuration first; an incumbent whose lead is within the noise; else Boltzmann over Q."""
         if self.q is None:
             return self.space.middle()
+        if self._recheck is not None:
+            config, self._recheck = self._recheck, None
+            self._remeasured[config] = self._remeasured.get(config, 0) + 1
+            return config
         candidates = self.unmeasured()
         if candidates.size == 0:
             return self.best  # type: ignore[return-value]
         return self.space.config(boltzmann(self.q, candidates, self.temperature(), self.rng))
 
+    def _weight(self, m: Measurement) -> float:
+        """Inverse squared relative half-width of the measurement's interval (1/floor^2 without one)."""
+        floor = self.knobs.weight_floor
+        ci = self.objective.score_interval(m)
+        score = self.objective.capped_score(m)
+        if ci is None or not all(math.isfinite(v) for v in ci) or score <= 0:
+            return 1.0 / floor**2
+        return 1.0 / max((ci[1] - ci[0]) / (2 * score), floor) ** 2
+
+    def _lead_within_noise(self, newcomer: Config, incumbent: Config) -> bool:
+        """Whether ``newcomer`` beats ``incumbent`` by less than their intervals allow."""
+        a, b = self.measured[newcomer], self.measured[incumbent]
+        ia, ib = self.objective.score_interval(a), self.objective.score_interval(b)
+        if ia is None or ib is None:
+            return False
+        return self.objective.score(a) < self.objective.score(b) and ia[1] >= ib[0]
+
     def tell(self, config: Config, measurement: Measurement) -> None:
         """Learn from the measurement: retrain the estimator, then update Q in the region around ``config``."""
+        incumbent = self.best
         super().tell(config, measurement)
         if self.workload is None:
             self.workload = measurement.workload
         i = self.space.index(config)
-        score = self.objective.capped_score(measurement)
+        score = self.objective.capped_score(self.measured[config])
         self.estimator.add(
             self._inputs(measurement.workload, np.array([i]))[0],
-            measurement.stat(self.objective.stat),
+            self.objective.primary(measurement),
             measurement.p99_ms,
+            self._weight(measurement),
         )
         self.estimator.fit()
+        if (
+            incumbent is not None
+            and incumbent != config
+            and self._remeasured.get(incumbent, 0) < self.knobs.remeasure
+            and self._lead_within_noise(config, incumbent)
+        ):
+            self._recheck = incumbent
         if self.q is None:
             self.q = np.full(self.space.size, score)
         region = self.space.region(config, self.knobs.radius)
@@ -199,13 +248,15 @@ class RRL(Tuner):
         self.steps += 1
 
     def _pin_measured(self) -> None:
-        # a measured score beats any estimate of it
+        # a measured score (every measurement of it merged) beats any estimate of it
         for c, m in self.measured.items():
             self.q[self.space.index(c)] = self.objective.capped_score(m)  # type: ignore[index]
 
     def set_workload(self, workload: Workload) -> None:
         """Forget which configurations were measured, keep the estimator, and re-initialise Q from its predictions."""
         changed = self.workload is not None and workload != self.workload
+        if changed:
+            self._recheck, self._remeasured = None, {}
         super().set_workload(workload)
         if changed and self.estimator.trained:
             self.q = self.estimate(np.arange(self.space.size))

@@ -1,0 +1,240 @@
+"""Simulator studies: every tuner x seed on the simulated engine, judged by exhaustive tables, on any executor.
+
+:func:`exhaustive_tables` simulates every configuration of the space at each rate (chunks of configurations are
+independent tasks); :func:`run_study` runs every (tuner, seed) pair against those tables (each an independent
+task, deterministic given its seed) and reports, per tuner, the median measurements until the best-so-far is truly
+within 5% of the optimum (``evals_to_5pct``) and, after a fixed number at the first rate, of the second rate's
+optimum (``shift``). Both go through :mod:`mlsysopt.runtime` executors, so ``--backend ray`` runs them on a Ray
+cluster unchanged, with the same results as serial or a local pool. ``mlsysopt serving study`` (:class:`StudyJob`)
+and ``benchmarks/serving.py`` call these. The numbers are simulated (a SimPy model of the engine).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.io import RunDir, to_jsonable
+from mlsysopt.runtime.base import Executor
+from mlsysopt.serving.backend import Backend, Measurement
+from mlsysopt.serving.objective import Objective
+from mlsysopt.serving.profile import ServiceProfile
+from mlsysopt.serving.space import Config, Space, Workload
+
+TOL = 0.05
+_COLS = ("mean_ms", "p50_ms", "p95_ms", "p99_ms", "throughput", "saturated", "offered_rps")
+
+
+class TableBackend(Backend):
+    """Answers from exhaustive tables of deterministic simulator measurements (rows in the space's order)."""
+
+    def __init__(self, tables: dict[float, np.ndarray], space: Space, cores: int) -> None:
+        self.tables = tables
+        self.space = space
+        self.cores = cores
+
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
+        """The tabled measurement of ``config`` at ``workload``'s rate."""
+        row = self.tables[workload.rate][self.space.index(config)]
+        v = dict(zip(_COLS, row.tolist(), strict=True))
+        return Measurement(
+            config=config, workload=workload, mean_ms=v["mean_ms"], p50_ms=v["p50_ms"], p95_ms=v["p95_ms"],
+            p99_ms=v["p99_ms"], throughput=v["throughput"], violation_rate=None, mean_queue=0.0, max_queue=0,
+            n_requests=0, completed=0, dropped=0, saturated=bool(v["saturated"]), wall_s=0.0,
+            offered_rps=v["offered_rps"],
+        )  # fmt: skip
+
+
+def table_chunk(args: tuple[ServiceProfile, list[Config], Workload, int, int]) -> np.ndarray:
+    """Task: simulate ``configs`` at one workload; rows of :data:`_COLS`."""
+    from mlsysopt.serving.simulator import SimulatedEngine
+
+    profile, configs, workload, n_requests, seed = args
+    sim = SimulatedEngine(profile, n_requests=n_requests, seed=seed)
+    rows = []
+    for c in configs:
+        m = sim.measure(c, workload)
+        rows.append([m.mean_ms, m.p50_ms, m.p95_ms, m.p99_ms, m.throughput, float(m.saturated), m.offered_rps])
+    return np.array(rows, dtype=np.float64).reshape(-1, len(_COLS))
+
+
+def exhaustive_tables(
+    profile: ServiceProfile, space: Space, rates: Sequence[float], n_requests: int, executor: Executor, seed: int = 0
+) -> dict[float, np.ndarray]:
+    """Every configuration of ``space`` simulated at every rate, split into one task per chunk of configurations."""
+    configs = space.configs()
+    parts = max(1, executor.workers * 2)
+    chunks = [configs[i::parts] for i in range(parts)]
+    items = [(profile, ch, Workload(r), n_requests, seed) for r in rates for ch in chunks]
+    results = executor.map(table_chunk, items)
+    tables = {}
+    for k, r in enumerate(rates):
+        table = np.zeros((space.size, len(_COLS)))
+        for j, ch in enumerate(chunks):
+            idx = [space.index(c) for c in ch]
+            table[idx] = results[k * parts + j]
+        tables[float(r)] = table
+    return tables
+
+
+def study_run(args: tuple[str, int, dict, Space, Objective, float, float, int, int, int]) -> dict[str, Any]:
+    """Task: one (tuner, seed): measurements to within 5% at rate A, and at rate B after ``pre`` at A."""
+    from mlsysopt.runtime.threads import torch_threads
+
+    name, seed, tables, space, objective, ra, rb, cap, pre, cores = args
+    backend = TableBackend(tables, space, cores)
+    truth = {r: [objective.score(backend.measure(c, Workload(r))) for c in space] for r in tables}
+    opt = {r: min(v) for r, v in truth.items()}
+    wa, wb = Workload(ra), Workload(rb)
+    with torch_threads(1):
+        first = _evals_until(name, seed, space, objective, backend, [(wa, cap)], truth[ra], opt[ra], 0)
+        shift = _evals_until(name, seed, space, objective, backend, [(wa, pre), (wb, cap)], truth[rb], opt[rb], pre)
+    return {"tuner": name, "seed": seed, "evals_to_5pct": first, "shift": shift}
+
+
+def _evals_until(
+    name: str,
+    seed: int,
+    space: Space,
+    objective: Objective,
+    backend: Backend,
+    schedule: list[tuple[Workload, int]],
+    truth: list[float],
+    opt: float,
+    start: int,
+) -> int | None:
+    from mlsysopt.serving.tuners import get_tuner
+    from mlsysopt.serving.tuning import evals_to_within, tune
+
+    def score(c: Config) -> float:
+        return truth[space.index(c)]
+
+    def reached(s: Any) -> bool:  # stop the run as soon as the number is known
+        return s.index >= start and evals_to_within([s], score, opt, TOL) == 1
+
+    res = tune(get_tuner(name, space, objective, seed=seed), backend, schedule, until=reached)
+    return evals_to_within(res.steps, score, opt, TOL, start)
+
+
+def _optimum(tables: dict[float, np.ndarray], space: Space, objective: Objective, rate: float) -> float:
+    table = TableBackend(tables, space, 1)
+    return float(min(objective.score(table.measure(c, Workload(rate))) for c in space))
+
+
+def default_rates(profile: ServiceProfile) -> tuple[float, float]:
+    """Rate A keeps 40% of the cores busy with single-row single-thread batches; rate B = 1.5 x A."""
+    a = round(0.4 * profile.cores * 1000.0 / profile.service_ms(1, 1, 1), -1) or 10.0
+    return a, round(1.5 * a, -1) or 15.0
+
+
+def run_study(
+    profile: ServiceProfile,
+    space: Space,
+    tuners: Sequence[str],
+    seeds: Sequence[int],
+    executor: Executor,
+    rates: tuple[float, float] | None = None,
+    cap: int | None = None,
+    pre: int = 60,
+    n_requests: int = 400,
+    objective: Objective | None = None,
+) -> dict[str, Any]:
+    """Exhaustive tables, then every (tuner, seed) run; per tuner the median evals to 5% (a miss counts cap + 1)."""
+    objective = objective or Objective("latency")
+    ra, rb = rates or default_rates(profile)
+    cap = cap or math.ceil(0.2 * space.size)
+    pre = min(pre, cap)
+    tables = exhaustive_tables(profile, space, (ra, rb), n_requests, executor)
+    jobs = [(n, s, tables, space, objective, ra, rb, cap, pre, profile.cores) for n in tuners for s in seeds]
+    rows = executor.map(study_run, jobs)
+    out: dict[str, Any] = {
+        "data": f"simulated: SimPy model of the engine, {profile.source} {profile.cores}-core profile",
+        "profile": profile.to_dict(),
+        "space_size": space.size,
+        "space_raw_size": space.raw_size,
+        "rates": [ra, rb],
+        "optimum": {str(r): _optimum(tables, space, objective, r) for r in (ra, rb)},
+        "cap": cap,
+        "pre": pre,
+        "seeds": len(seeds),
+        "evals_to_5pct": {},
+        "shift": {},
+        "reached": {},
+        "shift_reached": {},
+        "per_seed": rows,
+        "executor": executor.describe(),
+    }
+    for name in tuners:
+        mine = [r for r in rows if r["tuner"] == name]
+        for key, reached_key in (("evals_to_5pct", "reached"), ("shift", "shift_reached")):
+            vals = [r[key] if r[key] is not None else cap + 1 for r in mine]
+            out[key][name] = statistics.median(vals)
+            out[reached_key][name] = sum(r[key] is not None for r in mine) / len(mine)
+    return out
+
+
+class StudyJob:
+    """``mlsysopt serving study``: validated first, then the study written into a run folder."""
+
+    def __init__(
+        self,
+        out: Path,
+        tuners: Sequence[str],
+        seeds: int = 10,
+        profile: str | None = None,
+        rates: Sequence[float] | None = None,
+        cap_fraction: float = 0.2,
+        requests: int = 400,
+        workers: int = 1,
+        backend: str = "local",
+        address: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        from mlsysopt.serving.inputs import DEFAULT_MAX_BATCH, DEFAULT_PROFILE, resolve_profile
+        from mlsysopt.serving.limits import check_requests
+        from mlsysopt.serving.tuners import TUNERS
+
+        RunDir(out, checkpoint=None).check()
+        unknown = [t for t in tuners if t not in TUNERS]
+        if unknown or not tuners:
+            raise MlsysoptError(f"--tuners: unknown tuner(s) {unknown or '(none)'} (choose from: {', '.join(TUNERS)})")
+        check_requests(requests)
+        if rates is not None and (len(rates) != 2 or not all(Workload(r) for r in rates)):
+            raise MlsysoptError(f"--rate {rates}: give two rates A,B (tune at A, then re-tune at B)")
+        self.profile = resolve_profile(profile or DEFAULT_PROFILE)
+        self.space = Space.for_machine(self.profile.cores, DEFAULT_MAX_BATCH["sim"])
+        self.tuners, self.seeds = list(tuners), list(range(seed, seed + seeds))
+        self.rates = tuple(rates) if rates is not None else default_rates(self.profile)
+        self.cap = max(1, math.ceil(cap_fraction * self.space.size))
+        self.requests, self.workers, self.backend, self.address = requests, workers, backend, address
+        settings = {
+            "tuners": self.tuners, "seeds": seeds, "seed": seed, "profile": profile, "rates": list(self.rates),
+            "cap": self.cap, "requests": requests, "backend": backend, "workers": workers,
+        }  # fmt: skip
+        self.run_dir = RunDir(out, settings, checkpoint=None).check()
+
+    def describe(self) -> str:
+        """What the study runs, in one line."""
+        return (
+            f"{len(self.tuners)} tuners x {len(self.seeds)} seeds on {self.space.size:,} simulated configurations "
+            f"({self.backend}, {self.workers} workers)"
+        )
+
+    def run(self) -> dict[str, Any]:
+        """Run the study on the chosen executor; write result.json and study.png."""
+        from mlsysopt.report.serving import plot_study
+        from mlsysopt.runtime import make_executor
+
+        with self.run_dir as run, make_executor(self.backend, self.workers, self.address) as ex:
+            result = run_study(
+                self.profile, self.space, self.tuners, self.seeds, ex, self.rates, self.cap, n_requests=self.requests
+            )
+            plot_study(result, run.file("study.png"))
+            run.write_json("result.json", to_jsonable({"command": "serving study", **result}))
+        return result

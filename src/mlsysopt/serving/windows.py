@@ -1,0 +1,143 @@
+"""Measurements you can trust: windows repeated until stable (perf_analyzer's rule), reported with 95% intervals.
+
+:class:`StableBackend` wraps any backend. It measures window after window of the same configuration and workload
+until the last ``count`` windows agree within ``tolerance`` on mean latency, p99 latency and throughput, or
+``max_windows`` have run. The measurement it returns averages the windows used (the last ``count`` when stable,
+all of them otherwise), records their values (``samples``), the 95% Student-t interval of each (``ci``), how many
+windows ran (``windows``) and whether they agreed (``stable``).
+
+Window ``k`` of every configuration serves the same arrival schedule (common random numbers), and ``measure``'s
+``window`` argument picks a fresh block of schedules (round ``r`` of a confirmation uses windows
+``r * max_windows ...``), so re-measuring is not a replay of the same arrivals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from mlsysopt.errors import InvalidSpace
+from mlsysopt.serving.backend import WINDOW_VALUES, Backend, Measurement
+from mlsysopt.serving.space import Config, Workload
+from mlsysopt.serving.stats import mean_ci, stable
+
+#: the quantities whose agreement makes a measurement stable (perf_analyzer watches latency and throughput)
+WATCHED = ("mean_ms", "p99_ms", "throughput")
+
+
+def _mean(values: list[float]) -> float:
+    """The mean; exactly the value when all are equal (so ties between configurations stay ties); inf if any is."""
+    if not all(math.isfinite(x) for x in values):
+        return math.inf
+    return values[0] if min(values) == max(values) else float(np.mean(values))
+
+
+def combine(windows: Sequence[Measurement], all_windows: int, is_stable: bool) -> Measurement:
+    """One measurement averaging ``windows`` (of one configuration and workload), with intervals and samples."""
+    first = windows[0]
+    samples = {k: [float(getattr(w, k)) for w in windows] for k in WINDOW_VALUES}
+    avg = {k: _mean(v) for k, v in samples.items()}
+    viol = [w.violation_rate for w in windows]
+    offered = [w.offered_rps for w in windows if math.isfinite(w.offered_rps)]
+    return Measurement(
+        config=first.config,
+        workload=first.workload,
+        mean_ms=avg["mean_ms"],
+        p50_ms=avg["p50_ms"],
+        p95_ms=avg["p95_ms"],
+        p99_ms=avg["p99_ms"],
+        throughput=avg["throughput"],
+        violation_rate=None if viol[0] is None else float(np.mean(viol)),
+        mean_queue=float(np.mean([w.mean_queue for w in windows])),
+        max_queue=max(w.max_queue for w in windows),
+        n_requests=sum(w.n_requests for w in windows),
+        completed=sum(w.completed for w in windows),
+        dropped=sum(w.dropped for w in windows),
+        saturated=any(w.saturated for w in windows),
+        wall_s=sum(w.wall_s for w in windows),
+        offered_rps=float(np.mean(offered)) if offered else math.nan,
+        windows=all_windows,
+        stable=is_stable,
+        ci={k: list(mean_ci(v)) for k, v in samples.items()},
+        samples=samples,
+        extra=dict(windows[-1].extra),
+    )
+
+
+class StableBackend(Backend):
+    """Repeats windows of ``backend`` until the last ``count`` agree within ``tolerance`` (at most ``max_windows``)."""
+
+    def __init__(self, backend: Backend, count: int = 3, tolerance: float = 0.10, max_windows: int = 6) -> None:
+        if count < 1 or max_windows < count:
+            raise InvalidSpace(f"stability: need 1 <= count ({count}) <= max_windows ({max_windows})")
+        if not (math.isfinite(tolerance) and tolerance > 0):
+            raise InvalidSpace(f"stability tolerance {tolerance} must be a positive fraction (0.10 = 10%)")
+        self.backend = backend
+        self.count = int(count)
+        self.tolerance = float(tolerance)
+        self.max_windows = int(max_windows)
+        self.cores = backend.cores
+
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
+        """Windows ``window * max_windows + 0, 1, ...`` until stable; their combined measurement."""
+        runs: list[Measurement] = []
+        base = int(window) * self.max_windows
+        while len(runs) < self.max_windows:
+            runs.append(self.backend.measure(config, workload, window=base + len(runs)))
+            series = [[getattr(m, k) for m in runs] for k in WATCHED]
+            if stable(series, self.count, self.tolerance):
+                return combine(runs[-self.count :], len(runs), True)
+            if self.count == 1:
+                break
+        return combine(runs, len(runs), self.count == 1)
+
+    def describe(self) -> str:
+        """The wrapped backend, and the stability rule."""
+        return (
+            f"{self.backend.describe()}; windows until the last {self.count} agree within "
+            f"{self.tolerance:.0%} (at most {self.max_windows})"
+        )
+
+    def settings(self) -> dict[str, float]:
+        """The stability rule, for result.json."""
+        return {"count": self.count, "tolerance": self.tolerance, "max_windows": self.max_windows}
+
+    def close(self) -> None:
+        """Close the wrapped backend."""
+        self.backend.close()
+
+
+def merge(measurements: Sequence[Measurement]) -> Measurement:
+    """Several measurements of one configuration and workload as one: every window pooled, intervals recomputed."""
+    if len(measurements) == 1:
+        return measurements[0]
+    first, last = measurements[0], measurements[-1]
+    samples = {k: [v for m in measurements for v in m.window_values(k)] for k in WINDOW_VALUES}
+    avg = {k: _mean(v) for k, v in samples.items()}
+    viol = [m.violation_rate for m in measurements]
+    offered = [m.offered_rps for m in measurements if math.isfinite(m.offered_rps)]
+    return Measurement(
+        config=first.config,
+        workload=first.workload,
+        mean_ms=avg["mean_ms"],
+        p50_ms=avg["p50_ms"],
+        p95_ms=avg["p95_ms"],
+        p99_ms=avg["p99_ms"],
+        throughput=avg["throughput"],
+        violation_rate=None if viol[0] is None else float(np.mean(viol)),
+        mean_queue=float(np.mean([m.mean_queue for m in measurements])),
+        max_queue=max(m.max_queue for m in measurements),
+        n_requests=sum(m.n_requests for m in measurements),
+        completed=sum(m.completed for m in measurements),
+        dropped=sum(m.dropped for m in measurements),
+        saturated=sum(m.saturated for m in measurements) * 2 > len(measurements),
+        wall_s=sum(m.wall_s for m in measurements),
+        offered_rps=float(np.mean(offered)) if offered else math.nan,
+        windows=sum(m.windows for m in measurements),
+        stable=all(bool(m.stable) for m in measurements) if first.stable is not None else None,
+        ci={k: list(mean_ci(v)) for k, v in samples.items()},
+        samples=samples,
+        extra={**last.extra, "measurements": len(measurements)},
+    )
