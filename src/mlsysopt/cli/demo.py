@@ -19,7 +19,10 @@ def demo(
     seed: SeedOpt = 0,
     only: Annotated[str | None, typer.Option("--only", help="Comma-separated section names (default: all).")] = None,
 ) -> None:
-    """Run every system's demo section and write RUN_DIR/index.html, result.json and the plots."""
+    """Run every system's demo section and write RUN_DIR/index.html, result.json, summary.json and the plots.
+
+    The page opens with a summary of every system against its baseline and embeds its images (one file).
+    """
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,

@@ -221,6 +221,8 @@ GLOSSARY: dict[str, tuple[str, tuple[str, ...]]] = {
                       ("cnn", "montage", "placement")),
     "HEFT": ("Heterogeneous Earliest Finish Time: the classic list-scheduling heuristic, one evaluation.",
              ("placement",)),
+    "x HEFT": ("A makespan divided by HEFT's on the same problem (below 1: better than HEFT).", ("placement",)),
+    "steps to best": ("The evaluation at which a search found the best result it returned.", ("placement",)),
     "GiPH": ("The learned placement policy: improves a placement one task relocation at a time.", ("placement",)),
     "evaluation": ("One simulator run of a placement, one measured configuration, or one trained or looked-up "
                    "architecture; searches get the same budget of them.", ()),
