@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.mlsysopt-installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install test lint demo bench-quick clean
+.PHONY: install test lint chromium demo bench-quick clean
 
 install: $(STAMP)
 
@@ -20,8 +20,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
-test: lint
+test: lint chromium
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+
+# Headless Chromium renders the demo page in tests/report/test_page_chromium.py (Debian package; run as root).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
 
 demo: $(STAMP)
 	$(VENV)/bin/mlsysopt demo --out runs/demo

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -256,13 +257,14 @@ def test_demo_writes_report(tmp_path: Path) -> None:
     html = (out / "index.html").read_text()
     for png in pngs:
         assert png.read_bytes()[:8] == PNG_MAGIC
-        assert f'src="{png.name}"' in html
+        assert f'data-file="{png.name}"' in html
     for key in ("cnn", "montage"):
         r = result[key]
         assert r["cp_min"] > 0
         for label in ("random", "fastest device"):
             assert r["placements"][label]["makespan"] >= r["cp_min"] * (1 - 1e-9)
-    assert "http" not in html.replace("http-equiv", "")  # no network resources
+    assert "http" not in re.sub(r'src="data:[^"]*"', "", html)  # no network resources (base64 aside)
+    assert 'id="summary"' in html and "summary unavailable" not in html  # the summary reads placement's result
 
 
 # ---------------------------------------------------------------------------- importers through the CLI

@@ -265,5 +265,6 @@ def test_demo_serving_section(tmp_path: Path) -> None:
     html = (out / "index.html").read_text()
     for png in ("real_steps.png", "real_heatmap.png", "sim_steps.png"):
         assert (out / "serving" / png).read_bytes()[:8] == PNG_MAGIC
-        assert f'src="serving/{png}"' in html or "data:image/png;base64" in html
+        assert f'data-file="serving/{png}"' in html
     assert "was not written" not in html
+    assert "RRL&#x27;s pick" in html and "summary unavailable" not in html  # the summary reads serving's result

@@ -16,6 +16,7 @@ around 1 and gets ~100 MB/s links with ~1 ms latency.
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,8 @@ from mlsysopt.graph.simulator import cp_min, simulate, slr_from_bound
 from mlsysopt.io import write_json_atomic
 from mlsysopt.report.gantt import plot_gantt
 from mlsysopt.report.html import Section, write_index
+from mlsysopt.report.overview import glossary_section, headlines, summary_section
+from mlsysopt.report.provenance import environment
 from mlsysopt.report.summary import cluster_summary, graph_summary
 
 
@@ -201,20 +204,43 @@ def run_demo(
     only: Sequence[str] | None = None,
     on_step: Callable[[str, str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the selected builders, then write ``result.json`` and ``index.html`` (last, atomically)."""
+    """Run the selected builders, then write ``result.json``, ``summary.json`` and ``index.html`` (last, atomically).
+
+    The page opens with the summary (every system's headline against its baseline), ends with a glossary and a
+    footer of version, commit, machine and per-section timings; ``summary.json`` holds the same in JSON.
+    """
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise MlsysoptError(f"--out {out} exists and is not a directory")
     names = select(only)
     sections: list[Section] = []
     results: dict[str, Any] = {}
+    timings: dict[str, float] = {}
     for name in names:
         ctx = DemoContext(out, seed, results, step=lambda msg, n=name: on_step and on_step(n, msg))
         ctx.step(f"{name}: starting")
         out.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
         built = resolve(BUILDERS[name])(ctx)
+        timings[name] = time.perf_counter() - start
         sections.extend(built if isinstance(built, list) else [built])
-    result = {"command": "demo", "seed": seed, "sections": names, **results}
+    result = {"command": "demo", "seed": seed, "sections": names, **results, "timings_s": timings}
     write_json_atomic(out / "result.json", result)
-    write_index(out, "mlsysopt demo", sections, subtitle=f"seed {seed} · sections: {', '.join(names)}")
+    rows, errors = headlines(result)
+    env = environment()
+    write_json_atomic(
+        out / "summary.json",
+        {"seed": seed, "sections": names, "summary": [h.to_dict() for h in rows], "summary_errors": errors,
+         "environment": env, "timings_s": timings},
+    )  # fmt: skip
+    page = [summary_section(rows, errors), *sections, glossary_section(results)]
+    footer = {
+        "mlsysopt": env["mlsysopt"],
+        "git commit": env["commit"] or "not a git checkout",
+        "machine": f"{env['cpus']} CPUs · {env['platform']} · Python {env['python']} · torch {env['torch']}",
+        "seed": seed,
+        "section timings (s)": " · ".join(f"{n} {t:.1f}" for n, t in timings.items()),
+        "total (s)": round(sum(timings.values()), 1),
+    }
+    write_index(out, "mlsysopt demo", page, subtitle=f"seed {seed} · sections: {', '.join(names)}", footer=footer)
     return result

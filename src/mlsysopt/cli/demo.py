@@ -19,7 +19,10 @@ def demo(
     seed: SeedOpt = 0,
     only: Annotated[str | None, typer.Option("--only", help="Comma-separated section names (default: all).")] = None,
 ) -> None:
-    """Run every system's demo section and write RUN_DIR/index.html, result.json and the plots."""
+    """Run every system's demo section and write RUN_DIR/index.html, result.json, summary.json and the plots.
+
+    The page opens with a summary of every system against its baseline and embeds its images (one file).
+    """
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -57,18 +60,25 @@ def demo(
 
 
 def _print_demo(result: dict[str, Any], out: Path) -> None:
-    """One table of every section's headline figures (placements: makespan and SLR; others: their ``headline``)."""
+    """The page's summary table: every system's headline against its baseline, and the sections' timings."""
     from rich.table import Table
 
-    table = Table(title="demo", title_justify="left")
-    for col in ("section", "item", "result"):
+    from mlsysopt.report.html import fmt_value
+    from mlsysopt.report.overview import headlines
+
+    table = Table(title="demo summary", title_justify="left")
+    for col in ("system", "measure", "method", "baseline", "unit", "better?"):
         table.add_column(col)
-    for key, res in result.items():
-        if not isinstance(res, dict):
-            continue
-        for label, r in res.get("placements", {}).items():
-            table.add_row(key, label, f"makespan {r['makespan']:.4g} s, SLR {r['slr']:.3f}")
-        for label, text in res.get("headline", {}).items():
-            table.add_row(key, escape(str(label)), escape(str(text)))
+    rows, errors = headlines(result)
+    for h in rows:
+        base = "-" if h.baseline_value is None else f"{h.baseline} {fmt_value(h.baseline_value)}"
+        cells = (h.system, h.measure, f"{h.ours} {fmt_value(h.ours_value)}", base, h.unit, h.verdict())
+        table.add_row(*(escape(c) for c in cells))
     console.print(table)
-    console.print(f"open {escape(str(out / 'index.html'))}")
+    for error in errors:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(error)}")
+    timings = result.get("timings_s", {})
+    console.print(
+        " · ".join(f"{escape(n)} {t:.1f} s" for n, t in timings.items()) + f" (total {sum(timings.values()):.1f} s)"
+    )
+    console.print(f"open {escape(str(out / 'index.html'))} (one self-contained file: images embedded)")

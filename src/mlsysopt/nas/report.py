@@ -156,6 +156,7 @@ def plot_search(
             curve_png,
             reference=best_feasible_valid(background, cons),
             reference_label="best feasible validation in the table",
+            ylabel=f"best feasible {perf_label}",
             title=curve_title,
         ),
     ]

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mlsysopt.report.figures import new_figure, save_figure
+from mlsysopt.report.figures import integer_ticks, new_figure, plain_log_ticks, save_figure
 
 QUALITY_KEYS = ("valid_opa", "valid_kendall", "valid_accuracy", "valid_macro_f1")
 
@@ -34,7 +34,8 @@ def plot_training(
                 ax_q.plot(epochs, ys, marker="o", ms=3, color=line.get_color(), label=f"{label} {key[6:]}")
                 break
     ax_loss.set(xlabel="epoch", ylabel="training loss", title="loss (dotted: finetune starts)")
-    ax_q.set(xlabel="epoch", ylabel="validation", title="validation quality (computed fresh)")
+    ax_q.set(xlabel="epoch", ylabel="validation metric (unitless)", title="validation quality (computed fresh)")
+    integer_ticks(ax_loss.xaxis, ax_q.xaxis)
     for ax in (ax_loss, ax_q):
         ax.grid(alpha=0.3)
         if ax.lines:
@@ -54,6 +55,7 @@ def plot_step_memory(
         if ys:
             ax.plot(range(1, len(ys) + 1), ys, lw=1, label=label)
     ax.set(xlabel="training step", ylabel="peak step tensor memory (MB)", title=title)
+    integer_ticks(ax.xaxis)
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize=8)
@@ -70,5 +72,7 @@ def plot_memory_scaling(
         ax.plot(list(nodes), list(ys), marker="o", label=label)
     ax.set(xscale="log", yscale="log", xlabel="nodes", ylabel="peak step tensor memory (MB)", title=title)
     ax.grid(alpha=0.3, which="both")
+    plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.yaxis)
     ax.legend()
     return save_figure(fig, path)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, LogFormatter, MaxNLocator
 
 
 def new_figure(width: float = 10.0, height: float = 4.0, **kwargs: Any) -> Figure:
@@ -39,3 +40,31 @@ def time_unit(seconds: float) -> tuple[float, str]:
     if seconds > 0 and seconds < 1.0:
         return 1e3, "ms"
     return 1.0, "s"
+
+
+def integer_ticks(*axes: Any) -> None:
+    """Whole-number ticks only on each axis (epochs, evaluations, measurements): never 1.5 epochs."""
+    for axis in axes:
+        axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def compact_ticks(axis: Any, unit: str = "") -> None:
+    """Short labels for large linear values (``200k``, ``1.5M``) and at most 6 ticks, so labels never run together."""
+    axis.set_major_locator(MaxNLocator(nbins=6))
+    axis.set_major_formatter(EngFormatter(unit=unit, sep=""))
+    axis.get_offset_text().set_visible(False)
+
+
+def plain_log_ticks(axis: Any) -> None:
+    """Log-axis labels as plain numbers (``0.5``, ``6``, ``2,000``), not ``6×10^0``; a linear axis is left as is."""
+    if axis.get_scale() != "log":
+        return
+    axis.set_major_formatter(_PlainLogFormatter(labelOnlyBase=False))
+    axis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(1.0, 0.4)))
+
+
+class _PlainLogFormatter(LogFormatter):
+    """matplotlib's choice of which log ticks to label, written as plain numbers."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return f"{x:,.6g}" if super().__call__(x, pos) else ""

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from mlsysopt.report.figures import new_figure, save_figure
+from mlsysopt.report.figures import compact_ticks, integer_ticks, new_figure, save_figure
 
 RESOURCE_LABELS = {
     "params": "parameters",
@@ -108,6 +108,8 @@ def plot_pareto(
         if res in _LOG_RESOURCES and _wide_positive(xs, background, res):
             ax.set_xscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
+        elif res in _LOG_RESOURCES:
+            compact_ticks(ax.xaxis)  # 100k 200k, not 100000200000
         if res in limits:
             _draw_limit(ax, *limits[res])
         for c in stars:
@@ -180,6 +182,7 @@ def plot_best_so_far(
     if not drawn:
         ax.text(0.5, 0.5, "no feasible architecture evaluated", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("evaluation")
+    integer_ticks(ax.xaxis)
     ax.set_ylabel(ylabel)
     ax.grid(linewidth=0.3, alpha=0.6)
     if ax.get_legend_handles_labels()[0]:

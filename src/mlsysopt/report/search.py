@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from mlsysopt.report.figures import new_figure, save_figure, time_unit
+from mlsysopt.report.figures import integer_ticks, new_figure, save_figure, time_unit
 
 
 def plot_search(curves: Mapping[str, Sequence[float]], path: str | Path, title: str | None = None) -> Path:
@@ -29,7 +29,8 @@ def plot_search(curves: Mapping[str, Sequence[float]], path: str | Path, title: 
             continue
         x = np.arange(1, y.size + 1)
         ax.plot(x, y, color=colours[k], linewidth=1.6, label=f"{label} ({y[-1]:.4g} {unit})")
-    ax.set_xlim(1, max(longest, 2))
+    ax.set_xlim(0, max(longest, 2) + 1)  # not from 1: the left axis would hide each curve's first drop
+    integer_ticks(ax.xaxis)
     ax.set_xlabel("simulator evaluations")
     ax.set_ylabel(f"best makespan ({unit})")
     ax.grid(linewidth=0.3, alpha=0.6)

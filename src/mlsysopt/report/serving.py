@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mlsysopt.report.figures import new_figure, save_figure
+from mlsysopt.report.figures import integer_ticks, new_figure, plain_log_ticks, save_figure
 
 if TYPE_CHECKING:
     from mlsysopt.serving.backend import Measurement
@@ -74,6 +74,8 @@ def plot_steps(
     ax.set_xlabel("measurement")
     ax.set_ylabel(ylabel)
     ax.grid(linewidth=0.3, alpha=0.6, which="both")
+    plain_log_ticks(ax.yaxis)  # 6, 20, 100 rather than 6×10^0
+    integer_ticks(ax.xaxis)
     ax.set_title(title or "tuning: measured (dots) and best so far (line)", fontsize=10)
     ax.legend(fontsize=8, framealpha=0.8, loc="upper right")
     return save_figure(fig, path)

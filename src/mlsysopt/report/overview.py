@@ -1,0 +1,274 @@
+"""The demo page's summary (each system's headline against its baseline, one table) and its glossary.
+
+:func:`headlines` reads the demo's ``result.json`` dict (the keys each section builder writes) and returns one
+:class:`Headline` per comparison; a section that did not run gives no rows. A section whose result lacks a figure
+this module reads gives an error line instead (shown on the page, in ``summary.json`` and by the CLI), never a
+silently missing row and never a lost demo.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.report.figures import time_unit
+from mlsysopt.report.html import Section, fmt_value
+
+COLUMNS = ["system", "measure", "unit", "method", "value", "baseline", "value", "better than the baseline?", "data"]
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One row of the summary: ``ours`` against ``baseline`` on one measure (``lower_is_better`` decides)."""
+
+    system: str
+    measure: str
+    unit: str
+    ours: str
+    ours_value: float
+    baseline: str
+    baseline_value: float | None
+    lower_is_better: bool
+    data: str
+
+    def verdict(self) -> str:
+        """``yes``/``no``/``tie`` with the relative difference, or ``no baseline``."""
+        b, o = self.baseline_value, self.ours_value
+        if b is None or not math.isfinite(b) or not math.isfinite(o):
+            return "no baseline in the demo" if b is None else "n/a"
+        if math.isclose(o, b, rel_tol=1e-9, abs_tol=1e-12):
+            return "tie"
+        better = o < b if self.lower_is_better else o > b
+        if b == 0:
+            return "yes" if better else "no"
+        rel = abs(o - b) / abs(b)
+        word = "lower" if o < b else "higher"
+        return f"{'yes' if better else 'no'} ({rel:.1%} {word})"
+
+    def row(self) -> list[Any]:
+        """The table row (numbers stay numbers so the page right-aligns them)."""
+        base = "-" if self.baseline_value is None else self.baseline_value
+        return [self.system, self.measure, self.unit, self.ours, self.ours_value, self.baseline or "-", base,
+                self.verdict(), self.data]  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the verdict."""
+        return {**asdict(self), "verdict": self.verdict()}
+
+
+def _get(result: Mapping[str, Any], key: str, *path: str) -> Any:
+    """``result[key][path[0]][path[1]]...``; a missing key is one error naming the result key and the path."""
+    cur: Any = result
+    for k in (key, *path):
+        if not isinstance(cur, Mapping) or k not in cur:
+            raise MlsysoptError(f"result['{key}'] has no {'/'.join(path)} (missing '{k}')")
+        cur = cur[k]
+    return cur
+
+
+def _placements(key: str, system: str, data: str) -> Callable[[Mapping[str, Any]], list[Headline]]:
+    """The simulator sections: everything on the fastest device vs a random placement."""
+
+    def rows(res: Mapping[str, Any]) -> list[Headline]:
+        fast = float(_get(res, key, "placements", "fastest device", "makespan"))
+        rand = float(_get(res, key, "placements", "random", "makespan"))
+        scale, unit = time_unit(max(fast, rand))
+        return [
+            Headline(system, "makespan", unit, "all on the fastest device", fast * scale,
+                     "random placement", rand * scale, lower_is_better=True, data=data)
+        ]  # fmt: skip
+
+    return rows
+
+
+def _placement(res: Mapping[str, Any]) -> list[Headline]:
+    data = "synthetic cluster, WfCommons Montage recipe (60 tasks)"
+    heft = float(_get(res, "placement", "methods", "heft", "makespan"))
+    bound = float(_get(res, "placement", "cp_min"))
+    out = []
+    shipped = "demo-trained" not in str(_get(res, "placement", "training", "policy_used"))
+    giph = "GiPH (shipped policy)" if shipped else "GiPH (demo-trained policy)"
+    for method, label in (("giph", giph), ("giph_from_heft", "GiPH from HEFT")):
+        ms = float(_get(res, "placement", "methods", method, "makespan"))
+        out.append(
+            Headline("placement", "SLR (makespan / CP_MIN)", "ratio", label, ms / bound,
+                     "HEFT", heft / bound, lower_is_better=True, data=data)
+        )  # fmt: skip
+    giph = float(_get(res, "placement", "adaptation", "makespans", "GiPH adapt"))
+    rerun = float(_get(res, "placement", "adaptation", "makespans", "HEFT re-run"))
+    removed = len(_get(res, "placement", "adaptation", "removed"))
+    out.append(
+        Headline("placement", f"makespan after losing {removed} devices", "s", "GiPH adapt", giph,
+                 "HEFT re-run", rerun, lower_is_better=True, data=data)
+    )  # fmt: skip
+    return out
+
+
+def _serving_real(res: Mapping[str, Any]) -> list[Headline]:
+    data = "real: ONNX Runtime on this machine"
+    best = _get(res, "serving_real", "best")
+    out = []
+    for stat in ("mean", "p99"):
+        base = float(_get(res, "serving_real", "default", f"{stat}_ms"))
+        ours = math.nan if best is None else float(_get(res, "serving_real", "best", f"{stat}_ms"))
+        label = "RRL's pick" if best is not None else "RRL's pick (nothing measured)"
+        out.append(
+            Headline("serving", f"{stat} latency", "ms", label, ours,
+                     "ONNX Runtime default", base, lower_is_better=True, data=data)
+        )  # fmt: skip
+    return out
+
+
+def _serving_sim(res: Mapping[str, Any]) -> list[Headline]:
+    rrl = float(_get(res, "serving_sim", "tuners", "rrl", "best_ms"))
+    rand = float(_get(res, "serving_sim", "tuners", "random", "best_ms"))
+    data = "simulated: this machine's profile extrapolated to 32 cores"
+    return [Headline("serving", "best mean latency found", "ms", "RRL", rrl, "random search", rand, True, data)]
+
+
+def _number(v: Any) -> float:
+    return math.nan if v is None else float(v)
+
+
+def _nas_graph(res: Mapping[str, Any]) -> list[Headline]:
+    space = str(_get(res, "nas_graph", "space"))
+    ours = _number(_get(res, "nas_graph", "methods", "epnas", "regret"))
+    base = _number(_get(res, "nas_graph", "methods", "random", "regret"))
+    return [
+        Headline("NAS", f"regret on {space}", "accuracy (0-1)", "EPNAS", ours,
+                 "random search", base, lower_is_better=True, data="real: NAS-Bench-Graph's table")
+    ]  # fmt: skip
+
+
+def _nas_digits(res: Mapping[str, Any]) -> list[Headline]:
+    acc = _number(_get(res, "nas_digits", "result", "best_test_perf"))
+    return [
+        Headline("NAS", "test accuracy on digits", "accuracy (0-1)", "EPNAS", acc,
+                 "", None, lower_is_better=False, data="real: scikit-learn digits, trained here")
+    ]  # fmt: skip
+
+
+def _costmodel_memory(res: Mapping[str, Any]) -> list[Headline]:
+    nodes = _get(res, "costmodel_memory", "nodes")
+    full = _get(res, "costmodel_memory", "peak_step_mb", "full")
+    gst = _get(res, "costmodel_memory", "peak_step_mb", "gst")
+    return [
+        Headline("cost model", f"peak training-step memory, {int(nodes[-1]):,} nodes", "MB", "GST", float(gst[-1]),
+                 "full graph", float(full[-1]), lower_is_better=True, data="SYNTHETIC layout graphs")
+    ]  # fmt: skip
+
+
+def _costmodel_quality(res: Mapping[str, Any]) -> list[Headline]:
+    ours = float(_get(res, "costmodel_quality", "modes", "gst+efd", "test", "opa"))
+    base = float(_get(res, "costmodel_quality", "modes", "full", "test", "opa"))
+    return [
+        Headline("cost model", "held-out OPA", "fraction of pairs", "GST+EFD", ours,
+                 "full graph", base, lower_is_better=False, data="SYNTHETIC layout graphs")
+    ]  # fmt: skip
+
+
+#: result key -> the rows it gives, in the order of the summary.
+EXTRACTORS: dict[str, Callable[[Mapping[str, Any]], list[Headline]]] = {
+    "cnn": _placements("cnn", "simulator (zoo CNN)", "synthetic cluster, real PyTorch graph"),
+    "montage": _placements("montage", "simulator (Montage)", "synthetic cluster, WfCommons recipe"),
+    "placement": _placement,
+    "serving_real": _serving_real,
+    "serving_sim": _serving_sim,
+    "nas_graph": _nas_graph,
+    "nas_digits": _nas_digits,
+    "costmodel_quality": _costmodel_quality,
+    "costmodel_memory": _costmodel_memory,
+}
+
+
+def headlines(result: Mapping[str, Any]) -> tuple[list[Headline], list[str]]:
+    """The :class:`Headline` rows of every section present in the demo's ``result``, and one error per section
+    whose result lacks a figure the summary reads (that section then gives no rows; the page says so)."""
+    rows: list[Headline] = []
+    errors: list[str] = []
+    for key, extract in EXTRACTORS.items():
+        if key in result:
+            try:
+                rows.extend(extract(result))
+            except (MlsysoptError, TypeError, ValueError) as exc:
+                errors.append(f"summary unavailable for '{key}': {exc}")
+    return rows, errors
+
+
+def summary_section(rows: Iterable[Headline], errors: Sequence[str] = ()) -> Section:
+    """The page's first section: every headline in one table (and any section the summary could not read)."""
+    text = (
+        "Each system's headline result against its baseline, from the sections below (same seed, same budget). "
+        "The last comparison column reads the two values in the direction that is better for that measure. "
+        "Terms are defined in the glossary at the end."
+    )
+    if errors:
+        text += "\n\n" + " ".join(f"{e}." for e in errors)
+    return Section("Summary", text=text, table=[h.row() for h in rows], columns=COLUMNS, anchor="summary")
+
+
+#: term -> (definition, result keys whose section uses it; empty: always shown).
+GLOSSARY: dict[str, tuple[str, tuple[str, ...]]] = {
+    "makespan": ("Time from the first task's start to the last task's finish of a placed graph, in the simulator "
+                 "(seconds).", ("cnn", "montage", "placement")),
+    "CP_MIN": ("A lower bound on the makespan: the longest path with every task on its fastest feasible device "
+               "and free communication (seconds).", ("cnn", "montage", "placement")),
+    "SLR": ("Schedule length ratio = makespan / CP_MIN (≥ 1; lower is better).", ("cnn", "montage", "placement")),
+    "critical path": ("The chain of tasks and transfers that determines the makespan (hatched in Gantt charts).",
+                      ("cnn", "montage", "placement")),
+    "HEFT": ("Heterogeneous Earliest Finish Time: the classic list-scheduling heuristic, one evaluation.",
+             ("placement",)),
+    "x HEFT": ("A makespan divided by HEFT's on the same problem (below 1: better than HEFT).", ("placement",)),
+    "steps to best": ("The evaluation at which a search found the best result it returned.", ("placement",)),
+    "GiPH": ("The learned placement policy: improves a placement one task relocation at a time.", ("placement",)),
+    "evaluation": ("One simulator run of a placement, one measured configuration, or one trained or looked-up "
+                   "architecture; searches get the same budget of them.", ()),
+    "p99": ("The 99th-percentile request latency: 99% of requests finished within it (milliseconds).",
+            ("serving_real", "serving_sim")),
+    "SLO": ("Service-level objective: the p99 latency a serving configuration must stay under.", ("serving_real",)),
+    "saturated": ("The engine could not keep up with the offered request rate during the measurement.",
+                  ("serving_real",)),
+    "ONNX Runtime default": ("One session with ONNX Runtime's default thread settings, no batching.",
+                             ("serving_real",)),
+    "RRL": ("Region-based reinforcement learning: tunes serving parallelism from few measurements.",
+            ("serving_real", "serving_sim")),
+    "EPNAS": ("Efficient progressive NAS: a controller trained with REINFORCE plus a performance predictor.",
+              ("nas_graph", "nas_digits")),
+    "regret": ("Best test accuracy among the feasible architectures of the whole table minus the test accuracy of "
+               "the returned one (0 is perfect).", ("nas_graph",)),
+    "feasible": ("Meets every hard resource limit (params, FLOPs, latency).", ("nas_graph", "nas_digits")),
+    "Pareto front": ("Architectures no other evaluated one beats on both accuracy and the resource.",
+                     ("nas_graph", "nas_digits")),
+    "segment": ("A contiguous chunk of a large graph; GST backpropagates through sampled segments only.",
+                ("costmodel_memory", "costmodel_quality")),
+    "history table": ("Stored embeddings of segments from earlier steps, reused instead of recomputing them.",
+                      ("costmodel_quality",)),
+    "GST+EFD": ("Graph Segment Training with the history table (E), finetuning the head (F) and stale embedding "
+                "dropout (D).", ("costmodel_memory", "costmodel_quality")),
+    "OPA": ("Ordered pair accuracy: the fraction of configuration pairs ranked in the right order (0.5 = chance).",
+            ("costmodel_quality",)),
+    "Kendall τ": ("Rank correlation between predicted and true runtimes, from -1 to 1 (0 = chance).",
+                  ("costmodel_quality",)),
+    "top-1 slowdown": ("How much slower the predicted-best configuration is than the true best (fraction).",
+                       ("costmodel_quality",)),
+    "SYNTHETIC": ("Generated data in a real dataset's format (the real dataset is not available offline).",
+                  ("costmodel_memory", "costmodel_quality")),
+}  # fmt: skip
+
+
+def glossary_section(result_keys: Iterable[str]) -> Section:
+    """The terms the sections that ran use (and the general ones), as a two-column table."""
+    keys = set(result_keys)
+    table = {term: text for term, (text, used) in GLOSSARY.items() if not used or keys & set(used)}
+    return Section("Glossary", table=table, anchor="glossary")
+
+
+def format_headline(h: Headline) -> str:
+    """One line for a terminal: ``ours value vs baseline value unit (verdict)``."""
+    ours = fmt_value(h.ours_value)
+    if h.baseline_value is None:
+        return f"{h.ours} {ours} {h.unit}"
+    return f"{h.ours} {ours} vs {h.baseline} {fmt_value(h.baseline_value)} {h.unit} ({h.verdict()})"

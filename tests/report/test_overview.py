@@ -1,0 +1,106 @@
+"""The demo summary (headline rows against baselines, verdicts, unreadable results), the glossary and provenance."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlsysopt.report.overview import COLUMNS, GLOSSARY, Headline, glossary_section, headlines, summary_section
+from mlsysopt.report.provenance import environment, git_commit
+
+
+def placement_and_serving() -> dict[str, Any]:
+    """The figures the summary reads, in the shapes the placement and serving demo sections write them."""
+    methods = {m: {"makespan": ms} for m, ms in (("heft", 3000.0), ("giph", 3300.0), ("giph_from_heft", 2700.0))}
+    return {
+        "placement": {
+            "cp_min": 1500.0,
+            "methods": methods,
+            "training": {"policy_used": "the shipped pretrained policy (benchmark training)"},
+            "adaptation": {"removed": ["dev5", "dev4"], "makespans": {"GiPH adapt": 4000.0, "HEFT re-run": 4000.0}},
+        },
+        "serving_real": {"default": {"mean_ms": 20.0, "p99_ms": 40.0}, "best": {"mean_ms": 5.0, "p99_ms": 44.0}},
+        "serving_sim": {"tuners": {"rrl": {"best_ms": 2.5}, "random": {"best_ms": 3.0}}},
+    }
+
+
+def test_rows_values_and_verdicts() -> None:
+    rows, errors = headlines(placement_and_serving())
+    assert errors == []
+    got = {(h.system, h.measure, h.ours): (h.ours_value, h.baseline_value, h.verdict()) for h in rows}
+    assert got == {
+        ("placement", "SLR (makespan / CP_MIN)", "GiPH (shipped policy)"): (2.2, 2.0, "no (10.0% higher)"),
+        ("placement", "SLR (makespan / CP_MIN)", "GiPH from HEFT"): (1.8, 2.0, "yes (10.0% lower)"),
+        ("placement", "makespan after losing 2 devices", "GiPH adapt"): (4000.0, 4000.0, "tie"),
+        ("serving", "mean latency", "RRL's pick"): (5.0, 20.0, "yes (75.0% lower)"),
+        ("serving", "p99 latency", "RRL's pick"): (44.0, 40.0, "no (10.0% higher)"),
+        ("serving", "best mean latency found", "RRL"): (2.5, 3.0, "yes (16.7% lower)"),
+    }
+    assert [h.unit for h in rows] == ["ratio", "ratio", "s", "ms", "ms", "ms"]
+    assert rows[0].data.startswith("synthetic") and rows[3].data.startswith("real")
+    table = summary_section(rows)
+    assert table.anchor == "summary" and table.columns == COLUMNS
+    assert all(len(r) == len(COLUMNS) for r in table.table)  # type: ignore[union-attr]
+
+
+def test_higher_is_better_no_baseline_and_missing_values() -> None:
+    opa = Headline("cost model", "held-out OPA", "fraction of pairs", "GST+EFD", 0.66, "full graph", 0.6, False, "")
+    assert opa.verdict() == "yes (10.0% higher)"
+    alone = Headline("NAS", "test accuracy", "accuracy (0-1)", "EPNAS", 0.93, "", None, False, "")
+    assert alone.verdict() == "no baseline in the demo" and alone.row()[5:7] == ["-", "-"]
+    nothing = Headline("NAS", "regret", "accuracy (0-1)", "EPNAS", math.nan, "random", 0.07, True, "")
+    assert nothing.verdict() == "n/a"
+    assert opa.to_dict()["verdict"] == "yes (10.0% higher)"
+
+
+def test_a_demo_policy_and_nothing_measured_are_labelled() -> None:
+    res = placement_and_serving()
+    res["placement"]["training"]["policy_used"] = "the tiny demo-trained policy (the shipped one did not load)"
+    res["serving_real"]["best"] = None
+    rows, errors = headlines(res)
+    assert errors == []
+    assert rows[0].ours == "GiPH (demo-trained policy)"
+    serving = next(h for h in rows if h.measure == "mean latency")
+    assert serving.ours == "RRL's pick (nothing measured)" and serving.verdict() == "n/a"
+
+
+def test_an_unreadable_section_is_named_and_the_others_stay() -> None:
+    res = placement_and_serving()
+    del res["placement"]["adaptation"]["makespans"]["HEFT re-run"]
+    res["serving_sim"]["tuners"]["rrl"] = None
+    rows, errors = headlines(res)
+    assert errors == [
+        "summary unavailable for 'placement': result['placement'] has no adaptation/makespans/HEFT re-run "
+        "(missing 'HEFT re-run')",
+        "summary unavailable for 'serving_sim': result['serving_sim'] has no tuners/rrl/best_ms (missing 'best_ms')",
+    ]
+    assert {h.system for h in rows} == {"serving"} and len(rows) == 2  # serving_real still summarized
+    assert "summary unavailable for 'placement'" in summary_section(rows, errors).text
+    assert headlines({"command": "demo", "seed": 0}) == ([], [])
+
+
+def test_glossary_shows_the_terms_of_the_sections_that_ran() -> None:
+    placement = glossary_section(["placement"]).table
+    assert {"makespan", "SLR", "CP_MIN", "HEFT", "evaluation"} <= set(placement)  # type: ignore[arg-type]
+    assert "OPA" not in placement and "p99" not in placement  # type: ignore[operator]
+    everything = glossary_section(["cnn", "placement", "serving_real", "nas_graph", "costmodel_quality"]).table
+    for term in ("SLR", "CP_MIN", "OPA", "Kendall τ", "regret", "p99", "SLO", "makespan", "segment", "history table"):
+        assert term in everything, term  # type: ignore[operator]
+    assert all(text.endswith(").") or text.endswith(".") for text, _ in GLOSSARY.values())
+
+
+def test_environment_and_commit(tmp_path: Path) -> None:
+    env = environment()
+    assert env["mlsysopt"] and env["cpus"] >= 1 and env["python"].count(".") == 2 and env["torch"]
+    assert git_commit(tmp_path) is None  # not mlsysopt's source tree
+    source = Path(__file__).resolve().parents[2] / "src" / "mlsysopt"
+    try:
+        head = subprocess.run(["git", "-C", str(source), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    assert git_commit(source).split(" ")[0] == head  # type: ignore[union-attr]
