@@ -192,7 +192,10 @@ def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) ->
         (["place", "g.npz", "--devices", "3", "--policy", "garbage.pt"], ["garbage.pt", "not a readable checkpoint"]),
         (["place", "g.npz", "--devices", "3", "--policy", "other_features.pt"], ["other_features.pt", "features"]),
         (["place", "g.npz", "--cluster", "c_no_type1.json", "--method", "heft"], ["task 't", "hardware type 1"]),
-        (["place", "g.npz", "--cluster", "c_inf_string.json", "--method", "heft"], ["'dev0' -> 'dev1'", "delay"]),
+        (
+            ["place", "g.npz", "--cluster", "c_inf_string.json", "--method", "heft"],
+            ["c_inf_string.json", "'delay'[0][1]"],
+        ),
         (["place", "g.npz", "--cluster", "c_1e400.json", "--method", "heft"], ["'dev0' -> 'dev1'", "delay"]),
         (["place", "cyclic.npz", "--devices", "2", "--method", "heft"], ["cycle"]),
         (["adapt", "g.npz", "--cluster", "c.json", "--policy", "untrained.pt", "--remove", "dev99"], ["'dev99'"]),
@@ -222,7 +225,7 @@ def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) ->
         (["train", "--updates", "1000000000"], ["over the limit of 7 days", "at most --updates"]),
         (["place", "g.npz", "--devices", "1.5"], ["--devices '1.5'"]),
         (["place", "g.npz", "--devices", "10000000", "--method", "heft"], ["--devices 10000000", "at most --devices"]),
-        (["place", "montage", "--num-tasks", "1000000000", "--devices", "3"], ["--num-tasks", "at most --num-tasks"]),
+        (["place", "montage", "--num-tasks", "1000000000", "--devices", "3"], ["'--num-tasks'", "or equal to"]),
         (["compare", "g.npz", "--devices", "3", "--seeds", "true"], ["--seeds 'true'"]),
         (
             ["compare", "g.npz", "--devices", "3", "--methods", "heft,random", "--budget", "100000000000"],

@@ -92,7 +92,7 @@ def test_a_dead_worker_is_survived_ctrl_c_is_one_line_and_resume_finishes_exactl
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err and "BrokenProcessPool" not in err, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert sum("interrupted" in ln for ln in lines) == 1 and lines[-1].startswith("interrupted:"), err
+    assert sum("interrupted" in ln for ln in lines) == 1 and lines[-1].startswith("error: interrupted (Ctrl-C): "), err
     assert "policy.pt holds the finished updates: --resume continues" in lines[-1]
     assert not (tmp_path / "run" / "result.json").exists()
 

@@ -29,7 +29,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mlsysopt.cli.common import err_console, harden, safe_text
+from mlsysopt.cli.common import Interrupted, err_console, harden, safe_text
 from mlsysopt.cli.costmodel import costmodel_app
 from mlsysopt.cli.demo import demo
 from mlsysopt.cli.graph import graph_app
@@ -150,6 +150,8 @@ def run(argv: list[str] | None = None) -> int:
         if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into Exit(130)
             return _fail("interrupted (Ctrl-C)", EXIT_INTERRUPTED)
         return code
+    except Interrupted as exc:
+        return _fail(f"interrupted (Ctrl-C): {exc}", EXIT_INTERRUPTED)
     except MlsysoptError as exc:
         if debug:
             raise

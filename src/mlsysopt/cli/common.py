@@ -29,6 +29,10 @@ def safe_text(text: object) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}", str(text))
 
 
+class Interrupted(Exception):
+    """Ctrl-C inside a command; the message says what was kept (the app prints it as its one line, exit 130)."""
+
+
 class SafeConsole(Console):
     """A rich Console that passes every string it renders (print arguments, table cells, status lines) through
     :func:`safe_text` first; markup written by mlsysopt itself still works, emoji codes are never expanded."""

@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from mlsysopt.cli.common import SeedOpt, console, err_console
+from mlsysopt.errors import InvalidOption
 
 
 # ---------------------------------------------------------------------------- demo
@@ -35,7 +36,10 @@ def demo(
     from mlsysopt import demo as demo_mod
     from mlsysopt.io import RunDir
 
-    names = demo_mod.select([s.strip() for s in only.split(",") if s.strip()] if only else None)
+    picked = None if only is None else [s.strip() for s in only.split(",") if s.strip()]
+    if picked is not None and not picked:
+        raise InvalidOption(f"--only '{only}' names no section (have: {', '.join(demo_mod.BUILDERS)})")
+    names = demo_mod.select(picked)
     run = RunDir(out, {"command": "demo", "seed": seed, "sections": names}, checkpoint=None).check()
     columns = (
         SpinnerColumn(),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from mlsysopt.cli.common import console, err_console, parse_shape
+from mlsysopt.cli.common import Interrupted, console, err_console, parse_shape
 from mlsysopt.cli.graph import show
 from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.io import RunDir
@@ -171,8 +171,7 @@ def interruptible(what: Callable[[], str]) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        err_console.print(f"interrupted: {what()}")
-        raise typer.Exit(130) from None
+        raise Interrupted(what()) from None
 
 
 # ---------------------------------------------------------------------------- printing

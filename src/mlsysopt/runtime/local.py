@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import pickle
 import signal
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor, wait
@@ -26,6 +27,17 @@ class SerialExecutor(Executor):
 def _ignore_sigint() -> None:
     """Pool workers leave Ctrl-C to the main process, so an interrupt prints no worker tracebacks."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _call_pickled(blob: bytes) -> bytes:
+    """Run one item sent as plain pickle bytes and answer the same way.
+
+    Plain pickle copies tensors by value; multiprocessing's own pickler would share them through file descriptors
+    served by a helper thread of the sender, which prints a traceback when a worker is killed or interrupted
+    mid-transfer.
+    """
+    fn, item = pickle.loads(blob)
+    return pickle.dumps(fn(item), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class LocalExecutor(Executor):
@@ -63,7 +75,10 @@ class LocalExecutor(Executor):
         try:
             while pending:
                 pool = self._ensure_pool()
-                futures: dict[int, Future] = {i: pool.submit(fn, todo[i]) for i in pending}
+                futures: dict[int, Future] = {
+                    i: pool.submit(_call_pickled, pickle.dumps((fn, todo[i]), protocol=pickle.HIGHEST_PROTOCOL))
+                    for i in pending
+                }
                 wait(futures.values())
                 lost = []
                 for i, fut in futures.items():
@@ -73,7 +88,7 @@ class LocalExecutor(Executor):
                     elif exc is not None:
                         raise exc
                     else:
-                        results[i] = fut.result()
+                        results[i] = pickle.loads(fut.result())
                 if lost:
                     self._replace_pool()
                     for i in lost:

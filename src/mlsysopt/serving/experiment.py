@@ -217,6 +217,10 @@ def plot_tuning(
 
 def check_profile_grid(rows: Sequence[int], intra: Sequence[int], inter: Sequence[int], max_threads: int) -> int:
     """Refuse a grid with too few points or more threads than the machine allows; returns the number of points."""
+    for option, values in (("--rows", rows), ("--intra", intra), ("--inter", inter)):
+        bad = [n for n in values if n < 1]
+        if bad:
+            raise MlsysoptError(f"{option} lists {bad[0]}: every value must be >= 1")
     for n in (*intra, *inter):
         if n > max_threads:
             raise MlsysoptError(f"{n} threads exceeds the {max_threads} this machine allows (--intra/--inter)")

@@ -143,6 +143,8 @@ def resolve_profile(spec: str) -> ServiceProfile:
     """``synthetic`` / ``synthetic:CORES`` (documented parameters, no measurement) or a profile JSON file."""
     from mlsysopt.serving.profile import ServiceProfile
 
+    if not spec.strip():
+        raise InvalidSpace("--profile is empty: give a profile.json from 'serving profile' or synthetic[:CORES]")
     if spec == "synthetic" or spec.startswith("synthetic:"):
         cores_text = spec.partition(":")[2] or "32"
         try:

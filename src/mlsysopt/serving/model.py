@@ -201,10 +201,12 @@ class ServedModel:
         """
         feed = self.make_batch(rows)
         sess = self.session(1, 1, 0)
+        quiet = ort.RunOptions()
+        quiet.log_severity_level = 4  # a failing run is reported below, in one line; ORT's own log is not
         try:
-            sess.run(None, feed)
+            sess.run(None, feed, quiet)
             t = time.perf_counter()
-            outs = sess.run(None, feed)
+            outs = sess.run(None, feed, quiet)
             ms = (time.perf_counter() - t) * 1000.0
         except Exception as exc:
             shapes = ", ".join(f"{n} {[rows, *self.sample_shapes[n]]}" for n in self.input_names)

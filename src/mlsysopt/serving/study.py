@@ -207,7 +207,7 @@ class StudyJob:
         check_requests(requests)
         if rates is not None and (len(rates) != 2 or not all(Workload(r) for r in rates)):
             raise MlsysoptError(f"--rate {rates}: give two rates A,B (tune at A, then re-tune at B)")
-        self.profile = resolve_profile(profile or DEFAULT_PROFILE)
+        self.profile = resolve_profile(DEFAULT_PROFILE if profile is None else profile)
         self.space = Space.for_machine(self.profile.cores, DEFAULT_MAX_BATCH["sim"])
         self.tuners, self.seeds = list(tuners), list(range(seed, seed + seeds))
         self.rates = tuple(rates) if rates is not None else default_rates(self.profile)

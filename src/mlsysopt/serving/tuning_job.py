@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.errors import InvalidSpace, MlsysoptError
 from mlsysopt.io import to_jsonable
 from mlsysopt.serving.capacity import CapacityBackend
 from mlsysopt.serving.confirmation import confirm, measure_noise
@@ -91,6 +91,10 @@ class TuningJob(Job):
             check_requests(requests)
             self.workloads = check_rates(rates, real=engine == "real")
             check_backend(engine, model)
+            if engine == "real" and profile is not None:
+                raise InvalidSpace(
+                    f"--profile {profile}: a profile is for --engine sim; the real engine measures --model"
+                )
             space_probe = tuning_space(engine, _cores(engine, profile), knobs)
             served = None
             if engine == "real":
@@ -99,7 +103,7 @@ class TuningJob(Job):
                     "instances": max(space_probe.values["instances"]),
                 }
                 served = self._load_model(model, input_shape, **most)  # type: ignore[arg-type]
-            prof = resolve_profile(profile or DEFAULT_PROFILE) if engine == "sim" else None
+            prof = resolve_profile(DEFAULT_PROFILE if profile is None else profile) if engine == "sim" else None
             window = make_backend(engine, served, prof, requests, self.objective.slo_ms, seed)
             self.window_backend: Backend = self.stack.enter_context(window)
             stable = StableBackend(window, **(stability or {}))
@@ -271,5 +275,5 @@ def _cores(engine: str, profile: str | None) -> int:
     from mlsysopt.serving.inputs import machine_threads
 
     if engine == "sim":
-        return resolve_profile(profile or DEFAULT_PROFILE).cores
+        return resolve_profile(DEFAULT_PROFILE if profile is None else profile).cores
     return machine_threads()

@@ -169,6 +169,21 @@ def _first_on_path(folder: str) -> Iterator[None]:
             sys.path.remove(folder)
 
 
+def _forget_if_elsewhere(module: str, folder: Path) -> None:
+    """Drop an imported module of that top-level name when ``folder`` holds another one, so the current folder's
+    module is the one imported (as ``python -m`` would), not one loaded earlier from somewhere else."""
+    top = module.split(".")[0]
+    here = [folder / f"{top}.py", folder / top / "__init__.py"]
+    loaded = sys.modules.get(top)
+    if loaded is None or not any(p.is_file() for p in here):
+        return
+    file = getattr(loaded, "__file__", None)
+    if file is not None and Path(file).resolve() in {p.resolve() for p in here}:
+        return
+    for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+        sys.modules.pop(name, None)
+
+
 def _load_attr(src: Source) -> Any:
     """Import the source's module (by file path or by name, with the current folder importable) and get its attr."""
     try:
@@ -189,6 +204,7 @@ def _load_attr(src: Source) -> Any:
                     sys.modules.pop(name, None)
                     raise
         else:
+            _forget_if_elsewhere(str(src.module), Path.cwd())
             with _first_on_path(os.getcwd()):
                 module = importlib.import_module(str(src.module))
     except ImportFailed:
