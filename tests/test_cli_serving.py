@@ -124,7 +124,10 @@ def test_tune_then_serve_on_a_zoo_model_reproduces_the_confirmed_value(tmp_path:
     assert proc.returncode == 0, proc.stderr
     served = json.loads((tmp_path / "s" / "result.json").read_text())["measurements"][0]
     assert served["config"] == result["best"]
-    assert lo <= served["mean_ms"] <= hi, (served["mean_ms"], lo, hi)
+    # the served value and the confirmed one agree within noise: their 95% intervals meet (a single new window mean
+    # falls inside a 3-round [min, max] only half the time, even on an idle machine)
+    s_lo, s_hi = served["ci"]["mean_ms"]
+    assert s_lo <= hi and lo <= s_hi, (served["mean_ms"], (s_lo, s_hi), (lo, hi))
 
 
 def test_serve_sweeps_rates_draws_the_curve_and_marks_saturation(tmp_path: Path, model: Path) -> None:

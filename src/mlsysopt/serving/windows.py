@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,13 +35,19 @@ def _mean(values: list[float]) -> float:
     return values[0] if min(values) == max(values) else float(np.mean(values))
 
 
-def combine(windows: Sequence[Measurement], all_windows: int, is_stable: bool) -> Measurement:
-    """One measurement averaging ``windows`` (of one configuration and workload), with intervals and samples."""
-    first = windows[0]
-    samples = {k: [float(getattr(w, k)) for w in windows] for k in WINDOW_VALUES}
+def _pooled(
+    parts: Sequence[Measurement],
+    samples: dict[str, list[float]],
+    windows: int,
+    is_stable: bool | None,
+    saturated: bool,
+    extra: dict[str, Any],
+) -> Measurement:
+    """One measurement of ``parts`` (one configuration and workload) from their pooled window ``samples``."""
+    first = parts[0]
     avg = {k: _mean(v) for k, v in samples.items()}
-    viol = [w.violation_rate for w in windows]
-    offered = [w.offered_rps for w in windows if math.isfinite(w.offered_rps)]
+    viol = [m.violation_rate for m in parts]
+    offered = [m.offered_rps for m in parts if math.isfinite(m.offered_rps)]
     return Measurement(
         config=first.config,
         workload=first.workload,
@@ -50,20 +57,27 @@ def combine(windows: Sequence[Measurement], all_windows: int, is_stable: bool) -
         p99_ms=avg["p99_ms"],
         throughput=avg["throughput"],
         violation_rate=None if viol[0] is None else float(np.mean(viol)),
-        mean_queue=float(np.mean([w.mean_queue for w in windows])),
-        max_queue=max(w.max_queue for w in windows),
-        n_requests=sum(w.n_requests for w in windows),
-        completed=sum(w.completed for w in windows),
-        dropped=sum(w.dropped for w in windows),
-        saturated=any(w.saturated for w in windows),
-        wall_s=sum(w.wall_s for w in windows),
+        mean_queue=float(np.mean([m.mean_queue for m in parts])),
+        max_queue=max(m.max_queue for m in parts),
+        n_requests=sum(m.n_requests for m in parts),
+        completed=sum(m.completed for m in parts),
+        dropped=sum(m.dropped for m in parts),
+        saturated=saturated,
+        wall_s=sum(m.wall_s for m in parts),
         offered_rps=float(np.mean(offered)) if offered else math.nan,
-        windows=all_windows,
+        windows=windows,
         stable=is_stable,
         ci={k: list(mean_ci(v)) for k, v in samples.items()},
         samples=samples,
-        extra=dict(windows[-1].extra),
+        extra=extra,
     )
+
+
+def combine(windows: Sequence[Measurement], all_windows: int, is_stable: bool) -> Measurement:
+    """One measurement averaging ``windows`` (of one configuration and workload), with intervals and samples."""
+    samples = {k: [float(getattr(w, k)) for w in windows] for k in WINDOW_VALUES}
+    saturated = any(w.saturated for w in windows)
+    return _pooled(windows, samples, all_windows, is_stable, saturated, dict(windows[-1].extra))
 
 
 class StableBackend(Backend):
@@ -115,29 +129,8 @@ def merge(measurements: Sequence[Measurement]) -> Measurement:
         return measurements[0]
     first, last = measurements[0], measurements[-1]
     samples = {k: [v for m in measurements for v in m.window_values(k)] for k in WINDOW_VALUES}
-    avg = {k: _mean(v) for k, v in samples.items()}
-    viol = [m.violation_rate for m in measurements]
-    offered = [m.offered_rps for m in measurements if math.isfinite(m.offered_rps)]
-    return Measurement(
-        config=first.config,
-        workload=first.workload,
-        mean_ms=avg["mean_ms"],
-        p50_ms=avg["p50_ms"],
-        p95_ms=avg["p95_ms"],
-        p99_ms=avg["p99_ms"],
-        throughput=avg["throughput"],
-        violation_rate=None if viol[0] is None else float(np.mean(viol)),
-        mean_queue=float(np.mean([m.mean_queue for m in measurements])),
-        max_queue=max(m.max_queue for m in measurements),
-        n_requests=sum(m.n_requests for m in measurements),
-        completed=sum(m.completed for m in measurements),
-        dropped=sum(m.dropped for m in measurements),
-        saturated=sum(m.saturated for m in measurements) * 2 > len(measurements),
-        wall_s=sum(m.wall_s for m in measurements),
-        offered_rps=float(np.mean(offered)) if offered else math.nan,
-        windows=sum(m.windows for m in measurements),
-        stable=all(bool(m.stable) for m in measurements) if first.stable is not None else None,
-        ci={k: list(mean_ci(v)) for k, v in samples.items()},
-        samples=samples,
-        extra={**last.extra, "measurements": len(measurements)},
-    )
+    windows = sum(m.windows for m in measurements)
+    all_stable = all(bool(m.stable) for m in measurements) if first.stable is not None else None
+    saturated = sum(m.saturated for m in measurements) * 2 > len(measurements)
+    extra = {**last.extra, "measurements": len(measurements)}
+    return _pooled(measurements, samples, windows, all_stable, saturated, extra)
