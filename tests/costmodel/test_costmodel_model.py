@@ -7,14 +7,8 @@ import pytest
 import torch
 from gst_fakes import easy_layout, easy_malnet, easy_tile
 
-from mlsysopt.costmodel.model import (
-    CostModel,
-    ModelConfig,
-    config_columns,
-    feature_stats,
-    make_inputs,
-    prune_layout,
-)
+from mlsysopt.costmodel.inputs import config_columns, feature_stats, make_inputs, prune_layout
+from mlsysopt.costmodel.model import CostModel, ModelConfig, NodeStates
 from mlsysopt.errors import InvalidOption
 
 
@@ -70,9 +64,9 @@ def test_pool_by_segment_ids_equals_pooling_each_slice() -> None:
     model = CostModel(small()).eval()
     h = torch.randn(3, 10, 8)
     ids = torch.tensor([0, 0, 0, 1, 1, 1, 1, 2, 2, 2])
-    pooled = model.pool(h, ids, 3)
+    pooled = model.pool(NodeStates(None, h, None, 3), ids, 3)
     for s in range(3):
-        torch.testing.assert_close(pooled[:, s], model.pool(h[:, ids == s])[:, 0])
+        torch.testing.assert_close(pooled[:, s], model.pool(NodeStates(None, h[:, ids == s], None, 3))[:, 0])
 
 
 def test_head_shapes_per_task() -> None:

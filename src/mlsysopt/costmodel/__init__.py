@@ -31,7 +31,7 @@ _EXPORTS = {
     "ModelConfig": "mlsysopt.costmodel.model",
     "CostModel": "mlsysopt.costmodel.model",
     "BACKBONES": "mlsysopt.costmodel.model",
-    "prune_layout": "mlsysopt.costmodel.model",
+    "prune_layout": "mlsysopt.costmodel.inputs",
     "HistoryTable": "mlsysopt.costmodel.history",
     "get_loss": "mlsysopt.costmodel.losses",
     "PeakMemory": "mlsysopt.costmodel.memory",
@@ -127,7 +127,8 @@ if TYPE_CHECKING:
         ranking_metrics,
         slowdown_at_k,
     )
-    from mlsysopt.costmodel.model import BACKBONES, CostModel, ModelConfig, prune_layout
+    from mlsysopt.costmodel.inputs import prune_layout
+    from mlsysopt.costmodel.model import BACKBONES, CostModel, ModelConfig
     from mlsysopt.costmodel.segment import Segmentation, Segmenter, contiguous_segments, metis_segments
     from mlsysopt.costmodel.train_config import MODES, TrainConfig
     from mlsysopt.costmodel.trainer import Trainer, combine
