@@ -31,6 +31,7 @@ def layout_sets(n_train: int = 12, nodes: int = 120) -> tuple[ListDataset, ListD
 
 def tc(**kw: object) -> TrainConfig:
     base = {"segment_size": 40, "epochs": 2, "finetune_epochs": 1, "configs_per_graph": 8, "lr": 3e-3}
+    base["measure_memory"] = 1
     return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -153,8 +154,10 @@ def test_evaluate_never_reads_the_table_and_sums_fresh_segments() -> None:
     trainer.model.eval()
     with torch.no_grad():
         plan = trainer.plan(rec)
-        agg = sum(trainer.model.embed_segment(plan, s, np.arange(rec.num_configs)) for s in range(seg.num_segments))
-        manual = trainer.model.head(agg).numpy()
+        cfgs = np.arange(rec.num_configs)
+        # the readout's units (embeddings, or each segment's scalar score) summed over fresh segments, then read out
+        agg = sum(trainer.model.units(trainer.model.embed_segment(plan, s, cfgs)) for s in range(seg.num_segments))
+        manual = trainer.model.readout(agg).numpy()
     np.testing.assert_allclose(preds[rec.name], manual, rtol=1e-5, atol=1e-6)
 
 

@@ -1,6 +1,6 @@
 """Data-parallel GST training: one rank per process in a torch.distributed (gloo) group, locally or on Ray actors.
 
-:func:`train_data_parallel` runs :func:`train_rank` in ``workers`` processes through
+``costmodel.train(..., workers=N)`` runs :func:`train_rank` in N processes through
 :func:`mlsysopt.runtime.run_data_parallel`. Every rank builds the same trainer from the same seed and reads the
 same data; the graphs of each step are split over the ranks (graph ``j`` of a step on rank ``j % workers``), the
 gradients summed with one all-reduce per step, and the history-table writes exchanged, so every rank holds the

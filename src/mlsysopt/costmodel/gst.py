@@ -107,32 +107,51 @@ class GSTSteps:
     def _units_of(self, plan: GraphPlan, s: int, configs: np.ndarray, gcf: torch.Tensor | None) -> torch.Tensor:
         return self.model.segment_units(plan, s, self._emb_configs(configs), gcf)
 
+    def units_many(self, plan: GraphPlan, segs: np.ndarray, configs: np.ndarray, gcf: torch.Tensor | None,
+                   max_nodes: int) -> torch.Tensor:  # fmt: skip
+        """Units of segments ``segs`` for ``configs``, in blocks of <= ``max_nodes`` nodes: ``(C, len(segs), unit)``.
+
+        Without gradients (refreshes, table fills) the model runs in eval mode: no dropout noise in stored units.
+        """
+        parts = []
+        training = self.model.training
+        if not torch.is_grad_enabled():
+            self.model.eval()
+        try:
+            for group in plan.split(segs, max_nodes):
+                emb = self.model.block_embeddings(plan, plan.block(group), self._emb_configs(configs))
+                parts.append(self.model.units_per_segment(emb, gcf))
+        finally:
+            self.model.train(training)
+        return torch.cat(parts, dim=1)
+
+    def _block_nodes(self) -> int:
+        # no-grad blocks of a training step stay a few segments big, so step memory does not grow with the graph
+        return 4 * self.tc.segment_size
+
     def _table_sum(
         self, plan: GraphPlan, configs: np.ndarray, segs: np.ndarray, gcf: torch.Tensor | None
     ) -> torch.Tensor:
-        """Sum over ``segs`` of the table's units for ``configs``; missing rows are computed (no_grad) and stored."""
+        """Sum over ``segs`` of the table's units for ``configs``; segments with a missing row are computed (no_grad)
+        for every configuration of the step and stored."""
         name = plan.rec.name
         total = torch.zeros(1, self.model.config.unit_dim, device=self.device)
-        for start in range(0, len(segs), 256):  # bounded reads: 256 segments of rows at a time
-            chunk = np.asarray(segs[start : start + 256], np.int64)
-            rows = self.rows(plan, configs, chunk)  # (C, m)
-            uniq, inv = np.unique(rows, return_inverse=True)
-            units, present = self.table.get(name, uniq)
-            if not bool(present.all()):
-                missing = set(uniq[~present.numpy()].tolist())
-                for j, s in enumerate(chunk.tolist()):
-                    need = np.flatnonzero([r in missing for r in rows[:, j].tolist()])
-                    if need.size == 0:
-                        continue
-                    with torch.no_grad():
-                        u = self._units_of(plan, s, configs[need], None if gcf is None else gcf[need])
-                    self.table.put(name, rows[need, j], u)
-                    missing -= set(rows[need, j].tolist())
-                units, _ = self.table.get(name, uniq)
-            total = total + units[torch.from_numpy(inv.reshape(-1))].reshape(*rows.shape, -1).sum(1).to(self.device)
-        return total
+        if segs.size == 0:
+            return total
+        rows = self.rows(plan, configs, segs)  # (Cr, m)
+        uniq, inv = np.unique(rows, return_inverse=True)
+        units, present = self.table.get(name, uniq)
+        if not bool(present.all()):
+            missing = np.isin(rows, uniq[~present.numpy()]).any(axis=0)
+            with torch.no_grad():
+                fresh = self.units_many(plan, segs[missing], configs, gcf, self._block_nodes())
+            self.table.put(name, rows[:, missing].reshape(-1), fresh.reshape(-1, fresh.shape[-1]))
+            units, _ = self.table.get(name, uniq)
+        return total + units[torch.from_numpy(inv.reshape(-1))].reshape(*rows.shape, -1).sum(1).to(self.device)
 
-    def _keep_mask(self, plan: GraphPlan, configs: np.ndarray, segs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _keep_mask(
+        self, plan: GraphPlan, configs: np.ndarray, segs: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
         """SED: which stale segments are kept (all of them without D)."""
         if self.tc.mode != "gst+efd" or segs.size == 0:
             return np.ones(segs.size, dtype=bool)
@@ -144,14 +163,36 @@ class GSTSteps:
             p = p * np.minimum(1.0, age_epochs / max(self.tc.sed_tau, 1e-9))
         return rng.random(segs.size) >= p
 
-    def _stalest(self, plan: GraphPlan, configs: np.ndarray, segs: np.ndarray, r: int) -> np.ndarray:
-        """The ``r`` segments of ``segs`` whose rows for ``configs`` are oldest (missing rows first)."""
-        if r <= 0 or segs.size == 0:
-            return np.zeros(0, np.int64)
+    def _sample_segments(self, plan: GraphPlan, configs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The ``k`` segments that get gradients: uniform, or (``sample="varying"``) among those where the step's
+        configurations differ (the only ones a ranking loss can learn from), topped up uniformly."""
+        S = plan.num_segments
+        k = min(self.k, S)
+        if self.tc.sample == "varying" and self.task == "layout" and not self._key_by_config():
+            rows = self.rows(plan, configs, np.arange(S))
+            varying = np.flatnonzero((rows != rows[:1]).any(axis=0))
+            if varying.size >= k:
+                return np.sort(rng.choice(varying, size=k, replace=False))
+            rest = np.setdiff1d(np.arange(S), varying)
+            return np.sort(np.concatenate([varying, rng.choice(rest, size=k - varying.size, replace=False)]))
+        return np.sort(rng.choice(S, size=k, replace=False))
+
+    def _to_refresh(self, plan: GraphPlan, configs: np.ndarray, segs: np.ndarray) -> np.ndarray:
+        """Which of the kept stale segments ``segs`` are recomputed (no grad) instead of read from the table.
+
+        ``varying``: those on which the step's configurations differ (their units' differences are what a ranking
+        loss sees, so they must come from one model); ``stalest``: the ``refresh_segments`` oldest; ``none``.
+        """
+        redo = np.zeros(segs.size, dtype=bool)
+        if segs.size == 0 or self.tc.refresh == "none":
+            return redo
         rows = self.rows(plan, configs, segs)
+        if self.tc.refresh == "varying":
+            return (rows != rows[:1]).any(axis=0)
         age = self.table.age(plan.rec.name, rows.reshape(-1)).reshape(rows.shape)
         oldest = np.where(age < 0, np.iinfo(np.int64).max, age).max(axis=0)
-        return np.sort(segs[np.argsort(-oldest, kind="stable")[:r]])
+        redo[np.argsort(-oldest, kind="stable")[: self.tc.refresh_segments]] = True
+        return redo
 
     # ------------------------------------------------------------------ one training graph
     def train_graph(self, rec: GraphRecord, weight: float, rng: np.random.Generator) -> tuple[float, list[Write]]:
@@ -163,24 +204,26 @@ class GSTSteps:
         if self.tc.mode == "full":
             agg = self.model.whole_graph_units(plan, self._emb_configs(configs), gcf)
         else:
-            k = min(self.k, S)
-            sampled = np.sort(rng.choice(S, size=k, replace=False))
+            sampled = self._sample_segments(plan, configs, rng)
+            k = sampled.size
             others = np.setdiff1d(np.arange(S), sampled)
-            fresh = [self._units_of(plan, int(s), configs, gcf) for s in sampled]
+            fresh_units = self.units_many(plan, sampled, configs, gcf, k * self.tc.segment_size)  # one pass, grad
+            fresh = list(fresh_units.unbind(1))
             dropped = 0
             if self.tc.mode == "gst":
                 stale_sum = self.model.fresh_units(plan, others, self._emb_configs(configs), gcf)
             else:
-                refreshed = self._stalest(plan, configs, others, self.tc.refresh)
-                rest = np.setdiff1d(others, refreshed)
-                keep = self._keep_mask(plan, configs, rest, rng)
+                keep = self._keep_mask(plan, configs, others, rng)
                 dropped = int((~keep).sum())
-                stale_sum = self._table_sum(plan, configs, rest[keep], gcf)
-                for s in refreshed:
+                kept = others[keep]
+                redo = self._to_refresh(plan, configs, kept)
+                stale_sum = self._table_sum(plan, configs, kept[~redo], gcf)
+                if redo.any():
                     with torch.no_grad():
-                        u = self._units_of(plan, int(s), configs, gcf)
-                    stale_sum = stale_sum + u
-                    writes.append((rec.name, self.rows(plan, configs, np.array([s]))[:, 0], u.detach()))
+                        units = self.units_many(plan, kept[redo], configs, gcf, self._block_nodes())
+                    stale_sum = stale_sum + units.sum(1)
+                    rows = self.rows(plan, configs, kept[redo])
+                    writes.append((rec.name, rows.reshape(-1), units.reshape(-1, units.shape[-1]).detach()))
                 for s, f in zip(sampled, fresh, strict=True):
                     writes.append((rec.name, self.rows(plan, configs, np.array([s]))[:, 0], f.detach()))
             agg = combine(torch.stack(fresh).sum(0), k, stale_sum, dropped, S, self.model.aggregate_mean)

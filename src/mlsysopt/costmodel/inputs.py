@@ -29,6 +29,13 @@ class SegmentInputs:
     cfg_feat: torch.Tensor | None = None  # (C, nc_s, 18) their config features (layout)
     num_configs: int = 1
 
+    def select(self, rows: np.ndarray) -> SegmentInputs:
+        """The same segment for the configurations at positions ``rows`` of this one's (layout only changes)."""
+        if self.cfg_feat is None:
+            return self
+        idx = torch.as_tensor(np.asarray(rows, np.int64), device=self.cfg_feat.device)
+        return SegmentInputs(self.x, self.edge_index, self.opcode, self.cfg_pos, self.cfg_feat[idx], len(rows))
+
 
 def config_columns(record: GraphRecord) -> np.ndarray:
     """For every node, its column in ``node_config_feat`` (or -1 when it takes no layout config), shape (n,)."""
@@ -52,8 +59,15 @@ def make_inputs(
     configs: np.ndarray,
     device: str | torch.device = "cpu",
     columns: np.ndarray | None = None,
+    deviation: bool = False,
+    seg_ids: np.ndarray | None = None,
 ) -> SegmentInputs:
     """Copy the slice of ``record`` holding ``nodes`` (None = all) onto ``device`` for the given ``configs``.
+
+    ``configs`` may also be ``(R, segments)`` with ``seg_ids`` the segment of every node: row ``r`` then gives each
+    segment's nodes the features of configuration ``configs[r, segment]`` (one row per signature, see plan.py).
+    With ``deviation`` each configurable node's features get one more column: 1 where the configuration differs
+    from that node's most common setting among the graph's configurations (:func:`config_deviation`).
 
     ``edge_index`` must index into ``nodes`` (e.g. from ``Segmentation.subgraph``); ``columns`` is
     :func:`config_columns` of the record, passed in to avoid O(n) work per segment. Only layout inputs depend on
@@ -72,18 +86,64 @@ def make_inputs(
         col = col if nodes is None else col[nodes]
         pos = np.flatnonzero(col >= 0)
         # One gather of (configs x this segment's columns): never the (configs x all columns) block.
-        feat = record.node_config_feat[np.ix_(np.asarray(configs, dtype=np.int64), col[pos])]
+        cfg = np.asarray(configs, dtype=np.int64)
+        if cfg.ndim == 2:
+            assert seg_ids is not None
+            cfg_idx = (cfg[:, seg_ids[pos]], col[pos][None, :])
+        else:
+            cfg_idx = np.ix_(cfg, col[pos])
+        feat = record.node_config_feat[cfg_idx]
+        if deviation:
+            feat = np.concatenate([feat, config_deviation(record)[cfg_idx][..., None]], axis=-1)
         inp.cfg_pos = to_device(pos, device, torch.long)
         inp.cfg_feat = to_device(feat, device, torch.float32)
-        inp.num_configs = len(configs)
+        inp.num_configs = cfg.shape[0]
     return inp
 
 
+def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(first index, inverse, counts)`` of the distinct rows of a 2-D array (rows compared as raw bytes: fast)."""
+    a = np.ascontiguousarray(rows)
+    if a.ndim != 2 or a.shape[1] == 0:
+        n = a.shape[0]
+        return np.zeros(min(n, 1), np.int64), np.zeros(n, np.int64), np.array([n] if n else [], np.int64)
+    keys = a.view(np.dtype((np.void, a.dtype.itemsize * a.shape[1]))).reshape(-1)
+    _, first, inv, counts = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
+    return first, inv.reshape(-1), counts
+
+
+def config_deviation(record: GraphRecord) -> np.ndarray:
+    """(configs, nc) float32: 1 where a configurable node's features differ from its most common setting.
+
+    A compiler's search explores around its default, so the most common setting of a node is (nearly always) the
+    default's: this says where a configuration deviates from it. It uses the graph's configurations only, never a
+    runtime, and is computed once per record.
+    """
+    cached = record.__dict__.get("_deviation")
+    if cached is not None:
+        return cached
+    feat = np.asarray(record.node_config_feat)
+    c, nc, _ = feat.shape
+    out = np.zeros((c, nc), np.float32)
+    for j in range(nc):
+        _, inv, counts = unique_rows(feat[:, j])
+        out[:, j] = inv != int(np.argmax(counts))
+    record.__dict__["_deviation"] = out
+    return out
+
+
+def squash(x: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+    """``sign(x) * log1p(|x|)``: node features span many orders of magnitude (dims, work); the model reads this."""
+    if isinstance(x, torch.Tensor):
+        return torch.sign(x) * torch.log1p(torch.abs(x))
+    return np.sign(x) * np.log1p(np.abs(x))
+
+
 def feature_stats(records: Iterable[GraphRecord]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-column mean and std of node features over ``records`` (streamed: one graph at a time, float64 sums)."""
+    """Per-column mean and std of :func:`squash`-ed node features over ``records`` (streamed, float64 sums)."""
     total, sq, count = None, None, 0
     for rec in records:
-        x = np.asarray(rec.x, dtype=np.float64)
+        x = squash(np.asarray(rec.x, dtype=np.float64))
         total = x.sum(0) if total is None else total + x.sum(0)
         sq = (x * x).sum(0) if sq is None else sq + (x * x).sum(0)
         count += x.shape[0]

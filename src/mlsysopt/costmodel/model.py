@@ -1,9 +1,11 @@
 """The cost model: opcode embedding + z-scored node features + config fusion -> PyG backbone -> segment pooling -> head.
 
 Shapes. A segment (or a whole graph) enters as :class:`~mlsysopt.costmodel.inputs.SegmentInputs`. The first layer
-is linear in ``[z-scored node features | opcode embedding | config features]``, computed as a per-node part shared
-by all configurations plus a per-configuration part added only on the configurable nodes (non-configurable nodes
-carry zeros for the config features; the config projection's bias marks the configurable ones). Each backbone
+is linear in ``[z-scored squashed node features | opcode embedding | config features]`` (squash = ``sign(x)
+log1p|x|``), computed as a per-node part shared by all configurations plus a per-configuration part added only on
+the configurable nodes (non-configurable nodes carry zeros for the config features; the config projection's bias
+marks the configurable ones). With ``deviation`` (layout, off by default) a configurable node's features carry one more
+column: whether the configuration deviates from that node's most common setting in the graph. Each backbone
 layer is ``h = h + dropout(relu(LayerNorm(conv(h))))`` (skip-sum as in the reference).
 
 Node states are :class:`NodeStates`: every node once (``shared``, (n, hidden)), plus, for layout inputs, the nodes of
@@ -29,16 +31,22 @@ from torch import nn
 from torch_geometric.nn import GCNConv, GINConv, SAGEConv
 
 from mlsysopt.costmodel.data.record import TASKS
-from mlsysopt.costmodel.inputs import SegmentInputs, to_device
-from mlsysopt.costmodel.plan import GraphPlan, Region
+from mlsysopt.costmodel.inputs import SegmentInputs, squash, to_device
+from mlsysopt.costmodel.plan import Block, GraphPlan, Region
 from mlsysopt.errors import InvalidOption
 
 BACKBONES: tuple[str, ...] = ("sage", "gcn", "gin")
 READOUTS: tuple[str, ...] = ("embedding", "scalar")
 
 _TASK_DEFAULTS = {
-    "layout": {"node_feat_dim": 140, "config_feat_dim": 18, "num_classes": 1, "opcode_dim": 16},
-    "tile": {"node_feat_dim": 140, "config_feat_dim": 24, "num_classes": 1, "opcode_dim": 16},
+    "layout": {
+        "node_feat_dim": 140,
+        "config_feat_dim": 18,
+        "num_classes": 1,
+        "opcode_dim": 16,
+        "readout": "scalar",
+    },
+    "tile": {"node_feat_dim": 140, "config_feat_dim": 24, "num_classes": 1, "opcode_dim": 16, "readout": "scalar"},
     "malnet": {"node_feat_dim": 5, "config_feat_dim": 0, "num_classes": 5, "opcode_dim": 0},
 }
 
@@ -62,6 +70,7 @@ class ModelConfig:
     num_classes: int = 1
     dropout: float = 0.1
     readout: str = "embedding"  # embedding: head(sum of segment embeddings) | scalar: sum of head(segment)
+    deviation: bool = False  # layout: one more config column, 1 where a node deviates from its usual setting
 
     def __post_init__(self) -> None:
         self.validate()
@@ -121,6 +130,8 @@ class ModelConfig:
             raise InvalidOption(f"dropout must be in [0, 1), got {self.dropout}")
         if self.readout not in READOUTS:
             raise InvalidOption(f"unknown readout '{self.readout}' (choose from: {', '.join(READOUTS)})")
+        if self.deviation and self.task != "layout":
+            raise InvalidOption("deviation describes layout configurations: it is for layout models only")
         if self.readout == "scalar" and self.task == "malnet":
             raise InvalidOption("the scalar readout sums per-segment runtimes: it is for layout and tile, not malnet")
 
@@ -150,7 +161,8 @@ class CostModel(nn.Module):
         self.register_buffer("feat_std", torch.ones(config.node_feat_dim))
         self.opcode_emb = nn.Embedding(config.opcode_vocab, config.opcode_dim) if config.opcode_dim else None
         self.lin_node = nn.Linear(config.node_feat_dim + config.opcode_dim, h)
-        self.lin_cfg = nn.Linear(config.config_feat_dim, h) if config.task == "layout" else None
+        cfg_in = config.config_feat_dim + int(config.deviation)
+        self.lin_cfg = nn.Linear(cfg_in, h) if config.task == "layout" else None
         self.convs = nn.ModuleList(self._conv(config.backbone, h) for _ in range(config.layers))
         self.norms = nn.ModuleList(nn.LayerNorm(h) for _ in range(config.layers))
         head_in = config.embed_dim
@@ -200,7 +212,7 @@ class CostModel(nn.Module):
 
     # ---------------------------------------------------------------- node states
     def _first_layer(self, inp: SegmentInputs) -> torch.Tensor:
-        x = (inp.x - self.feat_mean) / self.feat_std
+        x = (squash(inp.x) - self.feat_mean) / self.feat_std
         if self.opcode_emb is not None:
             if inp.opcode is None:
                 raise InvalidOption("this model embeds opcodes but the graph has none")
@@ -215,34 +227,45 @@ class CostModel(nn.Module):
         out = F.relu(self.norms[i](self.convs[i](h, edge_index)))
         return h + F.dropout(out, self.config.dropout, self.training)
 
+    def _has_config(self, inp: SegmentInputs) -> bool:
+        return self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
+
+    def shared_states(self, inp: SegmentInputs) -> list[torch.Tensor]:
+        """Every node once, ignoring configurations: ``[first layer (pre-ReLU), h_0, ..., h_L]``, each (n, h)."""
+        base = self._first_layer(inp)
+        out = [base, F.relu(base)]
+        for i in range(self.config.layers):
+            out.append(self._layer(i, out[-1], inp.edge_index))
+        return out
+
+    def config_states(self, inp: SegmentInputs, region: Region, shared: list[torch.Tensor]) -> torch.Tensor:
+        """The region's affected nodes for each of ``inp``'s configurations: ``(C, a, h)`` (see the module docs)."""
+        assert self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
+        dev = shared[0].device
+        hc = F.relu(shared[0][inp.cfg_pos].unsqueeze(0) + self.lin_cfg(inp.cfg_feat))  # rows in cfg_pos order
+        for i, lay in enumerate(region.layers):
+            xb = shared[i + 1][torch.from_numpy(lay.sources).to(dev)].unsqueeze(0).expand(inp.num_configs, -1, -1)
+            xb = xb.index_copy(1, torch.from_numpy(lay.prev_pos).to(dev), hc)
+            out = F.relu(self.norms[i](self.convs[i](xb, torch.from_numpy(lay.edge_index).to(dev))))
+            tgt = torch.from_numpy(lay.target_pos).to(dev)
+            hc = xb[:, tgt] + F.dropout(out[:, tgt], self.config.dropout, self.training)
+        return hc
+
     def node_states(self, inp: SegmentInputs, region: Region | None = None) -> NodeStates:
         """Backbone output for ``inp``; with a ``region`` the configuration-dependent nodes per config (see above)."""
-        base = self._first_layer(inp)
-        cfg = self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
-        if not cfg:
-            h = F.relu(base)
-            for i in range(self.config.layers):
-                h = self._layer(i, h, inp.edge_index)
-            return NodeStates(h)
-        assert self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
+        if not self._has_config(inp):
+            return NodeStates(self.shared_states(inp)[-1])
         if region is None or self.config.backbone == "gcn":
+            assert self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
+            base = self._first_layer(inp)
             h = base.unsqueeze(0).expand(inp.num_configs, -1, -1).index_add(1, inp.cfg_pos, self.lin_cfg(inp.cfg_feat))
             h = F.relu(h)
             for i in range(self.config.layers):
                 h = self._layer(i, h, inp.edge_index)
             return NodeStates(None, h, None, inp.num_configs)
-        dev = base.device
-        hs = F.relu(base)
-        hc = F.relu(base[inp.cfg_pos].unsqueeze(0) + self.lin_cfg(inp.cfg_feat))  # (C, a0, h), rows = cfg_pos order
-        for i, lay in enumerate(region.layers):
-            src = torch.from_numpy(lay.sources).to(dev)
-            xb = hs[src].unsqueeze(0).expand(inp.num_configs, -1, -1)
-            xb = xb.index_copy(1, torch.from_numpy(lay.prev_pos).to(dev), hc)
-            out = F.relu(self.norms[i](self.convs[i](xb, torch.from_numpy(lay.edge_index).to(dev))))
-            tgt = torch.from_numpy(lay.target_pos).to(dev)
-            hc = xb[:, tgt] + F.dropout(out[:, tgt], self.config.dropout, self.training)
-            hs = self._layer(i, hs, inp.edge_index)
-        return NodeStates(hs, hc, torch.from_numpy(region.final).to(dev), inp.num_configs)
+        shared = self.shared_states(inp)
+        hc = self.config_states(inp, region, shared)
+        return NodeStates(shared[-1], hc, torch.from_numpy(region.final).to(shared[0].device), inp.num_configs)
 
     # ---------------------------------------------------------------- pooling and readout
     def pool(self, st: NodeStates, segment_ids: torch.Tensor | None = None, num_segments: int = 1) -> torch.Tensor:
@@ -309,11 +332,30 @@ class CostModel(nn.Module):
         emb = self.segment_embedding(plan.inputs(s, cfgs[first], self.device), plan.region(s))
         return emb if uniq.size == len(cfgs) and np.array_equal(inv, np.arange(len(cfgs))) else emb[inv.reshape(-1)]
 
+    def block_embeddings(self, plan: GraphPlan, block: Block, cfgs: np.ndarray) -> torch.Tensor:
+        """Every segment of ``block`` for configs ``cfgs`` in one pass: ``(C, segments, embed_dim)``.
+
+        Each distinct sub-configuration of a segment is computed once: the pass runs one row per signature
+        (:meth:`GraphPlan.signature_rows`), and every configuration reads its signature's row.
+        """
+        cfgs = np.asarray(cfgs, dtype=np.int64)
+        ids = torch.as_tensor(np.array(block.seg_ids, np.int64), device=self.device)
+        if self.config.task != "layout" or block.region is None:
+            inp = plan.block_inputs(block, cfgs[:1], self.device)
+            return self.pool(self.node_states(inp, block.region), ids, block.num_segments).expand(len(cfgs), -1, -1)
+        rep, rows = plan.signature_rows(block, cfgs)
+        inp = plan.block_inputs(block, rep, self.device)
+        emb = self.pool(self.node_states(inp, block.region), ids, block.num_segments)  # (R, segments, d)
+        cols = torch.arange(block.num_segments, device=self.device)
+        return emb[torch.from_numpy(rows).to(self.device), cols[None, :]]
+
     def segment_units(self, plan: GraphPlan, s: int, cfgs: np.ndarray, gcf: torch.Tensor | None) -> torch.Tensor:
         """:meth:`units` of segment ``s``: ``(C, unit_dim)``."""
         return self.units(self.embed_segment(plan, s, cfgs), gcf)
 
-    def fresh_units(self, plan: GraphPlan, segments: object, cfgs: np.ndarray, gcf: torch.Tensor | None) -> torch.Tensor:
+    def fresh_units(
+        self, plan: GraphPlan, segments: object, cfgs: np.ndarray, gcf: torch.Tensor | None
+    ) -> torch.Tensor:
         """Sum of segment units under no_grad, ONE segment at a time (memory stays per-segment)."""
         c = len(cfgs) if gcf is None else gcf.shape[0]
         total = torch.zeros(c, self.config.unit_dim, device=self.device)
@@ -321,6 +363,24 @@ class CostModel(nn.Module):
             for s in segments:  # type: ignore[attr-defined]
                 total += self.segment_units(plan, int(s), cfgs, gcf)
         return total
+
+    def units_per_segment(self, emb: torch.Tensor, gcf: torch.Tensor | None = None) -> torch.Tensor:
+        """Units of segment embeddings ``(Ce, S, d)``: themselves, or each segment's score ``(C, S, 1)``."""
+        if self.config.readout != "scalar":
+            return emb
+        c, s, d = emb.shape
+        if gcf is not None:
+            return torch.stack([self.head(emb[:, j], gcf) for j in range(s)], dim=1).unsqueeze(-1)
+        return self.head(emb.reshape(c * s, d)).reshape(c, s, 1)
+
+    def sum_units(self, emb: torch.Tensor, gcf: torch.Tensor | None = None) -> torch.Tensor:
+        """Units of segment embeddings ``(Ce, S, d)`` summed over the segments: ``(C, unit_dim)``."""
+        if self.config.readout != "scalar":
+            return emb.sum(1)
+        c, s, d = emb.shape
+        if gcf is not None:  # tile: one embedding per segment, scored with every config
+            return torch.stack([self.head(emb[:, j], gcf) for j in range(s)], dim=1).sum(1, keepdim=True)
+        return self.head(emb.reshape(c * s, d)).reshape(c, s).sum(1, keepdim=True)
 
     def embed_whole_graph(self, plan: GraphPlan, cfgs: np.ndarray) -> torch.Tensor:
         """Full-graph pass (every edge kept), pooled per segment: ``(C, S, embed_dim)``."""
@@ -330,14 +390,9 @@ class CostModel(nn.Module):
     def whole_graph_units(self, plan: GraphPlan, cfgs: np.ndarray, gcf: torch.Tensor | None) -> torch.Tensor:
         """Units of every segment from the full-graph pass, aggregated: ``(C, unit_dim)``."""
         emb = self.embed_whole_graph(plan, cfgs)  # (C, S, d)
-        if self.config.readout == "scalar":
-            c, s, d = emb.shape
-            if gcf is not None:  # tile: one embedding per segment, scored with every config
-                units = torch.stack([self.head(emb[:, j], gcf) for j in range(s)], dim=1).unsqueeze(-1)
-            else:
-                units = self.head(emb.reshape(c * s, d)).reshape(c, s, 1)
-            return units.sum(1)
-        return emb.mean(1) if self.aggregate_mean else emb.sum(1)
+        if self.aggregate_mean:
+            return emb.mean(1)
+        return self.sum_units(emb, gcf)
 
     def graph_config(self, plan: GraphPlan, configs: np.ndarray) -> torch.Tensor | None:
         """Tile graph-config features of ``configs`` on the model's device (None for other tasks)."""
@@ -347,24 +402,56 @@ class CostModel(nn.Module):
 
     @torch.no_grad()
     def predict_graph(self, plan: GraphPlan, whole_graph: bool = False, chunk: int = 256) -> np.ndarray:
-        """Scores of every config (or class logits), every segment fresh, ``chunk`` configs at a time."""
-        rec, S = plan.rec, plan.num_segments
-        emb_cfg = rec.task == "layout"  # tile and MalNet node states do not depend on the config
+        """Scores of every config (or class logits), every segment fresh, ``chunk`` configs at a time.
 
-        def agg(cfgs: np.ndarray, gcf: torch.Tensor | None) -> torch.Tensor:
-            if whole_graph:
-                return self.whole_graph_units(plan, cfgs, gcf)
-            total = self.fresh_units(plan, range(S), cfgs, gcf)
-            return total / S if self.aggregate_mean else total
-
-        if self.config.task == "malnet":
-            return self.readout(agg(np.zeros(1, np.int64), None))[0].cpu().numpy()
-        parts = []
-        for c0 in range(0, rec.num_configs, chunk):
-            c = np.arange(c0, min(c0 + chunk, rec.num_configs))
-            gcf = self.graph_config(plan, c)
-            parts.append(self.readout(agg(c if emb_cfg else np.zeros(1, np.int64), gcf), gcf))
-        return torch.cat(parts).cpu().numpy().astype(np.float64)
+        GST models compute segments in blocks of whole segments (edges between segments dropped, so the same as
+        one segment at a time); full models the whole graph. Each block's configuration-independent states are
+        computed once for all configurations, the configuration region once per configuration.
+        """
+        rec = plan.rec
+        layout = self.config.task == "layout"
+        c_all = rec.num_configs if self.config.task != "malnet" else 1
+        total = torch.zeros(c_all, self.config.unit_dim, device=self.device)
+        chunks = [np.arange(c, min(c + chunk, c_all)) for c in range(0, c_all, chunk)]
+        gcfs = [self.graph_config(plan, c) for c in chunks]
+        for block in [] if whole_graph else plan.blocks():
+            if layout:
+                for c in chunks:
+                    total[c] += self.sum_units(self.block_embeddings(plan, block, c))
+                continue
+            emb = self.block_embeddings(plan, block, np.zeros(1, np.int64))  # tile, MalNet: config-free
+            if self.aggregate_mean:
+                total += emb.sum(1)
+                continue
+            for c, gcf in zip(chunks, gcfs, strict=True):
+                total[c] += self.sum_units(emb, gcf)
+        for block in [plan.whole()] if whole_graph else []:
+            inp = plan.block_inputs(block, np.arange(c_all) if layout else np.zeros(1, np.int64), self.device)
+            ids = torch.as_tensor(np.array(block.seg_ids, np.int64), device=self.device)
+            shared = self.shared_states(inp)
+            free = NodeStates(shared[-1])
+            if not (layout and self._has_config(inp) and block.region is not None and self.config.backbone != "gcn"):
+                if layout and self._has_config(inp):  # GCN: dense, chunk by chunk
+                    for c, gcf in zip(chunks, gcfs, strict=True):
+                        st = self.node_states(inp.select(c), None)
+                        total[c] += self.sum_units(self.pool(st, ids, block.num_segments), gcf)
+                    continue
+                emb = self.pool(free, ids, block.num_segments)
+                if self.aggregate_mean:
+                    total += emb.sum(1)
+                    continue
+                for c, gcf in zip(chunks, gcfs, strict=True):
+                    total[c] += self.sum_units(emb, gcf)
+                continue
+            affected = torch.from_numpy(block.region.final).to(self.device)
+            for c, gcf in zip(chunks, gcfs, strict=True):
+                sub = inp.select(c)
+                st = NodeStates(shared[-1], self.config_states(sub, block.region, shared), affected, len(c))
+                total[c] += self.sum_units(self.pool(st, ids, block.num_segments), gcf)
+        if self.aggregate_mean:
+            return self.readout(total / plan.num_segments)[0].cpu().numpy()
+        scores = [self.readout(total[c], gcf) for c, gcf in zip(chunks, gcfs, strict=True)]
+        return torch.cat(scores).cpu().numpy().astype(np.float64)
 
 
 def _pool_dense(

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlsysopt.costmodel.data.record import GraphRecord
-from mlsysopt.costmodel.inputs import SegmentInputs, config_columns, make_inputs
+from mlsysopt.costmodel.inputs import SegmentInputs, config_columns, make_inputs, unique_rows
 from mlsysopt.costmodel.segment import Segmentation
 
 
@@ -75,15 +75,36 @@ def config_region(edge_index: np.ndarray, num_nodes: int, cfg_pos: np.ndarray, l
     return region
 
 
+@dataclass
+class Block:
+    """Consecutive whole segments as one graph with only their intra-segment edges (or the whole graph)."""
+
+    segments: np.ndarray  # segment ids
+    nodes: np.ndarray | None  # global node ids (None: every node, in order)
+    edge_index: np.ndarray  # (2, m) local ids
+    seg_ids: np.ndarray  # (n_block,) position of each node's segment in ``segments``
+    region: Region | None
+
+    @property
+    def num_segments(self) -> int:
+        """Segments in the block."""
+        return int(self.segments.size)
+
+
+#: Most nodes evaluated as one block of segments (bounds evaluation memory).
+BLOCK_NODES = 16384
+
+
 class GraphPlan:
     """A record with its segmentation, column map, signatures and regions (lazy, cached per segment)."""
 
-    def __init__(self, rec: GraphRecord, seg: Segmentation, layers: int) -> None:
-        self.rec, self.seg, self.layers = rec, seg, int(layers)
+    def __init__(self, rec: GraphRecord, seg: Segmentation, layers: int, deviation: bool = False) -> None:
+        self.rec, self.seg, self.layers, self.deviation = rec, seg, int(layers), bool(deviation)
         self.columns = config_columns(rec) if rec.task == "layout" else None
         self._sig: dict[int, np.ndarray] = {}
         self._regions: dict[int, Region | None] = {}
         self._keys: tuple[np.ndarray, np.ndarray] | None = None
+        self._blocks: tuple[int, list[Block]] | None = None
 
     @property
     def num_segments(self) -> int:
@@ -106,7 +127,7 @@ class GraphPlan:
                 sig = np.zeros(self.rec.num_configs, np.int64)
             else:
                 rows = self.rec.node_config_feat[:, cols].reshape(self.rec.num_configs, -1)
-                _, first, inv = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+                first, inv, _ = unique_rows(rows)
                 rank = np.empty(first.size, np.int64)  # renumber by first appearance: stable across numpy versions
                 rank[np.argsort(first, kind="stable")] = np.arange(first.size)
                 sig = rank[inv.reshape(-1)]
@@ -138,9 +159,70 @@ class GraphPlan:
             self._regions[key] = region
         return self._regions[key]
 
+    def whole(self) -> Block:
+        """The whole graph, every edge kept, as one block (full-graph models)."""
+        return Block(np.arange(self.num_segments), None, self.rec.edge_index, self.seg.assignment, self.region(None))
+
+    def block(self, segs: np.ndarray) -> Block:
+        """Segments ``segs`` as one block: their nodes in segment order, only intra-segment edges, their region."""
+        segs = np.asarray(segs, np.int64)
+        parts, edges, offset = [], [], 0
+        for s in segs.tolist():
+            ei, nodes = self.seg.subgraph(s, self.rec.edge_index)
+            parts.append(nodes)
+            edges.append(ei + offset)
+            offset += nodes.size
+        nodes = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        ei = np.concatenate(edges, axis=1) if edges else np.zeros((2, 0), np.int64)
+        seg_ids = np.repeat(np.arange(segs.size), self.seg.sizes[segs])
+        region = None
+        if self.columns is not None:
+            pos = np.flatnonzero(self.columns[nodes] >= 0)
+            region = config_region(ei, nodes.size, pos, self.layers) if pos.size else None
+        return Block(segs, nodes, ei, seg_ids, region)
+
+    def split(self, segs: np.ndarray, max_nodes: int = BLOCK_NODES) -> list[np.ndarray]:
+        """``segs`` cut into consecutive groups of at most ``max_nodes`` nodes (at least one segment each)."""
+        segs = np.asarray(segs, np.int64)
+        cum = np.concatenate(([0], np.cumsum(self.seg.sizes[segs])))
+        out, start = [], 0
+        while start < segs.size:
+            stop = max(start + 1, int(np.searchsorted(cum, cum[start] + max_nodes, side="right")) - 1)
+            out.append(segs[start : min(stop, segs.size)])
+            start = min(stop, segs.size)
+        return out
+
+    def blocks(self, max_nodes: int = BLOCK_NODES) -> list[Block]:
+        """Every segment, in blocks of at most ``max_nodes`` nodes (cached)."""
+        if self._blocks is None or self._blocks[0] != max_nodes:
+            groups = self.split(np.arange(self.num_segments), max_nodes)
+            self._blocks = (max_nodes, [self.block(g) for g in groups])
+        return self._blocks[1]
+
+    def block_inputs(self, block: Block, configs: np.ndarray, device: object = "cpu") -> SegmentInputs:
+        """Tensors of ``block`` for ``configs`` (C,) or signature rows (R, segments) on ``device``."""
+        return make_inputs(self.rec, block.nodes, block.edge_index, configs, device, self.columns, self.deviation,
+                           block.seg_ids)  # fmt: skip
+
+    def signature_rows(self, block: Block, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(rep (R, segments), row (C, segments))``: configuration ``configs[c]`` of segment ``j`` of ``block`` is
+        computed as row ``row[c, j]``, whose configuration there is ``rep[row[c, j], j]``; R is the most distinct
+        sub-configurations any one of the block's segments has among ``configs``."""
+        configs = np.asarray(configs, np.int64)
+        segs = block.segments
+        rows = np.zeros((configs.size, segs.size), np.int64)
+        firsts = []
+        for j, s in enumerate(segs.tolist()):
+            _, first, inv = np.unique(self.signatures(s)[configs], return_index=True, return_inverse=True)
+            rows[:, j] = inv.reshape(-1)
+            firsts.append(first)
+        r = max((f.size for f in firsts), default=1)
+        rep = np.stack([configs[f[np.minimum(np.arange(r), f.size - 1)]] for f in firsts], axis=1) if firsts else None
+        return (rep if rep is not None else configs[:1, None]), rows
+
     def inputs(self, s: int | None, configs: np.ndarray, device: object = "cpu") -> SegmentInputs:
         """Tensors of segment ``s`` (None: the whole graph, every edge) for ``configs`` on ``device``."""
         if s is None:
-            return make_inputs(self.rec, None, self.rec.edge_index, configs, device, self.columns)
+            return make_inputs(self.rec, None, self.rec.edge_index, configs, device, self.columns, self.deviation)
         ei, nodes = self.seg.subgraph(s, self.rec.edge_index)
-        return make_inputs(self.rec, nodes, ei, configs, device, self.columns)
+        return make_inputs(self.rec, nodes, ei, configs, device, self.columns, self.deviation)

@@ -16,6 +16,8 @@ TREES = "trees"
 ALL_MODES: tuple[str, ...] = (*MODES, TREES)
 HISTORY_KEYS: tuple[str, ...] = ("signature", "config")
 SED_POLICIES: tuple[str, ...] = ("uniform", "age")
+REFRESH: tuple[str, ...] = ("varying", "stalest", "none")
+SAMPLES: tuple[str, ...] = ("varying", "uniform")
 
 
 @dataclass
@@ -31,7 +33,9 @@ class TrainConfig:
     sed_policy: str = "uniform"  # uniform: drop with p | age: p * min(1, age / sed_tau epochs)
     sed_tau: float = 4.0
     history_key: str = "signature"  # rows shared by configurations that agree on a segment | "config" (reference)
-    refresh: int = 0  # stalest non-sampled segments recomputed (no grad) per graph and step
+    refresh: str = "varying"  # no-grad recompute of stale segments: varying | stalest | none (the reference)
+    refresh_segments: int = 8  # how many, for refresh="stalest"
+    sample: str = "varying"  # segments that get gradients: varying (where the step's configs differ) | uniform
     epochs: int = 10
     lr: float = 1e-3
     weight_decay: float = 0.0
@@ -48,22 +52,27 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     prune_hops: int | None = None
-    measure_memory: bool = True
+    measure_memory: int = 16  # measure the tensor memory of every N-th step of an epoch (from its first); 0: never
     cache_dir: str | None = None
 
     def validate(self) -> None:
         """Raise InvalidOption naming the first bad option."""
         if self.mode not in ALL_MODES:
             raise InvalidOption(f"unknown mode '{self.mode}' (choose from: {', '.join(ALL_MODES)})")
-        for name, allowed in (("history_key", HISTORY_KEYS), ("sed_policy", SED_POLICIES)):
+        for name, allowed in (
+            ("history_key", HISTORY_KEYS),
+            ("sed_policy", SED_POLICIES),
+            ("refresh", REFRESH),
+            ("sample", SAMPLES),
+        ):
             if getattr(self, name) not in allowed:
                 raise InvalidOption(f"unknown {name.replace('_', ' ')} '{getattr(self, name)}' "
                                     f"(choose from: {', '.join(allowed)})")  # fmt: skip
         if self.segmenter not in ("auto", "contiguous", "metis"):
             raise InvalidOption(f"unknown segmenter '{self.segmenter}' (choose from: auto, contiguous, metis)")
         ints = {"segment_size": 1, "k": 1, "epochs": 1, "finetune_epochs": 0, "configs_per_graph": 2}
-        ints |= {"graphs_per_step": 1, "finetune_configs": 2, "eval_chunk": 1, "seed": 0, "refresh": 0}
-        ints |= {"validate_every": 1}
+        ints |= {"graphs_per_step": 1, "finetune_configs": 2, "eval_chunk": 1, "seed": 0, "refresh_segments": 0}
+        ints |= {"validate_every": 1, "measure_memory": 0}
         for name, low in ints.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:

@@ -110,7 +110,7 @@ class Trainer(GSTSteps):
         size = sum(a.nbytes for a in (rec.x, rec.edge_index, rec.node_config_feat) if a is not None)
         if size > self.tc.cache_mb * 2**20:
             return
-        self._cache[key] = (rec, GraphPlan(rec, self.segmenter(rec), self.mc.layers))
+        self._cache[key] = (rec, GraphPlan(rec, self.segmenter(rec), self.mc.layers, self.mc.deviation))
         self._cache_bytes += size
         while self._cache_bytes > self.tc.cache_mb * 2**20:
             _, (old, _) = self._cache.popitem(last=False)
@@ -121,7 +121,7 @@ class Trainer(GSTSteps):
         for r, p in reversed(self._cache.values()):
             if r is rec:
                 return p
-        return GraphPlan(rec, self.segmenter(rec), self.mc.layers)
+        return GraphPlan(rec, self.segmenter(rec), self.mc.layers, self.mc.deviation)
 
     def _rng(self, *key: int) -> np.random.Generator:
         return np.random.default_rng([self.tc.seed, *key])
@@ -172,13 +172,15 @@ class Trainer(GSTSteps):
                 self.ft_configs.update(part[1])
 
     def _step(self, ds: GraphDataset, batch: np.ndarray, start: int, epoch: int, finetune: bool,
-              comm: Comm | None) -> tuple[list[tuple[int, float]], float]:  # fmt: skip
+              comm: Comm | None) -> tuple[list[tuple[int, float]], float | None]:  # fmt: skip
         optimizer = self.ft_optimizer if finetune else self.optimizer
         assert optimizer is not None
         step_fn = self.finetune_graph if finetune else self.train_graph
         rank, world = (0, 1) if comm is None else (comm.rank, comm.world)
         self.model.train()
-        with PeakMemory(self.device, enabled=self.tc.measure_memory) as pm:
+        every = self.tc.measure_memory
+        measure = every > 0 and (start // self.tc.graphs_per_step) % every == 0
+        with PeakMemory(self.device, enabled=measure) as pm:
             optimizer.zero_grad(set_to_none=True)
             losses: list[tuple[int, float]] = []
             writes: list[tuple[int, list[Write]]] = []
@@ -203,6 +205,8 @@ class Trainer(GSTSteps):
                 for name, rows, units in w:
                     self.table.put(name, rows, units)
             self.table.tick()
+        if not measure:
+            return losses, None
         peak = pm.peak_mb if comm is None else max(comm.gather(pm.peak_mb))
         return losses, round(peak, 4)
 
@@ -219,14 +223,15 @@ class Trainer(GSTSteps):
         for start in range(first * gps, len(order), gps):
             step_losses, peak = self._step(ds, order[start : start + gps], start, epoch, finetune, comm)
             losses += [x for _, x in step_losses]
-            step_mb.append(peak)
+            if peak is not None:
+                step_mb.append(peak)
             tick({"loss": losses[-1]})
             late = deadline is not None and time.monotonic() > deadline
             if (comm.any(late) if comm is not None else late) and start + gps < len(order):
                 self.partial = {"epoch": epoch, "next_step": start // gps + 1, "losses": losses, "step_mb": step_mb,
                                 "elapsed": time.perf_counter() - t0}  # fmt: skip
                 return None
-        return {"loss": float(np.mean(losses)), "peak_step_mb": max(step_mb), "step_mb": step_mb,
+        return {"loss": float(np.mean(losses)), "peak_step_mb": max(step_mb, default=0.0), "step_mb": step_mb,
                 "epoch_s": time.perf_counter() - t0}  # fmt: skip
 
     def fit(

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
+from mlsysopt.costmodel.inputs import unique_rows
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 
 TOP_K = 16
@@ -60,17 +61,19 @@ def graph_features(rec: GraphRecord, top_k: int = TOP_K) -> np.ndarray:
     per[:, :k, feat.shape[2] + 1] = work[ids[order]]
     per[:, :k, feat.shape[2] + 2] = 0 if rec.opcode is None else rec.opcode[ids[order]]
     per[:, :k, feat.shape[2] + 3] = x[ids[order], 1]
-    agg = np.hstack([feat.mean(axis=1), diff.sum(axis=1, keepdims=True), (diff * work[ids][None]).sum(1, keepdims=True)])
+    agg = np.hstack(
+        [feat.mean(axis=1), diff.sum(axis=1, keepdims=True), (diff * work[ids][None]).sum(1, keepdims=True)]
+    )
     return np.hstack([per.reshape(c, -1), agg, np.tile(stats, (c, 1))])
 
 
 def _mode_rows(feat: np.ndarray) -> np.ndarray:
     """Per configurable node, its most common 18-feature row over the configurations."""
-    c, nc, d = feat.shape
+    _, nc, d = feat.shape
     out = np.empty((nc, d))
     for j in range(nc):
-        rows, counts = np.unique(feat[:, j], axis=0, return_counts=True)
-        out[j] = rows[int(np.argmax(counts))]
+        first, _, counts = unique_rows(np.ascontiguousarray(feat[:, j]))
+        out[j] = feat[first[int(np.argmax(counts))], j]
     return out
 
 
