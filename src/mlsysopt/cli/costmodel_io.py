@@ -17,7 +17,7 @@ RunOpt = Annotated[Path, typer.Option("--run", help="A training run folder (or i
 SplitOpt = Annotated[str, typer.Option("--split", help="train | valid | test (when the input is a data root).")]
 OneShotOut = Annotated[Path | None, typer.Option("--out", help="Run folder for result.json (and settings.json).")]
 MODE_HELP = ("full | gst | gst+e | gst+ef | gst+efd (E: history table, F: head finetune, D: stale embedding "
-             "dropout) | trees (LightGBM baseline).")  # fmt: skip
+             "dropout) | trees (gradient-boosted trees baseline, scikit-learn).")  # fmt: skip
 
 
 def opt(name: str, help: str, **kw: object) -> object:

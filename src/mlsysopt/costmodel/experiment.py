@@ -4,7 +4,8 @@
 graph once), and only then opens the folder, so a refused input leaves no folder and no file. It checkpoints after
 every epoch (and when ``timeout`` runs out), and continues with ``resume=True``: ``epochs`` and ``finetune_epochs``
 are totals (see :mod:`mlsysopt.costmodel.trainer`), and only they, the time budget and where it runs (workers,
-backend, address) may change. ``mode="trees"`` trains the LightGBM baseline instead (one shot, no checkpoint).
+backend, address) may change. ``mode="trees"`` trains the gradient-boosted trees baseline (scikit-learn)
+instead (one shot, no checkpoint).
 With ``workers > 1`` the training runs data-parallel (see :mod:`mlsysopt.costmodel.distributed`). Evaluation and
 prediction are in :mod:`mlsysopt.costmodel.inference`, synthetic data in :mod:`mlsysopt.costmodel.synthesis`.
 """
@@ -246,14 +247,14 @@ def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any],
         for i in range(len(ds) if ds is not None else 0):
             ds.record(i)  # read and check every graph before the folder is made
     if log is not None:
-        log(f"trees (LightGBM) on {data} ({train_ds.task}, {len(train_ds)} training graphs)")
+        log(f"trees (scikit-learn gradient boosting) on {data} ({train_ds.task}, {len(train_ds)} training graphs)")
     with run if run is not None else contextlib.nullcontext():
         t0 = time.perf_counter()
         history = model.fit(train_ds, valid_ds)
         test = model.evaluate(test_ds) if test_ds is not None else None
         synthetic = any("synthetic" in name.lower() for name in train_ds.names)
         result = _train_result(settings, model, history, test, time.perf_counter() - t0, synthetic, plots=False)
-        result["model"] = "LightGBM on flattened configuration features (costmodel/trees.py)"
+        result["model"] = "scikit-learn HistGradientBoostingRegressor on flattened configuration features (trees.py)"
         if run is not None:
             model.save(run.path, lambda name, text: write_atomic(run.file(name), text))
             run.write_json("result.json", result)

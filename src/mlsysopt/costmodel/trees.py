@@ -1,7 +1,8 @@
 """The non-GNN baseline a Kaggle competitor would use: gradient-boosted trees on flattened configuration features.
 
-The 11th place of the TpuGraphs "Fast or Slow" competition used LightGBM alone on layout; this is that kind of
-model (LightGBM, ``--mode trees``). One row per (graph, configuration), features:
+The 11th place of the TpuGraphs "Fast or Slow" competition used gradient-boosted trees alone on layout; this is
+that kind of model (scikit-learn's ``HistGradientBoostingRegressor``, ``--mode trees``). One row per (graph,
+configuration), features:
 
 * **flattened per-node configuration features**: the graph's ``TOP_K`` configurable nodes with the most work (node
   feature 10, log2 work; ties by node id), each contributing its 18 configuration features, whether they differ
@@ -11,13 +12,15 @@ model (LightGBM, ``--mode trees``). One row per (graph, configuration), features
 * **simple graph statistics**: log nodes, log edges, configurable nodes, log total work.
 
 Target: ``log(runtime / fastest runtime of the graph)``, so graphs of every scale weigh alike; the model regresses
-it (L2) and ranks a graph's configurations by the prediction (lower = faster). Tile graphs use their 24 graph
-configuration features and the same statistics. The model is saved as LightGBM's own text format (read back
-without pickle) next to a JSON description of the features.
+it (squared error) and ranks a graph's configurations by the prediction (lower = faster). Tile graphs use their 24
+graph configuration features and the same statistics. The fitted trees are saved as plain arrays (``trees.npz``,
+read back without pickle) next to a JSON description; predictions from the saved arrays are the estimator's own
+(checked when saving).
 """
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -29,11 +32,12 @@ from mlsysopt.costmodel.inputs import unique_rows
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 
 TOP_K = 16
-MODEL_NAME = "trees.txt"
+MODEL_NAME = "trees.npz"
 META_NAME = "trees.json"
-PARAMS: dict[str, Any] = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 31, "min_data_in_leaf": 20,
-                          "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1, "lambda_l2": 1.0,
-                          "verbosity": -1, "deterministic": True, "force_col_wise": True}  # fmt: skip
+#: scikit-learn HistGradientBoostingRegressor settings (no early stopping: every run trains ``rounds`` trees).
+PARAMS: dict[str, Any] = {"learning_rate": 0.05, "max_leaf_nodes": 31, "min_samples_leaf": 20, "l2_regularization": 1.0,
+                          "max_features": 0.8, "early_stopping": False}  # fmt: skip
+_FIELDS = ("value", "feature_idx", "num_threshold", "missing_go_to_left", "left", "right", "is_leaf")
 
 
 def graph_features(rec: GraphRecord, top_k: int = TOP_K) -> np.ndarray:
@@ -84,14 +88,76 @@ def _target(rec: GraphRecord) -> np.ndarray:
     return np.log(rt / rt.min())
 
 
+class TreeArrays:
+    """Fitted regression trees as plain arrays (every tree's nodes concatenated); predicts like the estimator."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.a = arrays
+
+    @classmethod
+    def from_estimator(cls, est: Any) -> TreeArrays:
+        """The trees of a fitted ``HistGradientBoostingRegressor``, numerical features only."""
+        trees = [p.nodes for stage in est._predictors for p in stage]
+        sizes = np.array([t.size for t in trees], np.int64)
+        nodes = np.concatenate(trees)
+        if nodes["is_categorical"].any():
+            raise InvalidOption("the trees baseline uses numerical features only")
+        arrays = {f: np.ascontiguousarray(nodes[f]) for f in _FIELDS}
+        arrays["offsets"] = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        arrays["baseline"] = np.asarray(est._baseline_prediction, np.float64).reshape(-1)
+        return cls(arrays)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Predictions for rows ``x`` (n, features): baseline + the leaf value of every tree (all trees at once)."""
+        a = self.a
+        x = np.asarray(x, np.float64)
+        offsets = a["offsets"].astype(np.int64)
+        out = np.full(x.shape[0], float(a["baseline"][0]))
+        for start in range(0, x.shape[0], 4096):  # bounded (rows x trees) work arrays
+            xb = x[start : start + 4096]
+            node = np.repeat(offsets[None, :], xb.shape[0], axis=0)  # (n, trees)
+            rows = np.repeat(np.arange(xb.shape[0])[:, None], offsets.size, axis=1)
+            inner = a["is_leaf"][node] == 0
+            while inner.any():
+                n, r = node[inner], rows[inner]
+                v = xb[r, a["feature_idx"][n]]
+                left = np.where(np.isnan(v), a["missing_go_to_left"][n] == 1, v <= a["num_threshold"][n])
+                base = np.broadcast_to(offsets[None, :], node.shape)[inner]
+                node[inner] = base + np.where(left, a["left"][n], a["right"][n]).astype(np.int64)
+                inner = a["is_leaf"][node] == 0
+            out[start : start + xb.shape[0]] += a["value"][node].sum(axis=1)
+        return out
+
+    def to_bytes(self) -> bytes:
+        """``.npz`` bytes (plain numeric arrays: loadable without pickle)."""
+        buf = io.BytesIO()
+        np.savez(buf, **self.a)
+        return buf.getvalue()
+
+    @classmethod
+    def from_file(cls, path: Path) -> TreeArrays:
+        """Read :meth:`to_bytes` output, or raise InvalidCheckpoint naming the file."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in (*_FIELDS, "offsets", "baseline")}
+        except (OSError, ValueError, KeyError, EOFError) as exc:
+            raise InvalidCheckpoint(f"{path}: not a readable trees model ({exc})") from None
+        n = arrays["value"].size
+        sizes = {arrays[f].size for f in _FIELDS}
+        offs = arrays["offsets"]
+        if sizes != {n} or arrays["baseline"].size != 1 or (offs.size and (offs.min() < 0 or offs.max() >= n)):
+            raise InvalidCheckpoint(f"{path}: inconsistent trees arrays")
+        return cls(arrays)
+
+
 class TreesModel:
-    """LightGBM on flattened configuration features; ``fit``, ``predict``, ``evaluate`` like the GNN trainer."""
+    """Gradient-boosted trees on flattened configuration features; ``fit``, ``predict``, ``evaluate`` like the GNN."""
 
     def __init__(self, task: str, seed: int = 0, rounds: int = 400, threads: int = 1, top_k: int = TOP_K) -> None:
         if task not in ("layout", "tile"):
             raise InvalidOption(f"--mode trees ranks configurations: it is for layout and tile graphs, not {task}")
         self.task, self.seed, self.rounds, self.threads, self.top_k = task, int(seed), int(rounds), int(threads), top_k
-        self.booster: Any = None
+        self.trees: TreeArrays | None = None
         self.history: list[dict[str, Any]] = []
 
     def _rows(self, ds: GraphDataset) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -112,31 +178,41 @@ class TreesModel:
         """Train on every configuration of every training graph; validation metrics in the one history entry."""
         import time
 
-        import lightgbm as lgb
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
 
         t0 = time.perf_counter()
         x, y, _ = self._rows(train_ds)
-        params = {**PARAMS, "seed": self.seed, "num_threads": self.threads}
-        self.booster = lgb.train(params, lgb.Dataset(x, y), num_boost_round=self.rounds)
+        est = HistGradientBoostingRegressor(max_iter=self.rounds, random_state=self.seed, **PARAMS)
+        with threadpool_limits(self.threads):  # scikit-learn's trees use OpenMP threads
+            est.fit(x, y)
+        self.trees = TreeArrays.from_estimator(est)
+        fitted = self.trees.predict(x)
+        if not np.allclose(fitted, est.predict(x), rtol=1e-9, atol=1e-9):
+            raise InvalidOption("the exported trees do not reproduce scikit-learn's predictions (unsupported version)")
         entry: dict[str, Any] = {"epoch": 1, "phase": "train", "rounds": self.rounds, "rows": int(x.shape[0]),
-                                 "loss": float(np.mean((self.booster.predict(x) - y) ** 2)),
+                                 "loss": float(np.mean((fitted - y) ** 2)),
                                  "epoch_s": time.perf_counter() - t0, "peak_step_mb": 0.0, "step_mb": []}  # fmt: skip
         if valid_ds is not None and len(valid_ds):
+            t_ev = time.perf_counter()
             entry |= {f"valid_{k}": v for k, v in self.evaluate(valid_ds).items()}
+            entry["eval_s"] = time.perf_counter() - t_ev
         self.history = [entry]
         return self.history
 
     def predict(self, ds: GraphDataset) -> dict[str, np.ndarray]:
         """Per graph: a score per configuration (lower = faster)."""
-        if self.booster is None:
+        if self.trees is None:
             raise InvalidOption("the trees model is not trained")
         out = {}
         for i in range(len(ds)):
             rec = ds.record(i)
-            out[rec.name] = np.asarray(self.booster.predict(graph_features(rec, self.top_k)), np.float64)
+            if rec.task != self.task:
+                raise InvalidOption(f"{rec.name}: a {rec.task} graph, but the model is for {self.task}")
+            out[rec.name] = self.trees.predict(graph_features(rec, self.top_k))
         return out
 
-    def evaluate(self, ds: GraphDataset) -> dict[str, float]:
+    def evaluate(self, ds: GraphDataset, comm: Any = None) -> dict[str, float]:
         """Ranking metrics on ``ds`` (as the GNN trainer's)."""
         from mlsysopt.costmodel.metrics import ranking_metrics
 
@@ -151,16 +227,16 @@ class TreesModel:
 
     # ------------------------------------------------------------------ files (no pickle)
     def save(self, folder: str | Path, write: Any) -> None:
-        """Write the model text and its description with ``write(name, text)`` (an atomic writer)."""
-        write(MODEL_NAME, self.booster.model_to_string())
+        """Write the trees' arrays and their description with ``write(name, data)`` (an atomic writer)."""
+        if self.trees is None:
+            raise InvalidOption("the trees model is not trained")
+        write(MODEL_NAME, self.trees.to_bytes())
         write(META_NAME, json.dumps({"kind": "mlsysopt-costmodel-trees", "task": self.task, "seed": self.seed,
                                      "rounds": self.rounds, "top_k": self.top_k, "history": self.history}))  # fmt: skip
 
     @classmethod
     def load(cls, folder: str | Path) -> TreesModel:
-        """Read a trees run folder (LightGBM text + JSON), or raise InvalidCheckpoint saying why not."""
-        import lightgbm as lgb
-
+        """Read a trees run folder (``trees.npz`` + ``trees.json``), or raise InvalidCheckpoint saying why not."""
         from mlsysopt.io import read_json
 
         folder = Path(folder)
@@ -168,10 +244,10 @@ class TreesModel:
         if meta.get("kind") != "mlsysopt-costmodel-trees":
             raise InvalidCheckpoint(f"{folder / META_NAME}: not a trees model description")
         try:
-            text = (folder / MODEL_NAME).read_text()
-            model = cls(meta["task"], meta["seed"], meta["rounds"], top_k=meta["top_k"])
-            model.booster = lgb.Booster(model_str=text)
-        except (OSError, KeyError, TypeError, UnicodeDecodeError, lgb.basic.LightGBMError) as exc:
-            raise InvalidCheckpoint(f"{folder / MODEL_NAME}: not a readable trees model ({exc})") from None
-        model.history = list(meta.get("history", []))
+            model = cls(str(meta["task"]), int(meta["seed"]), int(meta["rounds"]), top_k=int(meta["top_k"]))
+        except (KeyError, TypeError, ValueError, InvalidOption) as exc:
+            raise InvalidCheckpoint(f"{folder / META_NAME}: not a trees model description ({exc})") from None
+        model.trees = TreeArrays.from_file(folder / MODEL_NAME)
+        hist = meta.get("history", [])
+        model.history = list(hist) if isinstance(hist, list) else []
         return model
