@@ -47,15 +47,27 @@ def predictions(trainer: Trainer, ds: GraphDataset, comm: Comm | None = None) ->
 
 def evaluate(trainer: Trainer, ds: GraphDataset, comm: Comm | None = None) -> dict[str, float]:
     """Ranking metrics (opa, kendall, slowdown_top1/5/10) or classification metrics (accuracy, macro_f1)."""
+    return metrics_of(trainer.task, predictions(trainer, ds, comm))
+
+
+def metrics_of(task: str, rows: list[tuple[str, Any, np.ndarray]]) -> dict[str, float]:
+    """The metrics of :func:`predictions` rows ``(name, truth, prediction)`` of a ``task``."""
     from mlsysopt.costmodel.metrics import classification_metrics, ranking_metrics
 
     preds, trues = [], []
-    for name, truth, pred in predictions(trainer, ds, comm):
+    for name, truth, pred in rows:
         if truth is None:
-            what = "label" if trainer.task == "malnet" else "runtimes"
+            what = "label" if task == "malnet" else "runtimes"
             raise InvalidOption(f"{name}: has no {what} to evaluate against")
-        preds.append(int(np.argmax(pred)) if trainer.task == "malnet" else pred)
+        preds.append(int(np.argmax(pred)) if task == "malnet" else pred)
         trues.append(truth)
-    if trainer.task == "malnet":
+    if task == "malnet":
         return classification_metrics(np.asarray(preds), np.asarray(trues))
     return ranking_metrics(preds, trues)
+
+
+def per_graph_opa(rows: list[tuple[str, Any, np.ndarray]]) -> dict[str, float]:
+    """OPA of every graph of :func:`predictions` rows (ranking tasks), by name; NaN where a graph has no pair."""
+    from mlsysopt.costmodel.metrics import opa
+
+    return {name: opa(pred, truth) for name, truth, pred in rows}

@@ -13,9 +13,10 @@ configuration), features:
 
 Target: ``log(runtime / fastest runtime of the graph)``, so graphs of every scale weigh alike; the model regresses
 it (squared error) and ranks a graph's configurations by the prediction (lower = faster). Tile graphs use their 24
-graph configuration features and the same statistics. The fitted trees are saved as plain arrays (``trees.npz``,
-read back without pickle) next to a JSON description; predictions from the saved arrays are the estimator's own
-(checked when saving).
+graph configuration features and the same statistics. With a validation split the number of trees is chosen on it
+(the first 50, 100, 200 or ``rounds`` trees, by validation OPA: early stopping). The fitted trees are saved as
+plain arrays (``trees.npz``, read back without pickle) next to a JSON description; predictions from the saved
+arrays are the estimator's own (checked when saving).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ META_NAME = "trees.json"
 #: scikit-learn HistGradientBoostingRegressor settings (no early stopping: every run trains ``rounds`` trees).
 PARAMS: dict[str, Any] = {"learning_rate": 0.05, "max_leaf_nodes": 31, "min_samples_leaf": 20, "l2_regularization": 1.0,
                           "max_features": 0.8, "early_stopping": False}  # fmt: skip
+#: Tree counts tried on the validation split (the best validation OPA is kept; all of them without one).
+ROUND_CHOICES: tuple[int, ...] = (50, 100, 200, 400)
 _FIELDS = ("value", "feature_idx", "num_threshold", "missing_go_to_left", "left", "right", "is_leaf")
 
 
@@ -107,6 +110,12 @@ class TreeArrays:
         arrays["baseline"] = np.asarray(est._baseline_prediction, np.float64).reshape(-1)
         return cls(arrays)
 
+    def first(self, rounds: int) -> TreeArrays:
+        """The same model with only its first ``rounds`` trees."""
+        a = dict(self.a)
+        a["offsets"] = a["offsets"][:rounds]
+        return TreeArrays(a)
+
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Predictions for rows ``x`` (n, features): baseline + the leaf value of every tree (all trees at once)."""
         a = self.a
@@ -175,7 +184,8 @@ class TreesModel:
         return np.vstack(xs), np.concatenate(ys), sizes
 
     def fit(self, train_ds: GraphDataset, valid_ds: GraphDataset | None = None) -> list[dict[str, Any]]:
-        """Train on every configuration of every training graph; validation metrics in the one history entry."""
+        """Train on every configuration of every training graph (tree count chosen on ``valid_ds`` when given);
+        validation metrics in the one history entry."""
         import time
 
         from sklearn.ensemble import HistGradientBoostingRegressor
@@ -190,7 +200,16 @@ class TreesModel:
         fitted = self.trees.predict(x)
         if not np.allclose(fitted, est.predict(x), rtol=1e-9, atol=1e-9):
             raise InvalidOption("the exported trees do not reproduce scikit-learn's predictions (unsupported version)")
-        entry: dict[str, Any] = {"epoch": 1, "phase": "train", "rounds": self.rounds, "rows": int(x.shape[0]),
+        chosen = self.rounds
+        if valid_ds is not None and len(valid_ds):  # early stopping the way a competitor would: on validation OPA
+            scores = {}
+            for r in sorted({min(r, self.rounds) for r in ROUND_CHOICES} | {self.rounds}):
+                self.trees = TreeArrays.from_estimator(est).first(r)
+                scores[r] = self.evaluate(valid_ds)["opa"]
+            chosen = max(scores, key=lambda r: (scores[r], -r))
+            self.trees = TreeArrays.from_estimator(est).first(chosen)
+            fitted = self.trees.predict(x)
+        entry: dict[str, Any] = {"epoch": 1, "phase": "train", "rounds": chosen, "rows": int(x.shape[0]),
                                  "loss": float(np.mean((fitted - y) ** 2)),
                                  "epoch_s": time.perf_counter() - t0, "peak_step_mb": 0.0, "step_mb": []}  # fmt: skip
         if valid_ds is not None and len(valid_ds):
@@ -224,6 +243,14 @@ class TreesModel:
                 raise InvalidOption(f"{rec.name}: has no runtimes to evaluate against")
             trues.append(np.asarray(rec.runtime, np.float64))
         return ranking_metrics(list(preds.values()), trues)
+
+    def per_graph_opa(self, ds: GraphDataset) -> dict[str, float]:
+        """OPA of every graph of ``ds``, by name."""
+        from mlsysopt.costmodel.metrics import opa
+
+        preds = self.predict(ds)
+        return {name: opa(preds[name], np.asarray(ds.record(i).runtime, np.float64)) for i, name in
+                enumerate(preds)}  # fmt: skip
 
     # ------------------------------------------------------------------ files (no pickle)
     def save(self, folder: str | Path, write: Any) -> None:
