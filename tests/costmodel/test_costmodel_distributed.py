@@ -30,8 +30,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_two_local_ranks_give_the_one_process_loss_curve_and_resume(root: Path, tmp_path: Path) -> None:
     one = train(root, None, tc(), **MODEL)
-    two = train(root, tmp_path / "run", tc(epochs=1, finetune_epochs=0), workers=2, **MODEL)
-    two = train(root, tmp_path / "run", tc(), workers=2, resume=True, **MODEL)  # 1 epoch, then resumed to 2 + 1
+    train(root, tmp_path / "run", tc(epochs=1, finetune_epochs=0), **MODEL)  # one process, checkpointed
+    two = train(root, tmp_path / "run", tc(), workers=2, resume=True, **MODEL)  # resumed on 2 ranks to 2 + 1
     assert [h["phase"] for h in two["history"]] == [h["phase"] for h in one["history"]]
     # same seed, same graphs per step: the summed gradients differ from one process only in float summation order
     np.testing.assert_allclose([h["loss"] for h in two["history"]], [h["loss"] for h in one["history"]], rtol=1e-4)
