@@ -227,7 +227,8 @@ class CostModel(nn.Module):
         out = F.relu(self.norms[i](self.convs[i](h, edge_index)))
         return h + F.dropout(out, self.config.dropout, self.training)
 
-    def _has_config(self, inp: SegmentInputs) -> bool:
+    def has_config(self, inp: SegmentInputs) -> bool:
+        """Whether ``inp`` carries layout config features this model reads."""
         return self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
 
     def shared_states(self, inp: SegmentInputs) -> list[torch.Tensor]:
@@ -253,7 +254,7 @@ class CostModel(nn.Module):
 
     def node_states(self, inp: SegmentInputs, region: Region | None = None) -> NodeStates:
         """Backbone output for ``inp``; with a ``region`` the configuration-dependent nodes per config (see above)."""
-        if not self._has_config(inp):
+        if not self.has_config(inp):
             return NodeStates(self.shared_states(inp)[-1])
         if region is None or self.config.backbone == "gcn":
             assert self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
@@ -400,58 +401,11 @@ class CostModel(nn.Module):
             return None
         return to_device(plan.rec.graph_config_feat[configs], self.device, torch.float32)
 
-    @torch.no_grad()
     def predict_graph(self, plan: GraphPlan, whole_graph: bool = False, chunk: int = 256) -> np.ndarray:
-        """Scores of every config (or class logits), every segment fresh, ``chunk`` configs at a time.
+        """Scores of every config (or class logits), every segment fresh (see :func:`evaluation.predict_graph`)."""
+        from mlsysopt.costmodel.evaluation import predict_graph
 
-        GST models compute segments in blocks of whole segments (edges between segments dropped, so the same as
-        one segment at a time); full models the whole graph. Each block's configuration-independent states are
-        computed once for all configurations, the configuration region once per configuration.
-        """
-        rec = plan.rec
-        layout = self.config.task == "layout"
-        c_all = rec.num_configs if self.config.task != "malnet" else 1
-        total = torch.zeros(c_all, self.config.unit_dim, device=self.device)
-        chunks = [np.arange(c, min(c + chunk, c_all)) for c in range(0, c_all, chunk)]
-        gcfs = [self.graph_config(plan, c) for c in chunks]
-        for block in [] if whole_graph else plan.blocks():
-            if layout:
-                for c in chunks:
-                    total[c] += self.sum_units(self.block_embeddings(plan, block, c))
-                continue
-            emb = self.block_embeddings(plan, block, np.zeros(1, np.int64))  # tile, MalNet: config-free
-            if self.aggregate_mean:
-                total += emb.sum(1)
-                continue
-            for c, gcf in zip(chunks, gcfs, strict=True):
-                total[c] += self.sum_units(emb, gcf)
-        for block in [plan.whole()] if whole_graph else []:
-            inp = plan.block_inputs(block, np.arange(c_all) if layout else np.zeros(1, np.int64), self.device)
-            ids = torch.as_tensor(np.array(block.seg_ids, np.int64), device=self.device)
-            shared = self.shared_states(inp)
-            free = NodeStates(shared[-1])
-            if not (layout and self._has_config(inp) and block.region is not None and self.config.backbone != "gcn"):
-                if layout and self._has_config(inp):  # GCN: dense, chunk by chunk
-                    for c, gcf in zip(chunks, gcfs, strict=True):
-                        st = self.node_states(inp.select(c), None)
-                        total[c] += self.sum_units(self.pool(st, ids, block.num_segments), gcf)
-                    continue
-                emb = self.pool(free, ids, block.num_segments)
-                if self.aggregate_mean:
-                    total += emb.sum(1)
-                    continue
-                for c, gcf in zip(chunks, gcfs, strict=True):
-                    total[c] += self.sum_units(emb, gcf)
-                continue
-            affected = torch.from_numpy(block.region.final).to(self.device)
-            for c, gcf in zip(chunks, gcfs, strict=True):
-                sub = inp.select(c)
-                st = NodeStates(shared[-1], self.config_states(sub, block.region, shared), affected, len(c))
-                total[c] += self.sum_units(self.pool(st, ids, block.num_segments), gcf)
-        if self.aggregate_mean:
-            return self.readout(total / plan.num_segments)[0].cpu().numpy()
-        scores = [self.readout(total[c], gcf) for c, gcf in zip(chunks, gcfs, strict=True)]
-        return torch.cat(scores).cpu().numpy().astype(np.float64)
+        return predict_graph(self, plan, whole_graph, chunk)
 
 
 def _pool_dense(
