@@ -101,12 +101,29 @@ def test_malnet_synth_and_train(tmp_path: Path) -> None:
         (("--mode", "gst+x"), ("unknown mode",)),
         (("--k", "0"), ("k must",)),
         (("--sed-p", "1.5"), ("SED probability",)),
+        (("--refresh", "sometimes"), ("unknown refresh 'sometimes'",)),
+        (("--sample", "all"), ("unknown sample 'all'",)),
+        (("--hidden", "100000"), ("--hidden 100,000 is above the limit",)),
+        (("--validate-every", "0"), ("validate every must be an integer >= 1",)),
+        (("--mode", "trees", "--workers", "2", "--graphs-per-step", "2"), ("no --workers",)),
     ],
 )
 def test_bad_training_options_are_one_clear_error(layout_root: Path, args: tuple[str, ...], needles: tuple) -> None:
     proc = run("costmodel", "train", "--data", "data", "--out", "bad", *args, cwd=layout_root)
     assert_user_error(proc, *needles)
     assert not (layout_root / "bad").exists()
+
+
+def test_trees_baseline_trains_evaluates_and_predicts(layout_root: Path) -> None:
+    proc = run("costmodel", "train", "--data", "data", "--out", "trees", "--mode", "trees", cwd=layout_root)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((layout_root / "trees" / "result.json").read_text())
+    assert result["data"] == "SYNTHETIC" and 0.0 <= result["test"]["opa"] <= 1.0
+    assert {"trees.npz", "trees.json", "settings.json"} <= {p.name for p in (layout_root / "trees").iterdir()}
+    proc = run("costmodel", "evaluate", "--run", "trees", "--data", "data", cwd=layout_root)
+    assert proc.returncode == 0 and "opa" in proc.stdout, proc.stderr
+    proc = run("costmodel", "predict", "--run", "trees", "--input", "data/test", cwd=layout_root)
+    assert proc.returncode == 0 and "fastest configs" in proc.stdout, proc.stderr
 
 
 def test_an_npz_missing_keys_is_one_clear_error_naming_the_file(tmp_path: Path) -> None:

@@ -7,14 +7,8 @@ import pytest
 import torch
 from gst_fakes import easy_layout, easy_malnet, easy_tile
 
-from mlsysopt.costmodel.model import (
-    CostModel,
-    ModelConfig,
-    config_columns,
-    feature_stats,
-    make_inputs,
-    prune_layout,
-)
+from mlsysopt.costmodel.inputs import config_columns, feature_stats, make_inputs, prune_layout, squash
+from mlsysopt.costmodel.model import CostModel, ModelConfig, NodeStates
 from mlsysopt.errors import InvalidOption
 
 
@@ -58,8 +52,11 @@ def test_configs_batched_as_leading_dim_equal_one_by_one(backbone: str) -> None:
     rec = easy_layout("g", 40, configs=5)
     model = CostModel(small(backbone=backbone)).eval()
     cfgs = np.arange(5)
-    batched = model.segment_embedding(make_inputs(rec, None, rec.edge_index, cfgs))
-    single = torch.cat([model.segment_embedding(make_inputs(rec, None, rec.edge_index, cfgs[i : i + 1])) for i in cfgs])
+    dev = model.config.deviation
+    batched = model.segment_embedding(make_inputs(rec, None, rec.edge_index, cfgs, deviation=dev))
+    single = torch.cat(
+        [model.segment_embedding(make_inputs(rec, None, rec.edge_index, cfgs[i : i + 1], deviation=dev)) for i in cfgs]
+    )
     assert batched.shape == (5, model.config.embed_dim)
     torch.testing.assert_close(batched, single, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(batched[0], batched[1])  # configs change the embedding
@@ -70,9 +67,9 @@ def test_pool_by_segment_ids_equals_pooling_each_slice() -> None:
     model = CostModel(small()).eval()
     h = torch.randn(3, 10, 8)
     ids = torch.tensor([0, 0, 0, 1, 1, 1, 1, 2, 2, 2])
-    pooled = model.pool(h, ids, 3)
+    pooled = model.pool(NodeStates(None, h, None, 3), ids, 3)
     for s in range(3):
-        torch.testing.assert_close(pooled[:, s], model.pool(h[:, ids == s])[:, 0])
+        torch.testing.assert_close(pooled[:, s], model.pool(NodeStates(None, h[:, ids == s], None, 3))[:, 0])
 
 
 def test_head_shapes_per_task() -> None:
@@ -105,7 +102,7 @@ def test_make_inputs_copies_and_maps_config_nodes() -> None:
 def test_feature_stats_zscore_and_bad_sizes() -> None:
     recs = [easy_layout(f"g{i}", 20 + i, seed=i) for i in range(3)]
     mean, std = feature_stats(recs)
-    allx = np.concatenate([r.x for r in recs]).astype(np.float64)
+    allx = squash(np.concatenate([r.x for r in recs]).astype(np.float64))
     np.testing.assert_allclose(mean, allx.mean(0), atol=1e-5)
     np.testing.assert_allclose(std, allx.std(0), atol=1e-5)
     model = CostModel(small())

@@ -31,6 +31,7 @@ def layout_sets(n_train: int = 12, nodes: int = 120) -> tuple[ListDataset, ListD
 
 def tc(**kw: object) -> TrainConfig:
     base = {"segment_size": 40, "epochs": 2, "finetune_epochs": 1, "configs_per_graph": 8, "lr": 3e-3}
+    base["measure_memory"] = 1
     return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -130,9 +131,10 @@ def test_finetune_changes_only_the_head(tmp_path: Path) -> None:
     for name, value in second.model.state_dict().items():
         same = torch.equal(value, before[name])
         assert same != (name in head), name
-    # F refreshed every (config, segment) of every training graph fresh into the table
+    # F refreshed every (signature, segment) of every training graph fresh into the F table
     for rec in train:
-        assert second.table.num_entries(rec.name) == rec.num_configs * second.segmenter(rec).num_segments
+        offsets, _ = second.plan(rec).row_keys()
+        assert second.ft_table.num_entries(rec.name) == offsets[-1]
 
 
 def test_evaluate_never_reads_the_table_and_sums_fresh_segments() -> None:
@@ -151,9 +153,11 @@ def test_evaluate_never_reads_the_table_and_sums_fresh_segments() -> None:
     seg = trainer.segmenter(rec)
     trainer.model.eval()
     with torch.no_grad():
-        view = trainer._view(rec)
-        agg = sum(trainer.model.embed_segment(view, s, np.arange(rec.num_configs)) for s in range(seg.num_segments))
-        manual = trainer.model.head(agg).numpy()
+        plan = trainer.plan(rec)
+        cfgs = np.arange(rec.num_configs)
+        # the readout's units (embeddings, or each segment's scalar score) summed over fresh segments, then read out
+        agg = sum(trainer.model.units(trainer.model.embed_segment(plan, s, cfgs)) for s in range(seg.num_segments))
+        manual = trainer.model.readout(agg).numpy()
     np.testing.assert_allclose(preds[rec.name], manual, rtol=1e-5, atol=1e-6)
 
 

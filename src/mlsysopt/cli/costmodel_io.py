@@ -1,4 +1,4 @@
-"""Option types and parsers for ``mlsysopt costmodel``: ranges like 1000-5000 and per-split graph counts."""
+"""Option types and parsers for ``mlsysopt costmodel``: ranges like 1000-5000, per-split graph counts, train options."""
 
 from __future__ import annotations
 
@@ -15,6 +15,57 @@ DataOpt = Annotated[
 ]
 RunOpt = Annotated[Path, typer.Option("--run", help="A training run folder (or its checkpoint.pt).")]
 SplitOpt = Annotated[str, typer.Option("--split", help="train | valid | test (when the input is a data root).")]
+OneShotOut = Annotated[Path | None, typer.Option("--out", help="Run folder for result.json (and settings.json).")]
+MODE_HELP = ("full | gst | gst+e | gst+ef | gst+efd (E: history table, F: head finetune, D: stale embedding "
+             "dropout) | trees (gradient-boosted trees baseline, scikit-learn).")  # fmt: skip
+
+
+def opt(name: str, help: str, **kw: object) -> object:
+    """A typer option ``--name`` with its help (defaults are shown by typer)."""
+    return typer.Option(name, help=help, **kw)  # type: ignore[arg-type]
+
+
+# every train option of TrainConfig that the CLI exposes, with its help; the CLI passes them through by name
+ModeOpt = Annotated[str, opt("--mode", MODE_HELP)]
+SegSizeOpt = Annotated[int, opt("--segment-size", "Most nodes per segment.")]
+SegmenterOpt = Annotated[
+    str, opt("--segmenter", "auto (contiguous for TpuGraphs, METIS for MalNet) | contiguous | metis.")
+]
+KOpt = Annotated[int, opt("--k", "Segments per graph that get gradients each step.")]
+BudgetOpt = Annotated[
+    float | None, opt("--memory-budget-mb", "Choose k from this step-memory budget (MB); off if unset.")
+]
+SedPOpt = Annotated[float, opt("--sed-p", "Stale Embedding Dropout probability (gst+efd).")]
+SedPolicyOpt = Annotated[str, opt("--sed-policy", "uniform (drop with p) | age (p grows with a row's age).")]
+HistoryKeyOpt = Annotated[
+    str, opt("--history-key", "signature (rows shared by equal sub-configs) | config (reference).")
+]
+RefreshOpt = Annotated[str, opt("--refresh", "varying (recompute segments the configs differ on) | stalest | none.")]
+SampleOpt = Annotated[str, opt("--sample", "varying (sample segments the configs differ on) | uniform (reference).")]
+EpochsOpt = Annotated[int, opt("--epochs", "Training epochs in total (a resumed run does what is missing).")]
+FtEpochsOpt = Annotated[int, opt("--finetune-epochs", "Head-only epochs in total (F modes).")]
+LrOpt = Annotated[float, opt("--lr", "Adam learning rate.")]
+LossOpt = Annotated[str, opt("--loss", "auto | hinge | listmle | mse | ce.")]
+BackboneOpt = Annotated[str, opt("--backbone", "sage | gcn | gin.")]
+HiddenOpt = Annotated[int, opt("--hidden", "Hidden width.")]
+LayersOpt = Annotated[int, opt("--layers", "GNN layers.")]
+ReadoutOpt = Annotated[str, opt("--readout", "auto | scalar (sum of segment scores) | embedding (score of the sum).")]
+DeviationOpt = Annotated[
+    bool | None, opt("--deviation/--no-deviation", "Layout: mark where a config deviates from the usual [default: on].")
+]
+ConfigsOpt = Annotated[int, opt("--configs-per-graph", "Configs sampled per graph and step.")]
+GpsOpt = Annotated[int, opt("--graphs-per-step", "Graphs per optimizer step (split over --workers).")]
+ValidateOpt = Annotated[int, opt("--validate-every", "Validate every N epochs (and at the end of each phase).")]
+PruneOpt = Annotated[
+    int | None, opt("--prune-hops", "Layout: keep configurable nodes + k-hop neighbours [default: off].")
+]
+DeviceOpt = Annotated[str, opt("--device", "cpu | cuda (cuda:N).")]
+ThreadsOpt = Annotated[
+    int, opt("--threads", "PyTorch CPU threads per worker (1 is fastest for small segments).", min=1)
+]
+ResumeOpt = Annotated[bool, opt("--resume/--no-resume", "Continue RUN_DIR/checkpoint.pt after a stop.")]
+ProfileOpt = Annotated[str, opt("--profile", "Layout generator: realistic (clustered, tied runtimes) | simple.")]
+OverwriteOpt = Annotated[bool, opt("--overwrite/--no-overwrite", "Replace an earlier synth's graphs in --out.")]
 
 
 def parse_range(value: str, option: str) -> int | tuple[int, int]:

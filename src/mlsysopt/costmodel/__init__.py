@@ -15,23 +15,34 @@ _DATA = "mlsysopt.costmodel.data"
 _EXPORTS = {
     # experiments: what the CLI, the demo and the benchmark call
     "train": "mlsysopt.costmodel.experiment",
-    "evaluate": "mlsysopt.costmodel.experiment",
-    "predict": "mlsysopt.costmodel.experiment",
-    "synth": "mlsysopt.costmodel.experiment",
-    "load_trainer": "mlsysopt.costmodel.experiment",
     "one_step": "mlsysopt.costmodel.experiment",
-    "ranking_of": "mlsysopt.costmodel.experiment",
     "RESUMABLE": "mlsysopt.costmodel.experiment",
-    "SYNTH_KINDS": "mlsysopt.costmodel.experiment",
+    "evaluate": "mlsysopt.costmodel.inference",
+    "predict": "mlsysopt.costmodel.inference",
+    "load_trainer": "mlsysopt.costmodel.inference",
+    "ranking_of": "mlsysopt.costmodel.inference",
+    "synth": "mlsysopt.costmodel.synthesis",
+    "SYNTH_KINDS": "mlsysopt.costmodel.synthesis",
+    "PROFILES": "mlsysopt.costmodel.synthesis",
+    # the trees baseline, data-parallel training, size limits, graph plans
+    "TreesModel": "mlsysopt.costmodel.trees",
+    "graph_features": "mlsysopt.costmodel.trees",
+    "Comm": "mlsysopt.costmodel.distributed",
+    "check_train": "mlsysopt.costmodel.limits",
+    "check_synth": "mlsysopt.costmodel.limits",
+    "GraphPlan": "mlsysopt.costmodel.plan",
+    "config_region": "mlsysopt.costmodel.plan",
+    "config_deviation": "mlsysopt.costmodel.inputs",
     # the trainer, its configuration and the model
     "Trainer": "mlsysopt.costmodel.trainer",
     "combine": "mlsysopt.costmodel.trainer",
     "TrainConfig": "mlsysopt.costmodel.train_config",
     "MODES": "mlsysopt.costmodel.train_config",
+    "ALL_MODES": "mlsysopt.costmodel.train_config",
     "ModelConfig": "mlsysopt.costmodel.model",
     "CostModel": "mlsysopt.costmodel.model",
     "BACKBONES": "mlsysopt.costmodel.model",
-    "prune_layout": "mlsysopt.costmodel.model",
+    "prune_layout": "mlsysopt.costmodel.inputs",
     "HistoryTable": "mlsysopt.costmodel.history",
     "get_loss": "mlsysopt.costmodel.losses",
     "PeakMemory": "mlsysopt.costmodel.memory",
@@ -77,6 +88,8 @@ _EXPORTS = {
     "synth_tile_graph": f"{_DATA}.synthetic",
     "malnet_like_graph": f"{_DATA}.malnet",
     "layout_runtime": f"{_DATA}.synthetic",
+    "realistic_layout_graph": f"{_DATA}.realistic",
+    "runtime_profile": f"{_DATA}.realistic",
 }
 
 if TYPE_CHECKING:
@@ -90,6 +103,7 @@ if TYPE_CHECKING:
         synth_malnet,
         write_edgelist,
     )
+    from mlsysopt.costmodel.data.realistic import realistic_layout_graph, runtime_profile
     from mlsysopt.costmodel.data.record import TASKS, GraphDataset, GraphRecord, InMemoryDataset
     from mlsysopt.costmodel.data.synth_files import synth_layout, synth_tile
     from mlsysopt.costmodel.data.synthetic import layout_runtime, synth_layout_graph, synth_tile_graph
@@ -104,18 +118,12 @@ if TYPE_CHECKING:
         tile_record,
         to_compgraph,
     )
-    from mlsysopt.costmodel.experiment import (
-        RESUMABLE,
-        SYNTH_KINDS,
-        evaluate,
-        load_trainer,
-        one_step,
-        predict,
-        ranking_of,
-        synth,
-        train,
-    )
+    from mlsysopt.costmodel.distributed import Comm
+    from mlsysopt.costmodel.experiment import RESUMABLE, one_step, train
     from mlsysopt.costmodel.history import HistoryTable
+    from mlsysopt.costmodel.inference import evaluate, load_trainer, predict, ranking_of
+    from mlsysopt.costmodel.inputs import config_deviation, prune_layout
+    from mlsysopt.costmodel.limits import check_synth, check_train
     from mlsysopt.costmodel.losses import get_loss
     from mlsysopt.costmodel.memory import PeakMemory, host_rss_mb
     from mlsysopt.costmodel.metrics import (
@@ -127,10 +135,13 @@ if TYPE_CHECKING:
         ranking_metrics,
         slowdown_at_k,
     )
-    from mlsysopt.costmodel.model import BACKBONES, CostModel, ModelConfig, prune_layout
+    from mlsysopt.costmodel.model import BACKBONES, CostModel, ModelConfig
+    from mlsysopt.costmodel.plan import GraphPlan, config_region
     from mlsysopt.costmodel.segment import Segmentation, Segmenter, contiguous_segments, metis_segments
-    from mlsysopt.costmodel.train_config import MODES, TrainConfig
+    from mlsysopt.costmodel.synthesis import PROFILES, SYNTH_KINDS, synth
+    from mlsysopt.costmodel.train_config import ALL_MODES, MODES, TrainConfig
     from mlsysopt.costmodel.trainer import Trainer, combine
+    from mlsysopt.costmodel.trees import TreesModel, graph_features
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

@@ -1,49 +1,49 @@
-"""The cost-model entry points the CLI, the demo and the benchmark share: train, evaluate, predict, synth.
+"""The cost-model training entry point the CLI, the demo and the benchmark share, and one-step memory experiments.
 
-Each one checks its run folder (:class:`mlsysopt.io.RunDir`) and validates every input first (``train`` reads
-every graph once), and only then opens the folder, so a refused input leaves no folder and no file. ``train``
-checkpoints into the folder after every epoch and continues it with ``resume=True`` (only ``epochs`` and
-``finetune_epochs`` may change); ``evaluate`` and ``predict`` are one-shot and write ``result.json``. Every
-function also runs without a folder (``out=None``) and returns the same result dict, which is what the demo and
-the benchmark use.
+:func:`train` checks its run folder (:class:`mlsysopt.io.RunDir`) and validates every input first (it reads every
+graph once), and only then opens the folder, so a refused input leaves no folder and no file. It checkpoints after
+every epoch (and when ``timeout`` runs out), and continues with ``resume=True``: ``epochs`` and ``finetune_epochs``
+are totals (see :mod:`mlsysopt.costmodel.trainer`), and only they, the time budget and where it runs (workers,
+backend, address) may change. ``mode="trees"`` trains the gradient-boosted trees baseline (scikit-learn)
+instead (one shot, no checkpoint).
+With ``workers > 1`` the training runs data-parallel (see :mod:`mlsysopt.costmodel.distributed`). Evaluation and
+prediction are in :mod:`mlsysopt.costmodel.inference`, synthetic data in :mod:`mlsysopt.costmodel.synthesis`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
-from mlsysopt.costmodel.train_config import TrainConfig
-from mlsysopt.errors import InvalidCheckpoint, InvalidDataFile, InvalidOption, InvalidRunDir, MissingSplit
-from mlsysopt.io import RunDir
+from mlsysopt.costmodel.train_config import TREES, TrainConfig
+from mlsysopt.errors import InvalidDataFile, InvalidOption, InvalidRunDir, MissingSplit, MlsysoptError
+from mlsysopt.io import RunDir, write_atomic
 
 if TYPE_CHECKING:
     from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
+    from mlsysopt.costmodel.distributed import Comm
     from mlsysopt.costmodel.trainer import Progress, Trainer
 
-#: What ``synth`` writes: TpuGraphs layout or tile ``.npz`` splits, or MalNet edgelists with split files.
-SYNTH_KINDS: tuple[str, ...] = ("layout", "tile", "malnet")
 #: Settings that may change when a training run is resumed (everything else must match the first start).
-RESUMABLE: tuple[str, ...] = ("epochs", "finetune_epochs")
+RESUMABLE: tuple[str, ...] = ("epochs", "finetune_epochs", "timeout", "workers", "backend", "address", "validate_every")
 #: The training options recorded in settings.json (and compared on resume), in the order they are written.
-SETTINGS: tuple[str, ...] = ("mode", "segment_size", "segmenter", "k", "sed_p", "epochs", "finetune_epochs", "lr",
-                             "loss", "backbone", "hidden", "layers", "configs_per_graph", "prune_hops", "device",
-                             "seed")  # fmt: skip
+SETTINGS: tuple[str, ...] = ("mode", "segment_size", "segmenter", "k", "memory_budget_mb", "sed_p", "sed_policy",
+                             "sed_tau", "history_key", "refresh", "refresh_segments", "sample", "epochs",
+                             "finetune_epochs", "lr", "loss", "configs_per_graph", "graphs_per_step",
+                             "validate_every", "prune_hops", "device", "seed")  # fmt: skip
+MODEL_SETTINGS: tuple[str, ...] = ("backbone", "hidden", "layers", "readout", "deviation")
 PLOTS: tuple[str, ...] = ("training.png", "memory.png")
 
 
-# ---------------------------------------------------------------------------- train
-def train_settings(data: str | Path, config: TrainConfig, backbone: str, hidden: int, layers: int) -> dict[str, Any]:
+def train_settings(data: str | Path, config: TrainConfig, model: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     """The settings a training run records and compares on resume."""
-    values = config.to_dict() | {"backbone": backbone, "hidden": hidden, "layers": layers}
-    return {"data": str(data)} | {k: values[k] for k in SETTINGS}
+    values = config.to_dict() | model
+    return {"data": str(data)} | {k: values[k] for k in (*SETTINGS, *MODEL_SETTINGS)} | run
 
 
 def train(
@@ -54,53 +54,148 @@ def train(
     backbone: str = "sage",
     hidden: int = 64,
     layers: int = 3,
+    readout: str = "auto",
+    deviation: bool | None = None,
     resume: bool = False,
     threads: int = 1,
+    timeout: float | None = None,
+    workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
     progress: Progress | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Train on ``data``'s train split (validated every epoch on valid, tested on test when present).
+    """Train on ``data``'s train split (validated on valid, tested on test when present).
 
-    With ``out``, a run folder: ``checkpoint.pt`` after every epoch, ``settings.json``, ``result.json``,
-    ``training.png`` and ``memory.png``; ``resume`` continues its checkpoint exactly. Returns the result dict
-    (settings, configs, per-epoch history, valid and test metrics, peak step memory in MB, wall seconds).
+    With ``out``, a run folder: ``checkpoint.pt`` (every epoch), ``settings.json``, ``result.json``,
+    ``training.png`` and ``memory.png`` (``trees.txt`` and ``trees.json`` for the trees baseline); ``resume``
+    continues its checkpoint exactly. Returns the result dict (settings, history, valid and test metrics, peak
+    step memory in MB, wall seconds, ``stopped`` when the time budget ran out).
 
     Args:
         data: a TpuGraphs or MalNet data root (see :func:`~mlsysopt.costmodel.data.load_dataset`).
         config: every training option (default :class:`TrainConfig`); validated before anything is written.
-        backbone, hidden, layers: the model (the other model sizes follow from the data's task).
-        threads: PyTorch CPU threads while training.
-        progress: ``progress(done_steps, total_steps, info)`` after every optimizer step.
+        backbone, hidden, layers, readout, deviation: the model (``auto`` readout: scalar for layout and tile,
+            embedding for MalNet; ``deviation`` None: on for layout, where it
+            lifts held-out OPA on the synthetic benchmark data by ~0.1); other sizes follow from the data's task.
+        threads: PyTorch CPU threads while training (per worker).
+        timeout: wall-clock seconds; the run stops, checkpointed, when they are spent (``resume`` continues).
+        workers, backend, address: data-parallel ranks, ``local`` processes or ``ray`` actors (at ``address``).
+        progress: ``progress(done_steps, total_steps, info)`` after every optimizer step (one process only).
         log: receives one line describing the run once the inputs are validated.
     """
-    from mlsysopt.costmodel.model import ModelConfig
-    from mlsysopt.costmodel.trainer import Trainer
-    from mlsysopt.runtime.threads import torch_threads
+    from mlsysopt.costmodel.distributed import check_workers
+    from mlsysopt.costmodel.limits import check_train
 
     tc = config if config is not None else TrainConfig()
-    settings = train_settings(data, tc, backbone, hidden, layers)
-    run = _run_folder(out, settings, resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT_NAME)
     tc.validate()
+    if timeout is not None and not (0 < timeout < float("inf")):
+        raise InvalidOption(f"--timeout must be a positive number of seconds, got {timeout}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidOption(f"--workers must be an integer >= 1, got {workers!r}")
+    check_train(hidden, layers, tc.segment_size, tc.configs_per_graph, tc.graphs_per_step, tc.k)
+    if workers > 1:
+        check_workers(workers, tc.graphs_per_step)
+    run_opts = {"timeout": timeout, "workers": workers, "backend": backend, "address": address}
+    trees = tc.mode == TREES
+    if trees and (resume or workers > 1):
+        raise InvalidOption("--mode trees trains in one shot in one process: no --resume, no --workers")
     train_ds, valid_ds, test_ds = _splits(data)
-    extra: dict[str, Any] = {"num_classes": len(train_ds.classes)} if train_ds.task == "malnet" else {}
-    mc = ModelConfig.for_task(train_ds.task, backbone=backbone, hidden=hidden, layers=layers, **extra)
-    trainer = Trainer(mc, tc)
-    trainer.prepare(train_ds)  # reads and checks every training graph; a resumed run restores its own statistics
-    for ds in (valid_ds, test_ds):
+    model = _model_options(train_ds.task, backbone, hidden, layers, readout, deviation)
+    settings = train_settings(data, tc, model, run_opts)
+    checkpoint = None if trees else CHECKPOINT_NAME
+    run = _run_folder(out, settings, resume=resume, resumable=RESUMABLE, checkpoint=checkpoint)
+    if trees:
+        return _train_trees(data, run, settings, tc, train_ds, valid_ds, test_ds, threads, log)
+    trainer = _trainer(train_ds, tc, model)
+    for ds in (valid_ds, test_ds):  # read and check every held-out graph before anything is written
         for i in range(len(ds) if ds is not None else 0):
             trainer.record(ds, i)
     if log is not None:
-        log(f"{tc.mode} on {data} ({train_ds.task}, {len(train_ds)} training graphs)")
-    with run if run is not None else contextlib.nullcontext(), torch_threads(threads):
-        t0 = time.perf_counter()
-        history = trainer.fit(train_ds, valid_ds, run_dir=run, resume=resume, progress=progress)
-        wall = time.perf_counter() - t0
-        test = trainer.evaluate(test_ds) if test_ds is not None else None
-        synthetic = any("synthetic" in name.lower() for name in train_ds.names)
-        result = _train_result(settings, trainer, history, test, wall, synthetic, plots=run is not None)
+        where = f" on {workers} {backend} workers" if workers > 1 else ""
+        log(f"{tc.mode} on {data} ({train_ds.task}, {len(train_ds)} training graphs){where}")
+    payload = {"data": str(data), "train": tc.to_dict(), "model": model, "settings": settings,
+               "ckpt": None if run is None else str(run.checkpoint), "resume": resume, "timeout": timeout,
+               "threads": threads}  # fmt: skip
+    with run if run is not None else contextlib.nullcontext():
+        if workers > 1:
+            result = _data_parallel(payload, workers, backend, address, run)
+        else:
+            from mlsysopt.runtime.threads import torch_threads
+
+            with torch_threads(threads):
+                result = fit_run(None, trainer=trainer, datasets=(train_ds, valid_ds, test_ds), run=run,
+                                 progress=progress, **payload)  # fmt: skip
         if run is not None:
-            _write_train_outputs(run, settings, history, result)
+            _write_train_outputs(run, settings, result)
     return result
+
+
+def _model_options(task: str, backbone: str, hidden: int, layers: int, readout: str,
+                   deviation: bool | None) -> dict[str, Any]:  # fmt: skip
+    if readout == "auto":
+        readout = "embedding" if task == "malnet" else "scalar"
+    return {"backbone": backbone, "hidden": hidden, "layers": layers, "readout": readout,
+            "deviation": task == "layout" if deviation is None else bool(deviation)}  # fmt: skip
+
+
+def _trainer(train_ds: GraphDataset, tc: TrainConfig, model: dict[str, Any]) -> Trainer:
+    from mlsysopt.costmodel.model import ModelConfig
+    from mlsysopt.costmodel.trainer import Trainer
+
+    extra: dict[str, Any] = {"num_classes": len(train_ds.classes)} if train_ds.task == "malnet" else {}
+    if model["deviation"] and train_ds.task != "layout":
+        raise InvalidOption("--deviation describes layout configurations: it is for layout graphs only")
+    trainer = Trainer(ModelConfig.for_task(train_ds.task, **model, **extra), tc)
+    trainer.prepare(train_ds)  # reads and checks every training graph; a resumed run restores its own statistics
+    return trainer
+
+
+def fit_run(comm: Comm | None = None, *, trainer: Trainer | None = None, datasets: tuple | None = None,
+            run: RunDir | None = None, progress: Progress | None = None, **payload: Any) -> dict[str, Any]:  # fmt: skip
+    """Fit, then test: the body of :func:`train` in one process or in every data-parallel rank.
+
+    ``payload`` is what a rank needs to rebuild the run on its own: data path, train and model options,
+    settings, checkpoint path, resume flag, timeout.
+    """
+    tc = TrainConfig.from_dict(payload["train"])
+    if datasets is None:
+        datasets = _splits(payload["data"])
+    train_ds, valid_ds, test_ds = datasets
+    if trainer is None:
+        trainer = _trainer(train_ds, tc, payload["model"])
+    where: Any = run if run is not None else payload.get("ckpt")
+    t0 = time.perf_counter()
+    history = trainer.fit(train_ds, valid_ds, run_dir=where, resume=payload["resume"], progress=progress,
+                          timeout=payload.get("timeout"), comm=comm)  # fmt: skip
+    wall = time.perf_counter() - t0
+    test, test_s, per_graph = None, 0.0, None
+    if test_ds is not None and not trainer.stopped:
+        from mlsysopt.costmodel.evaluation import metrics_of, per_graph_opa, predictions
+
+        t_ev = time.perf_counter()
+        rows = predictions(trainer, test_ds, comm)
+        test = metrics_of(trainer.task, rows)
+        per_graph = per_graph_opa(rows) if trainer.task != "malnet" else None
+        test_s = time.perf_counter() - t_ev
+    synthetic = any("synthetic" in name.lower() for name in train_ds.names)
+    result = _train_result(payload["settings"], trainer, history, test, wall, synthetic, plots=where is not None)
+    return result | {"test_eval_s": test_s, "test_opa_per_graph": per_graph}
+
+
+def _data_parallel(payload: dict[str, Any], workers: int, backend: str, address: str | None,
+                   run: RunDir | None) -> dict[str, Any]:  # fmt: skip
+    from mlsysopt.costmodel.distributed import train_rank
+    from mlsysopt.runtime import ExecutorLost, run_data_parallel
+
+    try:
+        results = run_data_parallel(train_rank, workers, {"fit": payload, "threads": payload["threads"]},
+                                    backend=backend, address=address)  # fmt: skip
+    except ExecutorLost as exc:
+        kept = run is not None and run.has_checkpoint
+        what = f"the checkpoint {run.checkpoint} is kept: --resume continues" if kept else "no checkpoint yet"
+        raise MlsysoptError(f"data-parallel training stopped: {exc}; {what}") from None
+    return results[0]
 
 
 def _splits(data: str | Path) -> tuple[GraphDataset, GraphDataset | None, GraphDataset | None]:
@@ -123,121 +218,80 @@ def _splits(data: str | Path) -> tuple[GraphDataset, GraphDataset | None, GraphD
     return train_ds, held_out[0], held_out[1]
 
 
-def _train_result(
-    settings: dict[str, Any],
-    trainer: Trainer,
-    history: list[dict[str, Any]],
-    test: dict[str, float] | None,
-    wall: float,
-    synthetic: bool,
-    plots: bool,
-) -> dict[str, Any]:
+def _train_result(settings: dict[str, Any], trainer: Any, history: list[dict[str, Any]], test: dict | None,
+                  wall: float, synthetic: bool, plots: bool) -> dict[str, Any]:  # fmt: skip
     last = history[-1] if history else {}
     return {
         "command": "costmodel train",
         "data": "SYNTHETIC" if synthetic else "as given (file names do not mark it synthetic)",
         "task": trainer.task,
         "settings": settings,
-        "model_config": trainer.mc.to_dict(),
-        "train_config": trainer.tc.to_dict(),
+        "model_config": trainer.mc.to_dict() if hasattr(trainer, "mc") else None,
+        "train_config": trainer.tc.to_dict() if hasattr(trainer, "tc") else None,
+        "k": getattr(trainer, "k", None),
         "history": history,
         "valid": {k[6:]: v for k, v in last.items() if k.startswith("valid_")},
         "test": test,
+        "stopped": "timeout" if getattr(trainer, "stopped", False) else None,
         "peak_step_mb": max((h.get("peak_step_mb", 0.0) for h in history), default=0.0),
-        "table_mb": trainer.table.nbytes / 2**20,
+        "table_mb": trainer.table.nbytes / 2**20 if hasattr(trainer, "table") else 0.0,
+        "train_s": sum(h.get("epoch_s", 0.0) for h in history) + getattr(trainer, "refresh_s", 0.0),
+        "eval_s": sum(h.get("eval_s", 0.0) for h in history),
         "wall_s": wall,
         "plots": list(PLOTS) if plots else [],
     }
 
 
-def _write_train_outputs(run: RunDir, settings: dict[str, Any], history: list, result: dict[str, Any]) -> None:
+def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any], tc: TrainConfig,
+                 train_ds: GraphDataset, valid_ds: GraphDataset | None, test_ds: GraphDataset | None,
+                 threads: int, log: Callable[[str], None] | None) -> dict[str, Any]:  # fmt: skip
+    from mlsysopt.costmodel.trees import TreesModel
+
+    model = TreesModel(train_ds.task, seed=tc.seed, threads=threads)
+    for ds in (train_ds, valid_ds, test_ds):
+        for i in range(len(ds) if ds is not None else 0):
+            ds.record(i)  # read and check every graph before the folder is made
+    if log is not None:
+        log(f"trees (scikit-learn gradient boosting) on {data} ({train_ds.task}, {len(train_ds)} training graphs)")
+    with run if run is not None else contextlib.nullcontext():
+        t0 = time.perf_counter()
+        history = model.fit(train_ds, valid_ds)
+        test = model.evaluate(test_ds) if test_ds is not None else None
+        per_graph = model.per_graph_opa(test_ds) if test_ds is not None else None
+        synthetic = any("synthetic" in name.lower() for name in train_ds.names)
+        result = _train_result(settings, model, history, test, time.perf_counter() - t0, synthetic, plots=False)
+        result["test_opa_per_graph"] = per_graph
+        result["model"] = "scikit-learn HistGradientBoostingRegressor on flattened configuration features (trees.py)"
+        if run is not None:
+            model.save(run.path, lambda name, text: write_atomic(run.file(name), text))
+            run.write_json("result.json", result)
+    return result
+
+
+def _write_train_outputs(run: RunDir, settings: dict[str, Any], result: dict[str, Any]) -> None:
     from mlsysopt.report.costmodel import plot_step_memory, plot_training
 
-    label = settings["mode"]
+    label, history = settings["mode"], result["history"]
     plot_training({label: history}, run.file(PLOTS[0]), title=f"{label} on {settings['data']}")
     plot_step_memory({label: history}, run.file(PLOTS[1]), title=f"{label}: peak tensor memory per training step")
     run.write_json("result.json", result)
 
 
-def one_step(record: GraphRecord, mode: str, segment_size: int, seed: int = 0) -> Trainer:
-    """A trainer after ONE training step on ``record`` with all its configurations (memory experiments).
+def one_step(record: GraphRecord, mode: str, segment_size: int, seed: int = 0, steps: int = 1) -> Trainer:
+    """A trainer after ``steps`` training steps on ``record`` with all its configurations (memory experiments).
 
-    ``trainer.history[0]["peak_step_mb"]`` is the step's peak tensor memory; the model has the task's defaults.
+    ``trainer.history[-1]["peak_step_mb"]`` is the last step's peak tensor memory and ``["epoch_s"]`` its time
+    (the first step of a table mode also fills the table; later steps read it); the model has the task's defaults.
     """
     from mlsysopt.costmodel.data.record import InMemoryDataset
     from mlsysopt.costmodel.model import ModelConfig
     from mlsysopt.costmodel.trainer import Trainer
 
-    tc = TrainConfig(mode=mode, segment_size=segment_size, epochs=1, finetune_epochs=0, seed=seed)
-    tc.configs_per_graph = max(2, record.num_configs)
+    tc = TrainConfig(mode=mode, segment_size=segment_size, epochs=steps, finetune_epochs=0, seed=seed,
+                     measure_memory=1, configs_per_graph=max(2, record.num_configs))  # fmt: skip
     trainer = Trainer(ModelConfig.for_task(record.task), tc)
     trainer.fit(InMemoryDataset([record]))
     return trainer
-
-
-# ---------------------------------------------------------------------------- evaluate / predict
-def load_trainer(run: str | Path) -> Trainer:
-    """The trained model of a run folder (or of its checkpoint file), ready to evaluate or predict."""
-    from mlsysopt.costmodel.trainer import Trainer
-
-    run = Path(run)
-    if not (run / CHECKPOINT_NAME).is_file() and not run.is_file():
-        raise InvalidCheckpoint(f"--run {run}: no {CHECKPOINT_NAME} (train one with 'mlsysopt costmodel train')")
-    return Trainer.load(run)
-
-
-def evaluate(run: str | Path, data: str | Path, split: str = "test", out: str | Path | None = None) -> dict[str, Any]:
-    """Metrics of the model in ``run`` on ``data`` (a data root's ``split``, a split folder or one file).
-
-    Every segment is computed fresh (never the history table). With ``out``, a run folder with ``result.json``.
-    """
-    folder = _run_folder(out, {"run": str(run), "data": str(data), "split": split})
-    trainer = load_trainer(run)
-    ds = _dataset_for(trainer, data, split, "--data")
-    with folder if folder is not None else contextlib.nullcontext():
-        result = {"command": "costmodel evaluate", "split": split, "metrics": trainer.evaluate(ds)}
-        if folder is not None:
-            folder.write_json("result.json", result)
-    return result
-
-
-def predict(run: str | Path, inputs: str | Path, split: str = "test", out: str | Path | None = None) -> dict[str, Any]:
-    """Per graph of ``inputs``: configurations ranked fastest first (TpuGraphs) or class probabilities (MalNet).
-
-    ``inputs`` is a data root (its ``split``), a split folder, or one ``.npz`` / ``.edgelist`` file. With
-    ``out``, a run folder with ``result.json``. Returns ``{"task", "graphs": {name: row}}``.
-    """
-    folder = _run_folder(out, {"run": str(run), "input": str(inputs), "split": split})
-    trainer = load_trainer(run)
-    ds = _dataset_for(trainer, inputs, split, "--input")
-    with folder if folder is not None else contextlib.nullcontext():
-        rows: dict[str, Any] = {}
-        for name, pred in trainer.predict(ds).items():
-            if trainer.task == "malnet":
-                p = np.exp(pred - pred.max())
-                rows[name] = {"probabilities": (p / p.sum()).tolist(), "class": int(np.argmax(pred))}
-            else:
-                rows[name] = {"scores": pred.tolist(), "ranking": ranking_of(pred)}
-        result = {"command": "costmodel predict", "task": trainer.task, "graphs": rows}
-        if folder is not None:
-            folder.write_json("result.json", result)
-    return result
-
-
-def ranking_of(pred: Any) -> list[int]:
-    """Configuration indices from predicted fastest to slowest (lower score = faster)."""
-    return [int(i) for i in np.argsort(np.asarray(pred), kind="stable")]
-
-
-def _dataset_for(trainer: Trainer, path: str | Path, split: str, option: str) -> GraphDataset:
-    try:
-        ds = load_dataset(path, split)
-    except MissingSplit as exc:
-        where = f"{exc}" if not Path(path).exists() else f"{path}: no graphs in split '{split}' ({exc})"
-        raise MissingSplit(f"{option} {where}") from None
-    if ds.task != trainer.task:
-        raise InvalidOption(f"{option} {path}: {ds.task} graphs, but the model is for {trainer.task}")
-    return ds
 
 
 def _run_folder(out: str | Path | None, settings: dict[str, Any], **kw: Any) -> RunDir | None:
@@ -250,30 +304,3 @@ def _run_folder(out: str | Path | None, settings: dict[str, Any], **kw: Any) -> 
     if kw["checkpoint"] is None and (Path(out) / CHECKPOINT_NAME).exists():
         raise InvalidRunDir(f"--out {out} holds a training run ({CHECKPOINT_NAME}): choose another folder")
     return RunDir(out, settings, **kw).check()
-
-
-# ---------------------------------------------------------------------------- synthetic data
-def synth(
-    kind: str,
-    out: str | Path,
-    graphs: int | Mapping[str, int] = 20,
-    nodes: int | tuple[int, int] = (1000, 5000),
-    configs: int | tuple[int, int] = 64,
-    seed: int = 0,
-) -> dict[str, int]:
-    """Write a SYNTHETIC data root in the published format of ``kind``; returns the graphs written per split.
-
-    ``graphs``: a count or {split: count} for layout and tile; graphs per class for malnet (split 70/10/20).
-    """
-    from mlsysopt.costmodel.data import synth_layout, synth_malnet, synth_tile
-
-    if kind not in SYNTH_KINDS:
-        raise InvalidOption(f"unknown kind '{kind}' (choose from: {', '.join(SYNTH_KINDS)})")
-    if kind == "malnet":
-        if not isinstance(graphs, int):
-            raise InvalidOption("--graphs for malnet is a count per class (splits are 70/10/20)")
-        written: Mapping[str, list] = synth_malnet(out, graphs_per_class=graphs, nodes=nodes, seed=seed)
-    else:
-        make = synth_layout if kind == "layout" else synth_tile
-        written = make(out, num_graphs=graphs, nodes=nodes, configs=configs, seed=seed)
-    return {split: len(names) for split, names in written.items()}

@@ -13,6 +13,8 @@ import torch.nn.functional as F
 
 from mlsysopt.errors import InvalidOption
 
+#: A loss: (predictions, targets) -> scalar tensor.
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 #: Loss names accepted by :func:`get_loss`, by task kind.
 RANKING_LOSSES: tuple[str, ...] = ("hinge", "listmle", "mse")
 CLASSIFICATION_LOSSES: tuple[str, ...] = ("ce",)

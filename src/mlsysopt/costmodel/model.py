@@ -1,22 +1,27 @@
 """The cost model: opcode embedding + z-scored node features + config fusion -> PyG backbone -> segment pooling -> head.
 
-Shapes. A segment (or a whole graph) enters as :class:`SegmentInputs`. Layout graphs are run for C configurations
-at once with configurations as a leading dimension: node states are ``(C, n, hidden)`` and the PyG convolutions
-message-pass along dim -2 (their ``node_dim``). The first layer is linear in the concatenation
-``[z-scored node features | opcode embedding | config features]``, computed as a per-node part shared by all
-configs plus a per-config part added only on the configurable nodes (so non-configurable nodes carry zeros for the
-config features, and the config projection's bias marks the configurable ones). Tile and MalNet node states do not
-depend on the configuration, so they run once with C = 1; tile configs join after pooling (graph-config fusion).
+Shapes. A segment (or a whole graph) enters as :class:`~mlsysopt.costmodel.inputs.SegmentInputs`. The first layer
+is linear in ``[z-scored squashed node features | opcode embedding | config features]`` (squash = ``sign(x)
+log1p|x|``), computed as a per-node part shared by all configurations plus a per-configuration part added only on
+the configurable nodes (non-configurable nodes carry zeros for the config features; the config projection's bias
+marks the configurable ones). With ``deviation`` (layout, off by default) a configurable node's features carry one more
+column: whether the configuration deviates from that node's most common setting in the graph. Each backbone
+layer is ``h = h + dropout(relu(LayerNorm(conv(h))))`` (skip-sum as in the reference).
 
-Each backbone layer is ``h = h + dropout(relu(LayerNorm(conv(h))))`` (skip-sum as in the reference). A segment is
-pooled to ``[max | mean]`` over its nodes (``embed_dim = 2 * hidden``), L2-normalised for the ranking tasks.
-The trainer aggregates segment embeddings over segments (sum for layout/tile, mean for MalNet) and calls
-:meth:`CostModel.head`, which returns one score per config (lower = faster) or class logits.
+Node states are :class:`NodeStates`: every node once (``shared``, (n, hidden)), plus, for layout inputs, the nodes of
+the configuration region (:mod:`mlsysopt.costmodel.plan`) once per configuration (``config``, (C, a, hidden)). This
+is exactly the function of running all n nodes for each of the C configurations, at the cost of n + C * a node
+updates (SAGE and GIN; the GCN backbone normalises by both endpoints' degrees and runs densely, C x n). Tile and
+MalNet states do not depend on the configuration (tile configs join after pooling).
+
+A segment is pooled to ``[max | mean]`` over its nodes (``embed_dim = 2 * hidden``), L2-normalised for the ranking
+tasks. ``readout`` decides what is summed over segments: ``embedding`` (the GST paper's MalNet model: the head
+scores the sum, mean for MalNet) or ``scalar`` (the reference's TPU model: the head scores each segment and the
+graph's score is the sum of the segment scores). Scores are one per configuration (lower = faster) or class logits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -24,17 +29,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GCNConv, GINConv, SAGEConv
-from torch_geometric.utils import scatter
 
-from mlsysopt.costmodel.data.record import TASKS, GraphRecord
-from mlsysopt.costmodel.segment import Segmentation
+from mlsysopt.costmodel.data.record import TASKS
+from mlsysopt.costmodel.inputs import SegmentInputs, squash, to_device
+from mlsysopt.costmodel.plan import Block, GraphPlan, Region
 from mlsysopt.errors import InvalidOption
 
 BACKBONES: tuple[str, ...] = ("sage", "gcn", "gin")
+READOUTS: tuple[str, ...] = ("embedding", "scalar")
 
 _TASK_DEFAULTS = {
-    "layout": {"node_feat_dim": 140, "config_feat_dim": 18, "num_classes": 1, "opcode_dim": 16},
-    "tile": {"node_feat_dim": 140, "config_feat_dim": 24, "num_classes": 1, "opcode_dim": 16},
+    "layout": {
+        "node_feat_dim": 140,
+        "config_feat_dim": 18,
+        "num_classes": 1,
+        "opcode_dim": 16,
+        "readout": "scalar",
+    },
+    "tile": {"node_feat_dim": 140, "config_feat_dim": 24, "num_classes": 1, "opcode_dim": 16, "readout": "scalar"},
     "malnet": {"node_feat_dim": 5, "config_feat_dim": 0, "num_classes": 5, "opcode_dim": 0},
 }
 
@@ -57,6 +69,8 @@ class ModelConfig:
     config_feat_dim: int = 18
     num_classes: int = 1
     dropout: float = 0.1
+    readout: str = "embedding"  # embedding: head(sum of segment embeddings) | scalar: sum of head(segment)
+    deviation: bool = False  # layout: one more config column, 1 where a node deviates from its usual setting
 
     def __post_init__(self) -> None:
         self.validate()
@@ -86,6 +100,11 @@ class ModelConfig:
         """Width of one segment embedding (max and mean pooling concatenated)."""
         return 2 * self.hidden
 
+    @property
+    def unit_dim(self) -> int:
+        """Width of what is summed over segments (and kept in the history table): embed_dim, or 1 for scalar."""
+        return 1 if self.readout == "scalar" else self.embed_dim
+
     def validate(self) -> None:
         """Raise InvalidOption on a field out of range."""
         if self.task not in TASKS:
@@ -109,81 +128,25 @@ class ModelConfig:
                 raise InvalidOption(f"{self.task} needs config_feat_dim >= 1 (18 for layout, 24 for tile)")
         if not 0.0 <= self.dropout < 1.0:
             raise InvalidOption(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.readout not in READOUTS:
+            raise InvalidOption(f"unknown readout '{self.readout}' (choose from: {', '.join(READOUTS)})")
+        if self.deviation and self.task != "layout":
+            raise InvalidOption("deviation describes layout configurations: it is for layout models only")
+        if self.readout == "scalar" and self.task == "malnet":
+            raise InvalidOption("the scalar readout sums per-segment runtimes: it is for layout and tile, not malnet")
 
 
 @dataclass
-class SegmentInputs:
-    """The tensors of one segment (or a whole graph), already on the compute device."""
+class NodeStates:
+    """Backbone output: ``shared`` (n, h) for every node; ``config`` (C, a, h) for the region's ``affected`` nodes.
 
-    x: torch.Tensor  # (n, F) raw node features
-    edge_index: torch.Tensor  # (2, m) local ids, producer -> consumer
-    opcode: torch.Tensor | None = None  # (n,)
-    cfg_pos: torch.Tensor | None = None  # (nc_s,) local positions of configurable nodes (layout)
-    cfg_feat: torch.Tensor | None = None  # (C, nc_s, 18) their config features (layout)
-    num_configs: int = 1
-
-
-def config_columns(record: GraphRecord) -> np.ndarray:
-    """For every node, its column in ``node_config_feat`` (or -1 when it takes no layout config), shape (n,)."""
-    col = np.full(record.num_nodes, -1, dtype=np.int64)
-    if record.config_node_ids is not None:
-        col[np.asarray(record.config_node_ids, dtype=np.int64)] = np.arange(len(record.config_node_ids))
-    return col
-
-
-def to_device(a: np.ndarray, device: str | torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """A real copy of ``a`` on ``device`` (never a view of numpy memory), so memory accounting sees it."""
-    a = np.ascontiguousarray(a)
-    host = torch.from_numpy(a if a.flags.writeable else a.copy())  # torch warns on read-only arrays
-    return host.to(device=device, dtype=dtype, copy=True)
-
-
-def make_inputs(
-    record: GraphRecord,
-    nodes: np.ndarray | None,
-    edge_index: np.ndarray,
-    configs: np.ndarray,
-    device: str | torch.device = "cpu",
-    columns: np.ndarray | None = None,
-) -> SegmentInputs:
-    """Copy the slice of ``record`` holding ``nodes`` (None = all) onto ``device`` for the given ``configs``.
-
-    ``edge_index`` must index into ``nodes`` (e.g. from ``Segmentation.subgraph``); ``columns`` is
-    :func:`config_columns` of the record, passed in to avoid O(n) work per segment. Only layout inputs depend on
-    ``configs``; tile and MalNet inputs are built for one config.
+    A dense result (GCN) has ``shared`` None and ``config`` (C, n, h) for every node.
     """
-    device = torch.device(device)
-    x = record.x if nodes is None else record.x[nodes]
-    op = None
-    if record.opcode is not None:
-        op = to_device(record.opcode if nodes is None else record.opcode[nodes], device, torch.long)
-    inp = SegmentInputs(
-        x=to_device(x, device, torch.float32), edge_index=to_device(edge_index, device, torch.long), opcode=op
-    )
-    if record.task == "layout" and record.node_config_feat is not None:
-        col = config_columns(record) if columns is None else columns
-        col = col if nodes is None else col[nodes]
-        pos = np.flatnonzero(col >= 0)
-        # One gather of (configs x this segment's columns): never the (configs x all columns) block.
-        feat = record.node_config_feat[np.ix_(np.asarray(configs, dtype=np.int64), col[pos])]
-        inp.cfg_pos = to_device(pos, device, torch.long)
-        inp.cfg_feat = to_device(feat, device, torch.float32)
-        inp.num_configs = len(configs)
-    return inp
 
-
-@dataclass
-class GraphView:
-    """A record with its segmentation and node -> config-column map, ready for :class:`CostModel`'s graph passes."""
-
-    rec: GraphRecord
-    seg: Segmentation
-    columns: np.ndarray | None = None
-
-    @classmethod
-    def of(cls, rec: GraphRecord, seg: Segmentation) -> GraphView:
-        """Build the view (the column map is O(n), so it is made once per graph, not per segment)."""
-        return cls(rec, seg, config_columns(rec) if rec.task == "layout" else None)
+    shared: torch.Tensor | None
+    config: torch.Tensor | None = None
+    affected: torch.Tensor | None = None  # (a,) node positions of ``config``'s rows
+    num_configs: int = 1
 
 
 class CostModel(nn.Module):
@@ -198,7 +161,8 @@ class CostModel(nn.Module):
         self.register_buffer("feat_std", torch.ones(config.node_feat_dim))
         self.opcode_emb = nn.Embedding(config.opcode_vocab, config.opcode_dim) if config.opcode_dim else None
         self.lin_node = nn.Linear(config.node_feat_dim + config.opcode_dim, h)
-        self.lin_cfg = nn.Linear(config.config_feat_dim, h) if config.task == "layout" else None
+        cfg_in = config.config_feat_dim + int(config.deviation)
+        self.lin_cfg = nn.Linear(cfg_in, h) if config.task == "layout" else None
         self.convs = nn.ModuleList(self._conv(config.backbone, h) for _ in range(config.layers))
         self.norms = nn.ModuleList(nn.LayerNorm(h) for _ in range(config.layers))
         head_in = config.embed_dim
@@ -216,8 +180,13 @@ class CostModel(nn.Module):
 
     @property
     def aggregate_mean(self) -> bool:
-        """True when segment embeddings are averaged (MalNet) rather than summed (layout, tile)."""
+        """True when segment units are averaged (MalNet) rather than summed (layout, tile)."""
         return self.config.task == "malnet"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the parameters live."""
+        return self.feat_mean.device
 
     def set_feature_stats(self, mean: np.ndarray | torch.Tensor, std: np.ndarray | torch.Tensor) -> None:
         """Use these per-column statistics to z-score node features (near-constant columns are only centred)."""
@@ -241,9 +210,9 @@ class CostModel(nn.Module):
         head = {id(p) for p in self.head_parameters()}
         return [p for p in self.parameters() if id(p) not in head]
 
-    def node_states(self, inp: SegmentInputs) -> torch.Tensor:
-        """Backbone output per node: ``(C, n, hidden)`` (C = number of configs for layout, else 1)."""
-        x = (inp.x - self.feat_mean) / self.feat_std
+    # ---------------------------------------------------------------- node states
+    def _first_layer(self, inp: SegmentInputs) -> torch.Tensor:
+        x = (squash(inp.x) - self.feat_mean) / self.feat_std
         if self.opcode_emb is not None:
             if inp.opcode is None:
                 raise InvalidOption("this model embeds opcodes but the graph has none")
@@ -252,30 +221,86 @@ class CostModel(nn.Module):
                     f"opcode {int(inp.opcode.max())} is outside the model's vocabulary of {self.config.opcode_vocab}"
                 )
             x = torch.cat((x, self.opcode_emb(inp.opcode)), dim=-1)
-        h = self.lin_node(x).unsqueeze(0)
-        if self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None:
-            h = h.expand(inp.num_configs, -1, -1).index_add(1, inp.cfg_pos, self.lin_cfg(inp.cfg_feat))
-        h = F.relu(h)
-        for conv, norm in zip(self.convs, self.norms, strict=True):
-            h = h + F.dropout(F.relu(norm(conv(h, inp.edge_index))), self.config.dropout, self.training)
-        return h
+        return self.lin_node(x)
 
-    def pool(self, h: torch.Tensor, segment_ids: torch.Tensor | None = None, num_segments: int = 1) -> torch.Tensor:
-        """Pool node states ``(C, n, hidden)`` per segment to ``(C, S, embed_dim)`` (all nodes one segment if None)."""
-        if segment_ids is None:
-            pooled = torch.cat((h.amax(dim=1), h.mean(dim=1)), dim=-1).unsqueeze(1)
-        else:
-            mx = scatter(h, segment_ids, dim=1, dim_size=num_segments, reduce="max")
-            mean = scatter(h, segment_ids, dim=1, dim_size=num_segments, reduce="mean")
-            pooled = torch.cat((mx, mean), dim=-1)
+    def _layer(self, i: int, h: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.norms[i](self.convs[i](h, edge_index)))
+        return h + F.dropout(out, self.config.dropout, self.training)
+
+    def has_config(self, inp: SegmentInputs) -> bool:
+        """Whether ``inp`` carries layout config features this model reads."""
+        return self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
+
+    def shared_states(self, inp: SegmentInputs) -> list[torch.Tensor]:
+        """Every node once, ignoring configurations: ``[first layer (pre-ReLU), h_0, ..., h_L]``, each (n, h)."""
+        base = self._first_layer(inp)
+        out = [base, F.relu(base)]
+        for i in range(self.config.layers):
+            out.append(self._layer(i, out[-1], inp.edge_index))
+        return out
+
+    def config_states(self, inp: SegmentInputs, region: Region, shared: list[torch.Tensor]) -> torch.Tensor:
+        """The region's affected nodes for each of ``inp``'s configurations: ``(C, a, h)`` (see the module docs)."""
+        assert self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
+        dev = shared[0].device
+        hc = F.relu(shared[0][inp.cfg_pos].unsqueeze(0) + self.lin_cfg(inp.cfg_feat))  # rows in cfg_pos order
+        for i, lay in enumerate(region.layers):
+            xb = shared[i + 1][torch.from_numpy(lay.sources).to(dev)].unsqueeze(0).expand(inp.num_configs, -1, -1)
+            xb = xb.index_copy(1, torch.from_numpy(lay.prev_pos).to(dev), hc)
+            out = F.relu(self.norms[i](self.convs[i](xb, torch.from_numpy(lay.edge_index).to(dev))))
+            tgt = torch.from_numpy(lay.target_pos).to(dev)
+            hc = xb[:, tgt] + F.dropout(out[:, tgt], self.config.dropout, self.training)
+        return hc
+
+    def node_states(self, inp: SegmentInputs, region: Region | None = None) -> NodeStates:
+        """Backbone output for ``inp``; with a ``region`` the configuration-dependent nodes per config (see above)."""
+        if not self.has_config(inp):
+            return NodeStates(self.shared_states(inp)[-1])
+        if region is None or self.config.backbone == "gcn":
+            assert self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
+            base = self._first_layer(inp)
+            h = base.unsqueeze(0).expand(inp.num_configs, -1, -1).index_add(1, inp.cfg_pos, self.lin_cfg(inp.cfg_feat))
+            h = F.relu(h)
+            for i in range(self.config.layers):
+                h = self._layer(i, h, inp.edge_index)
+            return NodeStates(None, h, None, inp.num_configs)
+        shared = self.shared_states(inp)
+        hc = self.config_states(inp, region, shared)
+        return NodeStates(shared[-1], hc, torch.from_numpy(region.final).to(shared[0].device), inp.num_configs)
+
+    # ---------------------------------------------------------------- pooling and readout
+    def pool(self, st: NodeStates, segment_ids: torch.Tensor | None = None, num_segments: int = 1) -> torch.Tensor:
+        """``[max | mean]`` of node states per segment: ``(C, S, embed_dim)`` (all nodes one segment if None)."""
+        if st.shared is None:
+            assert st.config is not None
+            return self._finish(*_pool_dense(st.config, segment_ids, num_segments))
+        hs = st.shared
+        n, h = hs.shape
+        ids = torch.zeros(n, dtype=torch.long, device=hs.device) if segment_ids is None else segment_ids
+        keep = torch.ones(n, dtype=torch.bool, device=hs.device)
+        if st.affected is not None:
+            keep[st.affected] = False
+        count = torch.bincount(ids, minlength=num_segments).clamp(min=1).to(hs.dtype)
+        mx = _amax_into(hs.new_full((num_segments, h), float("-inf")), 0, ids[keep], hs[keep])
+        sm = hs.new_zeros((num_segments, h)).index_add(0, ids[keep], hs[keep])
+        mx, sm = mx.unsqueeze(0), sm.unsqueeze(0)
+        if st.config is not None and st.affected is not None:
+            c = st.config.shape[0]
+            a_ids = ids[st.affected]
+            mx = _amax_into(mx.expand(c, -1, -1), 1, a_ids, st.config)
+            sm = sm.expand(c, -1, -1).index_add(1, a_ids, st.config)
+        return self._finish(mx, sm / count[None, :, None])
+
+    def _finish(self, mx: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+        pooled = torch.cat((mx, mean), dim=-1)
         return pooled if self.config.task == "malnet" else F.normalize(pooled, dim=-1)
 
-    def segment_embedding(self, inp: SegmentInputs) -> torch.Tensor:
-        """Embedding of one segment: ``(C, embed_dim)``."""
-        return self.pool(self.node_states(inp))[:, 0]
+    def segment_embedding(self, inp: SegmentInputs, region: Region | None = None) -> torch.Tensor:
+        """Embedding of one segment: ``(C, embed_dim)`` (C = inp.num_configs; 1 without configurations)."""
+        return self.pool(self.node_states(inp, region))[:, 0]
 
     def head(self, graph_emb: torch.Tensor, graph_config_feat: torch.Tensor | None = None) -> torch.Tensor:
-        """Scores ``(C,)`` (lower = faster) or logits ``(C, classes)`` from aggregated embeddings ``(C, embed_dim)``."""
+        """Scores ``(C,)`` (lower = faster) or logits ``(C, classes)`` from embeddings ``(C, embed_dim)``."""
         z = graph_emb
         if self.lin_graph_cfg is not None:
             if graph_config_feat is None:
@@ -285,107 +310,119 @@ class CostModel(nn.Module):
         out = self.head_mlp(z)
         return out if self.config.task == "malnet" else out[:, 0]
 
-    # ---------------------------------------------------------------- whole-graph passes
-    def embed_segment(self, g: GraphView, s: int, cfgs: np.ndarray) -> torch.Tensor:
-        """Segment ``s`` of ``g`` alone (edges leaving it dropped) for configs ``cfgs``: ``(C, embed_dim)``."""
-        ei, nodes = g.seg.subgraph(s, g.rec.edge_index)
-        return self.segment_embedding(make_inputs(g.rec, nodes, ei, cfgs, self.feat_mean.device, g.columns))
+    def units(self, emb: torch.Tensor, gcf: torch.Tensor | None = None) -> torch.Tensor:
+        """What is aggregated over segments: the embeddings ``(C, embed_dim)``, or each segment's score ``(C, 1)``."""
+        return self.head(emb, gcf).unsqueeze(-1) if self.config.readout == "scalar" else emb
 
-    def embed_fresh(self, g: GraphView, segments: Iterable[int], cfgs: np.ndarray) -> torch.Tensor:
-        """Sum of segment embeddings under no_grad, ONE segment at a time (memory stays per-segment)."""
-        total = torch.zeros(len(cfgs), self.config.embed_dim, device=self.feat_mean.device)
+    def readout(self, agg: torch.Tensor, gcf: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores or logits from the aggregated units ``(C, unit_dim)``."""
+        return agg[:, 0] if self.config.readout == "scalar" else self.head(agg, gcf)
+
+    # ---------------------------------------------------------------- whole-graph passes
+    def embed_segment(self, plan: GraphPlan, s: int, cfgs: np.ndarray) -> torch.Tensor:
+        """Segment ``s`` alone (edges leaving it dropped) for configs ``cfgs``: ``(C, embed_dim)``.
+
+        Each distinct sub-configuration of the segment is computed once (see :meth:`GraphPlan.signatures`).
+        """
+        cfgs = np.asarray(cfgs, dtype=np.int64)
+        if self.config.task != "layout" or plan.config_cols(s).size == 0:
+            emb = self.segment_embedding(plan.inputs(s, cfgs[:1], self.device), None)
+            return emb.expand(len(cfgs), -1)
+        sig = plan.signatures(s)[cfgs]
+        uniq, first, inv = np.unique(sig, return_index=True, return_inverse=True)
+        emb = self.segment_embedding(plan.inputs(s, cfgs[first], self.device), plan.region(s))
+        return emb if uniq.size == len(cfgs) and np.array_equal(inv, np.arange(len(cfgs))) else emb[inv.reshape(-1)]
+
+    def block_embeddings(self, plan: GraphPlan, block: Block, cfgs: np.ndarray) -> torch.Tensor:
+        """Every segment of ``block`` for configs ``cfgs`` in one pass: ``(C, segments, embed_dim)``.
+
+        Each distinct sub-configuration of a segment is computed once: the pass runs one row per signature
+        (:meth:`GraphPlan.signature_rows`), and every configuration reads its signature's row.
+        """
+        cfgs = np.asarray(cfgs, dtype=np.int64)
+        ids = torch.as_tensor(np.array(block.seg_ids, np.int64), device=self.device)
+        if self.config.task != "layout" or block.region is None:
+            inp = plan.block_inputs(block, cfgs[:1], self.device)
+            return self.pool(self.node_states(inp, block.region), ids, block.num_segments).expand(len(cfgs), -1, -1)
+        rep, rows = plan.signature_rows(block, cfgs)
+        inp = plan.block_inputs(block, rep, self.device)
+        emb = self.pool(self.node_states(inp, block.region), ids, block.num_segments)  # (R, segments, d)
+        cols = torch.arange(block.num_segments, device=self.device)
+        return emb[torch.from_numpy(rows).to(self.device), cols[None, :]]
+
+    def segment_units(self, plan: GraphPlan, s: int, cfgs: np.ndarray, gcf: torch.Tensor | None) -> torch.Tensor:
+        """:meth:`units` of segment ``s``: ``(C, unit_dim)``."""
+        return self.units(self.embed_segment(plan, s, cfgs), gcf)
+
+    def fresh_units(
+        self, plan: GraphPlan, segments: object, cfgs: np.ndarray, gcf: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Sum of segment units under no_grad, ONE segment at a time (memory stays per-segment)."""
+        c = len(cfgs) if gcf is None else gcf.shape[0]
+        total = torch.zeros(c, self.config.unit_dim, device=self.device)
         with torch.no_grad():
-            for s in segments:
-                total += self.embed_segment(g, int(s), cfgs)
+            for s in segments:  # type: ignore[attr-defined]
+                total += self.segment_units(plan, int(s), cfgs, gcf)
         return total
 
-    def embed_whole_graph(self, g: GraphView, cfgs: np.ndarray) -> torch.Tensor:
-        """Full-graph pass (every edge kept), pooled per segment and aggregated: ``(C, embed_dim)``."""
-        device = self.feat_mean.device
-        h = self.node_states(make_inputs(g.rec, None, g.rec.edge_index, cfgs, device, g.columns))
-        emb = self.pool(h, to_device(g.seg.assignment, device, torch.long), g.seg.num_segments)
-        return emb.mean(1) if self.aggregate_mean else emb.sum(1)
+    def units_per_segment(self, emb: torch.Tensor, gcf: torch.Tensor | None = None) -> torch.Tensor:
+        """Units of segment embeddings ``(Ce, S, d)``: themselves, or each segment's score ``(C, S, 1)``."""
+        if self.config.readout != "scalar":
+            return emb
+        c, s, d = emb.shape
+        if gcf is not None:
+            return torch.stack([self.head(emb[:, j], gcf) for j in range(s)], dim=1).unsqueeze(-1)
+        return self.head(emb.reshape(c * s, d)).reshape(c, s, 1)
 
-    def graph_config(self, rec: GraphRecord, configs: np.ndarray) -> torch.Tensor | None:
+    def sum_units(self, emb: torch.Tensor, gcf: torch.Tensor | None = None) -> torch.Tensor:
+        """Units of segment embeddings ``(Ce, S, d)`` summed over the segments: ``(C, unit_dim)``."""
+        if self.config.readout != "scalar":
+            return emb.sum(1)
+        c, s, d = emb.shape
+        if gcf is not None:  # tile: one embedding per segment, scored with every config
+            return torch.stack([self.head(emb[:, j], gcf) for j in range(s)], dim=1).sum(1, keepdim=True)
+        return self.head(emb.reshape(c * s, d)).reshape(c, s).sum(1, keepdim=True)
+
+    def embed_whole_graph(self, plan: GraphPlan, cfgs: np.ndarray) -> torch.Tensor:
+        """Full-graph pass (every edge kept), pooled per segment: ``(C, S, embed_dim)``."""
+        st = self.node_states(plan.inputs(None, cfgs, self.device), plan.region(None))
+        return self.pool(st, to_device(plan.seg.assignment, self.device, torch.long), plan.num_segments)
+
+    def whole_graph_units(self, plan: GraphPlan, cfgs: np.ndarray, gcf: torch.Tensor | None) -> torch.Tensor:
+        """Units of every segment from the full-graph pass, aggregated: ``(C, unit_dim)``."""
+        emb = self.embed_whole_graph(plan, cfgs)  # (C, S, d)
+        if self.aggregate_mean:
+            return emb.mean(1)
+        return self.sum_units(emb, gcf)
+
+    def graph_config(self, plan: GraphPlan, configs: np.ndarray) -> torch.Tensor | None:
         """Tile graph-config features of ``configs`` on the model's device (None for other tasks)."""
         if self.config.task != "tile":
             return None
-        return to_device(rec.graph_config_feat[configs], self.feat_mean.device, torch.float32)
+        return to_device(plan.rec.graph_config_feat[configs], self.device, torch.float32)
 
-    @torch.no_grad()
-    def predict_graph(self, g: GraphView, whole_graph: bool = False, chunk: int = 32) -> np.ndarray:
-        """Scores of every config (or class logits), every segment fresh, ``chunk`` configs at a time."""
-        rec, S = g.rec, g.seg.num_segments
+    def predict_graph(self, plan: GraphPlan, whole_graph: bool = False, chunk: int = 256) -> np.ndarray:
+        """Scores of every config (or class logits), every segment fresh (see :func:`evaluation.predict_graph`)."""
+        from mlsysopt.costmodel.evaluation import predict_graph
 
-        def agg(cfgs: np.ndarray) -> torch.Tensor:
-            if whole_graph:
-                return self.embed_whole_graph(g, cfgs)
-            total = self.embed_fresh(g, range(S), cfgs)
-            return total / S if self.aggregate_mean else total
-
-        chunks = [np.arange(c, min(c + chunk, rec.num_configs)) for c in range(0, rec.num_configs, chunk)]
-        if self.config.task == "layout":
-            parts = [self.head(agg(c)) for c in chunks]
-        else:
-            emb = agg(np.zeros(1, dtype=np.int64))  # tile and MalNet node states do not depend on the config
-            if self.config.task == "malnet":
-                return self.head(emb)[0].cpu().numpy()
-            parts = [self.head(emb, self.graph_config(rec, c)) for c in chunks]
-        return torch.cat(parts).cpu().numpy().astype(np.float64)
+        return predict_graph(self, plan, whole_graph, chunk)
 
 
-def feature_stats(records: Iterable[GraphRecord]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-column mean and std of node features over ``records`` (streamed: one graph at a time, float64 sums)."""
-    total, sq, count = None, None, 0
-    for rec in records:
-        x = np.asarray(rec.x, dtype=np.float64)
-        total = x.sum(0) if total is None else total + x.sum(0)
-        sq = (x * x).sum(0) if sq is None else sq + (x * x).sum(0)
-        count += x.shape[0]
-    if total is None or sq is None or count == 0:
-        raise InvalidOption("cannot compute feature statistics from an empty dataset")
-    mean = total / count
-    std = np.sqrt(np.maximum(sq / count - mean * mean, 0.0))
-    return mean.astype(np.float32), std.astype(np.float32)
+def _pool_dense(
+    h: torch.Tensor, segment_ids: torch.Tensor | None, num_segments: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Max and mean of dense states ``(C, n, h)`` per segment."""
+    if segment_ids is None:
+        return h.amax(dim=1, keepdim=True), h.mean(dim=1, keepdim=True)
+    c, _, d = h.shape
+    count = torch.bincount(segment_ids, minlength=num_segments).clamp(min=1).to(h.dtype)
+    mx = _amax_into(h.new_full((c, num_segments, d), float("-inf")), 1, segment_ids, h)
+    sm = h.new_zeros((c, num_segments, d)).index_add(1, segment_ids, h)
+    return mx, sm / count[None, :, None]
 
 
-def prune_layout(record: GraphRecord, hops: int = 1) -> GraphRecord:
-    """Keep the configurable nodes and their ``hops``-hop neighbours (either edge direction): the Kaggle trick.
-
-    Node order (topological) is preserved; ``config_node_ids`` and ``node_splits`` are renumbered.
-    """
-    import scipy.sparse as sp
-
-    if record.task != "layout" or record.config_node_ids is None:
-        raise InvalidOption(f"{record.name}: pruning applies to layout graphs only (task '{record.task}')")
-    if hops < 0:
-        raise InvalidOption(f"prune hops must be >= 0, got {hops}")
-    n = record.num_nodes
-    keep = np.zeros(n, dtype=bool)
-    keep[record.config_node_ids] = True
-    if hops and record.num_edges:
-        u, v = record.edge_index
-        adj = sp.csr_matrix((np.ones(2 * len(u), dtype=np.int8), (np.r_[u, v], np.r_[v, u])), shape=(n, n))
-        for _ in range(hops):
-            keep |= (adj @ keep.astype(np.int8)) > 0
-    new_id = np.cumsum(keep) - 1
-    e = record.edge_index
-    ek = keep[e[0]] & keep[e[1]]
-    splits = None
-    if record.node_splits is not None:
-        # A split at old id s starts at the first kept node >= s, i.e. new id = number of kept nodes before s.
-        before = np.concatenate(([0], np.cumsum(keep)))
-        splits = np.unique(before[np.clip(np.asarray(record.node_splits, dtype=np.int64), 0, n)])
-    return GraphRecord(
-        name=record.name,
-        task=record.task,
-        x=record.x[keep],
-        edge_index=new_id[e[:, ek]].astype(np.int64),
-        opcode=None if record.opcode is None else record.opcode[keep],
-        node_splits=splits,
-        config_node_ids=new_id[record.config_node_ids].astype(np.int64),
-        node_config_feat=record.node_config_feat,
-        graph_config_feat=record.graph_config_feat,
-        runtime=record.runtime,
-        label=record.label,
-    )
+def _amax_into(base: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """``base`` with ``base[..., index[i], :] = max(base[..., index[i], :], src[..., i, :])`` along ``dim``."""
+    shape = [1] * src.dim()
+    shape[dim] = index.numel()
+    return base.scatter_reduce(dim, index.view(shape).expand_as(src), src, "amax", include_self=True)

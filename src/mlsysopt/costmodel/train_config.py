@@ -1,4 +1,4 @@
-"""TrainConfig: every knob of cost-model training (modes full | gst | gst+e | gst+ef | gst+efd), validated once."""
+"""TrainConfig: every knob of cost-model training (GNN modes full | gst | gst+e | gst+ef | gst+efd, and trees)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,13 @@ import torch
 from mlsysopt.errors import InvalidOption
 
 MODES: tuple[str, ...] = ("full", "gst", "gst+e", "gst+ef", "gst+efd")
+#: The non-GNN baseline: gradient-boosted trees on flattened configuration features (see trees.py).
+TREES = "trees"
+ALL_MODES: tuple[str, ...] = (*MODES, TREES)
+HISTORY_KEYS: tuple[str, ...] = ("signature", "config")
+SED_POLICIES: tuple[str, ...] = ("uniform", "age")
+REFRESH: tuple[str, ...] = ("varying", "stalest", "none")
+SAMPLES: tuple[str, ...] = ("varying", "uniform")
 
 
 @dataclass
@@ -21,7 +28,14 @@ class TrainConfig:
     segment_size: int = 1000
     segmenter: str = "auto"  # contiguous for layout/tile, metis for malnet (as in the reference)
     k: int = 1
+    memory_budget_mb: float | None = None  # k from the memory budget: as many sampled segments as fit
     sed_p: float = 0.5
+    sed_policy: str = "uniform"  # uniform: drop with p | age: p * min(1, age / sed_tau epochs)
+    sed_tau: float = 4.0
+    history_key: str = "signature"  # rows shared by configurations that agree on a segment | "config" (reference)
+    refresh: str = "varying"  # no-grad recompute of stale segments: varying | stalest | none (the reference)
+    refresh_segments: int = 8  # how many, for refresh="stalest"
+    sample: str = "varying"  # segments that get gradients: varying (where the step's configs differ) | uniform
     epochs: int = 10
     lr: float = 1e-3
     weight_decay: float = 0.0
@@ -31,41 +45,63 @@ class TrainConfig:
     finetune_epochs: int = 10
     finetune_lr: float | None = None
     finetune_configs: int = 256
-    eval_chunk: int = 32
+    eval_chunk: int = 256
+    validate_every: int = 1
+    cache_mb: float = 1024.0  # graphs kept in memory between epochs (records and their plans), most recent first
     grad_clip: float | None = 1.0
     seed: int = 0
     device: str = "cpu"
     prune_hops: int | None = None
-    measure_memory: bool = True
+    measure_memory: int = 16  # measure the tensor memory of every N-th step of an epoch (from its first); 0: never
     cache_dir: str | None = None
 
     def validate(self) -> None:
         """Raise InvalidOption naming the first bad option."""
-        if self.mode not in MODES:
-            raise InvalidOption(f"unknown mode '{self.mode}' (choose from: {', '.join(MODES)})")
+        if self.mode not in ALL_MODES:
+            raise InvalidOption(f"unknown mode '{self.mode}' (choose from: {', '.join(ALL_MODES)})")
+        for name, allowed in (
+            ("history_key", HISTORY_KEYS),
+            ("sed_policy", SED_POLICIES),
+            ("refresh", REFRESH),
+            ("sample", SAMPLES),
+        ):
+            if getattr(self, name) not in allowed:
+                raise InvalidOption(f"unknown {name.replace('_', ' ')} '{getattr(self, name)}' "
+                                    f"(choose from: {', '.join(allowed)})")  # fmt: skip
         if self.segmenter not in ("auto", "contiguous", "metis"):
             raise InvalidOption(f"unknown segmenter '{self.segmenter}' (choose from: auto, contiguous, metis)")
         ints = {"segment_size": 1, "k": 1, "epochs": 1, "finetune_epochs": 0, "configs_per_graph": 2}
-        ints |= {"graphs_per_step": 1, "finetune_configs": 2, "eval_chunk": 1, "seed": 0}
+        ints |= {"graphs_per_step": 1, "finetune_configs": 2, "eval_chunk": 1, "seed": 0, "refresh_segments": 0}
+        ints |= {"validate_every": 1, "measure_memory": 0}
         for name, low in ints.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise InvalidOption(f"{name.replace('_', ' ')} must be an integer >= {low}, got {value!r}")
         if not 0.0 <= self.sed_p < 1.0:
             raise InvalidOption(f"SED probability must be in [0, 1), got {self.sed_p}")
+        for name in ("sed_tau", "cache_mb") + (("memory_budget_mb",) if self.memory_budget_mb is not None else ()):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+                raise InvalidOption(f"{name.replace('_', ' ')} must be a finite number >= 0, got {value!r}")
+        if self.memory_budget_mb is not None and self.memory_budget_mb <= 0:
+            raise InvalidOption(f"memory budget must be > 0 MB, got {self.memory_budget_mb}")
         if not self.lr > 0 or (self.finetune_lr is not None and not self.finetune_lr > 0) or self.weight_decay < 0:
             raise InvalidOption("learning rates must be > 0 and weight decay >= 0")
         if self.grad_clip is not None and not self.grad_clip > 0:
             raise InvalidOption(f"grad clip must be > 0 or None, got {self.grad_clip}")
         if self.prune_hops is not None and self.prune_hops < 0:
             raise InvalidOption(f"prune hops must be >= 0, got {self.prune_hops}")
-        if torch.device(self.device).type == "cuda" and not torch.cuda.is_available():
-            raise InvalidOption(f"device '{self.device}' requested but CUDA is not available")
+        check_device(self.device)
 
     @property
     def finetunes(self) -> bool:
         """True for the modes with the F phase."""
         return self.mode in ("gst+ef", "gst+efd")
+
+    @property
+    def uses_table(self) -> bool:
+        """True for the modes that read stale units from the history table (E)."""
+        return self.mode in ("gst+e", "gst+ef", "gst+efd")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of every field."""
@@ -76,3 +112,15 @@ class TrainConfig:
         """Rebuild from :meth:`to_dict` output, ignoring keys this build does not know."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def check_device(device: str) -> None:
+    """InvalidOption unless ``device`` is ``cpu``, ``cuda`` or ``cuda:N`` and available here."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise InvalidOption(f"--device '{device}': choose cpu or cuda (cuda:N); mlsysopt trains on CPUs and CUDA GPUs")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidOption(f"device '{device}' requested but CUDA is not available")

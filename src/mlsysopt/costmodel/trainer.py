@@ -1,82 +1,61 @@
-"""One trainer for every mode: full | gst | gst+e | gst+ef | gst+efd (Graph Segment Training, Cao et al. 2023).
+"""One trainer for every GNN mode: the epoch loop, validation, checkpoints, resume, time budget, data parallelism.
 
-A training step takes ``graphs_per_step`` graphs; for each, it samples up to ``configs_per_graph`` configurations
-and builds the graph embedding ``G`` (C x d) the head scores:
+The per-graph steps of each mode (full | gst | gst+e | gst+ef | gst+efd) are :mod:`mlsysopt.costmodel.gst`;
+evaluation is :mod:`mlsysopt.costmodel.evaluation`. An epoch visits the training graphs in a permutation drawn from
+(seed, epoch); a step takes ``graphs_per_step`` of them, and graph ``j`` of a step draws its randomness (configs,
+segments, SED, dropout) from (seed, epoch, position). So a run does not depend on how its steps are computed: in
+one process, or split over data-parallel ranks (``comm``: the graphs of a step spread over the ranks, gradients
+summed with an all-reduce, table writes exchanged), it gives the same losses up to float summation order.
 
-* ``full``: the backbone runs on the whole graph (every edge kept); each segment is pooled from the whole-graph
-  node states and ``G = sum_s emb_s`` (mean for MalNet). Memory grows with the graph.
-* ``gst``: ``k`` segments sampled uniformly without replacement get gradients; every other segment is computed fresh
-  under ``torch.no_grad`` ONE AT A TIME (only its running sum is kept), so memory stays per-segment.
-* ``gst+e``: the other segments come from the :class:`HistoryTable` (a missing row is computed fresh under no_grad
-  once and stored). After the optimizer step the table receives the sampled segments' embeddings computed in that
-  step's forward pass (detached); it is never refreshed in bulk during training. Segments computed under no_grad
-  during a step use the same train mode (dropout) as the sampled ones.
-* ``gst+ef``: gst+e, then F: freeze the backbone, recompute every segment's embedding of every training graph fresh
-  into the table (eval mode, for up to ``finetune_configs`` configs per graph) and train only the head on them for
-  ``finetune_epochs`` epochs, without SED.
-* ``gst+efd``: gst+ef plus Stale Embedding Dropout: each stale segment is dropped with probability ``p`` and
-
-      G = (1 + D / k) * sum_{s in K} fresh_s + sum_{s not in K, kept} stale_s          (D = number dropped)
-
-  i.e. each dropped segment is replaced by the mean of the fresh ones. With K uniform and drops i.i.d., given the
-  set U = K + dropped, K is a uniform k-subset of U, so E[(D/k) sum_K fresh] = E[sum_dropped fresh]: G is an
-  UNBIASED estimate of the full sum whenever the table holds the current embeddings (see :func:`combine`).
-  This is the reference's rule ("up-weight the fresh segment by the number dropped") with the realised count.
-
-Evaluation (:meth:`Trainer.evaluate`, :meth:`Trainer.predict`) always computes every segment fresh, one segment
-and ``eval_chunk`` configs at a time (full mode: the whole graph per config chunk), and never reads the table.
-A checkpoint is written atomically into ``run_dir`` (a folder, or an open :class:`~mlsysopt.io.RunDir`) after every
-epoch; ``fit(resume=True)`` continues exactly (:meth:`Trainer.state_dict` holds everything it needs).
+``epochs`` and ``finetune_epochs`` are totals for the run: a resumed run does what is missing. Training epochs
+cannot be added once finetuning has begun (the backbone is frozen and the F table made), and fewer epochs than
+already done are refused. A checkpoint is written atomically after every epoch and when ``timeout`` seconds have
+passed (then mid-epoch: the next step, the epoch's losses so far); ``fit(resume=True)`` continues exactly.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from mlsysopt.costmodel import evaluation
 from mlsysopt.costmodel.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_checkpoint, tagged
-from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
+from mlsysopt.costmodel.gst import GSTSteps, Write, combine
 from mlsysopt.costmodel.history import HistoryTable
+from mlsysopt.costmodel.inputs import feature_stats, prune_layout
 from mlsysopt.costmodel.losses import get_loss
 from mlsysopt.costmodel.memory import PeakMemory
-from mlsysopt.costmodel.model import (
-    CostModel,
-    GraphView,
-    ModelConfig,
-    feature_stats,
-    prune_layout,
-    to_device,
-)
+from mlsysopt.costmodel.model import CostModel, ModelConfig
+from mlsysopt.costmodel.plan import GraphPlan
 from mlsysopt.costmodel.segment import Segmenter
 from mlsysopt.costmodel.train_config import MODES, TrainConfig
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 from mlsysopt.io import RunDir
+
+if TYPE_CHECKING:
+    from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
+    from mlsysopt.costmodel.distributed import Comm
 
 __all__ = ["MODES", "Progress", "TrainConfig", "Trainer", "combine"]
 
 Progress = Callable[[int, int, dict[str, Any]], None]
 
 
-def combine(
-    fresh_sum: torch.Tensor, k: int, stale_sum: torch.Tensor, dropped: int, num_segments: int, mean: bool
-) -> torch.Tensor:
-    """SED aggregate ``(1 + dropped/k) * fresh_sum + stale_sum`` (divided by S for mean aggregation)."""
-    agg = fresh_sum * (1.0 + dropped / k) + stale_sum
-    return agg / num_segments if mean else agg
-
-
-class Trainer:
-    """Trains and evaluates a :class:`CostModel` with one of the GST modes (see the module docstring)."""
+class Trainer(GSTSteps):
+    """Trains and evaluates a :class:`CostModel` with one of the GST modes (see gst.py and the module docstring)."""
 
     def __init__(self, model_config: ModelConfig, train_config: TrainConfig) -> None:
         model_config.validate()
         train_config.validate()
+        if train_config.mode not in MODES:
+            raise InvalidOption(f"mode '{train_config.mode}' is not a GNN mode ({', '.join(MODES)})")
         self.mc, self.tc = model_config, train_config
         self.task = model_config.task
         loss_name = train_config.loss if train_config.loss != "auto" else ("ce" if self.task == "malnet" else "hinge")
@@ -93,16 +72,28 @@ class Trainer:
         auto = "metis" if self.task == "malnet" else "contiguous"
         method = train_config.segmenter if train_config.segmenter != "auto" else auto
         self.segmenter = Segmenter(method, train_config.segment_size, train_config.cache_dir, seed=train_config.seed)
-        self.table = HistoryTable(model_config.embed_dim)
-        self.rng = np.random.default_rng(train_config.seed)
+        self.table = HistoryTable(model_config.unit_dim)
+        self.ft_table = HistoryTable(model_config.embed_dim)
+        self.k = train_config.k
+        self.steps_per_epoch = 1
         self.history: list[dict[str, Any]] = []
         self.epoch = 0
+        self.partial: dict[str, Any] | None = None  # a mid-epoch stop: next step and the epoch's figures so far
         self.stats_ready = False
+        self.stopped = False
+        self.refresh_s = 0.0
         self.ft_configs: dict[str, np.ndarray] = {}
+        self._cache: OrderedDict[tuple[int, int], tuple[GraphRecord, GraphPlan]] = OrderedDict()
+        self._cache_bytes = 0
 
     # ------------------------------------------------------------------ data
     def record(self, ds: GraphDataset, i: int) -> GraphRecord:
-        """Graph ``i`` of ``ds``, checked against the model (task, feature width) and pruned as configured."""
+        """Graph ``i`` of ``ds``, checked against the model and pruned as configured (kept in a bounded cache)."""
+        key = (id(ds), int(i))
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit[0]
         rec = ds.record(i)
         if rec.task != self.task:
             raise InvalidOption(f"{rec.name}: a {rec.task} graph, but the model is for {self.task}")
@@ -112,140 +103,28 @@ class Trainer:
             )
         if self.tc.prune_hops is not None:
             rec = prune_layout(rec, self.tc.prune_hops)
+        self._remember(key, rec)
         return rec
 
-    def _view(self, rec: GraphRecord) -> GraphView:
-        return GraphView.of(rec, self.segmenter(rec))
+    def _remember(self, key: tuple[int, int], rec: GraphRecord) -> None:
+        size = sum(a.nbytes for a in (rec.x, rec.edge_index, rec.node_config_feat) if a is not None)
+        if size > self.tc.cache_mb * 2**20:
+            return
+        self._cache[key] = (rec, GraphPlan(rec, self.segmenter(rec), self.mc.layers, self.mc.deviation))
+        self._cache_bytes += size
+        while self._cache_bytes > self.tc.cache_mb * 2**20:
+            _, (old, _) = self._cache.popitem(last=False)
+            self._cache_bytes -= sum(a.nbytes for a in (old.x, old.edge_index, old.node_config_feat) if a is not None)
 
-    def _emb_configs(self, configs: np.ndarray) -> np.ndarray:
-        # Only layout node states depend on the config; tile and MalNet embed once, as table config 0.
-        return configs if self.task == "layout" else np.zeros(1, dtype=np.int64)
+    def plan(self, rec: GraphRecord) -> GraphPlan:
+        """The :class:`GraphPlan` of ``rec`` (cached with the record; else made now)."""
+        for r, p in reversed(self._cache.values()):
+            if r is rec:
+                return p
+        return GraphPlan(rec, self.segmenter(rec), self.mc.layers, self.mc.deviation)
 
-    def _table_sum(self, g: GraphView, segs: np.ndarray, cfgs: np.ndarray) -> torch.Tensor:
-        total = torch.zeros(len(cfgs), self.mc.embed_dim, device=self.device)
-        for start in range(0, len(segs), 64):  # bounded reads: 64 segments of rows at a time
-            chunk = segs[start : start + 64]
-            emb, present = self.table.get(g.rec.name, cfgs, chunk)
-            for j in np.flatnonzero(~present.all(0).numpy()):
-                with torch.no_grad():
-                    e = self.model.embed_segment(g, int(chunk[j]), cfgs)
-                self.table.put(g.rec.name, cfgs, int(chunk[j]), e)
-                emb[:, j] = e.cpu()
-            total += emb.sum(1).to(self.device)
-        return total
-
-    def _target(self, rec: GraphRecord, configs: np.ndarray) -> torch.Tensor:
-        if self.task == "malnet":
-            return torch.tensor([int(rec.label)], device=self.device)
-        return to_device(np.asarray(rec.runtime)[configs], self.device, torch.float32)
-
-    def _sample_configs(self, pool: np.ndarray) -> np.ndarray:
-        if self.task == "malnet":
-            return np.zeros(1, dtype=np.int64)
-        return np.sort(self.rng.choice(pool, size=min(self.tc.configs_per_graph, len(pool)), replace=False))
-
-    # ------------------------------------------------------------------ one training graph
-    def _train_graph(self, rec: GraphRecord, weight: float) -> tuple[float, list]:
-        """Forward + backward of one graph; returns its loss and the table writes to apply after the step."""
-        g = self._view(rec)
-        configs = self._sample_configs(np.arange(rec.num_configs))
-        cfgs = self._emb_configs(configs)
-        S, writes = g.seg.num_segments, []
-        if self.tc.mode == "full":
-            agg = self.model.embed_whole_graph(g, cfgs)
-        else:
-            k = min(self.tc.k, S)
-            sampled = np.sort(self.rng.choice(S, size=k, replace=False))
-            others = np.setdiff1d(np.arange(S), sampled)
-            fresh = [self.model.embed_segment(g, int(s), cfgs) for s in sampled]
-            dropped = 0
-            if self.tc.mode == "gst":
-                stale_sum = self.model.embed_fresh(g, others, cfgs)
-            else:
-                keep = np.ones(len(others), dtype=bool)
-                if self.tc.mode == "gst+efd":
-                    keep = self.rng.random(len(others)) >= self.tc.sed_p
-                dropped = int((~keep).sum())
-                stale_sum = self._table_sum(g, others[keep], cfgs)
-                writes = [(rec.name, cfgs, int(s), f.detach()) for s, f in zip(sampled, fresh, strict=True)]
-            agg = combine(torch.stack(fresh).sum(0), k, stale_sum, dropped, S, self.model.aggregate_mean)
-        loss = self.loss_fn(self.model.head(agg, self.model.graph_config(rec, configs)), self._target(rec, configs))
-        (loss * weight).backward()
-        return float(loss.detach()), writes
-
-    def _finetune_graph(self, rec: GraphRecord, weight: float) -> tuple[float, list]:
-        """F: the head on table embeddings (all fresh from the frozen backbone), no SED."""
-        configs = self._sample_configs(self.ft_configs[rec.name])
-        cfgs = self._emb_configs(configs)
-        S = self.segmenter(rec).num_segments
-        agg = torch.zeros(len(cfgs), self.mc.embed_dim, device=self.device)
-        for start in range(0, S, 64):
-            emb, present = self.table.get(rec.name, cfgs, np.arange(start, min(start + 64, S)))
-            if not bool(present.all()):
-                raise InvalidCheckpoint(f"{rec.name}: history table misses rows after the F refresh")
-            agg += emb.sum(1).to(self.device)
-        agg = agg / S if self.model.aggregate_mean else agg
-        loss = self.loss_fn(self.model.head(agg, self.model.graph_config(rec, configs)), self._target(rec, configs))
-        (loss * weight).backward()
-        return float(loss.detach()), []
-
-    def _refresh_table(self, ds: GraphDataset) -> None:
-        """F, first half: every segment of every training graph recomputed with the frozen backbone into the table."""
-        self.model.eval()
-        for i in range(len(ds)):
-            rec = self.record(ds, i)
-            g = self._view(rec)
-            pool = np.arange(rec.num_configs)
-            if self.task != "malnet" and len(pool) > self.tc.finetune_configs:
-                pool = np.sort(self.rng.choice(pool, size=self.tc.finetune_configs, replace=False))
-            self.ft_configs[rec.name] = pool
-            cfgs = self._emb_configs(pool)
-            with torch.no_grad():
-                for s in range(g.seg.num_segments):
-                    for c0 in range(0, len(cfgs), self.tc.eval_chunk):
-                        chunk = cfgs[c0 : c0 + self.tc.eval_chunk]
-                        self.table.put(rec.name, chunk, s, self.model.embed_segment(g, s, chunk))
-
-    def freeze_backbone(self) -> None:
-        """F: stop gradients to everything but the head, and make the head's optimizer."""
-        for p in self.model.backbone_parameters():
-            p.requires_grad_(False)
-        if self.ft_optimizer is None:
-            lr = self.tc.finetune_lr or self.tc.lr
-            self.ft_optimizer = torch.optim.Adam(self.model.head_parameters(), lr=lr, weight_decay=self.tc.weight_decay)
-
-    # ------------------------------------------------------------------ epochs
-    def _epoch(self, ds: GraphDataset, finetune: bool, tick: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        optimizer = self.ft_optimizer if finetune else self.optimizer
-        assert optimizer is not None
-        params = self.model.head_parameters() if finetune else list(self.model.parameters())
-        step_fn = self._finetune_graph if finetune else self._train_graph
-        order = self.rng.permutation(len(ds))
-        losses, step_mb = [], []
-        for start in range(0, len(order), self.tc.graphs_per_step):
-            batch = order[start : start + self.tc.graphs_per_step]
-            self.model.train()
-            with self._measure() as pm:
-                optimizer.zero_grad(set_to_none=True)
-                writes: list = []
-                for i in batch:
-                    with pm.paused():  # reading the file is the host's business, not the step's
-                        rec = self.record(ds, int(i))
-                    loss, w = step_fn(rec, 1.0 / len(batch))
-                    losses.append(loss)
-                    writes += w
-                if self.tc.grad_clip is not None:
-                    torch.nn.utils.clip_grad_norm_(params, self.tc.grad_clip)
-                optimizer.step()
-                for name, cfgs, s, emb in writes:
-                    self.table.put(name, cfgs, s, emb)
-                self.table.tick()
-            step_mb.append(round(pm.peak_mb, 4))
-            tick({"loss": losses[-1]})
-        return {"loss": float(np.mean(losses)), "peak_step_mb": max(step_mb), "step_mb": step_mb}
-
-    def _measure(self) -> PeakMemory:
-        return PeakMemory(self.device, enabled=self.tc.measure_memory)
+    def _rng(self, *key: int) -> np.random.Generator:
+        return np.random.default_rng([self.tc.seed, *key])
 
     def prepare(self, train_ds: GraphDataset) -> None:
         """Fit the node-feature normalisation on the training graphs (reads and checks every one of them)."""
@@ -254,6 +133,107 @@ class Trainer:
         self.model.set_feature_stats(*(stats() if callable(stats) else feature_stats(records)))
         self.stats_ready = True
 
+    def choose_k(self, train_ds: GraphDataset) -> int:
+        """``k`` from ``memory_budget_mb``: as many sampled segments as the budget holds (measured on a probe step)."""
+        if self.tc.memory_budget_mb is None or self.tc.mode == "full":
+            return self.k
+        rec = self.record(train_ds, 0)
+        plan = self.plan(rec)
+        s = int(np.argmax(plan.seg.sizes))
+        configs = np.arange(min(self.tc.configs_per_graph, rec.num_configs))
+        self.model.train()
+        with PeakMemory(self.device) as pm:
+            gcf = self.model.graph_config(plan, configs)
+            units = self._units_of(plan, s, configs, gcf)
+            self.model.readout(units, gcf).float().sum().backward()
+        self.optimizer.zero_grad(set_to_none=True)
+        per_segment = max(pm.peak_mb, 1e-6)
+        self.k = int(max(1, min(plan.num_segments, self.tc.memory_budget_mb // per_segment)))
+        return self.k
+
+    # ------------------------------------------------------------------ epochs
+    def freeze_backbone(self) -> None:
+        """F: stop gradients to everything but the head, and make the head's optimizer."""
+        for p in self.model.backbone_parameters():
+            p.requires_grad_(False)
+        if self.ft_optimizer is None:
+            lr = self.tc.finetune_lr or self.tc.lr
+            self.ft_optimizer = torch.optim.Adam(self.model.head_parameters(), lr=lr, weight_decay=self.tc.weight_decay)
+
+    def _refresh(self, ds: GraphDataset, comm: Comm | None) -> None:
+        rank, world = (0, 1) if comm is None else (comm.rank, comm.world)
+        for i in range(rank, len(ds), world):
+            self.refresh_graph(self.record(ds, i), self._rng(10**6, i))
+        if comm is not None:  # every rank gets every graph's F rows
+            mine = {n: self.ft_table.export(n) for n in self.ft_table.graphs}
+            for part in comm.gather((mine, {k: v for k, v in self.ft_configs.items()})):
+                for name, rows in part[0].items():
+                    self.ft_table.put(name, *rows)
+                self.ft_configs.update(part[1])
+
+    def _step(self, ds: GraphDataset, batch: np.ndarray, start: int, epoch: int, finetune: bool,
+              comm: Comm | None) -> tuple[list[tuple[int, float]], float | None]:  # fmt: skip
+        optimizer = self.ft_optimizer if finetune else self.optimizer
+        assert optimizer is not None
+        step_fn = self.finetune_graph if finetune else self.train_graph
+        rank, world = (0, 1) if comm is None else (comm.rank, comm.world)
+        self.model.train()
+        every = self.tc.measure_memory
+        measure = every > 0 and (start // self.tc.graphs_per_step) % every == 0
+        with PeakMemory(self.device, enabled=measure) as pm:
+            optimizer.zero_grad(set_to_none=True)
+            losses: list[tuple[int, float]] = []
+            writes: list[tuple[int, list[Write]]] = []
+            for j in range(rank, len(batch), world):
+                pos = start + j
+                with pm.paused():  # reading the file is the host's business, not the step's
+                    rec = self.record(ds, int(batch[j]))
+                rng = self._rng(epoch, pos)
+                torch.manual_seed(int(rng.integers(2**62)))
+                loss, w = step_fn(rec, 1.0 / len(batch), rng)
+                losses.append((pos, loss))
+                writes.append((pos, w))
+            params = self.model.head_parameters() if finetune else list(self.model.parameters())
+            if comm is not None:
+                comm.all_reduce_grads(params)
+                losses = sorted(x for part in comm.gather(losses) for x in part)
+                writes = sorted((x for part in comm.gather(writes) for x in part), key=lambda t: t[0])
+            if self.tc.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(params, self.tc.grad_clip)
+            optimizer.step()
+            for _, w in writes:
+                for name, rows, units in w:
+                    self.table.put(name, rows, units)
+            self.table.tick()
+        if not measure:
+            return losses, None
+        peak = pm.peak_mb if comm is None else max(comm.gather(pm.peak_mb))
+        return losses, round(peak, 4)
+
+    def _epoch(self, ds: GraphDataset, epoch: int, finetune: bool, tick: Callable[[dict[str, Any]], None],
+               comm: Comm | None, deadline: float | None) -> dict[str, Any] | None:  # fmt: skip
+        """One epoch; None when the time budget ran out mid-epoch (``self.partial`` then holds where it stopped)."""
+        order = self._rng(7, epoch).permutation(len(ds))
+        part = self.partial if self.partial is not None and self.partial["epoch"] == epoch else None
+        losses, step_mb = (list(part["losses"]), list(part["step_mb"])) if part else ([], [])
+        first = part["next_step"] if part else 0
+        t0 = time.perf_counter() - (part["elapsed"] if part else 0.0)
+        self.partial = None
+        gps = self.tc.graphs_per_step
+        for start in range(first * gps, len(order), gps):
+            step_losses, peak = self._step(ds, order[start : start + gps], start, epoch, finetune, comm)
+            losses += [x for _, x in step_losses]
+            if peak is not None:
+                step_mb.append(peak)
+            tick({"loss": losses[-1]})
+            late = deadline is not None and time.monotonic() > deadline
+            if (comm.any(late) if comm is not None else late) and start + gps < len(order):
+                self.partial = {"epoch": epoch, "next_step": start // gps + 1, "losses": losses, "step_mb": step_mb,
+                                "elapsed": time.perf_counter() - t0}  # fmt: skip
+                return None
+        return {"loss": float(np.mean(losses)), "peak_step_mb": max(step_mb, default=0.0), "step_mb": step_mb,
+                "epoch_s": time.perf_counter() - t0}  # fmt: skip
+
     def fit(
         self,
         train_ds: GraphDataset,
@@ -261,80 +241,96 @@ class Trainer:
         run_dir: str | Path | RunDir | None = None,
         resume: bool = False,
         progress: Progress | None = None,
+        timeout: float | None = None,
+        comm: Comm | None = None,
     ) -> list[dict[str, Any]]:
-        """Train (and finetune for the F modes), validating and checkpointing after every epoch; returns history.
+        """Train (and finetune for the F modes), validating every ``validate_every`` epochs; returns the history.
 
         History entries: epoch, phase (train | finetune), loss (mean over the epoch's graphs), peak_step_mb and
-        step_mb (tensor memory of every step, see memory.py), epoch_s, and valid_<metric> when ``valid_ds`` is
-        given. ``progress(done_steps, total_steps, info)`` is called after every optimizer step.
+        step_mb (tensor memory of every step, see memory.py), epoch_s (training), eval_s and valid_<metric> on
+        the epochs that validate (every ``validate_every``-th and the last of each phase). ``progress(done_steps,
+        total_steps, info)`` is called after every optimizer step. With ``timeout`` (seconds) the run stops,
+        checkpointed, once that much time has passed; ``self.stopped`` then says so.
         """
         if len(train_ds) == 0:
             raise InvalidOption("the training set has no graphs")
-        ckpt, save = _checkpoint_writer(run_dir)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        ckpt, save = _checkpoint_writer(run_dir, comm)
         if resume and ckpt is not None and ckpt.exists():
             self.load_state_dict(load_checkpoint(ckpt), ckpt)
         if not self.stats_ready:
             self.prepare(train_ds)
+        if self.epoch == 0 and self.partial is None:
+            self.choose_k(train_ds)
+        self._check_budget(ckpt)
+        self.steps_per_epoch = math.ceil(len(train_ds) / self.tc.graphs_per_step)
+        ft_done = sum(h["phase"] == "finetune" for h in self.history)
         total = self.tc.epochs + (self.tc.finetune_epochs if self.tc.finetunes else 0)
-        if self.ft_optimizer is not None and self.epoch < self.tc.epochs:
-            raise InvalidCheckpoint(f"{ckpt}: this run was already finetuned; it cannot train the backbone further")
-        steps_per_epoch = math.ceil(len(train_ds) / self.tc.graphs_per_step)
-        done = self.epoch * steps_per_epoch
-        for epoch in range(self.epoch, total):
-            finetune = epoch >= self.tc.epochs
-            t0 = time.perf_counter()
+        done = self.epoch * self.steps_per_epoch + (self.partial["next_step"] if self.partial else 0)
+        self.stopped = False
+        n_train = self.tc.epochs
+        plan = [(e, False) for e in range(self.epoch, n_train)] if not ft_done else []
+        plan += [(e, True) for e in range(max(self.epoch, n_train), total)]
+        for epoch, finetune in plan:
             if finetune and self.ft_optimizer is None:
-                self._refresh_table(train_ds)
-            if finetune:
+                t_ref = time.perf_counter()
+                self._refresh(train_ds, comm)
                 self.freeze_backbone()
+                self.refresh_s = time.perf_counter() - t_ref
 
             def tick(info: dict[str, Any], epoch: int = epoch, finetune: bool = finetune) -> None:
                 nonlocal done
                 done += 1
                 if progress is not None:
-                    progress(done, total * steps_per_epoch, {"epoch": epoch + 1, "finetune": finetune, **info})
+                    progress(done, total * self.steps_per_epoch, {"epoch": epoch + 1, "finetune": finetune, **info})
 
-            entry: dict[str, Any] = {"epoch": epoch + 1, "phase": "finetune" if finetune else "train"}
-            entry |= self._epoch(train_ds, finetune, tick)
-            entry["epoch_s"] = time.perf_counter() - t0
-            if valid_ds is not None and len(valid_ds):
-                entry |= {f"valid_{k}": v for k, v in self.evaluate(valid_ds).items()}
+            stats = self._epoch(train_ds, epoch, finetune, tick, comm, deadline)
+            if stats is None:
+                self.stopped = True
+                if save is not None:
+                    save(self.state_dict())
+                return self.history
+            entry: dict[str, Any] = {"epoch": epoch + 1, "phase": "finetune" if finetune else "train", **stats}
+            last_of_phase = epoch + 1 in (n_train, total)
+            if valid_ds is not None and len(valid_ds) and ((epoch + 1) % self.tc.validate_every == 0 or last_of_phase):
+                t_ev = time.perf_counter()
+                entry |= {f"valid_{k}": v for k, v in self.evaluate(valid_ds, comm).items()}
+                entry["eval_s"] = time.perf_counter() - t_ev
             self.history.append(entry)
             self.epoch = epoch + 1
             if save is not None:
                 save(self.state_dict())
+            if deadline is not None and time.monotonic() > deadline and epoch + 1 < total:
+                self.stopped = True
+                return self.history
         return self.history
 
+    def _check_budget(self, ckpt: Path | None) -> None:
+        """Resume semantics: epochs and finetune_epochs are totals; refuse what cannot be done."""
+        trained = sum(h["phase"] == "train" for h in self.history)
+        tuned = sum(h["phase"] == "finetune" for h in self.history)
+        where = f"{ckpt}: " if ckpt is not None else ""
+        if self.tc.epochs < trained:
+            raise InvalidCheckpoint(f"{where}this run already trained {trained} epochs: --epochs {self.tc.epochs} "
+                                    f"is fewer (epochs are totals, not additions)")  # fmt: skip
+        if (tuned or self.ft_optimizer is not None) and self.tc.epochs != trained:
+            raise InvalidCheckpoint(
+                f"{where}this run trained {trained} epochs and then began finetuning ({tuned} head epochs): "
+                f"--epochs {self.tc.epochs} cannot add backbone epochs after finetuning (keep --epochs {trained} "
+                "and raise --finetune-epochs, or start a new run)"
+            )
+        if self.tc.finetunes and self.tc.finetune_epochs < tuned:
+            raise InvalidCheckpoint(f"{where}this run already finetuned {tuned} epochs: --finetune-epochs "
+                                    f"{self.tc.finetune_epochs} is fewer")  # fmt: skip
+
     # ------------------------------------------------------------------ evaluation (always fresh, never the table)
-    def _predictions(self, ds: GraphDataset) -> Iterator[tuple[GraphRecord, np.ndarray]]:
-        self.model.eval()
-        for i in range(len(ds)):
-            rec = self.record(ds, i)
-            yield rec, self.model.predict_graph(self._view(rec), self.tc.mode == "full", self.tc.eval_chunk)
-
-    def predict(self, ds: GraphDataset) -> dict[str, np.ndarray]:
+    def predict(self, ds: GraphDataset, comm: Comm | None = None) -> dict[str, np.ndarray]:
         """Per graph: a score per config (lower = faster) or class logits, every segment computed fresh."""
-        return {rec.name: pred for rec, pred in self._predictions(ds)}
+        return {name: pred for name, _, pred in evaluation.predictions(self, ds, comm)}
 
-    def evaluate(self, ds: GraphDataset) -> dict[str, float]:
+    def evaluate(self, ds: GraphDataset, comm: Comm | None = None) -> dict[str, float]:
         """Ranking metrics (opa, kendall, slowdown_top1/5/10) or classification metrics (accuracy, macro_f1)."""
-        from mlsysopt.costmodel.metrics import classification_metrics, ranking_metrics
-
-        preds, trues = [], []
-        for rec, pred in self._predictions(ds):
-            if self.task == "malnet":
-                if rec.label is None:
-                    raise InvalidOption(f"{rec.name}: has no label to evaluate against")
-                preds.append(int(np.argmax(pred)))
-                trues.append(int(rec.label))
-            else:
-                if rec.runtime is None:
-                    raise InvalidOption(f"{rec.name}: has no runtimes to evaluate against")
-                preds.append(pred)
-                trues.append(np.asarray(rec.runtime, dtype=np.float64))
-        if self.task == "malnet":
-            return classification_metrics(np.asarray(preds), np.asarray(trues))
-        return ranking_metrics(preds, trues)
+        return evaluation.evaluate(self, ds, comm)
 
     # ------------------------------------------------------------------ checkpoints
     @classmethod
@@ -352,7 +348,7 @@ class Trainer:
         return trainer
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly: configs, weights, optimizers, table, epoch, history, RNG states."""
+        """Everything needed to continue exactly: configs, weights, optimizers, tables, epoch, history, k."""
         return {
             "model_config": self.mc.to_dict(),
             "train_config": self.tc.to_dict(),
@@ -360,12 +356,13 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "ft_optimizer": None if self.ft_optimizer is None else self.ft_optimizer.state_dict(),
             "table": self.table.state_dict(),
+            "ft_table": self.ft_table.state_dict(),
             "ft_configs": {k: torch.from_numpy(np.asarray(v, dtype=np.int64)) for k, v in self.ft_configs.items()},
             "epoch": self.epoch,
+            "partial": self.partial,
+            "k": self.k,
             "stats_ready": self.stats_ready,
             "history": self.history,
-            "numpy_rng": self.rng.bit_generator.state,
-            "torch_rng": torch.get_rng_state(),
         }
 
     def load_state_dict(self, data: dict[str, Any], path: str | Path = "checkpoint") -> None:
@@ -379,22 +376,23 @@ class Trainer:
                 assert self.ft_optimizer is not None
                 self.ft_optimizer.load_state_dict(data["ft_optimizer"])
             self.table.load_state_dict(data["table"])
+            self.ft_table.load_state_dict(data["ft_table"])
             self.ft_configs = {k: v.numpy() for k, v in data["ft_configs"].items()}
             self.epoch, self.stats_ready = int(data["epoch"]), bool(data["stats_ready"])
+            self.partial, self.k = data["partial"], int(data["k"])
             self.history = list(data["history"])
-            self.rng.bit_generator.state = data["numpy_rng"]
-            torch.set_rng_state(data["torch_rng"])
         except (KeyError, AttributeError, RuntimeError, ValueError, TypeError) as exc:
             raise InvalidCheckpoint(f"{path}: cannot resume from it ({type(exc).__name__}: {exc})") from None
 
 
 def _checkpoint_writer(
-    run_dir: str | Path | RunDir | None,
-) -> tuple[Path | None, Callable[[dict[str, Any]], Path] | None]:
-    """The checkpoint path of ``run_dir`` and the function that writes it atomically (None, None without one)."""
+    run_dir: str | Path | RunDir | None, comm: Comm | None = None
+) -> tuple[Path | None, Callable[[dict[str, Any]], Path | None] | None]:
+    """The checkpoint path of ``run_dir`` and the function that writes it atomically (rank 0 only)."""
     if run_dir is None:
         return None, None
+    writer = comm is None or comm.rank == 0
     if isinstance(run_dir, RunDir):
-        return run_dir.checkpoint, lambda state: run_dir.save_checkpoint(tagged(state))
+        return run_dir.checkpoint, (lambda state: run_dir.save_checkpoint(tagged(state)) if writer else None)
     ckpt = checkpoint_path(run_dir)
-    return ckpt, lambda state: save_checkpoint(ckpt, state)
+    return ckpt, (lambda state: save_checkpoint(ckpt, state) if writer else None)

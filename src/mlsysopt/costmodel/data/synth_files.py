@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from mlsysopt.costmodel.data.malnet import draw_size
+from mlsysopt.costmodel.data.realistic import realistic_layout_graph
 from mlsysopt.costmodel.data.synthetic import synth_layout_graph, synth_tile_graph
 from mlsysopt.costmodel.data.tpugraphs import save_npz
 from mlsysopt.errors import InvalidOption
@@ -59,13 +60,18 @@ def synth_layout(
     nodes: int | tuple[int, int] = (1000, 5000),
     configs: int | tuple[int, int] = 64,
     seed: int = 0,
+    profile: str = "simple",
 ) -> dict[str, list[Path]]:
     """Write SYNTHETIC layout graphs as ``out_dir/{split}/synthetic_layout_{split}_NNNN.npz``; deterministic by seed.
 
     ``num_graphs``: {split: count} (default train 20, valid 5, test 5) or an int n (train n, valid/test n // 4).
-    Sizes are log-uniform in ``nodes``; each graph depends only on (seed, split, index).
+    Sizes are log-uniform in ``nodes``; each graph depends only on (seed, split, index). ``profile``: ``simple``
+    (:mod:`~mlsysopt.costmodel.data.synthetic`) or ``realistic`` (:mod:`~mlsysopt.costmodel.data.realistic`).
     """
-    return _write_split_graphs(out_dir, "layout", synth_layout_graph, num_graphs, nodes, configs, seed,
+    make = {"simple": synth_layout_graph, "realistic": realistic_layout_graph}.get(profile)
+    if make is None:
+        raise InvalidOption(f"unknown layout profile '{profile}' (choose from: realistic, simple)")
+    return _write_split_graphs(out_dir, "layout", make, num_graphs, nodes, configs, seed,
                                {"train": 20, "valid": 5, "test": 5})  # fmt: skip
 
 

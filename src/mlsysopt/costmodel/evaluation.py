@@ -1,0 +1,133 @@
+"""Evaluation of a trained cost model: every segment computed fresh (never the history table), fast.
+
+Fast because each distinct sub-configuration of a segment is computed once (configuration signatures), only the
+configuration region of a segment is computed per configuration (the rest once for all), and up to
+``eval_chunk`` configurations run as one batch. With a data-parallel group the graphs are split over the ranks and
+the predictions gathered, so every rank computes the same metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from mlsysopt.errors import InvalidOption
+
+if TYPE_CHECKING:
+    from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
+    from mlsysopt.costmodel.distributed import Comm
+    from mlsysopt.costmodel.model import CostModel
+    from mlsysopt.costmodel.plan import GraphPlan
+    from mlsysopt.costmodel.trainer import Trainer
+
+
+def _local(trainer: Trainer, ds: GraphDataset, comm: Comm | None) -> Iterator[tuple[int, GraphRecord, np.ndarray]]:
+    trainer.model.eval()
+    rank, world = (0, 1) if comm is None else (comm.rank, comm.world)
+    for i in range(rank, len(ds), world):
+        rec = trainer.record(ds, i)
+        pred = trainer.model.predict_graph(trainer.plan(rec), trainer.tc.mode == "full", trainer.tc.eval_chunk)
+        yield i, rec, pred
+
+
+def predictions(trainer: Trainer, ds: GraphDataset, comm: Comm | None = None) -> list[tuple[str, Any, np.ndarray]]:
+    """``(name, truth, prediction)`` per graph in dataset order; truth = runtimes (ranking) or label (MalNet)."""
+    rows = []
+    for i, rec, pred in _local(trainer, ds, comm):
+        truth: Any
+        if trainer.task == "malnet":
+            truth = None if rec.label is None else int(rec.label)
+        else:
+            truth = None if rec.runtime is None else np.asarray(rec.runtime, dtype=np.float64)
+        rows.append((i, rec.name, truth, pred))
+    if comm is not None:
+        rows = [r for part in comm.gather(rows) for r in part]
+    return [(name, truth, pred) for _, name, truth, pred in sorted(rows, key=lambda r: r[0])]
+
+
+def evaluate(trainer: Trainer, ds: GraphDataset, comm: Comm | None = None) -> dict[str, float]:
+    """Ranking metrics (opa, kendall, slowdown_top1/5/10) or classification metrics (accuracy, macro_f1)."""
+    return metrics_of(trainer.task, predictions(trainer, ds, comm))
+
+
+def metrics_of(task: str, rows: list[tuple[str, Any, np.ndarray]]) -> dict[str, float]:
+    """The metrics of :func:`predictions` rows ``(name, truth, prediction)`` of a ``task``."""
+    from mlsysopt.costmodel.metrics import classification_metrics, ranking_metrics
+
+    preds, trues = [], []
+    for name, truth, pred in rows:
+        if truth is None:
+            what = "label" if task == "malnet" else "runtimes"
+            raise InvalidOption(f"{name}: has no {what} to evaluate against")
+        preds.append(int(np.argmax(pred)) if task == "malnet" else pred)
+        trues.append(truth)
+    if task == "malnet":
+        return classification_metrics(np.asarray(preds), np.asarray(trues))
+    return ranking_metrics(preds, trues)
+
+
+def per_graph_opa(rows: list[tuple[str, Any, np.ndarray]]) -> dict[str, float]:
+    """OPA of every graph of :func:`predictions` rows (ranking tasks), by name; NaN where a graph has no pair."""
+    from mlsysopt.costmodel.metrics import opa
+
+    return {name: opa(pred, truth) for name, truth, pred in rows}
+
+
+@torch.no_grad()
+def predict_graph(model: CostModel, plan: GraphPlan, whole_graph: bool = False, chunk: int = 256) -> np.ndarray:
+    """Scores of every config (or class logits), every segment fresh, ``chunk`` configs at a time.
+
+    The body of :meth:`CostModel.predict_graph`. GST models compute segments in blocks of whole segments (edges
+    between segments dropped, so the same as one segment at a time); full models the whole graph. Each block's
+    configuration-independent states are computed once for all configurations, the configuration region once per
+    configuration.
+    """
+    from mlsysopt.costmodel.model import NodeStates
+
+    rec = plan.rec
+    layout = model.config.task == "layout"
+    c_all = rec.num_configs if model.config.task != "malnet" else 1
+    total = torch.zeros(c_all, model.config.unit_dim, device=model.device)
+    chunks = [np.arange(c, min(c + chunk, c_all)) for c in range(0, c_all, chunk)]
+    gcfs = [model.graph_config(plan, c) for c in chunks]
+    for block in [] if whole_graph else plan.blocks():
+        if layout:
+            for c in chunks:
+                total[c] += model.sum_units(model.block_embeddings(plan, block, c))
+            continue
+        emb = model.block_embeddings(plan, block, np.zeros(1, np.int64))  # tile, MalNet: config-free
+        if model.aggregate_mean:
+            total += emb.sum(1)
+            continue
+        for c, gcf in zip(chunks, gcfs, strict=True):
+            total[c] += model.sum_units(emb, gcf)
+    for block in [plan.whole()] if whole_graph else []:
+        inp = plan.block_inputs(block, np.arange(c_all) if layout else np.zeros(1, np.int64), model.device)
+        ids = torch.as_tensor(np.array(block.seg_ids, np.int64), device=model.device)
+        shared = model.shared_states(inp)
+        free = NodeStates(shared[-1])
+        if not (layout and model.has_config(inp) and block.region is not None and model.config.backbone != "gcn"):
+            if layout and model.has_config(inp):  # GCN: dense, chunk by chunk
+                for c, gcf in zip(chunks, gcfs, strict=True):
+                    st = model.node_states(inp.select(c), None)
+                    total[c] += model.sum_units(model.pool(st, ids, block.num_segments), gcf)
+                continue
+            emb = model.pool(free, ids, block.num_segments)
+            if model.aggregate_mean:
+                total += emb.sum(1)
+                continue
+            for c, gcf in zip(chunks, gcfs, strict=True):
+                total[c] += model.sum_units(emb, gcf)
+            continue
+        affected = torch.from_numpy(block.region.final).to(model.device)
+        for c, gcf in zip(chunks, gcfs, strict=True):
+            sub = inp.select(c)
+            st = NodeStates(shared[-1], model.config_states(sub, block.region, shared), affected, len(c))
+            total[c] += model.sum_units(model.pool(st, ids, block.num_segments), gcf)
+    if model.aggregate_mean:
+        return model.readout(total / plan.num_segments)[0].cpu().numpy()
+    scores = [model.readout(total[c], gcf) for c, gcf in zip(chunks, gcfs, strict=True)]
+    return torch.cat(scores).cpu().numpy().astype(np.float64)

@@ -1,0 +1,90 @@
+"""Evaluating and predicting with a trained cost model (a GNN run folder or the trees baseline's).
+
+``evaluate`` and ``predict`` are one-shot: with ``out`` they write a run folder with ``result.json`` and
+``settings.json`` (never into a training run's folder). Every segment is computed fresh (never the history table).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
+from mlsysopt.costmodel.data import load_dataset
+from mlsysopt.costmodel.experiment import _run_folder
+from mlsysopt.errors import InvalidCheckpoint, InvalidOption, MissingSplit
+
+if TYPE_CHECKING:
+    from mlsysopt.costmodel.data.record import GraphDataset
+    from mlsysopt.costmodel.trainer import Trainer
+    from mlsysopt.costmodel.trees import TreesModel
+
+
+def load_trainer(run: str | Path) -> Trainer | TreesModel:
+    """The trained model of a run folder (a GNN checkpoint, or the trees baseline), ready to evaluate or predict."""
+    from mlsysopt.costmodel.trainer import Trainer
+    from mlsysopt.costmodel.trees import META_NAME, TreesModel
+
+    run = Path(run)
+    if run.is_dir() and (run / META_NAME).is_file():
+        return TreesModel.load(run)
+    if not (run / CHECKPOINT_NAME).is_file() and not run.is_file():
+        raise InvalidCheckpoint(f"--run {run}: no {CHECKPOINT_NAME} (train one with 'mlsysopt costmodel train')")
+    return Trainer.load(run)
+
+
+def evaluate(run: str | Path, data: str | Path, split: str = "test", out: str | Path | None = None) -> dict[str, Any]:
+    """Metrics of the model in ``run`` on ``data`` (a data root's ``split``, a split folder or one file).
+
+    Every segment is computed fresh (never the history table). With ``out``, a run folder with ``result.json``.
+    """
+    folder = _run_folder(out, {"run": str(run), "data": str(data), "split": split})
+    trainer = load_trainer(run)
+    ds = _dataset_for(trainer, data, split, "--data")
+    with folder if folder is not None else contextlib.nullcontext():
+        result = {"command": "costmodel evaluate", "split": split, "metrics": trainer.evaluate(ds)}
+        if folder is not None:
+            folder.write_json("result.json", result)
+    return result
+
+
+def predict(run: str | Path, inputs: str | Path, split: str = "test", out: str | Path | None = None) -> dict[str, Any]:
+    """Per graph of ``inputs``: configurations ranked fastest first (TpuGraphs) or class probabilities (MalNet).
+
+    ``inputs`` is a data root (its ``split``), a split folder, or one ``.npz`` / ``.edgelist`` file. With
+    ``out``, a run folder with ``result.json``. Returns ``{"task", "graphs": {name: row}}``.
+    """
+    folder = _run_folder(out, {"run": str(run), "input": str(inputs), "split": split})
+    trainer = load_trainer(run)
+    ds = _dataset_for(trainer, inputs, split, "--input")
+    with folder if folder is not None else contextlib.nullcontext():
+        rows: dict[str, Any] = {}
+        for name, pred in trainer.predict(ds).items():
+            if trainer.task == "malnet":
+                p = np.exp(pred - pred.max())
+                rows[name] = {"probabilities": (p / p.sum()).tolist(), "class": int(np.argmax(pred))}
+            else:
+                rows[name] = {"scores": pred.tolist(), "ranking": ranking_of(pred)}
+        result = {"command": "costmodel predict", "task": trainer.task, "graphs": rows}
+        if folder is not None:
+            folder.write_json("result.json", result)
+    return result
+
+
+def ranking_of(pred: Any) -> list[int]:
+    """Configuration indices from predicted fastest to slowest (lower score = faster)."""
+    return [int(i) for i in np.argsort(np.asarray(pred), kind="stable")]
+
+
+def _dataset_for(trainer: Trainer | TreesModel, path: str | Path, split: str, option: str) -> GraphDataset:
+    try:
+        ds = load_dataset(path, split)
+    except MissingSplit as exc:
+        where = f"{exc}" if not Path(path).exists() else f"{path}: no graphs in split '{split}' ({exc})"
+        raise MissingSplit(f"{option} {where}") from None
+    if ds.task != trainer.task:
+        raise InvalidOption(f"{option} {path}: {ds.task} graphs, but the model is for {trainer.task}")
+    return ds

@@ -1,0 +1,280 @@
+"""The non-GNN baseline a Kaggle competitor would use: gradient-boosted trees on flattened configuration features.
+
+The 11th place of the TpuGraphs "Fast or Slow" competition used gradient-boosted trees alone on layout; this is
+that kind of model (scikit-learn's ``HistGradientBoostingRegressor``, ``--mode trees``). One row per (graph,
+configuration), features:
+
+* **flattened per-node configuration features**: the graph's ``TOP_K`` configurable nodes with the most work (node
+  feature 10, log2 work; ties by node id), each contributing its 18 configuration features, whether they differ
+  from that node's most common setting in the graph, its log2 work, opcode and rank (zeros where a graph has fewer);
+* **configuration aggregates**: per configuration feature, its mean over all configurable nodes; how many nodes
+  differ from their most common setting, and their summed log2 work;
+* **simple graph statistics**: log nodes, log edges, configurable nodes, log total work.
+
+Target: ``log(runtime / fastest runtime of the graph)``, so graphs of every scale weigh alike; the model regresses
+it (squared error) and ranks a graph's configurations by the prediction (lower = faster). Tile graphs use their 24
+graph configuration features and the same statistics. With a validation split the number of trees is chosen on it
+(the first 50, 100, 200 or ``rounds`` trees, by validation OPA: early stopping). The fitted trees are saved as
+plain arrays (``trees.npz``, read back without pickle) next to a JSON description; predictions from the saved
+arrays are the estimator's own (checked when saving).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
+from mlsysopt.costmodel.inputs import unique_rows
+from mlsysopt.errors import InvalidCheckpoint, InvalidOption
+
+TOP_K = 16
+MODEL_NAME = "trees.npz"
+META_NAME = "trees.json"
+#: scikit-learn HistGradientBoostingRegressor settings (no early stopping: every run trains ``rounds`` trees).
+PARAMS: dict[str, Any] = {"learning_rate": 0.05, "max_leaf_nodes": 31, "min_samples_leaf": 20, "l2_regularization": 1.0,
+                          "max_features": 0.8, "early_stopping": False}  # fmt: skip
+#: Tree counts tried on the validation split (the best validation OPA is kept; all of them without one).
+ROUND_CHOICES: tuple[int, ...] = (50, 100, 200, 400)
+_FIELDS = ("value", "feature_idx", "num_threshold", "missing_go_to_left", "left", "right", "is_leaf")
+
+
+def graph_features(rec: GraphRecord, top_k: int = TOP_K) -> np.ndarray:
+    """Feature rows ``(configs, F)`` of one layout or tile graph (see the module docstring)."""
+    x = rec.x
+    work = np.asarray(x[:, 10], np.float64) if x.shape[1] > 10 else np.zeros(rec.num_nodes)
+    stats = np.array([np.log1p(rec.num_nodes), np.log1p(rec.num_edges), 0.0, np.log1p(np.exp2(work).sum())])
+    c = rec.num_configs
+    if rec.task == "tile":
+        assert rec.graph_config_feat is not None
+        return np.hstack([rec.graph_config_feat.astype(np.float64), np.tile(stats, (c, 1))])
+    if rec.node_config_feat is None or rec.config_node_ids is None:
+        raise InvalidOption(f"{rec.name}: trees need layout or tile graphs, not {rec.task}")
+    ids = np.asarray(rec.config_node_ids, np.int64)
+    feat = rec.node_config_feat.astype(np.float64)  # (c, nc, 18)
+    nc = ids.size
+    stats[2] = nc
+    mode = _mode_rows(feat)  # (nc, 18): each node's most common setting
+    diff = (feat != mode[None]).any(axis=2)  # (c, nc)
+    order = np.lexsort((ids, -work[ids]))[:top_k]
+    per = np.zeros((c, top_k, feat.shape[2] + 4))
+    k = order.size
+    per[:, :k, : feat.shape[2]] = feat[:, order]
+    per[:, :k, feat.shape[2]] = diff[:, order]
+    per[:, :k, feat.shape[2] + 1] = work[ids[order]]
+    per[:, :k, feat.shape[2] + 2] = 0 if rec.opcode is None else rec.opcode[ids[order]]
+    per[:, :k, feat.shape[2] + 3] = x[ids[order], 1]
+    agg = np.hstack(
+        [feat.mean(axis=1), diff.sum(axis=1, keepdims=True), (diff * work[ids][None]).sum(1, keepdims=True)]
+    )
+    return np.hstack([per.reshape(c, -1), agg, np.tile(stats, (c, 1))])
+
+
+def _mode_rows(feat: np.ndarray) -> np.ndarray:
+    """Per configurable node, its most common 18-feature row over the configurations."""
+    _, nc, d = feat.shape
+    out = np.empty((nc, d))
+    for j in range(nc):
+        first, _, counts = unique_rows(np.ascontiguousarray(feat[:, j]))
+        out[j] = feat[first[int(np.argmax(counts))], j]
+    return out
+
+
+def _target(rec: GraphRecord) -> np.ndarray:
+    if rec.runtime is None:
+        raise InvalidOption(f"{rec.name}: has no runtimes to train on")
+    rt = np.asarray(rec.runtime, np.float64)
+    return np.log(rt / rt.min())
+
+
+class TreeArrays:
+    """Fitted regression trees as plain arrays (every tree's nodes concatenated); predicts like the estimator."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.a = arrays
+
+    @classmethod
+    def from_estimator(cls, est: Any) -> TreeArrays:
+        """The trees of a fitted ``HistGradientBoostingRegressor``, numerical features only."""
+        trees = [p.nodes for stage in est._predictors for p in stage]
+        sizes = np.array([t.size for t in trees], np.int64)
+        nodes = np.concatenate(trees)
+        if nodes["is_categorical"].any():
+            raise InvalidOption("the trees baseline uses numerical features only")
+        arrays = {f: np.ascontiguousarray(nodes[f]) for f in _FIELDS}
+        arrays["offsets"] = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        arrays["baseline"] = np.asarray(est._baseline_prediction, np.float64).reshape(-1)
+        return cls(arrays)
+
+    def first(self, rounds: int) -> TreeArrays:
+        """The same model with only its first ``rounds`` trees."""
+        a = dict(self.a)
+        a["offsets"] = a["offsets"][:rounds]
+        return TreeArrays(a)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Predictions for rows ``x`` (n, features): baseline + the leaf value of every tree (all trees at once)."""
+        a = self.a
+        x = np.asarray(x, np.float64)
+        offsets = a["offsets"].astype(np.int64)
+        out = np.full(x.shape[0], float(a["baseline"][0]))
+        for start in range(0, x.shape[0], 4096):  # bounded (rows x trees) work arrays
+            xb = x[start : start + 4096]
+            node = np.repeat(offsets[None, :], xb.shape[0], axis=0)  # (n, trees)
+            rows = np.repeat(np.arange(xb.shape[0])[:, None], offsets.size, axis=1)
+            inner = a["is_leaf"][node] == 0
+            while inner.any():
+                n, r = node[inner], rows[inner]
+                v = xb[r, a["feature_idx"][n]]
+                left = np.where(np.isnan(v), a["missing_go_to_left"][n] == 1, v <= a["num_threshold"][n])
+                base = np.broadcast_to(offsets[None, :], node.shape)[inner]
+                node[inner] = base + np.where(left, a["left"][n], a["right"][n]).astype(np.int64)
+                inner = a["is_leaf"][node] == 0
+            out[start : start + xb.shape[0]] += a["value"][node].sum(axis=1)
+        return out
+
+    def to_bytes(self) -> bytes:
+        """``.npz`` bytes (plain numeric arrays: loadable without pickle)."""
+        buf = io.BytesIO()
+        np.savez(buf, **self.a)
+        return buf.getvalue()
+
+    @classmethod
+    def from_file(cls, path: Path) -> TreeArrays:
+        """Read :meth:`to_bytes` output, or raise InvalidCheckpoint naming the file."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in (*_FIELDS, "offsets", "baseline")}
+        except (OSError, ValueError, KeyError, EOFError) as exc:
+            raise InvalidCheckpoint(f"{path}: not a readable trees model ({exc})") from None
+        n = arrays["value"].size
+        sizes = {arrays[f].size for f in _FIELDS}
+        offs = arrays["offsets"]
+        if sizes != {n} or arrays["baseline"].size != 1 or (offs.size and (offs.min() < 0 or offs.max() >= n)):
+            raise InvalidCheckpoint(f"{path}: inconsistent trees arrays")
+        return cls(arrays)
+
+
+class TreesModel:
+    """Gradient-boosted trees on flattened configuration features; ``fit``, ``predict``, ``evaluate`` like the GNN."""
+
+    def __init__(self, task: str, seed: int = 0, rounds: int = 400, threads: int = 1, top_k: int = TOP_K) -> None:
+        if task not in ("layout", "tile"):
+            raise InvalidOption(f"--mode trees ranks configurations: it is for layout and tile graphs, not {task}")
+        self.task, self.seed, self.rounds, self.threads, self.top_k = task, int(seed), int(rounds), int(threads), top_k
+        self.trees: TreeArrays | None = None
+        self.history: list[dict[str, Any]] = []
+
+    def _rows(self, ds: GraphDataset) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        xs, ys, sizes = [], [], []
+        for i in range(len(ds)):
+            rec = ds.record(i)
+            if rec.task != self.task:
+                raise InvalidOption(f"{rec.name}: a {rec.task} graph, but the model is for {self.task}")
+            xs.append(graph_features(rec, self.top_k))
+            ys.append(_target(rec))
+            sizes.append(rec.num_configs)
+        widths = {x.shape[1] for x in xs}
+        if len(widths) != 1:
+            raise InvalidOption(f"graphs give different feature widths {sorted(widths)}")
+        return np.vstack(xs), np.concatenate(ys), sizes
+
+    def fit(self, train_ds: GraphDataset, valid_ds: GraphDataset | None = None) -> list[dict[str, Any]]:
+        """Train on every configuration of every training graph (tree count chosen on ``valid_ds`` when given);
+        validation metrics in the one history entry."""
+        import time
+
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
+
+        t0 = time.perf_counter()
+        x, y, _ = self._rows(train_ds)
+        est = HistGradientBoostingRegressor(max_iter=self.rounds, random_state=self.seed, **PARAMS)
+        with threadpool_limits(self.threads):  # scikit-learn's trees use OpenMP threads
+            est.fit(x, y)
+        self.trees = TreeArrays.from_estimator(est)
+        fitted = self.trees.predict(x)
+        if not np.allclose(fitted, est.predict(x), rtol=1e-9, atol=1e-9):
+            raise InvalidOption("the exported trees do not reproduce scikit-learn's predictions (unsupported version)")
+        chosen = self.rounds
+        if valid_ds is not None and len(valid_ds):  # early stopping the way a competitor would: on validation OPA
+            scores = {}
+            for r in sorted({min(r, self.rounds) for r in ROUND_CHOICES} | {self.rounds}):
+                self.trees = TreeArrays.from_estimator(est).first(r)
+                scores[r] = self.evaluate(valid_ds)["opa"]
+            chosen = max(scores, key=lambda r: (scores[r], -r))
+            self.trees = TreeArrays.from_estimator(est).first(chosen)
+            fitted = self.trees.predict(x)
+        entry: dict[str, Any] = {"epoch": 1, "phase": "train", "rounds": chosen, "rows": int(x.shape[0]),
+                                 "loss": float(np.mean((fitted - y) ** 2)),
+                                 "epoch_s": time.perf_counter() - t0, "peak_step_mb": 0.0, "step_mb": []}  # fmt: skip
+        if valid_ds is not None and len(valid_ds):
+            t_ev = time.perf_counter()
+            entry |= {f"valid_{k}": v for k, v in self.evaluate(valid_ds).items()}
+            entry["eval_s"] = time.perf_counter() - t_ev
+        self.history = [entry]
+        return self.history
+
+    def predict(self, ds: GraphDataset) -> dict[str, np.ndarray]:
+        """Per graph: a score per configuration (lower = faster)."""
+        if self.trees is None:
+            raise InvalidOption("the trees model is not trained")
+        out = {}
+        for i in range(len(ds)):
+            rec = ds.record(i)
+            if rec.task != self.task:
+                raise InvalidOption(f"{rec.name}: a {rec.task} graph, but the model is for {self.task}")
+            out[rec.name] = self.trees.predict(graph_features(rec, self.top_k))
+        return out
+
+    def evaluate(self, ds: GraphDataset, comm: Any = None) -> dict[str, float]:
+        """Ranking metrics on ``ds`` (as the GNN trainer's)."""
+        from mlsysopt.costmodel.metrics import ranking_metrics
+
+        preds = self.predict(ds)
+        trues = []
+        for i in range(len(ds)):
+            rec = ds.record(i)
+            if rec.runtime is None:
+                raise InvalidOption(f"{rec.name}: has no runtimes to evaluate against")
+            trues.append(np.asarray(rec.runtime, np.float64))
+        return ranking_metrics(list(preds.values()), trues)
+
+    def per_graph_opa(self, ds: GraphDataset) -> dict[str, float]:
+        """OPA of every graph of ``ds``, by name."""
+        from mlsysopt.costmodel.metrics import opa
+
+        preds = self.predict(ds)
+        return {name: opa(preds[name], np.asarray(ds.record(i).runtime, np.float64)) for i, name in
+                enumerate(preds)}  # fmt: skip
+
+    # ------------------------------------------------------------------ files (no pickle)
+    def save(self, folder: str | Path, write: Any) -> None:
+        """Write the trees' arrays and their description with ``write(name, data)`` (an atomic writer)."""
+        if self.trees is None:
+            raise InvalidOption("the trees model is not trained")
+        write(MODEL_NAME, self.trees.to_bytes())
+        write(META_NAME, json.dumps({"kind": "mlsysopt-costmodel-trees", "task": self.task, "seed": self.seed,
+                                     "rounds": self.rounds, "top_k": self.top_k, "history": self.history}))  # fmt: skip
+
+    @classmethod
+    def load(cls, folder: str | Path) -> TreesModel:
+        """Read a trees run folder (``trees.npz`` + ``trees.json``), or raise InvalidCheckpoint saying why not."""
+        from mlsysopt.io import read_json
+
+        folder = Path(folder)
+        meta = read_json(folder / META_NAME, InvalidCheckpoint)
+        if meta.get("kind") != "mlsysopt-costmodel-trees":
+            raise InvalidCheckpoint(f"{folder / META_NAME}: not a trees model description")
+        try:
+            model = cls(str(meta["task"]), int(meta["seed"]), int(meta["rounds"]), top_k=int(meta["top_k"]))
+        except (KeyError, TypeError, ValueError, InvalidOption) as exc:
+            raise InvalidCheckpoint(f"{folder / META_NAME}: not a trees model description ({exc})") from None
+        model.trees = TreeArrays.from_file(folder / MODEL_NAME)
+        hist = meta.get("history", [])
+        model.history = list(hist) if isinstance(hist, list) else []
+        return model
