@@ -151,3 +151,25 @@ def test_load_malnet_graph_record(tmp_path: Path) -> None:
     path = _write(tmp_path / "g.edgelist", HEADER + "0\t1\n1\t2\n")
     r = load_malnet_graph(path, 3)
     assert (r.name, r.label, r.num_nodes, r.num_edges, r.num_configs, r.is_ranking) == ("g", 3, 3, 2, 1, False)
+
+
+@pytest.mark.parametrize("line", ["benign/../../outside_graph", "benign/../adware/f/AAA", "benign//AAA", "benign/./f"])
+def test_a_split_line_cannot_leave_its_class_folder(tmp_path: Path, line: str) -> None:
+    root = tmp_path / "malnet"
+    _tree(root, ["benign/f/AAA", line], ["benign/f/AAA", "adware/f/AAA"])
+    _write(tmp_path / "outside_graph.edgelist", HEADER + "0 1\n")  # a real file outside the data root
+    with pytest.raises(InvalidDataFile, match=r"line 2: .* leaves its class folder"):
+        MalNetDataset(root, "train")
+
+
+def test_a_binary_split_file_is_refused_naming_it(tmp_path: Path) -> None:
+    _tree(tmp_path, ["benign/f/AAA"], ["benign/f/AAA"])
+    (tmp_path / "split_info" / "train.txt").write_bytes(bytes(range(256)))
+    with pytest.raises(InvalidDataFile, match=r"train\.txt: not a text split file"):
+        MalNetDataset(tmp_path, "train")
+
+
+def test_a_huge_node_id_is_refused_before_allocating(tmp_path: Path) -> None:
+    path = _write(tmp_path / "g.edgelist", "0 1\n1 100000000000\n")
+    with pytest.raises(InvalidDataFile, match=r"g\.edgelist: edge 1 .* node id 100,000,000,000: at most"):
+        read_edgelist(path)

@@ -61,7 +61,7 @@ PruneOpt = Annotated[
 ]
 DeviceOpt = Annotated[str, opt("--device", "cpu | cuda (cuda:N).")]
 ThreadsOpt = Annotated[
-    int, opt("--threads", "PyTorch CPU threads per worker (1 is fastest for small segments).", min=1)
+    int, opt("--threads", "PyTorch CPU threads per worker (1 is fastest for small segments).", min=1, max=1024)
 ]
 ResumeOpt = Annotated[bool, opt("--resume/--no-resume", "Continue RUN_DIR/checkpoint.pt after a stop.")]
 ProfileOpt = Annotated[str, opt("--profile", "Layout generator: realistic (clustered, tied runtimes) | simple.")]

@@ -62,6 +62,15 @@ def read_edgelist(path: str | Path) -> tuple[np.ndarray, int]:
     if (e < 0).any():
         k = int(np.flatnonzero((e < 0).any(axis=1))[0])
         raise InvalidDataFile(f"{path}: edge {k} ({e[k, 0]} {e[k, 1]}) has a negative node id")
+    from mlsysopt.costmodel.limits import max_nodes
+
+    limit = max_nodes()
+    if int(e.max()) >= limit:  # node ids size the feature arrays: bound them before allocating
+        k = int(np.flatnonzero((e >= limit).any(axis=1))[0])
+        raise InvalidDataFile(
+            f"{path}: edge {k} ({e[k, 0]} {e[k, 1]}) names node id {int(e.max()):,}: at most {limit - 1:,} here "
+            "(a graph's arrays must fit in half the memory)"
+        )
     return np.ascontiguousarray(e.T), int(e.max()) + 1
 
 
@@ -160,16 +169,29 @@ class MalNetDataset(GraphDataset):
         self._names: list[str] = []
         self.labels: list[int] = []
         self.paths: list[Path] = []
-        lines = self.split_file.read_text().splitlines()
+        try:
+            lines = self.split_file.read_bytes().decode("utf-8").splitlines()
+        except UnicodeDecodeError as err:
+            raise InvalidDataFile(
+                f"{self.split_file}: not a text split file (byte {err.start} is not UTF-8); expected one "
+                "'class/name' per line"
+            ) from None
+        root = self.root.resolve()
         for lineno, raw in enumerate(lines, start=1):
             rel = raw.strip().removesuffix(".edgelist")
             if not rel:
                 continue
             where = f"{self.split_file}: line {lineno}"
-            cls = rel.split("/")[0]
+            parts = rel.split("/")
+            cls = parts[0]
             if cls not in index:
                 raise InvalidDataFile(f"{where}: '{rel}' names class '{cls}', not a folder under {self.root}")
             path = self.root / f"{rel}.edgelist"
+            if any(p in ("", ".", "..") for p in parts) or not path.resolve().is_relative_to(root / cls):
+                raise InvalidDataFile(
+                    f"{where}: '{rel}' leaves its class folder {self.root / cls} "
+                    "(a split line is 'class/name', without '..' or empty parts)"
+                )
             if not path.is_file():
                 raise InvalidDataFile(f"{where}: graph '{rel}' is missing ({path} does not exist)")
             self._names.append(rel)
