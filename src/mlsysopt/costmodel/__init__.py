@@ -39,9 +39,9 @@ _EXPORTS = {
     "TrainConfig": "mlsysopt.costmodel.train_config",
     "MODES": "mlsysopt.costmodel.train_config",
     "ALL_MODES": "mlsysopt.costmodel.train_config",
-    "ModelConfig": "mlsysopt.costmodel.model",
+    "ModelConfig": "mlsysopt.costmodel.model_config",
     "CostModel": "mlsysopt.costmodel.model",
-    "BACKBONES": "mlsysopt.costmodel.model",
+    "BACKBONES": "mlsysopt.costmodel.model_config",
     "prune_layout": "mlsysopt.costmodel.inputs",
     "HistoryTable": "mlsysopt.costmodel.history",
     "get_loss": "mlsysopt.costmodel.losses",
@@ -135,7 +135,8 @@ if TYPE_CHECKING:
         ranking_metrics,
         slowdown_at_k,
     )
-    from mlsysopt.costmodel.model import BACKBONES, CostModel, ModelConfig
+    from mlsysopt.costmodel.model import CostModel
+    from mlsysopt.costmodel.model_config import BACKBONES, ModelConfig
     from mlsysopt.costmodel.plan import GraphPlan, config_region
     from mlsysopt.costmodel.segment import Segmentation, Segmenter, contiguous_segments, metis_segments
     from mlsysopt.costmodel.synthesis import PROFILES, SYNTH_KINDS, synth
