@@ -20,8 +20,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
 
+# Tests marked `quiet` compare real timings of two runs: they run alone afterwards, not beside another worker.
 test: lint chromium
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not quiet"
+	$(PY) -m pytest -q -m quiet
 
 # Headless Chromium renders the demo page in tests/report/test_page_chromium.py (Debian package; run as root).
 chromium:

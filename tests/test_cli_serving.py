@@ -103,6 +103,7 @@ def test_tune_cost_objective_with_an_unmeetable_slo_says_slo_missed(tmp_path: Pa
     assert "SLO missed" in proc.stdout and "1e+06" not in proc.stdout
 
 
+@pytest.mark.quiet
 def test_tune_then_serve_on_a_zoo_model_reproduces_the_confirmed_value(tmp_path: Path) -> None:
     one = ("--instances", "1", "--max-batch", "1,4", "--timeout-ms", "0", "--intra", "1", "--inter", "1")
     proc = run(

@@ -69,6 +69,18 @@ def test_reconfigures_between_measurements(engine: Engine) -> None:
     assert _workers_alive() == 0
 
 
+def test_restart_serves_the_next_window_from_fresh_threads_pacer_and_sessions(engine: Engine) -> None:
+    cfg, w = Config(1, 1, 0.0, 1, 1), Workload(rate=300.0)
+    first = engine.measure(cfg, w)
+    session = engine.model.session(1, 1)
+    engine.restart()
+    assert _workers_alive() == 0
+    second = engine.measure(cfg, w)
+    assert _workers_alive() == 1 and second.completed == first.completed == 100
+    assert second.extra["loadgen_pid"] != first.extra["loadgen_pid"]
+    assert engine.model.session(1, 1) is not session
+
+
 def test_arrival_schedule_is_fixed_by_seed_and_workload(model: ServedModel) -> None:
     w = Workload(rate=500.0)
     a, b, c = Engine(model, seed=1), Engine(model, seed=1), Engine(model, seed=2)

@@ -56,8 +56,11 @@ def test_noise_and_interleaved_confirmation_pick_on_the_confirmed_median() -> No
     assert noise["windows"] == 4 and noise["cv_mean_ms"] > 0
     order: list[Config] = []
     good, bad, default = Config(2, 4, 1.0, 1, 1), Config(1, 1, 0.0, 1, 1), Config(1, 1, 0.0, 4, 1)
+    restarts: list[int] = []
+    sim.restart = lambda: restarts.append(len(order))  # type: ignore[method-assign]
     conf = confirm(backend, [bad, good], default, w, obj, rounds=3, on_measure=lambda m: order.append(m.config))
     assert order == [bad, good, default] * 3  # A B C A B C A B C
+    assert restarts == [0, 3, 6]  # a fresh server side before every round, through the stability wrapper
     assert conf.pick.config == min(conf.candidates, key=lambda c: c.value).config
     for c in conf.candidates:
         assert c.interval[0] <= c.value <= c.interval[1] and len(c.rounds) == 3

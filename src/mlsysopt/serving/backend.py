@@ -164,6 +164,9 @@ class Backend(ABC):
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Release threads, sessions and processes (no-op by default)."""
 
+    def restart(self) -> None:  # noqa: B027 (optional hook)
+        """Serve the next measurement from a fresh start, as a new server would (no-op by default)."""
+
     def __enter__(self) -> Backend:
         return self
 

@@ -70,3 +70,7 @@ class CapacityBackend(Backend):
     def close(self) -> None:
         """Close the wrapped backend."""
         self.backend.close()
+
+    def restart(self) -> None:
+        """Restart the wrapped backend."""
+        self.backend.restart()

@@ -4,7 +4,8 @@
   default): the coefficient of variation of their mean latency, p99 and throughput is how much this machine
   moves a measurement by itself right now.
 * :func:`confirm` — at the end, the top candidates of the search and the runtime's default configuration are
-  re-measured interleaved (A B C D A B C D ..., ``rounds`` rounds; each a stable measurement on fresh arrivals),
+  re-measured interleaved (A B C D A B C D ..., ``rounds`` rounds; each a stable measurement on fresh arrivals,
+  every round on a fresh server side (:meth:`Backend.restart`) so that the rounds vary as two runs do),
   so drift of the machine hits every candidate alike; each candidate's confirmed value is the median of its
   windows' scores over all rounds, with a distribution-free 95% interval of that median; the pick is the best
   confirmed median (among those that meet the SLO when there is one). The search-time values are kept beside.
@@ -100,7 +101,7 @@ class Confirmation:
         return {
             "rate": self.workload.rate,
             "rounds": self.rounds,
-            "order": "interleaved: every candidate once per round, the same order each round",
+            "order": "interleaved: every candidate once per round, the same order each round, each round restarted",
             "pick": self.pick.to_dict(objective),
             "candidates": [c.to_dict(objective) for c in self.candidates],
         }
@@ -121,6 +122,7 @@ def confirm(
     per: dict[Config, list[Measurement]] = {c: [] for c in configs}
     order: list[Measurement] = []
     for r in range(rounds):
+        backend.restart()  # every round on a fresh server side: its spread is what a new `serve` run sees
         for c in configs:
             m = backend.measure(c, workload, window=CONFIRM_WINDOW_BASE + r)
             per[c].append(m)

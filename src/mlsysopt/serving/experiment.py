@@ -80,6 +80,10 @@ class ReplayBackend(Backend):
         """Close the wrapped backend."""
         self.backend.close()
 
+    def restart(self) -> None:
+        """Restart the wrapped backend."""
+        self.backend.restart()
+
 
 SEARCH = "measurements"  # the checkpoint key of the search phase
 PHASES = (SEARCH, "noise", "confirm")

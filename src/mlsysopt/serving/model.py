@@ -151,6 +151,11 @@ class ServedModel:
                 self._sessions[key] = self._new_session(key[0], key[1], key[2])
             return self._sessions[key]
 
+    def drop_sessions(self) -> None:
+        """Forget the cached sessions (the next :meth:`session` call creates a new one)."""
+        with self._lock:
+            self._sessions.clear()
+
     def make_batch(self, rows: int, rng: np.random.Generator | None = None) -> dict[str, np.ndarray]:
         """Random inputs of ``rows`` rows (floats ~ N(0, 1); integers and bools in {0, 1}, valid ids and masks)."""
         if rows < 1:

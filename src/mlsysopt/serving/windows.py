@@ -122,6 +122,10 @@ class StableBackend(Backend):
         """Close the wrapped backend."""
         self.backend.close()
 
+    def restart(self) -> None:
+        """Restart the wrapped backend."""
+        self.backend.restart()
+
 
 def merge(measurements: Sequence[Measurement]) -> Measurement:
     """Several measurements of one configuration and workload as one: every window pooled, intervals recomputed."""
