@@ -267,6 +267,20 @@ def test_demo_writes_report(tmp_path: Path) -> None:
     assert 'id="summary"' in html and "summary unavailable" not in html  # the summary reads placement's result
 
 
+def test_demo_runs_again_into_its_own_folder(tmp_path: Path) -> None:
+    # `make demo` twice: the second run regenerates the synthetic data it wrote the first time, same figures
+    first = run("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path, timeout=240)
+    assert first.returncode == 0, first.stderr
+    before = json.loads((tmp_path / "demo" / "result.json").read_text())["costmodel_quality"]
+    again = run("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path, timeout=240)
+    assert again.returncode == 0, again.stderr
+    after = json.loads((tmp_path / "demo" / "result.json").read_text())["costmodel_quality"]
+    for res in (before, after):  # seconds per epoch are timings
+        for row in res["modes"].values():
+            row.pop("epoch_s")
+    assert after["modes"] == before["modes"] and after["headline"] == before["headline"]
+
+
 # ---------------------------------------------------------------------------- importers through the CLI
 UNTRACEABLE = """
 import torch

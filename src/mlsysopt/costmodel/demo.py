@@ -85,7 +85,8 @@ def _quality(ctx: DemoContext) -> Section:
 
     root = ctx.out / "costmodel" / "data"
     ctx.step("costmodel: writing synthetic TpuGraphs-like layout files")
-    synth("layout", root, DATA["num_graphs"], DATA["nodes"], DATA["configs"], seed=ctx.seed)
+    # the demo regenerates its own data on every run (overwrite removes only files an earlier synth wrote)
+    synth("layout", root, DATA["num_graphs"], DATA["nodes"], DATA["configs"], seed=ctx.seed, overwrite=True)
     histories: dict[str, list[dict[str, Any]]] = {}
     rows: list[list[Any]] = []
     res: dict[str, Any] = {}
