@@ -172,3 +172,23 @@ class Backend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class BackendWrapper(Backend):
+    """Measures through ``backend``: its cores, description, ``close`` and ``restart`` are the wrapped one's."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.cores = backend.cores
+
+    def describe(self) -> str:
+        """The wrapped backend's description."""
+        return self.backend.describe()
+
+    def close(self) -> None:
+        """Close the wrapped backend."""
+        self.backend.close()
+
+    def restart(self) -> None:
+        """Restart the wrapped backend."""
+        self.backend.restart()

@@ -10,21 +10,20 @@ with the workload the tuner asked about; when even the starting rate misses, the
 from __future__ import annotations
 
 from mlsysopt.errors import InvalidSpace
-from mlsysopt.serving.backend import Backend, Measurement
+from mlsysopt.serving.backend import Backend, BackendWrapper, Measurement
 from mlsysopt.serving.space import MAX_RATE, Config, Workload
 
 
-class CapacityBackend(Backend):
+class CapacityBackend(BackendWrapper):
     """Measures each configuration's highest rate with p99 <= ``slo_ms`` and no saturation (doubling, bisection)."""
 
     def __init__(self, backend: Backend, slo_ms: float, doublings: int = 6, bisections: int = 2) -> None:
         if doublings < 0 or bisections < 0:
             raise InvalidSpace(f"capacity search: doublings {doublings} and bisections {bisections} must be >= 0")
-        self.backend = backend
+        super().__init__(backend)
         self.slo_ms = float(slo_ms)
         self.doublings = int(doublings)
         self.bisections = int(bisections)
-        self.cores = backend.cores
 
     def _ok(self, m: Measurement) -> bool:
         return m.p99_ms <= self.slo_ms and not m.saturated
@@ -66,11 +65,3 @@ class CapacityBackend(Backend):
     def describe(self) -> str:
         """The wrapped backend, and the rate search."""
         return f"{self.backend.describe()}; throughput within p99 <= {self.slo_ms:g} ms by a rate search"
-
-    def close(self) -> None:
-        """Close the wrapped backend."""
-        self.backend.close()
-
-    def restart(self) -> None:
-        """Restart the wrapped backend."""
-        self.backend.restart()

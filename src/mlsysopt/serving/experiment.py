@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidRunDir, MlsysoptError
-from mlsysopt.serving.backend import Backend, Measurement
+from mlsysopt.serving.backend import Backend, BackendWrapper, Measurement
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Space, Workload
 
@@ -34,7 +34,7 @@ TUNING_CHECKPOINT = "checkpoint.json"
 MIN_PROFILE_POINTS = 6
 
 
-class ReplayBackend(Backend):
+class ReplayBackend(BackendWrapper):
     """Answers the first ``len(recorded)`` measurements from a checkpoint, then measures with ``backend``.
 
     ``on_new`` sees every measurement made after the replay (the job checkpoints it there).
@@ -47,13 +47,12 @@ class ReplayBackend(Backend):
         on_new: Callable[[Measurement], None] | None = None,
         phase: str = "search",
     ) -> None:
-        self.backend = backend
+        super().__init__(backend)
         self.recorded = list(recorded)
         self.replayed = 0
         self.new = 0
         self.on_new = on_new
         self.phase = phase
-        self.cores = backend.cores
 
     def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
         """The recorded measurement while replaying (it must be of the same configuration), then a real one."""
@@ -71,18 +70,6 @@ class ReplayBackend(Backend):
         if self.on_new is not None:
             self.on_new(m)
         return m
-
-    def describe(self) -> str:
-        """The wrapped backend's description."""
-        return self.backend.describe()
-
-    def close(self) -> None:
-        """Close the wrapped backend."""
-        self.backend.close()
-
-    def restart(self) -> None:
-        """Restart the wrapped backend."""
-        self.backend.restart()
 
 
 SEARCH = "measurements"  # the checkpoint key of the search phase

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.errors import InvalidSpace
-from mlsysopt.serving.backend import WINDOW_VALUES, Backend, Measurement
+from mlsysopt.serving.backend import WINDOW_VALUES, Backend, BackendWrapper, Measurement
 from mlsysopt.serving.space import Config, Workload
 from mlsysopt.serving.stats import mean_ci, stable
 
@@ -80,7 +80,7 @@ def combine(windows: Sequence[Measurement], all_windows: int, is_stable: bool) -
     return _pooled(windows, samples, all_windows, is_stable, saturated, dict(windows[-1].extra))
 
 
-class StableBackend(Backend):
+class StableBackend(BackendWrapper):
     """Repeats windows of ``backend`` until the last ``count`` agree within ``tolerance`` (at most ``max_windows``)."""
 
     def __init__(self, backend: Backend, count: int = 3, tolerance: float = 0.10, max_windows: int = 6) -> None:
@@ -88,11 +88,10 @@ class StableBackend(Backend):
             raise InvalidSpace(f"stability: need 1 <= count ({count}) <= max_windows ({max_windows})")
         if not (math.isfinite(tolerance) and tolerance > 0):
             raise InvalidSpace(f"stability tolerance {tolerance} must be a positive fraction (0.10 = 10%)")
-        self.backend = backend
+        super().__init__(backend)
         self.count = int(count)
         self.tolerance = float(tolerance)
         self.max_windows = int(max_windows)
-        self.cores = backend.cores
 
     def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
         """Windows ``window * max_windows + 0, 1, ...`` until stable; their combined measurement."""
@@ -117,14 +116,6 @@ class StableBackend(Backend):
     def settings(self) -> dict[str, float]:
         """The stability rule, for result.json."""
         return {"count": self.count, "tolerance": self.tolerance, "max_windows": self.max_windows}
-
-    def close(self) -> None:
-        """Close the wrapped backend."""
-        self.backend.close()
-
-    def restart(self) -> None:
-        """Restart the wrapped backend."""
-        self.backend.restart()
 
 
 def merge(measurements: Sequence[Measurement]) -> Measurement:
