@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.mlsysopt-installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install test lint chromium demo bench-quick clean
+.PHONY: install system-packages test lint chromium demo bench-quick clean
 
 install: $(STAMP)
 
@@ -13,7 +13,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,ray]"
+	$(MAKE) system-packages
+	$(PY) -m pip install -q -e ".[dev,ray,postgres]"
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -24,6 +25,12 @@ lint: $(STAMP)
 test: lint chromium
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not quiet"
 	$(PY) -m pytest -q -m quiet
+
+# Debian packages: graphviz headers (saga's pygraphviz builds against them) and the PostgreSQL server the store's
+# tests start on loopback. Installed only when missing (run as root, as CI does).
+system-packages:
+	@(test -f /usr/include/graphviz/cgraph.h && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1) || \
+		(apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y libgraphviz-dev graphviz postgresql)
 
 # Headless Chromium renders the demo page in tests/report/test_page_chromium.py (Debian package; run as root).
 chromium:

@@ -253,7 +253,7 @@ def main() -> None:
         },
         "mode": "quick" if quick else "full",
         "command": " ".join(["python", *sys.argv]),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "cpu_count": os.cpu_count(),
         "load_average_at_start": load,
         "seconds": {"nasbench_graph": graph_s, "digits": time.perf_counter() - t1, "total": time.perf_counter() - t0},
