@@ -58,18 +58,22 @@ def _storage_param() -> Any:
     return param
 
 
+#: Commands whose ``--out`` is a plain file, not a run folder: no run, no study.
+FILE_OUTPUTS = ("graph import", "graph generate", "costmodel synth")
+
+
 def add_storage_option(command: Any) -> Any:
-    """Give every subcommand of ``command`` that takes ``--out`` a ``--storage`` option (click-level, once)."""
+    """Give every subcommand of ``command`` whose ``--out`` is a run folder a ``--storage`` option (click-level)."""
     import copy
 
     template = _storage_param()
-    stack = [command]
+    stack = [("", command)]
     while stack:
-        cmd = stack.pop()
-        stack.extend(getattr(cmd, "commands", {}).values())
+        path, cmd = stack.pop()
+        stack.extend((f"{path} {n}".strip(), c) for n, c in getattr(cmd, "commands", {}).items())
         params = getattr(cmd, "params", [])
         names = {o for p in params for o in getattr(p, "opts", [])}
-        if "--out" in names and "--storage" not in names:
+        if "--out" in names and "--storage" not in names and path not in FILE_OUTPUTS:
             params.append(copy.copy(template))
     return command
 
@@ -112,8 +116,12 @@ def runs_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Every run in the store: run, system, date, status, trials and headline figure."""
-    from mlsysopt.store.query import list_runs
+    from mlsysopt.store.query import STATUSES, list_runs
+    from mlsysopt.store.systems import SYSTEMS
 
+    for flag, value, known in (("--system", system, (*SYSTEMS, "optuna")), ("--status", status, STATUSES)):
+        if value is not None and value not in known:
+            raise InvalidOption(f"{flag} {value!r}: choose from {', '.join(known)}")
     store = _store(storage)
     runs = list_runs(store, system, status)
     if as_json:
@@ -242,9 +250,18 @@ def runs_dashboard(
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8080,
 ) -> None:
     """Start optuna-dashboard on the store (Ctrl-C stops it)."""
+    import ipaddress
     import socket
 
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        raise InvalidOption(f"--host {host!r}: give an IP address to listen on, e.g. 127.0.0.1") from None
     store = _store(storage)
+    if not loopback:
+        from mlsysopt.cli.common import warn
+
+        warn(f"--host {host}: the dashboard (no login) is reachable from other machines, and can edit the studies")
     try:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
             s.bind((host, port))

@@ -51,6 +51,10 @@ def open_existing(spec: StorageSpec) -> Store:
     return Store.open(spec)
 
 
+#: Every status a run can have (``optuna study``: a study not made by mlsysopt).
+STATUSES = ("running", "done", "failed", "interrupted", "killed", "optuna study")
+
+
 @dataclass
 class RunSummary:
     """One run as ``runs list`` shows it."""

@@ -120,6 +120,28 @@ def record_comparison(comparison: Any) -> int:
     return done
 
 
+def record_headlines(rows: Sequence[Any]) -> int:
+    """Record each summary row of the demo report (``report.overview.Headline``) as a trial of the demo's study."""
+    done = 0
+    for i, h in enumerate(rows):
+        attrs = {"system": h.system, "measure": h.measure, "unit": h.unit, "ours": h.ours, "baseline": h.baseline,
+                 "baseline_value": h.baseline_value, "verdict": h.verdict(), "data": h.data}  # fmt: skip
+        rec = {"measure": h.measure, "ours": h.ours_value, "baseline": h.baseline_value}
+        done += record(TrialRecord({"row": i}, [h.ours_value], attrs=attrs, key=f"headline:{i}", record=rec))
+    return done
+
+
+def store_links() -> dict[str, str]:
+    """Where the open run's study is, and how to look at it (for a report's footer); empty without a store."""
+    run = current_run()
+    if run is None or not run.enabled or run.spec is None:
+        return {}
+    name = run.study_name or run.path.name
+    where = f"--storage {run.spec.display}" if run.spec.source != "default" else f"--storage {run.spec.path}"
+    return {"study store": f"{run.spec.display} · study '{name}'",
+            "look at it": f"mlsysopt runs show {name} {where} · mlsysopt runs dashboard {where}"}  # fmt: skip
+
+
 def record(trial: TrialRecord, direction: str | None = None, live: bool = False) -> bool:
     """Record ``trial`` in the study of the innermost open run (False: none open, or the store is off)."""
     run = current_run()

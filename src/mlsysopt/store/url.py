@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,8 @@ NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ncpfs", "cep
               "beegfs", "fuse.sshfs", "fuse.s3fs", "fuse.rclone", "fuse.davfs2", "fuse.glusterfs", "fuse.juicefs",
               "fuse.gcsfuse", "fuse.blobfuse", "fuse.ceph", "fuse.cephfs", "davfs")  # fmt: skip
 _POSTGRES = ("postgresql", "postgresql+psycopg2", "postgres")
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,19 @@ def parse_storage(text: str, source: str = "--storage", cwd: Path | None = None)
         return StorageSpec("", "none", None, source)
     if not raw:
         raise StoreError(f"{source}: empty storage URL (use sqlite:///FILE, postgresql://USER@HOST/DB or none)")
+    if _CONTROL.search(raw):
+        raise StoreError(f"{source} {raw.encode('unicode_escape').decode()}: a storage URL has no control characters")
     base = Path.cwd() if cwd is None else cwd
     if "://" not in raw and not raw.startswith("sqlite:"):
         path = Path(raw).expanduser()
         path = path if path.is_absolute() else base / path
-        if path.is_dir() or raw.endswith(os.sep):
+        if path.is_dir():
             path = path / DEFAULT_FILE
+        elif not path.is_file() and path.suffix.lower() not in SQLITE_SUFFIXES:
+            raise StoreError(
+                f"{source} {raw}: not a storage URL, an existing folder or a SQLite file name (*.db); "
+                "use sqlite:///FILE.db, postgresql://USER@HOST/DB or none"
+            )
         return _sqlite(path, source)
     scheme = raw.split(":", 1)[0].lower()
     if scheme == "sqlite":

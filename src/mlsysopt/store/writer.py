@@ -17,6 +17,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from mlsysopt.store.url import StorageSpec
 
 BATCH = 500  # trials per transaction at most
+WAKE_S = 0.5  # the thread writes what was queued at least this often
 
 
 def machine_id() -> str:
@@ -55,6 +57,8 @@ class StudyWriter:
         self.written = 0
         self._queue: list[tuple[str, Any]] = []
         self._busy = False
+        self._urgent = False  # a flush (or close) waits: write now
+        self._since = 0.0  # when the oldest queued write was queued
         self._error: BaseException | None = None
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -79,15 +83,20 @@ class StudyWriter:
         with self._cond:
             if self._closed:
                 raise StoreError("the study writer is closed")
+            if not self._queue:
+                self._since = time.monotonic()
             self._queue.append(op)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="mlsysopt-store", daemon=True)
                 self._thread.start()
-            self._cond.notify_all()
+            if len(self._queue) >= BATCH:  # else the thread wakes by itself: no thread switch per trial
+                self._cond.notify_all()
 
     def flush(self) -> None:
         """Wait until every queued write is stored; raise the first error a write met (once)."""
         with self._cond:
+            self._urgent = True
+            self._cond.notify_all()
             while self._queue or self._busy:
                 self._cond.wait(0.5)
         self._raise()
@@ -109,14 +118,21 @@ class StudyWriter:
             raise err
 
     # ------------------------------------------------------------------------ the thread
+    def _due(self) -> bool:
+        """Whether the queue is to be written now: flushed, closing, full, or its oldest write WAKE_S old."""
+        if not self._queue:
+            return False
+        return self._urgent or self._closed or len(self._queue) >= BATCH or time.monotonic() - self._since >= WAKE_S
+
     def _loop(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if not self._queue and self._closed:
-                    return
-                ops, self._queue, self._busy = self._queue, [], True
+                while not self._due():
+                    if self._closed and not self._queue:
+                        return
+                    left = None if not self._queue else max(0.0, WAKE_S - (time.monotonic() - self._since))
+                    self._cond.wait(left)
+                ops, self._queue, self._busy, self._urgent = self._queue, [], True, False
             try:
                 self._apply(ops)
             except BaseException as exc:  # kept for the producer: flush() raises it
