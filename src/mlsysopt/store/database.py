@@ -260,7 +260,10 @@ class Store:
             if spec.kind == "sqlite":
                 fresh = not exists
                 if fresh:
-                    _create_sqlite(spec.path)  # type: ignore[arg-type]
+                    try:
+                        _create_sqlite(spec.path)  # type: ignore[arg-type]
+                    except OSError as exc:
+                        raise StoreError(f"cannot create it: {exc.strerror or exc}") from None
                 storage = RDBStorage(spec.url, engine_kwargs(spec), skip_compatibility_check=True,
                                      skip_table_creation=fresh)  # fmt: skip
                 if not fresh:
