@@ -233,10 +233,10 @@ class RunDir:
     def _result(self) -> dict[str, Any] | None:
         """This run's result.json, if it wrote one (for the store's headline figure)."""
         path = self.path / "result.json"
-        if "result.json" in self._before and not self.resume and path.stat().st_mtime < self._opened_at:
-            return None  # an older run's result, not this one's
         try:
-            data = loads_json(path.read_text(), where=str(path)) if path.is_file() else None
+            if not path.is_file() or ("result.json" in self._before and path.stat().st_mtime < self._opened_at):
+                return None  # none, or an older run's result, not this one's
+            data = loads_json(path.read_text(), where=str(path))
         except (OSError, MlsysoptError):
             return None
         return data if isinstance(data, dict) else None

@@ -193,7 +193,7 @@ class RunStore:
             for sid in reversed(self.store.study_ids(ATTR + "run_dir", str(self.path))):
                 attrs = self.store.study_attrs(sid)
                 if self.command is None or attrs.get(ATTR + "command") in (None, self.command):
-                    self.study_id, self.study_name = sid, self.store.storage.get_study_name_from_id(sid)
+                    self.study_id, self.study_name = sid, self.store.study_names()[sid]
                     self.command = self.command or attrs.get(ATTR + "command")
                     resumed = int(attrs.get(ATTR + "resumed", 0)) + 1
                     self.store.set_study_attrs(sid, {**self._process_attrs(), ATTR + "resumed": resumed,
