@@ -259,9 +259,8 @@ class RunDir:
             path = save_torch_atomic(self.checkpoint, state)
         else:
             path = write_json_atomic(self.checkpoint, state)
-        if self._store is not None and self._store.enabled:
-            with contextlib.suppress(OSError):
-                self._store.mirror_checkpoint(path.name, path.read_bytes())
+        if self._store is not None:
+            self._store.mirror_checkpoint(path)
         return path
 
     def load_checkpoint(self, error: type[MlsysoptError] = InvalidRunDir) -> Any:

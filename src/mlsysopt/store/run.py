@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 import os
 import socket
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 ATTR = "mlsysopt."  # prefix of the run attributes of a study
 SETTING = "settings."  # prefix of the run's settings
 MAX_MIRROR = 64 * 2**20  # checkpoints larger than this are not copied into the store
+MIRROR_EVERY_S = 5.0  # the checkpoint is copied into the store at most this often (and when the run closes)
 
 _explicit: str | None = None  # --storage of the command being run (None: MLSYSOPT_STORAGE or the default)
 _command: str | None = None  # the command being run ("nas search"), when the CLI runs one
@@ -144,6 +147,8 @@ class RunStore:
         self.disabled: str | None = None
         self.recorded = 0
         self.pid = os.getpid()
+        self._mirrored_at = -math.inf  # when the checkpoint was last copied into the store
+        self._unmirrored: Path | None = None  # a newer checkpoint not copied yet
 
     @property
     def enabled(self) -> bool:
@@ -272,14 +277,30 @@ class RunStore:
         if self.enabled and self.writer is not None:
             self._guard("trials", self.writer.flush)
 
-    def mirror_checkpoint(self, name: str, data: bytes) -> None:
-        """Keep a copy of the run's checkpoint in the store (for ``--resume`` without the folder's copy)."""
-        if not self.enabled or len(data) > MAX_MIRROR:
+    def mirror_checkpoint(self, path: Path, force: bool = False) -> None:
+        """Keep a copy of the run's checkpoint file in the store (for ``--resume`` without the folder's copy).
+
+        At most one copy every :data:`MIRROR_EVERY_S` seconds (a search may checkpoint every batch), and the last
+        one when the run closes; a store copy is therefore at most that old, and a run resumed from it redoes the
+        steps after it (their trials' keys make the rewrite exact).
+        """
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._mirrored_at < MIRROR_EVERY_S:
+            self._unmirrored = path
+            return
+        self._unmirrored, self._mirrored_at = None, now
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return
+        if len(data) > MAX_MIRROR:
             return
         if self.study_id is None:
             self._guard("checkpoint", self._create, direction_of(self.command) or "minimize")
         if self.writer is not None:
-            self._guard("checkpoint", self.writer.add_checkpoint, name, data)
+            self._guard("checkpoint", self.writer.add_checkpoint, path.name, data)
 
     def close(self, status: str, result: dict[str, Any] | None, keep: bool = True) -> None:
         """Flush, then record ``status`` and the headline (``keep=False``: remove the study this run created)."""
@@ -297,6 +318,8 @@ class RunStore:
             if not self._guard("study", self._create, direction_of(command) or "minimize"):
                 return
         assert self.writer is not None and self.study_id is not None
+        if self._unmirrored is not None and self._unmirrored.is_file():
+            self.mirror_checkpoint(self._unmirrored, force=True)
         if result is not None and self.recorded == 0:
             for trial in result_trials(command, result):
                 self._guard("trials", self.writer.add, trial)
