@@ -3,8 +3,9 @@
 :class:`~mlsysopt.io.RunDir` drives a :class:`RunStore`: ``check`` resolves and probes the store (before any folder
 exists: a bad or unreachable ``--storage`` is refused like any other input), ``open`` creates the run's study
 (named after the folder, ``NAME-2``... when taken) with the settings as study attributes and status ``running``,
-``flush`` runs before every checkpoint, ``close`` records the status and the headline figure, or removes the study
-again when the run failed before its first checkpoint (the folder is removed then too).
+every checkpoint is copied into the store (:meth:`RunStore.mirror_checkpoint`), ``close``
+flushes and records the status and the headline figure, or removes the study again when the run failed before its
+first checkpoint (the folder is removed then too).
 
 A system's experiment layer records a trial with one call, :func:`record_trial`, which writes to the study of the
 innermost open run (nothing happens when no run is open or the store is off). The store is a copy: if it stops
@@ -273,9 +274,14 @@ class RunStore:
         return StudyHandle(self.spec, self.study_id, self.study_name, machine_id())
 
     def flush(self) -> None:
-        """Wait until every trial recorded so far is stored (called before each checkpoint)."""
+        """Wait until every trial recorded so far is stored."""
         if self.enabled and self.writer is not None:
             self._guard("trials", self.writer.flush)
+
+    def urge(self) -> None:
+        """Start writing what is queued (called at each checkpoint; nobody waits for it)."""
+        if self.enabled and self.writer is not None:
+            self.writer.urge()
 
     def mirror_checkpoint(self, path: Path, force: bool = False) -> None:
         """Keep a copy of the run's checkpoint file in the store (for ``--resume`` without the folder's copy).
