@@ -146,7 +146,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/bench/store.json"))
     args = ap.parse_args()
     quick = args.quick
-    per_writer = {1: 200 if quick else 1000, 8: 40 if quick else 250}
+    per_writer = {1: 100 if quick else 1000, 8: 20 if quick else 250}
     from mlsysopt.store.local_postgres import LocalPostgres
 
     started = time.perf_counter()
@@ -167,8 +167,8 @@ def main() -> None:
                     print(f"{kind:8s} {writers} writer(s), batch {batch:2d}: {r['trials_per_s']:8.1f} trials/s, "
                           f"lost {r['lost']}", flush=True)  # fmt: skip
         result["lost_trials"] = sum(r["lost"] for r in result["runs"])
-        seeds = [0, 1, 2] if quick else list(range(8))
-        budget = 30 if quick else 100
+        seeds = [0, 1] if quick else list(range(8))
+        budget = 20 if quick else 100
         epnas = nas_overhead("epnas", budget, seeds, root)
         result["overhead_fraction"] = epnas["overhead_fraction"]
         result["overhead_fraction_cpu"] = epnas["overhead_fraction_cpu"]
