@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.text import plural
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -124,8 +125,11 @@ def parse_shape(value: str | None, option: str = "--input-shape") -> tuple[int, 
     return shape
 
 
-def load_source(source: str, num_tasks: int = 100, seed: int = 0, input_shape: str | None = None) -> CompGraph:
-    """The CompGraph of any source (see :mod:`mlsysopt.graph.importers.source`)."""
+def load_source(
+    source: str, num_tasks: int = 100, seed: int = 0, input_shape: str | None = None, timeout: float | None = None
+) -> CompGraph:
+    """The CompGraph of any source (see :mod:`mlsysopt.graph.importers.source`); a user's factory runs in a child
+    process bounded by ``timeout`` (the command's ``--timeout``; None: the default bound for user code)."""
     from mlsysopt.graph.importers.source import resolve_source
 
     src = resolve_source(source)
@@ -133,7 +137,7 @@ def load_source(source: str, num_tasks: int = 100, seed: int = 0, input_shape: s
         from mlsysopt.graph.limits import check_recipe_tasks
 
         check_recipe_tasks(num_tasks, "--num-tasks")
-    return src.graph(num_tasks=num_tasks, seed=seed, input_shape=parse_shape(input_shape))
+    return src.graph(num_tasks=num_tasks, seed=seed, input_shape=parse_shape(input_shape), timeout=timeout)
 
 
 def check_suffix(path: Path, suffix: str, option: str) -> None:
@@ -155,7 +159,19 @@ def check_parallel(workers: int, backend: str, address: str | None) -> None:
         where = "local worker processes (each needs ~256 MiB)" if backend == "local" else "Ray tasks in flight"
         raise InvalidOption(f"--workers {workers:,} is above the limit of {limit:,} {where}")
     if backend == "local" and workers > cores:
-        warn(f"--workers {workers} is more than this machine's {cores} cores: they will share them")
+        warn(f"--workers {workers} is more than this machine's {plural(cores, 'core')}: they will share them")
+
+
+def check_threads(threads: int, workers: int = 1, backend: str = "local", option: str = "--threads") -> None:
+    """Warn when ``threads`` per worker x local ``workers`` is more than this machine's cores (they would share)."""
+    cores = os.cpu_count() or 1
+    total = threads * (workers if backend == "local" else 1)
+    if total > cores:
+        each = f" x {workers} workers" if backend == "local" and workers > 1 else ""
+        warn(
+            f"{option} {threads}{each} = {total} threads on this machine's {plural(cores, 'core')}: they will share "
+            "them (slower than one thread per core)"
+        )
 
 
 #: Most Ray tasks one command keeps in flight (a cluster may have many more cores than this machine).

@@ -33,6 +33,7 @@ from mlsysopt.cli.serving_io import (
     print_measurements,
     print_tuning,
 )
+from mlsysopt.text import plural
 
 serving_app = typer.Typer(
     help="RRL: SLO-aware tuning of request- and op-level parallelism of a served model (ONNX Runtime).",
@@ -77,7 +78,8 @@ def serving_profile(
         result = job.run(lambda _s: progress.update(task, advance=1))
     prof = result["profile"]
     console.print(
-        f"fitted {prof['model']} on {prof['cores']} cores: median fit error {result['fit_median_rel_error']:.1%}; "
+        f"fitted {prof['model']} on {plural(prof['cores'], 'core')}: median fit error "
+        f"{result['fit_median_rel_error']:.1%}; "
         f"dispatch overhead {prof['dispatch_ms']:.3g} ms per batch"
     )
     for warning in result["warnings"]:
