@@ -35,7 +35,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mlsysopt.cli.common import Interrupted, err_console, harden, safe_text
+from mlsysopt.cli.common import Interrupted, apply_aliases, err_console, harden, safe_text
 from mlsysopt.cli.costmodel import costmodel_app
 from mlsysopt.cli.demo import demo
 from mlsysopt.cli.graph import graph_app
@@ -196,7 +196,8 @@ def run(argv: list[str] | None = None) -> int:
     """Run the app on ``argv`` and return its exit code (see the module docstring); nothing raises but debug."""
     debug = debug_enabled()
     try:
-        rv = _command().main(args=argv, prog_name="mlsysopt", standalone_mode=False)
+        args = apply_aliases(list(sys.argv[1:] if argv is None else argv))
+        rv = _command().main(args=args, prog_name="mlsysopt", standalone_mode=False)
         code = rv if isinstance(rv, int) else 0
         if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into Exit(130)
             return _interrupted()

@@ -32,7 +32,7 @@ BACKENDS = ("real", "sim")
 KNOB_OPTIONS = {
     "instances": "--instances",
     "max_batch": "--max-batch",
-    "batch_timeout_ms": "--timeout-ms",
+    "batch_timeout_ms": "--batch-timeout-ms",
     "intra_threads": "--intra",
     "inter_threads": "--inter",
     "execution_mode": "--execution-mode",

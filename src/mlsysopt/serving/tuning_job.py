@@ -251,6 +251,7 @@ class TuningJob(Job):
                 "seconds": seconds,
                 "search_seconds": search_s,
                 "stopped": "timeout" if result.stopped == "until" else result.stopped,
+                "stopped_by": "timeout" if result.stopped == "until" else result.stopped,  # the name every search uses
                 "replayed_from_checkpoint": replayed,
                 "noise": noise,
                 "space": self.space.reduction,
