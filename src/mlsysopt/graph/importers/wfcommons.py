@@ -179,6 +179,8 @@ def from_wfformat(path: str | Path) -> CompGraph:
 def _convert(data: Any, where: str, meta: dict[str, Any]) -> CompGraph:
     """Shared by files and recipes: a parsed WfFormat dict -> CompGraph; errors start with ``where``."""
     parsed = parse(data, where)
+    for note in parsed.notes:
+        warnings.warn(note, MlsysoptWarning, stacklevel=3)
     tasks, lookup = parsed.tasks, parsed.lookup
     edges: dict[tuple[int, int], None] = {}
     for i, t in enumerate(tasks):
@@ -212,7 +214,9 @@ def _convert(data: Any, where: str, meta: dict[str, Any]) -> CompGraph:
     except InvalidGraph as exc:
         raise InvalidGraph(f"{where}: {exc}") from None
     if missing:
-        what = "have no execution entry" if parsed.layout == "1.5" else "have no runtime"
+        what = (
+            "have no execution entry (or one without runtimeInSeconds)" if parsed.layout == "1.5" else "have no runtime"
+        )
         warnings.warn(
             f"{where}: {len(missing)} of {len(tasks)} tasks ({_examples(missing)}) {what}: "
             "they count as compute 0 (they take no time on any device)",
