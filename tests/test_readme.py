@@ -114,7 +114,7 @@ SECTIONS = list(dict.fromkeys(b.section for b in BLOCKS if not b.file_name))
 
 def commands(bash: str) -> list[str]:
     """The commands of a bash block: continuation lines joined, blank and comment-only lines dropped."""
-    joined = re.sub(r"\\\n\s*", " ", bash)
+    joined = re.sub(r"\s*\\\n\s*", " ", bash)
     return [ln.strip() for ln in joined.splitlines() if ln.strip() and not ln.strip().startswith("#")]
 
 
@@ -133,8 +133,8 @@ def _record(section: str, what: str, seconds: float, substituted: bool) -> None:
 def run_block(block: Block, folder: Path) -> None:
     """Run one block in ``folder`` (see the module docstring); fail with the output of the command that failed."""
     text = block.runnable_text()
-    substituted = text != block.text
     if block.lang == "python":
+        substituted = text != block.text
         script = folder / f"readme_block_{block.line}.py"
         script.write_text(text)
         start = time.perf_counter()
@@ -143,7 +143,9 @@ def run_block(block: Block, folder: Path) -> None:
         _record(block.section, f"python block at README line {block.line}", time.perf_counter() - start, substituted)
         assert proc.returncode == 0, f"README line {block.line} (python, run as a file):\n{proc.stderr[-3000:]}"
         return
-    for cmd in commands(text):
+    original = commands(block.text)
+    for k, cmd in enumerate(commands(text)):
+        substituted = k >= len(original) or cmd != original[k]
         start = time.perf_counter()
         words = shlex.split(cmd, comments=True)
         if words and words[0] == "mlsysopt":
