@@ -12,28 +12,36 @@ The convention (README.md, "Development", says the same):
 * an HTML comment right before a block changes how this test runs it, and only it:
   ``<!-- readme-test: replace "--budget 30" "--budget 2" -->`` runs the block with that text replaced (it must
   occur: a stale marker fails), ``<!-- readme-test: skip "why" -->`` does not run the block (a synopsis, commands
-  for several machines). Markers are how the README says where a small budget is substituted; a block without
-  one runs exactly as written, and blocks added later are picked up without editing this file;
-* ``MLSYSOPT_README_AS_WRITTEN=1`` ignores the ``replace`` markers (skips stay): every command runs with the
-  README's own budgets, which is how the README's run times are measured (about 25 minutes on 2 cores).
+  for several machines), ``<!-- readme-test: drop "runs dashboard" -->`` does not run the commands holding that
+  text (a server that runs until Ctrl-C). Markers are how the README says where a small budget is substituted;
+  a block without one runs exactly as written, and blocks added later are picked up without editing this file;
+* ``MLSYSOPT_README_AS_WRITTEN=1`` ignores the ``replace`` markers (skips and drops stay): every command runs with
+  the README's own budgets, which is how the README's run times are measured (about 25 minutes on 2 cores);
+* otherwise (CI) every command and Python block is stopped after ``MLSYSOPT_README_COMMAND_LIMIT`` seconds
+  (default 300) and fails naming its README line: a block added without a marker for its long commands costs the
+  suite five minutes, not the command's full run, and the failure says which marker to add.
 
 Each command's wall time is recorded; at the end of the session conftest.py prints the table (and it is written to
-``runs/readme-times.txt``). ``mlsysopt`` commands run in the test's process (no interpreter start per command:
-the time is the command's own, imports cached); other lines (``python -c ...``) run in ``bash`` with this
-environment's ``python`` and ``mlsysopt`` first on ``PATH``.
+``runs/readme-times.txt``). ``mlsysopt`` commands run in the test's process (no interpreter start per command,
+imports cached: fast); with ``MLSYSOPT_README_AS_WRITTEN=1``, and for every other line (``python -c ...``, a
+redirect), in ``bash`` with this environment's ``python`` and ``mlsysopt`` first on ``PATH``, as a user runs them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,7 +52,9 @@ README = ROOT / "README.md"
 TIMES = ROOT / "runs" / "readme-times.txt"
 AS_WRITTEN = os.environ.get("MLSYSOPT_README_AS_WRITTEN", "").strip() in ("1", "true", "yes")
 _MARKER = re.compile(r"^<!--\s*readme-test:(.*?)-->\s*$")
-_DIRECTIVE = re.compile(r'(replace|skip)\s+"((?:[^"\\]|\\.)*)"(?:\s+"((?:[^"\\]|\\.)*)")?')
+#: Seconds one command (or Python block) may run in the CI mode; none as written (the README's own budgets).
+LIMIT = None if AS_WRITTEN else float(os.environ.get("MLSYSOPT_README_COMMAND_LIMIT", "300"))
+_DIRECTIVE = re.compile(r'(replace|skip|drop)\s+"((?:[^"\\]|\\.)*)"(?:\s+"((?:[^"\\]|\\.)*)")?')
 
 
 @dataclass
@@ -57,6 +67,7 @@ class Block:
     line: int
     replace: list[tuple[str, str]] = field(default_factory=list)
     skip: str | None = None
+    drop: list[str] = field(default_factory=list)  # commands containing one of these are not run
 
     @property
     def file_name(self) -> str | None:
@@ -78,7 +89,7 @@ class Block:
 def parse_readme(text: str) -> list[Block]:
     """The ``bash`` and ``python`` blocks of ``text`` with their ``##`` section and ``readme-test`` markers."""
     blocks: list[Block] = []
-    section, pending_replace, pending_skip = "(top)", [], None
+    section, pending_replace, pending_skip, pending_drop = "(top)", [], None, []
     lines = text.splitlines()
     i = 0
     while i < len(lines):
@@ -91,6 +102,8 @@ def parse_readme(text: str) -> list[Block]:
                 a, b = a.replace('\\"', '"'), b.replace('\\"', '"')
                 if kind == "replace":
                     pending_replace.append((a, b))
+                elif kind == "drop":
+                    pending_drop.append(a)
                 else:
                     pending_skip = a or "marked skip"
         fence = re.match(r"^```(\w*)\s*$", line)
@@ -101,8 +114,9 @@ def parse_readme(text: str) -> list[Block]:
                 body.append(lines[i])
                 i += 1
             if lang in ("bash", "python"):
-                blocks.append(Block(section, lang, "\n".join(body) + "\n", start + 1, pending_replace, pending_skip))
-            pending_replace, pending_skip = [], None
+                text = "\n".join(body) + "\n"
+                blocks.append(Block(section, lang, text, start + 1, pending_replace, pending_skip, pending_drop))
+            pending_replace, pending_skip, pending_drop = [], None, []
         i += 1
     return blocks
 
@@ -116,6 +130,43 @@ def commands(bash: str) -> list[str]:
     """The commands of a bash block: continuation lines joined, blank and comment-only lines dropped."""
     joined = re.sub(r"\s*\\\n\s*", " ", bash)
     return [ln.strip() for ln in joined.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+
+
+class TooLong(BaseException):
+    """A README command ran past :data:`LIMIT` (a BaseException: the CLI's own error handling must not catch it)."""
+
+
+def _too_long(where: str) -> str:
+    return (f"{where} ran past {LIMIT:.0f} s in the README test (MLSYSOPT_README_COMMAND_LIMIT): give its long "
+            'commands a small budget with a <!-- readme-test: replace "A" "B" --> marker right before the block '
+            '(or skip "why"), see README "Development"')  # fmt: skip
+
+
+@contextlib.contextmanager
+def _bounded(where: str) -> Iterator[None]:
+    """Raise :class:`TooLong` in this (the main) thread after :data:`LIMIT` seconds of an in-process command."""
+    if LIMIT is None:
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        raise TooLong(_too_long(where))
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, LIMIT)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _subprocess(argv: list[str], folder: Path, where: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` in ``folder`` with :func:`_env`, stopped after :data:`LIMIT` seconds (a failure naming ``where``)."""
+    try:
+        return subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=LIMIT, env=_env())
+    except subprocess.TimeoutExpired:
+        pytest.fail(_too_long(where), pytrace=False)
 
 
 def _env() -> dict[str, str]:
@@ -138,22 +189,30 @@ def run_block(block: Block, folder: Path) -> None:
         script = folder / f"readme_block_{block.line}.py"
         script.write_text(text)
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, script.name], cwd=folder, capture_output=True, text=True,
-                              timeout=900, env=_env())  # fmt: skip
+        proc = _subprocess([sys.executable, script.name], folder, f"README line {block.line} (python block)")
         _record(block.section, f"python block at README line {block.line}", time.perf_counter() - start, substituted)
         assert proc.returncode == 0, f"README line {block.line} (python, run as a file):\n{proc.stderr[-3000:]}"
         return
     original = commands(block.text)
+    for gone in block.drop:
+        assert any(gone in c for c in original), f"README line {block.line}: the marker drops {gone!r}, not a command"
     for k, cmd in enumerate(commands(text)):
+        if any(gone in cmd for gone in block.drop):
+            continue
         substituted = k >= len(original) or cmd != original[k]
         start = time.perf_counter()
         words = shlex.split(cmd, comments=True)
-        if words and words[0] == "mlsysopt":
-            ran = run_inprocess(*words[1:], cwd=folder)
+        shell = any(op in words for op in (">", ">>", "<", "|", "&&", "||", ";")) or "$(" in cmd or "`" in cmd
+        where = f"README line {block.line}: `{cmd}`"
+        if words and words[0] == "mlsysopt" and not shell and not AS_WRITTEN:
+            try:
+                with _bounded(where):
+                    ran = run_inprocess(*words[1:], cwd=folder)
+            except TooLong as exc:
+                pytest.fail(str(exc), pytrace=False)
             code, out, err = ran.returncode, ran.stdout, ran.stderr
         else:
-            proc = subprocess.run(["bash", "-c", f"set -euo pipefail; {cmd}"], cwd=folder, capture_output=True,
-                                  text=True, timeout=900, env=_env())  # fmt: skip
+            proc = _subprocess(["bash", "-c", f"set -euo pipefail; {cmd}"], folder, where)
             code, out, err = proc.returncode, proc.stdout, proc.stderr
         _record(block.section, cmd.split("#")[0].strip(), time.perf_counter() - start, substituted)
         assert code == 0, f"README line {block.line}: `{cmd}` exited {code}:\n{out[-1500:]}\n{err[-3000:]}"
@@ -169,6 +228,20 @@ def test_the_readme_has_runnable_blocks_and_its_markers_parse() -> None:
     (block,) = parse_readme("## S\n" + sample)
     assert block.section == "S" and block.replace == [("--budget 30", "--budget 2"), ('a "b"', "c")]
     assert commands("a \\\n   b  # c\n# only a comment\n\nd\n") == ["a b  # c", "d"]
+    (server,) = parse_readme('<!-- readme-test: drop "runs dashboard" -->\n```bash\nmlsysopt runs dashboard\n```\n')
+    assert server.drop == ["runs dashboard"] and not server.replace and server.skip is None
+
+
+def test_a_command_past_the_limit_fails_naming_its_line_and_the_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "LIMIT", 0.3)
+    monkeypatch.setattr(sys.modules[__name__], "run_inprocess", lambda *a, **k: time.sleep(5))
+    for text in ("sleep 5\n", "mlsysopt nas search --budget 9999\n"):
+        start = time.perf_counter()
+        with pytest.raises(pytest.fail.Exception, match=r"README line 7: .* ran past 0 s .*readme-test: replace"):
+            run_block(Block("S", "bash", text, 7), tmp_path)
+        assert time.perf_counter() - start < 3
 
 
 @pytest.mark.parametrize("section", SECTIONS)
