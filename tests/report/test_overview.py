@@ -122,3 +122,17 @@ def test_the_simulator_rows_say_which_placement_won_and_why() -> None:
     assert chain.row()[-1] == chain.note and COLUMNS[-1] == "note"
     text = summary_section(rows).text
     assert "same budget" not in text and "not the benchmark's confirmed figures" in text
+
+
+def test_the_placement_rows_say_which_method_won_the_section() -> None:
+    """Issue 25: a headline where GiPH did not win names the method that did (EFT-greedy in the demo)."""
+    res = placement_and_serving()
+    rows, _ = headlines(res)
+    assert rows[0].note == "the section's best of 3 methods: giph_from_heft (SLR 1.800)"
+    res["placement"]["methods"]["eft_greedy"] = {"makespan": 2400.0}
+    res["placement"]["methods"]["broken"] = {"makespan": float("nan")}
+    rows, errors = headlines(res)
+    assert errors == []
+    slr = [r for r in rows if r.measure.startswith("SLR")]
+    assert len(slr) == 2 and all("a baseline won the section: eft_greedy (SLR 1.600" in r.note for r in slr)
+    assert "not GiPH" in slr[0].row()[-1]
