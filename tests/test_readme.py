@@ -4,7 +4,8 @@ The convention (README.md, "Development", says the same):
 
 * every ````` ```bash ````` block runs, one command (a line; ``\\`` continues it) after another, in README order;
   every ````` ```python ````` block runs as a file (``python block.py``, so a missing ``if __name__ ==
-  "__main__":`` guard fails as it would for a user); a Python block whose first line is ``# NAME.py`` is that file,
+  "__main__":`` guard fails as it would for a user); a Python block whose first line is ``# NAME.py`` (or
+  ``# NAME.py: what it is``) is that file,
   written (not run) into the folder of every section, so later blocks can use it (``./mymodel.py:tiny_vit``);
 * blocks run in one scratch folder per ``##`` section (a section's blocks share what earlier ones wrote:
   ``runs/prof/profile_32.json`` from ``serving profile`` feeds ``serving tune --engine sim``); sections run in
@@ -71,8 +72,10 @@ class Block:
 
     @property
     def file_name(self) -> str | None:
-        """``NAME.py`` when the block's first line is ``# NAME.py`` (a file for later blocks, not run)."""
-        m = re.fullmatch(r"#\s*([\w.-]+\.py)\s*", self.text.splitlines()[0]) if self.text.strip() else None
+        """``NAME.py`` when the block's first line is ``# NAME.py`` (or ``# NAME.py: what it is``): a file for later
+        blocks, not run."""
+        first = self.text.splitlines()[0] if self.text.strip() else ""
+        m = re.fullmatch(r"#\s*([\w.-]+\.py)(?:\s*|[:,;\s(—–-].*)", first)
         return m.group(1) if m and self.lang == "python" else None
 
     def runnable_text(self) -> str:
@@ -230,6 +233,10 @@ def test_the_readme_has_runnable_blocks_and_its_markers_parse() -> None:
     assert commands("a \\\n   b  # c\n# only a comment\n\nd\n") == ["a b  # c", "d"]
     (server,) = parse_readme('<!-- readme-test: drop "runs dashboard" -->\n```bash\nmlsysopt runs dashboard\n```\n')
     assert server.drop == ["runs dashboard"] and not server.replace and server.skip is None
+    files = parse_readme(
+        "```python\n# my_nas.py: MLPs\nx = 1\n```\n```python\n# mymodel.py\n```\n```python\n# a.pyx\n```\n"
+    )
+    assert [b.file_name for b in files] == ["my_nas.py", "mymodel.py", None]
 
 
 def test_a_command_past_the_limit_fails_naming_its_line_and_the_marker(
