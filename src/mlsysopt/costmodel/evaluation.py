@@ -9,31 +9,50 @@ the predictions gathered, so every rank computes the same metrics.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
 
+from mlsysopt.costmodel.model import CostModel, NodeStates
 from mlsysopt.errors import InvalidOption
 
 if TYPE_CHECKING:
     from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
     from mlsysopt.costmodel.distributed import Comm
-    from mlsysopt.costmodel.model import CostModel
     from mlsysopt.costmodel.plan import GraphPlan
-    from mlsysopt.costmodel.trainer import Trainer
 
 
-def _local(trainer: Trainer, ds: GraphDataset, comm: Comm | None) -> Iterator[tuple[int, GraphRecord, np.ndarray]]:
+class Predictor(Protocol):
+    """What evaluation needs of a trainer: its model and task, its (cached, pruned) records and their plans."""
+
+    model: CostModel
+    task: str
+
+    @property
+    def whole_graph(self) -> bool:
+        """True for full-graph models (evaluated with every edge kept)."""
+
+    @property
+    def eval_chunk(self) -> int:
+        """Configurations scored per batch."""
+
+    def record(self, ds: GraphDataset, i: int) -> GraphRecord:
+        """Graph ``i`` of ``ds`` as the model reads it."""
+
+    def plan(self, rec: GraphRecord) -> GraphPlan:
+        """The plan (segments, signatures, regions) of a record."""
+
+
+def _local(trainer: Predictor, ds: GraphDataset, comm: Comm | None) -> Iterator[tuple[int, GraphRecord, np.ndarray]]:
     trainer.model.eval()
     rank, world = (0, 1) if comm is None else (comm.rank, comm.world)
     for i in range(rank, len(ds), world):
         rec = trainer.record(ds, i)
-        pred = trainer.model.predict_graph(trainer.plan(rec), trainer.tc.mode == "full", trainer.tc.eval_chunk)
-        yield i, rec, pred
+        yield i, rec, predict_graph(trainer.model, trainer.plan(rec), trainer.whole_graph, trainer.eval_chunk)
 
 
-def predictions(trainer: Trainer, ds: GraphDataset, comm: Comm | None = None) -> list[tuple[str, Any, np.ndarray]]:
+def predictions(trainer: Predictor, ds: GraphDataset, comm: Comm | None = None) -> list[tuple[str, Any, np.ndarray]]:
     """``(name, truth, prediction)`` per graph in dataset order; truth = runtimes (ranking) or label (MalNet)."""
     rows = []
     for i, rec, pred in _local(trainer, ds, comm):
@@ -48,7 +67,7 @@ def predictions(trainer: Trainer, ds: GraphDataset, comm: Comm | None = None) ->
     return [(name, truth, pred) for _, name, truth, pred in sorted(rows, key=lambda r: r[0])]
 
 
-def evaluate(trainer: Trainer, ds: GraphDataset, comm: Comm | None = None) -> dict[str, float]:
+def evaluate(trainer: Predictor, ds: GraphDataset, comm: Comm | None = None) -> dict[str, float]:
     """Ranking metrics (opa, kendall, slowdown_top1/5/10) or classification metrics (accuracy, macro_f1)."""
     return metrics_of(trainer.task, predictions(trainer, ds, comm))
 
@@ -80,13 +99,11 @@ def per_graph_opa(rows: list[tuple[str, Any, np.ndarray]]) -> dict[str, float]:
 def predict_graph(model: CostModel, plan: GraphPlan, whole_graph: bool = False, chunk: int = 256) -> np.ndarray:
     """Scores of every config (or class logits), every segment fresh, ``chunk`` configs at a time.
 
-    The body of :meth:`CostModel.predict_graph`. GST models compute segments in blocks of whole segments (edges
+    GST models compute segments in blocks of whole segments (edges
     between segments dropped, so the same as one segment at a time); full models the whole graph. Each block's
     configuration-independent states are computed once for all configurations, the configuration region once per
     configuration.
     """
-    from mlsysopt.costmodel.model import NodeStates
-
     rec = plan.rec
     layout = model.config.task == "layout"
     c_all = rec.num_configs if model.config.task != "malnet" else 1

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
-from mlsysopt.costmodel.train_config import TREES, TrainConfig
+from mlsysopt.costmodel.train_config import TREE_MODES, TrainConfig
 from mlsysopt.errors import InvalidDataFile, InvalidOption, InvalidRunDir, MissingSplit, MlsysoptError
 from mlsysopt.io import RunDir, write_atomic
 
@@ -97,9 +97,9 @@ def train(
     if workers > 1:
         check_workers(workers, tc.graphs_per_step)
     run_opts = {"timeout": timeout, "workers": workers, "backend": backend, "address": address}
-    trees = tc.mode == TREES
+    trees = tc.mode in TREE_MODES
     if trees and (resume or workers > 1):
-        raise InvalidOption("--mode trees trains in one shot in one process: no --resume, no --workers")
+        raise InvalidOption(f"--mode {tc.mode} trains in one shot in one process: no --resume, no --workers")
     train_ds, valid_ds, test_ds = _splits(data)
     model = _model_options(train_ds.task, backbone, hidden, layers, readout, deviation)
     settings = train_settings(data, tc, model, run_opts)
@@ -185,7 +185,6 @@ def fit_run(comm: Comm | None = None, *, trainer: Trainer | None = None, dataset
 
 def _data_parallel(payload: dict[str, Any], workers: int, backend: str, address: str | None,
                    run: RunDir | None) -> dict[str, Any]:  # fmt: skip
-    from mlsysopt.costmodel.distributed import train_rank
     from mlsysopt.runtime import ExecutorLost, run_data_parallel
 
     try:
@@ -196,6 +195,17 @@ def _data_parallel(payload: dict[str, Any], workers: int, backend: str, address:
         what = f"the checkpoint {run.checkpoint} is kept: --resume continues" if kept else "no checkpoint yet"
         raise MlsysoptError(f"data-parallel training stopped: {exc}; {what}") from None
     return results[0]
+
+
+def train_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """One data-parallel rank of :func:`train` (rank 0 returns the result); see :mod:`.distributed`."""
+    import torch
+
+    from mlsysopt.costmodel.distributed import Comm
+
+    torch.set_num_threads(max(1, int(payload.get("threads", 1))))
+    result = fit_run(comm=Comm(), **payload["fit"])
+    return result if rank == 0 else None
 
 
 def _splits(data: str | Path) -> tuple[GraphDataset, GraphDataset | None, GraphDataset | None]:
@@ -245,14 +255,17 @@ def _train_result(settings: dict[str, Any], trainer: Any, history: list[dict[str
 def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any], tc: TrainConfig,
                  train_ds: GraphDataset, valid_ds: GraphDataset | None, test_ds: GraphDataset | None,
                  threads: int, log: Callable[[str], None] | None) -> dict[str, Any]:  # fmt: skip
-    from mlsysopt.costmodel.trees import TreesModel
+    from mlsysopt.costmodel.baselines import tree_model
 
-    model = TreesModel(train_ds.task, seed=tc.seed, threads=threads)
+    model = tree_model(tc.mode, train_ds.task, seed=tc.seed, threads=threads)
     for ds in (train_ds, valid_ds, test_ds):
         for i in range(len(ds) if ds is not None else 0):
             ds.record(i)  # read and check every graph before the folder is made
     if log is not None:
-        log(f"trees (scikit-learn gradient boosting) on {data} ({train_ds.task}, {len(train_ds)} training graphs)")
+        log(
+            f"{tc.mode} ({model.description.split(' on ')[0]}) on {data} ({train_ds.task}, {len(train_ds)} training "
+            "graphs)"
+        )
     with run if run is not None else contextlib.nullcontext():
         t0 = time.perf_counter()
         history = model.fit(train_ds, valid_ds)
@@ -261,7 +274,7 @@ def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any],
         synthetic = any("synthetic" in name.lower() for name in train_ds.names)
         result = _train_result(settings, model, history, test, time.perf_counter() - t0, synthetic, plots=False)
         result["test_opa_per_graph"] = per_graph
-        result["model"] = "scikit-learn HistGradientBoostingRegressor on flattened configuration features (trees.py)"
+        result["model"] = model.description
         if run is not None:
             model.save(run.path, lambda name, text: write_atomic(run.file(name), text))
             run.write_json("result.json", result)

@@ -20,17 +20,18 @@ from mlsysopt.errors import InvalidCheckpoint, InvalidOption, MissingSplit
 if TYPE_CHECKING:
     from mlsysopt.costmodel.data.record import GraphDataset
     from mlsysopt.costmodel.trainer import Trainer
-    from mlsysopt.costmodel.trees import TreesModel
+    from mlsysopt.costmodel.trees import TreeRanker
 
 
-def load_trainer(run: str | Path) -> Trainer | TreesModel:
+def load_trainer(run: str | Path) -> Trainer | TreeRanker:
     """The trained model of a run folder (a GNN checkpoint, or the trees baseline), ready to evaluate or predict."""
+    from mlsysopt.costmodel.baselines import load_trees
     from mlsysopt.costmodel.trainer import Trainer
-    from mlsysopt.costmodel.trees import META_NAME, TreesModel
+    from mlsysopt.costmodel.trees import META_NAME
 
     run = Path(run)
     if run.is_dir() and (run / META_NAME).is_file():
-        return TreesModel.load(run)
+        return load_trees(run)
     if not (run / CHECKPOINT_NAME).is_file() and not run.is_file():
         raise InvalidCheckpoint(f"--run {run}: no {CHECKPOINT_NAME} (train one with 'mlsysopt costmodel train')")
     return Trainer.load(run)
@@ -79,7 +80,7 @@ def ranking_of(pred: Any) -> list[int]:
     return [int(i) for i in np.argsort(np.asarray(pred), kind="stable")]
 
 
-def _dataset_for(trainer: Trainer | TreesModel, path: str | Path, split: str, option: str) -> GraphDataset:
+def _dataset_for(trainer: Trainer | TreeRanker, path: str | Path, split: str, option: str) -> GraphDataset:
     try:
         ds = load_dataset(path, split)
     except MissingSplit as exc:

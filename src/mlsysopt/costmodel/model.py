@@ -301,12 +301,6 @@ class CostModel(nn.Module):
             return None
         return to_device(plan.rec.graph_config_feat[configs], self.device, torch.float32)
 
-    def predict_graph(self, plan: GraphPlan, whole_graph: bool = False, chunk: int = 256) -> np.ndarray:
-        """Scores of every config (or class logits), every segment fresh (see :func:`evaluation.predict_graph`)."""
-        from mlsysopt.costmodel.evaluation import predict_graph
-
-        return predict_graph(self, plan, whole_graph, chunk)
-
 
 def _pool_dense(
     h: torch.Tensor, segment_ids: torch.Tensor | None, num_segments: int

@@ -11,9 +11,11 @@ import torch
 from mlsysopt.errors import InvalidOption
 
 MODES: tuple[str, ...] = ("full", "gst", "gst+e", "gst+ef", "gst+efd")
-#: The non-GNN baseline: gradient-boosted trees on flattened configuration features (see trees.py).
+#: The non-GNN baselines: gradient-boosted trees on flattened configuration features (trees.py, boosting.py):
+#: scikit-learn's regressor, LightGBM lambdarank, XGBoost rank:pairwise.
 TREES = "trees"
-ALL_MODES: tuple[str, ...] = (*MODES, TREES)
+TREE_MODES: tuple[str, ...] = (TREES, "lightgbm", "xgboost")
+ALL_MODES: tuple[str, ...] = (*MODES, *TREE_MODES)
 HISTORY_KEYS: tuple[str, ...] = ("signature", "config")
 SED_POLICIES: tuple[str, ...] = ("uniform", "age")
 REFRESH: tuple[str, ...] = ("varying", "stalest", "none")

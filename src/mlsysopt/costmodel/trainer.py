@@ -86,6 +86,16 @@ class Trainer(GSTSteps):
         self._cache: OrderedDict[tuple[int, int], tuple[GraphRecord, GraphPlan]] = OrderedDict()
         self._cache_bytes = 0
 
+    @property
+    def whole_graph(self) -> bool:
+        """True for full-graph training (evaluated with every edge kept)."""
+        return self.tc.mode == "full"
+
+    @property
+    def eval_chunk(self) -> int:
+        """Configurations scored per batch in evaluation."""
+        return self.tc.eval_chunk
+
     # ------------------------------------------------------------------ data
     def record(self, ds: GraphDataset, i: int) -> GraphRecord:
         """Graph ``i`` of ``ds``, checked against the model and pruned as configured (kept in a bounded cache)."""
