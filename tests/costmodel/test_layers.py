@@ -14,8 +14,21 @@ ROOT = Path(pkg.__file__).parent
 LAYERS: dict[str, int] = {
     "limits": 0,
     "data": 1,
-    **{m: 2 for m in ("inputs", "segment", "metrics", "losses", "memory", "history", "checkpoint", "train_config",
-                      "model_config", "distributed")},  # fmt: skip
+    **{
+        m: 2
+        for m in (
+            "inputs",
+            "segment",
+            "metrics",
+            "losses",
+            "memory",
+            "history",
+            "checkpoint",
+            "train_config",
+            "model_config",
+            "distributed",
+        )
+    },
     "plan": 3,
     "model": 4,
     "gst": 5,

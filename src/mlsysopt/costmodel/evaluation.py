@@ -95,6 +95,42 @@ def per_graph_opa(rows: list[tuple[str, Any, np.ndarray]]) -> dict[str, float]:
     return {name: opa(pred, truth) for name, truth, pred in rows}
 
 
+def _layout_block(model: CostModel, plan: GraphPlan, block: Any, c_all: int, chunk: int) -> torch.Tensor:
+    """Units ``(C, unit_dim)`` of one block of segments summed, for every configuration of a layout graph.
+
+    The block's distinct sub-configurations (signature rows, :meth:`GraphPlan.signature_rows`) are computed once:
+    its configuration-free node states once for all of them, its configuration region ``chunk`` rows at a time.
+    Without cross-configuration attention each row's units are summed per configuration directly (memory: rows x
+    segments scalars); with it the rows' embeddings are kept and the units computed per chunk of configurations
+    (the attention's context).
+    """
+    c_idx = np.arange(c_all)
+    if block.region is None:  # no configurable node: one value for every configuration
+        emb = model.block_embeddings(plan, block, c_idx[:1])
+        return model.sum_units(emb).expand(c_all, -1)
+    rep, rows = plan.signature_rows(block, c_idx)
+    ids = torch.as_tensor(np.array(block.seg_ids, np.int64), device=model.device)
+    inp = plan.block_inputs(block, rep, model.device)
+    shared = model.shared_states(inp)
+    affected = torch.from_numpy(block.region.final).to(model.device)
+    parts = []
+    for r0 in range(0, rep.shape[0], chunk):
+        sub = inp.select(np.arange(r0, min(r0 + chunk, rep.shape[0])))
+        st = NodeStates(shared[-1], model.config_states(sub, block.region, shared), affected, sub.num_configs)
+        emb = model.pool(st, ids, block.num_segments)  # (rows, segments, d)
+        parts.append(emb if model.cross is not None else model.units_per_segment(emb))
+    per_row = torch.cat(parts)  # (R, segments, d or unit)
+    cols = torch.arange(block.num_segments, device=model.device)[None, :]
+    rows_t = torch.from_numpy(rows).to(model.device)
+    if model.cross is None:
+        return per_row[rows_t, cols].sum(1)
+    out = torch.zeros(c_all, model.config.unit_dim, device=model.device)
+    for c0 in range(0, c_all, chunk):
+        c = slice(c0, min(c0 + chunk, c_all))
+        out[c] = model.sum_units(per_row[rows_t[c], cols])
+    return out
+
+
 @torch.no_grad()
 def predict_graph(model: CostModel, plan: GraphPlan, whole_graph: bool = False, chunk: int = 256) -> np.ndarray:
     """Scores of every config (or class logits), every segment fresh, ``chunk`` configs at a time.
@@ -112,8 +148,7 @@ def predict_graph(model: CostModel, plan: GraphPlan, whole_graph: bool = False, 
     gcfs = [model.graph_config(plan, c) for c in chunks]
     for block in [] if whole_graph else plan.blocks():
         if layout:
-            for c in chunks:
-                total[c] += model.sum_units(model.block_embeddings(plan, block, c))
+            total += _layout_block(model, plan, block, c_all, chunk)
             continue
         emb = model.block_embeddings(plan, block, np.zeros(1, np.int64))  # tile, MalNet: config-free
         if model.aggregate_mean:

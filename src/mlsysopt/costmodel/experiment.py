@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
-from mlsysopt.costmodel.train_config import TREE_MODES, TrainConfig
+from mlsysopt.costmodel.train_config import AUTO_SEGMENT_CAP, TREE_MODES, TrainConfig
 from mlsysopt.errors import InvalidDataFile, InvalidOption, InvalidRunDir, MissingSplit, MlsysoptError
 from mlsysopt.io import RunDir, write_atomic
 
@@ -35,8 +35,8 @@ RESUMABLE: tuple[str, ...] = ("epochs", "finetune_epochs", "timeout", "workers",
 SETTINGS: tuple[str, ...] = ("mode", "segment_size", "segmenter", "k", "memory_budget_mb", "sed_p", "sed_policy",
                              "sed_tau", "history_key", "refresh", "refresh_segments", "sample", "epochs",
                              "finetune_epochs", "lr", "loss", "configs_per_graph", "graphs_per_step",
-                             "validate_every", "prune_hops", "device", "seed")  # fmt: skip
-MODEL_SETTINGS: tuple[str, ...] = ("backbone", "hidden", "layers", "readout", "deviation")
+                             "validate_every", "prune_hops", "keep_best", "device", "seed")  # fmt: skip
+MODEL_SETTINGS: tuple[str, ...] = ("backbone", "hidden", "layers", "readout", "deviation", "cross_config_heads")
 PLOTS: tuple[str, ...] = ("training.png", "memory.png")
 
 
@@ -56,6 +56,7 @@ def train(
     layers: int = 3,
     readout: str = "auto",
     deviation: bool | None = None,
+    cross_config_heads: int = 0,
     resume: bool = False,
     threads: int = 1,
     timeout: float | None = None,
@@ -93,7 +94,14 @@ def train(
         raise InvalidOption(f"--timeout must be a positive number of seconds, got {timeout}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InvalidOption(f"--workers must be an integer >= 1, got {workers!r}")
-    check_train(hidden, layers, tc.segment_size, tc.configs_per_graph, tc.graphs_per_step, tc.k)
+    check_train(
+        hidden,
+        layers,
+        tc.segment_size if tc.segment_size != "auto" else AUTO_SEGMENT_CAP,
+        tc.configs_per_graph,
+        tc.graphs_per_step,
+        tc.k if tc.k != "auto" else 1,
+    )
     if workers > 1:
         check_workers(workers, tc.graphs_per_step)
     run_opts = {"timeout": timeout, "workers": workers, "backend": backend, "address": address}
@@ -101,7 +109,7 @@ def train(
     if trees and (resume or workers > 1):
         raise InvalidOption(f"--mode {tc.mode} trains in one shot in one process: no --resume, no --workers")
     train_ds, valid_ds, test_ds = _splits(data)
-    model = _model_options(train_ds.task, backbone, hidden, layers, readout, deviation)
+    model = _model_options(train_ds.task, backbone, hidden, layers, readout, deviation, cross_config_heads)
     settings = train_settings(data, tc, model, run_opts)
     checkpoint = None if trees else CHECKPOINT_NAME
     run = _run_folder(out, settings, resume=resume, resumable=RESUMABLE, checkpoint=checkpoint)
@@ -131,12 +139,13 @@ def train(
     return result
 
 
-def _model_options(task: str, backbone: str, hidden: int, layers: int, readout: str,
-                   deviation: bool | None) -> dict[str, Any]:  # fmt: skip
+def _model_options(task: str, backbone: str, hidden: int, layers: int, readout: str, deviation: bool | None,
+                   cross_config_heads: int = 0) -> dict[str, Any]:  # fmt: skip
     if readout == "auto":
         readout = "embedding" if task == "malnet" else "scalar"
     return {"backbone": backbone, "hidden": hidden, "layers": layers, "readout": readout,
-            "deviation": task == "layout" if deviation is None else bool(deviation)}  # fmt: skip
+            "deviation": task == "layout" if deviation is None else bool(deviation),
+            "cross_config_heads": int(cross_config_heads)}  # fmt: skip
 
 
 def _trainer(train_ds: GraphDataset, tc: TrainConfig, model: dict[str, Any]) -> Trainer:
@@ -178,8 +187,8 @@ def fit_run(comm: Comm | None = None, *, trainer: Trainer | None = None, dataset
         test = metrics_of(trainer.task, rows)
         per_graph = per_graph_opa(rows) if trainer.task != "malnet" else None
         test_s = time.perf_counter() - t_ev
-    synthetic = any("synthetic" in name.lower() for name in train_ds.names)
-    result = _train_result(payload["settings"], trainer, history, test, wall, synthetic, plots=where is not None)
+    label = data_label(payload["data"], train_ds)
+    result = _train_result(payload["settings"], trainer, history, test, wall, label, plots=where is not None)
     return result | {"test_eval_s": test_s, "test_opa_per_graph": per_graph}
 
 
@@ -208,6 +217,24 @@ def train_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]
     return result if rank == 0 else None
 
 
+def data_label(data: str | Path, ds: GraphDataset) -> str:
+    """What the data is: a collection's own words (``collection.json``: *real, measured on <machine>*),
+    SYNTHETIC when its graph names say so, else "as given"."""
+    from mlsysopt.io import read_json
+
+    root = Path(data)
+    for folder in (root, root.parent):
+        manifest = folder / "collection.json"
+        if manifest.is_file():
+            with contextlib.suppress(MlsysoptError):
+                label = read_json(manifest, InvalidDataFile).get("data")
+                if isinstance(label, str):
+                    return label
+    if any("synthetic" in name.lower() for name in ds.names):
+        return "SYNTHETIC"
+    return "as given (file names do not mark it synthetic)"
+
+
 def _splits(data: str | Path) -> tuple[GraphDataset, GraphDataset | None, GraphDataset | None]:
     """train (required), valid and test (optional) of a data root, all of one task."""
     try:
@@ -229,16 +256,20 @@ def _splits(data: str | Path) -> tuple[GraphDataset, GraphDataset | None, GraphD
 
 
 def _train_result(settings: dict[str, Any], trainer: Any, history: list[dict[str, Any]], test: dict | None,
-                  wall: float, synthetic: bool, plots: bool) -> dict[str, Any]:  # fmt: skip
+                  wall: float, label: str, plots: bool) -> dict[str, Any]:  # fmt: skip
     last = history[-1] if history else {}
     return {
         "command": "costmodel train",
-        "data": "SYNTHETIC" if synthetic else "as given (file names do not mark it synthetic)",
+        "data": label,
         "task": trainer.task,
         "settings": settings,
         "model_config": trainer.mc.to_dict() if hasattr(trainer, "mc") else None,
         "train_config": trainer.tc.to_dict() if hasattr(trainer, "tc") else None,
         "k": getattr(trainer, "k", None),
+        "segment_size": getattr(trainer, "segment_size", None),
+        "prune_hops": getattr(trainer, "prune_hops", None),
+        "k_probe": getattr(trainer, "probe", None),
+        "best": {k: v for k, v in trainer.best.items() if k != "model"} if getattr(trainer, "best", None) else None,
         "history": history,
         "valid": {k[6:]: v for k, v in last.items() if k.startswith("valid_")},
         "test": test,
@@ -271,8 +302,8 @@ def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any],
         history = model.fit(train_ds, valid_ds)
         test = model.evaluate(test_ds) if test_ds is not None else None
         per_graph = model.per_graph_opa(test_ds) if test_ds is not None else None
-        synthetic = any("synthetic" in name.lower() for name in train_ds.names)
-        result = _train_result(settings, model, history, test, time.perf_counter() - t0, synthetic, plots=False)
+        label = data_label(data, train_ds)
+        result = _train_result(settings, model, history, test, time.perf_counter() - t0, label, plots=False)
         result["test_opa_per_graph"] = per_graph
         result["model"] = model.description
         if run is not None:
@@ -290,18 +321,19 @@ def _write_train_outputs(run: RunDir, settings: dict[str, Any], result: dict[str
     run.write_json("result.json", result)
 
 
-def one_step(record: GraphRecord, mode: str, segment_size: int, seed: int = 0, steps: int = 1) -> Trainer:
+def one_step(record: GraphRecord, mode: str, segment_size: int, seed: int = 0, steps: int = 1, k: int = 1) -> Trainer:
     """A trainer after ``steps`` training steps on ``record`` with all its configurations (memory experiments).
 
     ``trainer.history[-1]["peak_step_mb"]`` is the last step's peak tensor memory and ``["epoch_s"]`` its time
-    (the first step of a table mode also fills the table; later steps read it); the model has the task's defaults.
+    (the first step of a table mode also fills the table; later steps read it); the model has the task's defaults,
+    ``k`` segments get gradients and nothing is pruned (the graph's size is what is measured).
     """
     from mlsysopt.costmodel.data.record import InMemoryDataset
     from mlsysopt.costmodel.model import ModelConfig
     from mlsysopt.costmodel.trainer import Trainer
 
-    tc = TrainConfig(mode=mode, segment_size=segment_size, epochs=steps, finetune_epochs=0, seed=seed,
-                     measure_memory=1, configs_per_graph=max(2, record.num_configs))  # fmt: skip
+    tc = TrainConfig(mode=mode, segment_size=segment_size, epochs=steps, finetune_epochs=0, seed=seed, k=k,
+                     prune_hops=None, measure_memory=1, configs_per_graph=max(2, record.num_configs))  # fmt: skip
     trainer = Trainer(ModelConfig.for_task(record.task), tc)
     trainer.fit(InMemoryDataset([record]))
     return trainer

@@ -179,14 +179,15 @@ def collect(
     with run:
         state = run.load_checkpoint() if run.has_checkpoint else {"done": {}, "started": _now()}
         done: dict[str, Any] = state["done"]
+        started_with = len(done)
         if log is not None:
             log(f"{len(items)} graphs x {configs} configurations x {rounds} rounds on {machine()}; "
                 f"{len(done)} already measured")  # fmt: skip
         for k, item in enumerate(items):
             if item["name"] in done:
                 continue
-            if deadline is not None and time.monotonic() > deadline:
-                break
+            if deadline is not None and time.monotonic() > deadline and len(done) > started_with:
+                break  # checked before each new graph, so every start measures at least one
             try:
                 arrays, row = measure_graph(item, configs, rounds, seed)
             except MlsysoptError as exc:

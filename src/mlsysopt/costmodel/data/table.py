@@ -13,11 +13,13 @@ Columns of the table:
   the table's folder (``models/net.onnx``, ``models/net.py:factory``);
 * ``runtime`` (required): the measured runtime, a positive number (any unit, one unit per graph);
 * ``split`` (optional): ``train``, ``valid`` or ``test``; without it the graphs (sorted by name) are split 70 / 15
-  / 15 by a fixed permutation (seed 0), every configuration of a graph in the graph's split;
+  / 15 by a fixed permutation (seed 0; at least one valid and one test graph from 3 graphs), every configuration of
+  a graph in the graph's split;
 * ``config`` (optional): a configuration id, unique per graph (else rows keep their order);
 * every other column is a **knob**, numeric or boolean: ``NODE.KNOB`` sets ``KNOB`` of the graph node named
   ``NODE`` (e.g. ``conv1.channels_last``; the node names are the importer's, see ``mlsysopt graph show``); a name
-  without a node part (``threads``) is a graph-level setting. Empty cells are 0.
+  without a node part (``threads``) is a graph-level setting. Empty cells are 0; a ``NODE.KNOB`` column may name a
+  node a graph lacks only if its cells are empty in that graph's rows (a column for other graphs).
 
 Each graph becomes a TpuGraphs layout record: its configurable nodes are the nodes some ``NODE.KNOB`` column names
 (plus the graph's first node when there are graph-level knobs), each with the 18 configuration features: one slot
@@ -60,8 +62,9 @@ def find_table(path: str | Path) -> Path | None:
     return None
 
 
-def read_table(path: Path) -> dict[str, np.ndarray]:
-    """The table's columns as numpy arrays (strings for ``graph``/``split``), or one InvalidDataFile line."""
+def read_table(path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The table's columns as numpy arrays (strings for ``graph``/``split``) and each numeric column's empty cells,
+    or one InvalidDataFile line."""
     import pyarrow as pa
 
     try:
@@ -89,6 +92,7 @@ def read_table(path: Path) -> dict[str, np.ndarray]:
     if table.num_rows == 0:
         raise InvalidDataFile(f"{path}: the table has no rows")
     cols: dict[str, np.ndarray] = {}
+    empty: dict[str, np.ndarray] = {}
     for name in table.column_names:
         col = table.column(name)
         if name in ("graph", "split"):
@@ -98,11 +102,11 @@ def read_table(path: Path) -> dict[str, np.ndarray]:
                 raise InvalidDataFile(f"{path}: column '{name}' row {bad + 2} is empty")
             cols[name] = np.array([str(v).strip() for v in values])
             continue
-        cols[name] = _numbers(path, name, col)
-    return cols
+        cols[name], empty[name] = _numbers(path, name, col)
+    return cols, empty
 
 
-def _numbers(path: Path, name: str, col: Any) -> np.ndarray:
+def _numbers(path: Path, name: str, col: Any) -> tuple[np.ndarray, np.ndarray]:
     """A numeric or boolean column as float64 (empty cells 0 for knobs); one error naming the first bad row."""
     import pyarrow as pa
 
@@ -123,13 +127,13 @@ def _numbers(path: Path, name: str, col: Any) -> np.ndarray:
             i = int(bad_rows[0])
             v = "empty" if null[i] else values[i]
             raise InvalidDataFile(f"{path}: column 'runtime' row {i + 2} is {v} (runtimes must be numbers > 0)")
-        return values
+        return values, null
     values = np.where(null, 0.0, values)
     bad_rows = np.flatnonzero(~np.isfinite(values))
     if bad_rows.size:
         raise InvalidDataFile(f"{path}: column '{name}' row {int(bad_rows[0]) + 2} is {values[bad_rows[0]]} "
                               "(knob values must be finite)")  # fmt: skip
-    return values
+    return values, null
 
 
 def _is_number(v: Any) -> bool:
@@ -141,12 +145,14 @@ def _is_number(v: Any) -> bool:
 
 
 def _split_of(names: Sequence[str]) -> dict[str, str]:
+    """70 / 15 / 15 of the graphs by a fixed permutation (at least one valid and one test graph from 3 graphs)."""
     order = sorted(set(names))
-    rank = np.empty(len(order), np.int64)
-    rank[np.random.default_rng(0).permutation(len(order))] = np.arange(len(order))
-    cuts = (0.7 * len(order), 0.85 * len(order))
-    return {g: "train" if r < cuts[0] else "valid" if r < cuts[1] else "test" for g, r in zip(order, rank,
-                                                                                              strict=True)}  # fmt: skip
+    n = len(order)
+    held = max(1, round(0.15 * n)) if n >= 3 else 0
+    rank = np.empty(n, np.int64)
+    rank[np.random.default_rng(0).permutation(n)] = np.arange(n)
+    split = ("train", "valid", "test")
+    return {g: split[(r >= n - 2 * held) + (r >= n - held)] for g, r in zip(order, rank, strict=True)}
 
 
 def load_graph_file(spec: str, root: Path, where: str) -> Any:
@@ -192,7 +198,7 @@ class TableDataset(GraphDataset):
         if table is None:
             raise MissingSplit(f"{path}: no runtimes.csv or runtimes.parquet")
         self.path, self.root = table, table.parent
-        cols = read_table(table)
+        cols, self._empty = read_table(table)
         self.knobs = sorted(c for c in cols if c not in RESERVED)
         if not self.knobs:
             raise InvalidDataFile(f"{table}: no knob columns: a configuration needs at least one (e.g. "
@@ -259,6 +265,8 @@ class TableDataset(GraphDataset):
                 graph_level.append((self.slots[name], knob))
                 continue
             if node not in index:
+                if self._empty[knob][rows].all():
+                    continue  # a column for other graphs' nodes: empty in this graph's rows
                 near = ", ".join(graph.names[:5])
                 raise InvalidDataFile(f"{self.path}: column '{knob}': graph '{g}' has no node '{node}' (its nodes "
                                       f"include {near}, ...)")  # fmt: skip
