@@ -220,9 +220,13 @@ def train_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]
 def data_label(data: str | Path, ds: GraphDataset) -> str:
     """What the data is: a collection's own words (``collection.json``: *real, measured on <machine>*),
     SYNTHETIC when its graph names say so, else "as given"."""
+    from mlsysopt.costmodel.data.real import resolve_data
     from mlsysopt.io import read_json
 
-    root = Path(data)
+    try:
+        root = resolve_data(data)
+    except MlsysoptError:
+        root = Path(data)
     for folder in (root, root.parent):
         manifest = folder / "collection.json"
         if manifest.is_file():

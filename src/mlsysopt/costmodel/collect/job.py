@@ -8,7 +8,7 @@ plus measurement keys:
 * ``config_runtime`` (c,) int64: the **median** over the rounds, in nanoseconds (the published unit);
 * ``config_runtime_repeats`` (c, rounds) float32 ns: every round's time;
 * ``config_runtime_ci`` (c, 2) float32 ns: the smallest and largest round, a distribution-free interval for the
-  median with coverage ``1 - 2 ** (1 - rounds)`` (96.9% for the default 6 rounds);
+  median with coverage ``1 - 2 ** (1 - rounds)`` (99.2% for the default 8 rounds);
 * ``config_choices`` (c, choices) int16: the raw choices (one memory format per convolution, then threads; or the
   ONNX Runtime level, threads and mode), ``graph_spec`` (JSON), ``engine`` and ``machine`` (strings).
 
@@ -151,7 +151,7 @@ def collect(
     out: str | Path,
     graphs: int = 240,
     configs: int = 48,
-    rounds: int = 6,
+    rounds: int = 8,
     seed: int = 0,
     families: Sequence[str] = FAMILIES,
     sources: Sequence[str] = (),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlsysopt.costmodel.data.malnet import load_malnet_graph
+from mlsysopt.costmodel.data.real import resolve_data
 from mlsysopt.costmodel.data.record import GraphDataset, InMemoryDataset
 from mlsysopt.costmodel.data.table import TableDataset, find_table
 from mlsysopt.costmodel.data.tpugraphs import TpuGraphsDataset, load_layout_npz, load_tile_npz, npz_task, open_dataset
@@ -15,7 +16,8 @@ def load_dataset(path: str | Path, split: str = "train") -> GraphDataset:
     """The graphs at ``path``: a data root's ``split``, a folder of TpuGraphs ``.npz`` files, or one file.
 
     A data root is TpuGraphs (``{train,valid,test}/*.npz``), MalNet (``split_info/{split}.txt``) or a runtime table
-    (``runtimes.csv`` / ``runtimes.parquet`` and ``graphs/``, see :mod:`~mlsysopt.costmodel.data.table`). One
+    (``runtimes.csv`` / ``runtimes.parquet`` and ``graphs/``, see :mod:`~mlsysopt.costmodel.data.table`);
+    ``real:cpu`` is the shipped real collection (:mod:`~mlsysopt.costmodel.data.real`). One
     ``.npz`` is read as layout or tile by its keys; one ``.edgelist`` is a MalNet graph of unknown class.
     Graphs are read lazily (one at a time) except a single file, which is read and validated here.
 
@@ -23,7 +25,7 @@ def load_dataset(path: str | Path, split: str = "train") -> GraphDataset:
         MissingSplit: ``path`` does not exist, or a data root has no such split.
         InvalidDataFile: a file or split file is malformed (names the file and the key or line).
     """
-    path = Path(path)
+    path = resolve_data(path)
     if not path.exists():
         raise MissingSplit(f"{path}: no such file or folder")
     if find_table(path) is not None:
