@@ -189,6 +189,7 @@ def fit_run(comm: Comm | None = None, *, trainer: Trainer | None = None, dataset
         test_s = time.perf_counter() - t_ev
     label = data_label(payload["data"], train_ds)
     result = _train_result(payload["settings"], trainer, history, test, wall, label, plots=where is not None)
+    result["runtime_unit"] = runtime_unit(payload["data"])
     return result | {"test_eval_s": test_s, "test_opa_per_graph": per_graph}
 
 
@@ -217,9 +218,8 @@ def train_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]
     return result if rank == 0 else None
 
 
-def data_label(data: str | Path, ds: GraphDataset) -> str:
-    """What the data is: a collection's own words (``collection.json``: *real, measured on <machine>*),
-    SYNTHETIC when its graph names say so, else "as given"."""
+def _collection(data: str | Path) -> dict[str, Any]:
+    """The ``collection.json`` of a ``costmodel collect`` data root (or of a split folder's root), else {}."""
     from mlsysopt.costmodel.data.real import resolve_data
     from mlsysopt.io import read_json
 
@@ -231,12 +231,28 @@ def data_label(data: str | Path, ds: GraphDataset) -> str:
         manifest = folder / "collection.json"
         if manifest.is_file():
             with contextlib.suppress(MlsysoptError):
-                label = read_json(manifest, InvalidDataFile).get("data")
-                if isinstance(label, str):
-                    return label
+                found = read_json(manifest, InvalidDataFile)
+                if isinstance(found, dict):
+                    return found
+    return {}
+
+
+def data_label(data: str | Path, ds: GraphDataset) -> str:
+    """What the data is: a collection's own words (``collection.json``: *real, measured on <machine>*),
+    SYNTHETIC when its graph names say so, else "as given"."""
+    label = _collection(data).get("data")
+    if isinstance(label, str):
+        return label
     if any("synthetic" in name.lower() for name in ds.names):
         return "SYNTHETIC"
     return "as given (file names do not mark it synthetic)"
+
+
+def runtime_unit(data: str | Path) -> str | None:
+    """The unit of the runtimes of ``data`` when it says (a collection: ``ns``), else None."""
+    units = _collection(data).get("units", {})
+    text = units.get("config_runtime") if isinstance(units, dict) else None
+    return str(text).split()[0] if text else None
 
 
 def _splits(data: str | Path) -> tuple[GraphDataset, GraphDataset | None, GraphDataset | None]:

@@ -6,7 +6,8 @@ inputs)`` deterministically, so a resumed collection rebuilds exactly the graph 
 
 * ``zoo``: the bundled ``cnn``, ``mobilenet`` and ``resnet`` at several batch sizes and image sizes;
 * ``nas``: cells of the NAS CNN space (:func:`mlsysopt.nas.spaces.cnn_model.build_model`), 1-4 blocks of two ops
-  (3x3/5x5/separable convolutions, pooling, identity) and a 1x1 projection;
+  (3x3/5x5/separable convolutions, pooling, identity) and a 1x1 projection; 40% on the digits space's own input
+  (one 1 x 8 x 8 image), the rest on 3-channel images;
 * ``vgg``: stages of conv-BN-ReLU (kernel 1, 3 or 5) and pooling, widths doubling;
 * ``resnet``: basic or bottleneck residual blocks with strided 1x1 shortcuts;
 * ``mobilenet``: inverted residuals (expansion 2-6, depthwise 3x3 or 5x5, ReLU6 or hardswish);
@@ -154,7 +155,7 @@ def _inception(p: dict[str, Any]) -> nn.Module:
 def _nas(p: dict[str, Any]) -> nn.Module:
     from mlsysopt.nas.spaces.cnn_model import build_model
 
-    return build_model([tuple(b) for b in p["blocks"]], (3, p["size"], p["size"]), 10, p["stem"])
+    return build_model([tuple(b) for b in p["blocks"]], (p.get("channels", 3), p["size"], p["size"]), 10, p["stem"])
 
 
 _BUILDERS: dict[str, Callable[[dict[str, Any]], nn.Module]] = {
@@ -182,7 +183,7 @@ def build(spec: dict[str, Any]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     else:
         raise InvalidOption(f"unknown graph family '{family}' (choose from: {', '.join(FAMILIES)}, source)")
     size, batch = int(spec["size"]), int(spec["batch"])
-    return module.eval(), (torch.randn(batch, 3, size, size),)
+    return module.eval(), (torch.randn(batch, int(spec.get("channels", 3)), size, size),)
 
 
 def _draw(family: str, rng: np.random.Generator) -> dict[str, Any]:
@@ -215,6 +216,8 @@ def _draw(family: str, rng: np.random.Generator) -> dict[str, Any]:
         from mlsysopt.nas.spaces.cnn_model import OPS
 
         blocks = int(rng.integers(1, 5))
+        if rng.random() < 0.4:  # the NAS digits space's own input: one 8x8 grey image
+            p |= {"channels": 1, "size": 8, "batch": 1}
         p |= {"stem": int(ch((8, 16, 32))),
               "blocks": [[ch(OPS), ch(OPS), int(ch((8, 16, 32, 64)))] for _ in range(blocks)]}  # fmt: skip
     return p

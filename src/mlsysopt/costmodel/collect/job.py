@@ -171,13 +171,16 @@ def collect(
     settings = {"command": "costmodel collect", "graphs": graphs, "configs": configs, "rounds": rounds, "seed": seed,
                 "families": families, "sources": sources, "timeout": timeout}  # fmt: skip
     run = RunDir(out, settings, resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
-    items = make_plan(graphs, seed, families, sources)
+    saved = run.load_checkpoint() if resume else {}
+    # the plan is drawn once (it traces every candidate graph to bound its FLOPs) and kept in the checkpoint
+    items = saved["plan"] if isinstance(saved.get("plan"), list) else make_plan(graphs, seed, families, sources)
     for item in items:  # a user's model that cannot be measured fails now, before the folder exists
         if item["spec"]["family"] == "source":
             _engine(item["spec"], item["name"])
     deadline = None if timeout is None else time.monotonic() + timeout
     with run:
-        state = run.load_checkpoint() if run.has_checkpoint else {"done": {}, "started": _now()}
+        state = saved or {"done": {}, "started": _now()}
+        state["plan"] = items
         done: dict[str, Any] = state["done"]
         started_with = len(done)
         if log is not None:
