@@ -233,15 +233,21 @@ def plan(count: int, seed: int, families: tuple[str, ...] = FAMILIES,
     rng = np.random.default_rng(seed)
     specs: list[dict[str, Any]] = []
     seen: set[str] = set()
-    attempts = 0
+    misses = dict.fromkeys(families, 0)  # failed draws in a row; a family that keeps failing is exhausted
+    turn = 0
     while len(specs) < count:
-        attempts += 1
-        if attempts > 50 * count + 100:
-            raise InvalidOption(f"could not draw {count} distinct graphs from families {', '.join(families)}")
-        spec = _draw(families[len(specs) % len(families)], rng)
+        live = [f for f in families if misses[f] < 200]
+        if not live:
+            raise InvalidOption(f"could not draw {count} distinct graphs from families {', '.join(families)} "
+                                f"(drew {len(specs)})")  # fmt: skip
+        family = live[turn % len(live)]
+        spec = _draw(family, rng)
         name = spec_name(spec)
         if name in seen or (mflops is not None and mflops(spec) > MAX_MFLOPS):
+            misses[family] += 1
             continue
+        misses[family] = 0
+        turn += 1
         seen.add(name)
         specs.append(spec)
     return specs
