@@ -152,7 +152,7 @@ def _split_of(names: Sequence[str]) -> dict[str, str]:
     rank = np.empty(n, np.int64)
     rank[np.random.default_rng(0).permutation(n)] = np.arange(n)
     split = ("train", "valid", "test")
-    return {g: split[(r >= n - 2 * held) + (r >= n - held)] for g, r in zip(order, rank, strict=True)}
+    return {g: split[int(r >= n - 2 * held) + int(r >= n - held)] for g, r in zip(order, rank.tolist(), strict=True)}
 
 
 def load_graph_file(spec: str, root: Path, where: str) -> Any:
