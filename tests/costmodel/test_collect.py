@@ -1,4 +1,4 @@
-"""``costmodel collect`` (costmodel/collect/): real runtimes measured here, TpuGraphs layout, resumable, bad inputs.
+"""``costmodel collect`` (costmodel/collection/): real runtimes measured here, TpuGraphs layout, resumable, bad inputs.
 
 Tiny budgets (a few configurations, 3 rounds, small graphs): these tests check what is written and how the job
 resumes, not the timings themselves.
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from tests.cli_helpers import run_inprocess
 
-from mlsysopt.costmodel.collect import MANIFEST, collect, make_plan
-from mlsysopt.costmodel.collect.engines import TorchEngine
-from mlsysopt.costmodel.collect.families import FAMILIES, build
+from mlsysopt.costmodel.collection import MANIFEST, collect, make_plan
+from mlsysopt.costmodel.collection.engines import TorchEngine
+from mlsysopt.costmodel.collection.families import FAMILIES, build
 from mlsysopt.costmodel.data import load_dataset
 from mlsysopt.errors import InvalidOption, InvalidRunDir, MlsysoptError
 

@@ -11,7 +11,7 @@ import pytest
 from tests.cli_helpers import run_inprocess
 
 from mlsysopt.costmodel import TrainConfig, train
-from mlsysopt.costmodel.collect import collect
+from mlsysopt.costmodel.collection import collect
 from mlsysopt.costmodel.latency import LatencyModel
 from mlsysopt.errors import InvalidCheckpoint, MlsysoptError
 

@@ -34,8 +34,9 @@ LAYERS: dict[str, int] = {
     "gst": 5,
     "evaluation": 6,
     **{m: 7 for m in ("trainer", "trees", "boosting", "baselines")},
-    **{m: 8 for m in ("experiment", "inference", "synthesis", "collect", "latency", "prior")},
-    "demo": 9,
+    **{m: 8 for m in ("experiment", "inference", "synthesis", "collection")},
+    "latency": 9,  # a trained run as an oracle: loads it (inference), builds records as collection does
+    **{m: 10 for m in ("prior", "demo")},
 }
 
 

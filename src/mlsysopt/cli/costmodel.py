@@ -78,7 +78,7 @@ def costmodel_collect(
     Timing-sensitive: run it on a quiet machine. Checkpointed after every graph; --timeout stops between graphs and
     --resume continues.
     """
-    from mlsysopt.costmodel.collect import collect
+    from mlsysopt.costmodel.collection import collect
 
     fams = [f.strip() for f in families.split(",") if f.strip()]
     bar, task = progress_bar(), None

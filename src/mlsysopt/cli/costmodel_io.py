@@ -81,17 +81,14 @@ OverwriteOpt = Annotated[bool, opt("--overwrite/--no-overwrite", "Replace an ear
 
 
 def auto_int(value: str, option: str, low: int = 1) -> int | str:
-    """``'auto'`` or an integer >= ``low``; anything else is an InvalidOption naming the option."""
+    """``'auto'`` or an integer (its range is checked by TrainConfig); anything else is an InvalidOption."""
     text = str(value).strip().lower()
     if text == "auto":
         return "auto"
     try:
-        n = int(text)
+        return int(text)
     except ValueError:
         raise InvalidOption(f"{option} '{value}': expected auto or an integer >= {low}") from None
-    if n < low:
-        raise InvalidOption(f"{option} {n}: must be >= {low} (or auto)")
-    return n
 
 
 def parse_prune(value: str) -> int | str | None:

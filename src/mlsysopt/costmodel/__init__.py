@@ -32,7 +32,7 @@ _EXPORTS = {
     "LightGBMRanker": "mlsysopt.costmodel.boosting",
     "XGBoostRanker": "mlsysopt.costmodel.boosting",
     "TREE_MODES": "mlsysopt.costmodel.train_config",
-    "collect": "mlsysopt.costmodel.collect",
+    "collect": "mlsysopt.costmodel.collection",
     "TableDataset": f"{_DATA}.table",
     "layout_graph": f"{_DATA}.features",
     "graph_features": "mlsysopt.costmodel.trees",
@@ -105,7 +105,7 @@ if TYPE_CHECKING:
     from mlsysopt.costmodel.baselines import load_trees, tree_model
     from mlsysopt.costmodel.boosting import LightGBMRanker, XGBoostRanker
     from mlsysopt.costmodel.checkpoint import load_checkpoint
-    from mlsysopt.costmodel.collect import collect
+    from mlsysopt.costmodel.collection import collect
     from mlsysopt.costmodel.data.features import layout_graph
     from mlsysopt.costmodel.data.loading import load_dataset
     from mlsysopt.costmodel.data.malnet import (

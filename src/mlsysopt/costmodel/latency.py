@@ -2,7 +2,7 @@
 
 :class:`LatencyModel` loads a GNN run trained with an absolute target (``--loss logmse``) on runtimes with a known
 unit (a ``costmodel collect`` dataset records nanoseconds), builds the TpuGraphs layout record of a model the way
-``collect`` does (:mod:`mlsysopt.costmodel.collect.engines`) and reads its score back as a runtime:
+``collect`` does (:mod:`mlsysopt.costmodel.collection.engines`) and reads its score back as a runtime:
 
 * :meth:`LatencyModel.torch_ms` -- a PyTorch module at PyTorch's default (every convolution contiguous, one
   thread), which is what NAS measures as ``latency_ms`` (``nas search --latency-model RUN``);
@@ -70,7 +70,7 @@ class LatencyModel:
 
     def torch_ms(self, module: Any, inputs: tuple[Any, ...], name: str = "model") -> float:
         """Predicted ms of one forward pass of ``module`` on ``inputs`` at PyTorch's defaults (contiguous, 1 thread)."""
-        from mlsysopt.costmodel.collect.engines import TorchEngine
+        from mlsysopt.costmodel.collection.engines import TorchEngine
 
         engine = TorchEngine(module, tuple(inputs), name)
         arrays = engine.arrays()
@@ -81,7 +81,7 @@ class LatencyModel:
     def session_ms(self, onnx_path: str | Path, settings: list[tuple[int, int]]) -> np.ndarray:
         """Predicted ms of one inference of an ONNX model for each ``(intra_threads, parallel)`` setting, with every
         graph optimisation (ONNX Runtime's default level)."""
-        from mlsysopt.costmodel.collect.engines import OrtEngine
+        from mlsysopt.costmodel.collection.engines import OrtEngine
 
         engine = OrtEngine(onnx_path, Path(onnx_path).stem)
         configs = np.array([(3, int(t), int(p)) for t, p in settings], np.int64)

@@ -4,7 +4,7 @@
 which names the machine); ``--data real:cpu`` anywhere a data root goes means it. The graphs are PyTorch CNNs
 (the zoo, NAS-space cells, generated VGG / ResNet / MobileNet / Inception-like nets); a configuration is the
 memory format of every convolution plus PyTorch's thread count; runtimes are medians of repeated timings, with
-their rounds and intervals (see :mod:`mlsysopt.costmodel.collect.job`). Size-bounded (a few MB) so that the tests
+their rounds and intervals (see :mod:`mlsysopt.costmodel.collection.job`). Size-bounded (a few MB) so that the tests
 and the benchmark run offline; re-measure on your own machine with ``mlsysopt costmodel collect``.
 """
 

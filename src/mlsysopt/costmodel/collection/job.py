@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from mlsysopt.costmodel.collect.families import FAMILIES, build, plan, spec_name
+from mlsysopt.costmodel.collection.families import FAMILIES, build, plan, spec_name
 from mlsysopt.errors import InvalidOption, MlsysoptError
 
 MANIFEST = "collection.json"
@@ -64,7 +64,7 @@ def machine() -> str:
 
 
 def _engine(spec: dict[str, Any], name: str) -> Any:
-    from mlsysopt.costmodel.collect.engines import OrtEngine, TorchEngine
+    from mlsysopt.costmodel.collection.engines import OrtEngine, TorchEngine
 
     if spec.get("family") == "source" and str(spec["source"]).lower().endswith(".onnx"):
         return OrtEngine(spec["source"], name)
@@ -138,7 +138,7 @@ def check_options(graphs: int, configs: int, rounds: int, families: Sequence[str
 
 def measure_graph(item: dict[str, Any], configs: int, rounds: int, seed: int) -> tuple[dict[str, np.ndarray], dict]:
     """Build, configure and time one graph: its ``.npz`` arrays and its summary row."""
-    from mlsysopt.costmodel.collect.engines import time_configs
+    from mlsysopt.costmodel.collection.engines import time_configs
 
     rng = np.random.default_rng([seed, zlib.crc32(item["name"].encode())])
     engine = _engine(item["spec"], item["name"])
