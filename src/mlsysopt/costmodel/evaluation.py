@@ -116,7 +116,10 @@ def _layout_block(model: CostModel, plan: GraphPlan, block: Any, c_all: int, chu
     parts = []
     for r0 in range(0, rep.shape[0], chunk):
         sub = inp.select(np.arange(r0, min(r0 + chunk, rep.shape[0])))
-        st = NodeStates(shared[-1], model.config_states(sub, block.region, shared), affected, sub.num_configs)
+        if model.config.backbone == "gcn":  # dense: every node per configuration
+            st = model.node_states(sub, None)
+        else:
+            st = NodeStates(shared[-1], model.config_states(sub, block.region, shared), affected, sub.num_configs)
         emb = model.pool(st, ids, block.num_segments)  # (rows, segments, d)
         parts.append(emb if model.cross is not None else model.units_per_segment(emb))
     per_row = torch.cat(parts)  # (R, segments, d or unit)

@@ -35,7 +35,8 @@ RESUMABLE: tuple[str, ...] = ("epochs", "finetune_epochs", "timeout", "workers",
 SETTINGS: tuple[str, ...] = ("mode", "segment_size", "segmenter", "k", "memory_budget_mb", "sed_p", "sed_policy",
                              "sed_tau", "history_key", "refresh", "refresh_segments", "sample", "epochs",
                              "finetune_epochs", "lr", "loss", "configs_per_graph", "graphs_per_step",
-                             "validate_every", "prune_hops", "keep_best", "device", "seed")  # fmt: skip
+                             "validate_every", "valid_configs", "prune_hops", "keep_best", "device",
+                             "seed")  # fmt: skip
 MODEL_SETTINGS: tuple[str, ...] = ("backbone", "hidden", "layers", "readout", "deviation", "cross_config_heads")
 PLOTS: tuple[str, ...] = ("training.png", "memory.png")
 

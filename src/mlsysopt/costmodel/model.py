@@ -177,9 +177,13 @@ class CostModel(nn.Module):
         for i, lay in enumerate(region.layers):
             xb = shared[i + 1][torch.from_numpy(lay.sources).to(dev)].unsqueeze(0).expand(inp.num_configs, -1, -1)
             xb = xb.index_copy(1, torch.from_numpy(lay.prev_pos).to(dev), hc)
-            out = F.relu(self.norms[i](self.convs[i](xb, torch.from_numpy(lay.edge_index).to(dev))))
             tgt = torch.from_numpy(lay.target_pos).to(dev)
-            hc = xb[:, tgt] + F.dropout(out[:, tgt], self.config.dropout, self.training)
+            x_tgt = xb[:, tgt]
+            if self.config.backbone == "gcn":  # GCN normalises by both ends' degrees: the whole (sub)graph
+                out = self.convs[i](xb, torch.from_numpy(lay.edge_index).to(dev))[:, tgt]
+            else:  # SAGE and GIN update only the targets: a bipartite pass from the sources to them
+                out = self.convs[i]((xb, x_tgt), torch.from_numpy(lay.target_edge_index).to(dev))
+            hc = x_tgt + F.dropout(F.relu(self.norms[i](out)), self.config.dropout, self.training)
         return hc
 
     def node_states(self, inp: SegmentInputs, region: Region | None = None) -> NodeStates:

@@ -54,6 +54,7 @@ class TrainConfig:
     finetune_configs: int = 256
     eval_chunk: int = 256
     validate_every: int = 1
+    valid_configs: int = 128  # validation scores at most this many configurations per graph (fixed); 0: all
     cache_mb: float = 1024.0  # graphs kept in memory between epochs (records and their plans), most recent first
     grad_clip: float | None = 1.0
     seed: int = 0
@@ -81,7 +82,7 @@ class TrainConfig:
         ints = {"epochs": 1, "finetune_epochs": 0, "configs_per_graph": 2}
         ints |= {name: 1 for name in ("segment_size", "k") if getattr(self, name) != AUTO}
         ints |= {"graphs_per_step": 1, "finetune_configs": 2, "eval_chunk": 1, "seed": 0, "refresh_segments": 0}
-        ints |= {"validate_every": 1, "measure_memory": 0}
+        ints |= {"validate_every": 1, "measure_memory": 0, "valid_configs": 0}
         for name, low in ints.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:

@@ -27,6 +27,7 @@ import torch
 
 from mlsysopt.costmodel import evaluation
 from mlsysopt.costmodel.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_checkpoint, tagged
+from mlsysopt.costmodel.data.record import ConfigSubset
 from mlsysopt.costmodel.gst import GSTSteps, Write, combine
 from mlsysopt.costmodel.history import HistoryTable
 from mlsysopt.costmodel.inputs import config_stats, feature_stats, log_runtime_stats, prune_layout
@@ -317,6 +318,8 @@ class Trainer(GSTSteps):
         if len(train_ds) == 0:
             raise InvalidOption("the training set has no graphs")
         deadline = None if timeout is None else time.monotonic() + timeout
+        if valid_ds is not None and self.tc.valid_configs and self.task != "malnet":
+            valid_ds = ConfigSubset(valid_ds, self.tc.valid_configs)
         ckpt, save = _checkpoint_writer(run_dir, comm)
         if resume and ckpt is not None and ckpt.exists():
             self.load_state_dict(load_checkpoint(ckpt), ckpt)
