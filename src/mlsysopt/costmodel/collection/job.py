@@ -141,6 +141,7 @@ def measure_graph(item: dict[str, Any], configs: int, rounds: int, seed: int) ->
     from mlsysopt.costmodel.collection.engines import time_configs
 
     rng = np.random.default_rng([seed, zlib.crc32(item["name"].encode())])
+    load_before = os.getloadavg()[0]
     engine = _engine(item["spec"], item["name"])
     arrays = engine.arrays()
     choices = engine.draw(configs, rng)
@@ -163,7 +164,8 @@ def measure_graph(item: dict[str, Any], configs: int, rounds: int, seed: int) ->
            "configs": int(configs), "fastest_ms": float(median.min() / 1e6), "slowest_ms": float(median.max() / 1e6),
            "default_ms": float(median[0] / 1e6), "median_ci_rel": float(np.median((times.max(1) - times.min(1))
                                                                                   / median)),
-           "repeat_of_default_rel_diff": noise, "seconds": time.perf_counter() - t0}  # fmt: skip
+           "repeat_of_default_rel_diff": noise, "seconds": time.perf_counter() - t0,
+           "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)]}  # fmt: skip
     return arrays, row
 
 
