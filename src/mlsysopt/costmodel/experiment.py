@@ -332,6 +332,9 @@ def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any],
         result["test_opa_per_graph"] = per_graph
         result["model"] = model.description
         if run is not None:
+            from mlsysopt.store.records import costmodel_trial, record
+
+            record(costmodel_trial(settings, history, True, result), "maximize", True)  # a tree baseline's trial too
             model.save(run.path, lambda name, text: write_atomic(run.file(name), text))
             run.write_json("result.json", result)
     return result
