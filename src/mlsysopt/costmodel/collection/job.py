@@ -5,7 +5,10 @@ For each graph of the plan (:mod:`.families`, plus the user's ``--source`` model
 order, warm-up before each visit) and writes ``OUT/{train,valid,test}/<graph>.npz`` with the published layout keys
 plus measurement keys:
 
-* ``config_runtime`` (c,) int64: the **median** over the rounds, in nanoseconds (the published unit);
+* ``config_runtime`` (c,) int64: the **fastest** round, in nanoseconds (the published unit): interference on a
+  shared machine only ever adds time, so the least disturbed round is the best estimate (on this project's 2-core
+  machine identical configurations agreed within a median 5.3% this way, 8.2% with the median of the rounds);
+  ``config_runtime_median`` (c,) the median;
 * ``config_runtime_repeats`` (c, rounds) float32 ns: every round's time;
 * ``config_runtime_ci`` (c, 2) float32 ns: the smallest and largest round, a distribution-free interval for the
   median with coverage ``1 - 2 ** (1 - rounds)`` (99.2% for the default 8 rounds);
@@ -147,10 +150,11 @@ def measure_graph(item: dict[str, Any], configs: int, rounds: int, seed: int) ->
     choices = engine.draw(configs, rng)
     t0 = time.perf_counter()
     times = time_configs(engine, choices, rounds, rng) * 1e9  # ns
-    median = np.median(times, axis=1)
+    median, fastest = np.median(times, axis=1), times.min(axis=1)
     arrays |= {
         "node_config_feat": engine.features(choices),
-        "config_runtime": np.maximum(1, np.rint(median)).astype(np.int64),
+        "config_runtime": np.maximum(1, np.rint(fastest)).astype(np.int64),
+        "config_runtime_median": median,
         "config_runtime_repeats": times.astype(np.float32),
         "config_runtime_ci": np.stack([times.min(1), times.max(1)], axis=1).astype(np.float32),
         "config_choices": choices.astype(np.int16),
@@ -158,12 +162,12 @@ def measure_graph(item: dict[str, Any], configs: int, rounds: int, seed: int) ->
         "engine": np.array(engine.name),
     }
     dup = np.flatnonzero((choices == choices[0]).all(axis=1))
-    noise = float(np.median(np.abs(median[dup[1:]] / median[0] - 1))) if dup.size > 1 else float("nan")
+    noise = float(np.median(np.abs(fastest[dup[1:]] / fastest[0] - 1))) if dup.size > 1 else float("nan")
     row = {"name": item["name"], "split": item["split"], "family": item["spec"]["family"], "engine": engine.name,
            "nodes": int(arrays["node_feat"].shape[0]), "configurable": int(arrays["node_config_ids"].size),
-           "configs": int(configs), "fastest_ms": float(median.min() / 1e6), "slowest_ms": float(median.max() / 1e6),
-           "default_ms": float(median[0] / 1e6), "median_ci_rel": float(np.median((times.max(1) - times.min(1))
-                                                                                  / median)),
+           "configs": int(configs), "fastest_ms": float(fastest.min() / 1e6),
+           "slowest_ms": float(fastest.max() / 1e6), "default_ms": float(fastest[0] / 1e6),
+           "median_ci_rel": float(np.median((times.max(1) - times.min(1)) / median)),
            "repeat_of_default_rel_diff": noise, "seconds": time.perf_counter() - t0,
            "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)]}  # fmt: skip
     return arrays, row
@@ -249,7 +253,8 @@ def _manifest(settings: dict[str, Any], items: list[dict[str, Any]], done: dict[
         "complete": len(rows) == len(items),
         "settings": {k: v for k, v in settings.items() if k != "timeout"},
         "units": {
-            "config_runtime": "ns (median over rounds)",
+            "config_runtime": "ns (fastest of the rounds)",
+            "config_runtime_median": "ns",
             "config_runtime_repeats": "ns",
             "config_runtime_ci": "ns",
         },
