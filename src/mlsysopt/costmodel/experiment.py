@@ -4,8 +4,9 @@
 graph once), and only then opens the folder, so a refused input leaves no folder and no file. It checkpoints after
 every epoch (and when ``timeout`` runs out), and continues with ``resume=True``: ``epochs`` and ``finetune_epochs``
 are totals (see :mod:`mlsysopt.costmodel.trainer`), and only they, the time budget and where it runs (workers,
-backend, address) may change. ``mode="trees"`` trains the gradient-boosted trees baseline (scikit-learn)
-instead (one shot, no checkpoint).
+backend, address) may change. ``mode="trees" | "lightgbm" | "xgboost"`` trains a tree baseline instead (one
+shot, no checkpoint; :mod:`mlsysopt.costmodel.baselines`). ``data`` is a TpuGraphs or MalNet root, a runtime table
+(:mod:`mlsysopt.costmodel.data.table`) or ``real:cpu`` (the shipped real collection).
 With ``workers > 1`` the training runs data-parallel (see :mod:`mlsysopt.costmodel.distributed`). Evaluation and
 prediction are in :mod:`mlsysopt.costmodel.inference`, synthetic data in :mod:`mlsysopt.costmodel.synthesis`.
 """
@@ -77,9 +78,10 @@ def train(
     Args:
         data: a TpuGraphs or MalNet data root (see :func:`~mlsysopt.costmodel.data.load_dataset`).
         config: every training option (default :class:`TrainConfig`); validated before anything is written.
-        backbone, hidden, layers, readout, deviation: the model (``auto`` readout: scalar for layout and tile,
-            embedding for MalNet; ``deviation`` None: on for layout, where it
-            lifts held-out OPA on the synthetic benchmark data by ~0.1); other sizes follow from the data's task.
+        backbone, hidden, layers, readout, deviation, cross_config_heads: the model (``auto`` readout: scalar for
+            layout and tile, embedding for MalNet; ``deviation`` None: on for layout, where it lifts held-out OPA
+            on the synthetic benchmark data by ~0.1; ``cross_config_heads`` > 0: cross-configuration attention);
+            other sizes follow from the data's task.
         threads: PyTorch CPU threads while training (per worker).
         timeout: wall-clock seconds; the run stops, checkpointed, when they are spent (``resume`` continues).
         workers, backend, address: data-parallel ranks, ``local`` processes or ``ray`` actors (at ``address``).
