@@ -22,7 +22,9 @@ library's DEFAULTS, on two held-out test sets: realistic synthetic layout graphs
 Defaults were chosen on separate data (a synthetic set from seed 1 and the real collection's validation split),
 never on these test graphs. Runs go through a local process pool (``--workers``, default 2: one per core).
 
-    python benchmarks/gst.py [--quick] [--seeds 3] [--ablation-seeds 2] [--workers 2] --out FILE.json
+    python benchmarks/gst.py [--quick] [--seeds 3] [--ablation-seeds 2] [--workers 2] [--resume] --out FILE.json
+
+``--resume`` reuses the training runs an interrupted start finished (their summaries are kept in ``OUT.jobs/``).
 """
 
 from __future__ import annotations
@@ -105,11 +107,14 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     steps = job.get("train_graphs", 1) * max(1, len(train_eps))  # one graph per optimizer step (the default)
     step_s = sum(h["epoch_s"] for h in train_eps) / steps if job["mode"] not in TREE_MODES else r["train_s"]
     seconds = time.perf_counter() - t0
-    return {"test": r["test"], "per_graph": r["test_opa_per_graph"], "step_s": step_s, "seconds": seconds,
+    summary = {"test": r["test"], "per_graph": r["test_opa_per_graph"], "step_s": step_s, "seconds": seconds,
             "peak_step_mb": r["peak_step_mb"], "k": r.get("k"), "segment_size": r.get("segment_size"),
             "prune_hops": r.get("prune_hops"), "best": r.get("best"), "data": r["data"],
             "history": [{k: h.get(k) for k in ("epoch", "phase", "loss", "valid_opa")} for h in r["history"]],
             "rounds": r["history"][0].get("rounds") if job["mode"] in TREE_MODES else None}  # fmt: skip
+    if job.get("cache"):
+        write_json_atomic(job["cache"], summary)
+    return summary
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -268,6 +273,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="training runs in parallel (processes, one thread each)")
     ap.add_argument("--skip", default="", help="comma-separated parts: memory,synthetic,real,ablation,inference,malnet")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/gst.json"))
+    ap.add_argument("--resume", action="store_true",
+                    help="reuse the training runs already finished by an earlier start (OUT.jobs/)")  # fmt: skip
     args = ap.parse_args()
     cfg = QUICK if args.quick else FULL
     seeds = 2 if args.quick and args.seeds == 3 else args.seeds
@@ -316,9 +323,20 @@ def main() -> None:
                                           "noise_floor": man["noise_floor"]}  # fmt: skip
             log(f"real: {man['data']}, splits {man['splits']}")
         jobs = _jobs(sets, cfg, seeds, args.seed, ablation_seeds, modes, work)
-        log(f"{len(jobs)} training runs on {args.workers} workers")
+        cache = args.out.with_suffix(".jobs")
+        cache.mkdir(parents=True, exist_ok=True)
+        for j in jobs:  # where each finished run's summary is kept, so that --resume skips it
+            j["cache"] = str(cache / f"{result['mode']}-{j['part']}-{j['name']}-{j['seed']}.json")
+            if not args.resume:
+                Path(j["cache"]).unlink(missing_ok=True)
+        todo = [j for j in jobs if not Path(j["cache"]).is_file() or j.get("out")]
+        log(f"{len(jobs)} training runs ({len(jobs) - len(todo)} from an earlier start) on {args.workers} workers")
         with make_executor("local", args.workers) as ex:
-            done = ex.map(run_job, jobs)
+            ex.map(run_job, todo)
+        from mlsysopt.errors import MlsysoptError
+        from mlsysopt.io import read_json
+
+        done = [read_json(Path(j["cache"]), MlsysoptError) for j in jobs]
         quality: dict[str, Any] = {}
         ablation: dict[str, Any] = {}
         for part in ("synthetic", "real", "ablation"):
