@@ -87,6 +87,8 @@ def test_the_torch_engine_sets_each_convolution_s_memory_format(one_torch_thread
         assert torch.allclose(engine.gm(*inputs), want, atol=1e-5)  # formats change the speed, not the result
     feat = engine.features(configs)
     assert feat.shape == (6, 3, 18) and (feat[:, 0, 2] == 1).all() and (feat[1, 1:, 0] == 1).all()
+    one = TorchEngine(module, inputs, "vgg", threads=(1,)).draw(8, np.random.default_rng(0))
+    assert (one[:, -1] == 1).all()  # only the thread counts asked for
 
 
 def test_every_family_builds_distinct_graphs() -> None:
@@ -118,6 +120,7 @@ def test_a_user_onnx_model_is_measured_under_onnxruntime_settings(tmp_path: Path
         ({"rounds": 1}, "--rounds must be an integer in 3"),
         ({"graphs": 0}, "nothing to collect"),
         ({"timeout": -1.0}, "--timeout must be a positive"),
+        ({"threads": [0]}, "thread counts must be integers"),
         ({"graphs": 0, "sources": ["missing.py:model"]}, "missing.py"),
     ],
 )

@@ -69,6 +69,9 @@ def costmodel_collect(
     source: Annotated[
         list[str] | None, typer.Option("--source", help="Also measure a model: file.py:factory or model.onnx (repeat).")
     ] = None,
+    threads: Annotated[
+        str, typer.Option("--threads", help="Graph-level thread counts a configuration chooses from, e.g. 1,2.")
+    ] = "1,2",
     timeout: TimeoutOpt = None,
     resume: o.ResumeOpt = False,
     seed: SeedOpt = 0,
@@ -81,6 +84,10 @@ def costmodel_collect(
     from mlsysopt.costmodel.collection import collect
 
     fams = [f.strip() for f in families.split(",") if f.strip()]
+    try:
+        counts = [int(t) for t in threads.split(",") if t.strip()]
+    except ValueError:
+        raise InvalidOption(f"--threads '{threads}': expected comma-separated integers, e.g. 1,2") from None
     bar, task = progress_bar(), None
 
     def on_graph(done: int, total: int, name: str) -> None:
@@ -92,7 +99,7 @@ def costmodel_collect(
 
     try:
         manifest = collect(out, graphs=graphs, configs=configs, rounds=rounds, seed=seed, families=fams,
-                           sources=source or [], timeout=timeout, resume=resume, progress=on_graph,
+                           sources=source or [], timeout=timeout, resume=resume, threads=counts, progress=on_graph,
                            log=lambda line: err_console.print(escape(line)))  # fmt: skip
     finally:
         bar.stop()

@@ -4,8 +4,8 @@
 convolution. A configuration gives each convolution a memory format, *contiguous* (NCHW) or *channels-last*
 (NHWC): the convolution converts its input to that format and keeps its weight in it, so neighbours that disagree
 pay a layout conversion, as an XLA op does when its operand's layout differs (TpuGraphs' layout collection).
-Graph-level: PyTorch's intra-op threads (1 or 2). Configuration 0 is PyTorch's default (every convolution
-contiguous, one thread).
+Graph-level: PyTorch's intra-op threads (``threads``, by default 1 or 2). Configuration 0 is PyTorch's default
+(every convolution contiguous, the fewest threads).
 
 **onnxruntime** (an ``.onnx`` file): graph-level settings only: the graph optimisation level (disabled, basic,
 extended, all), intra-op threads (1 or 2) and the execution mode (sequential or parallel, with 2 inter-op
@@ -74,7 +74,9 @@ class TorchEngine:
 
     name = "torch"
 
-    def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...], name: str) -> None:
+    def __init__(self, module: nn.Module, inputs: tuple[torch.Tensor, ...], name: str,
+                 threads: tuple[int, ...] = THREADS) -> None:  # fmt: skip
+        self.threads = tuple(sorted(int(t) for t in threads))
         self.graph, self.attrs, gm = torch_graph(module, inputs, name)
         self.gm, self.inputs = gm.eval(), inputs
         self.wrappers: list[_Formatted] = []
@@ -109,15 +111,16 @@ class TorchEngine:
         return layout_graph(self.graph, self.attrs, self.config_nodes)
 
     def draw(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """``count`` configurations ``(count, choices)``: the default, all channels-last, 2 threads, then random
-        mixes (each convolution channels-last with a per-configuration probability) and two exact repeats of the
-        default (they measure the noise floor)."""
-        w = len(self.wrappers)
-        fixed = [np.r_[np.zeros(w), 1], np.r_[np.ones(w), 1], np.r_[np.zeros(w), 2], np.r_[np.ones(w), 2]]
+        """``count`` configurations ``(count, choices)``: the default, all channels-last, both at the most threads,
+        then random mixes (each convolution channels-last with a per-configuration probability, threads drawn from
+        ``threads``) and two exact repeats of the default (they measure the noise floor)."""
+        w, lo, hi = len(self.wrappers), self.threads[0], self.threads[-1]
+        fixed = [np.r_[np.zeros(w), lo], np.r_[np.ones(w), lo]]
+        fixed += [np.r_[np.zeros(w), hi], np.r_[np.ones(w), hi]] if hi != lo else []
         rows = [np.asarray(r, np.int64) for r in fixed][: max(1, count - 2)]
         while len(rows) < count - 2:
             q = rng.random()
-            rows.append(np.r_[(rng.random(w) < q).astype(np.int64), rng.choice(THREADS)])
+            rows.append(np.r_[(rng.random(w) < q).astype(np.int64), rng.choice(self.threads)])
         rows += [rows[0].copy() for _ in range(min(2, count - len(rows)))]
         return np.stack(rows)
 
@@ -160,9 +163,10 @@ class OrtEngine:
 
     name = "onnxruntime"
 
-    def __init__(self, path: str | Path, name: str) -> None:
+    def __init__(self, path: str | Path, name: str, threads: tuple[int, ...] = THREADS) -> None:
         import onnx
 
+        self.threads = tuple(sorted(int(t) for t in threads))
         from mlsysopt.graph.importers.onnx import from_onnx
 
         self.path, self.graph = Path(path), from_onnx(path)
@@ -193,7 +197,7 @@ class OrtEngine:
     def draw(self, count: int, rng: np.random.Generator) -> np.ndarray:
         """Every (level, threads, mode) combination, the default (all optimisations, 1 thread, sequential) first,
         cycled to ``count``."""
-        combos = [(lvl, t, m) for lvl in (3, 0, 1, 2) for t in THREADS for m in (0, 1)]
+        combos = [(lvl, t, m) for lvl in (3, 0, 1, 2) for t in self.threads for m in (0, 1)]
         rows = [combos[i % len(combos)] for i in range(count)]
         return np.asarray(rows, np.int64)
 

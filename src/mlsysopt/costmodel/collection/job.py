@@ -66,13 +66,13 @@ def machine() -> str:
             f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}")  # fmt: skip
 
 
-def _engine(spec: dict[str, Any], name: str) -> Any:
+def _engine(spec: dict[str, Any], name: str, threads: tuple[int, ...] = (1, 2)) -> Any:
     from mlsysopt.costmodel.collection.engines import OrtEngine, TorchEngine
 
     if spec.get("family") == "source" and str(spec["source"]).lower().endswith(".onnx"):
-        return OrtEngine(spec["source"], name)
+        return OrtEngine(spec["source"], name, threads)
     module, inputs = build(spec)
-    return TorchEngine(module, inputs, name)
+    return TorchEngine(module, inputs, name, threads)
 
 
 def _mflops(spec: dict[str, Any]) -> float:
@@ -139,13 +139,14 @@ def check_options(graphs: int, configs: int, rounds: int, families: Sequence[str
         raise InvalidOption(f"--timeout must be a positive number of seconds, got {timeout}")
 
 
-def measure_graph(item: dict[str, Any], configs: int, rounds: int, seed: int) -> tuple[dict[str, np.ndarray], dict]:
+def measure_graph(item: dict[str, Any], configs: int, rounds: int, seed: int,
+                  threads: tuple[int, ...] = (1, 2)) -> tuple[dict[str, np.ndarray], dict]:  # fmt: skip
     """Build, configure and time one graph: its ``.npz`` arrays and its summary row."""
     from mlsysopt.costmodel.collection.engines import time_configs
 
     rng = np.random.default_rng([seed, zlib.crc32(item["name"].encode())])
     load_before = os.getloadavg()[0]
-    engine = _engine(item["spec"], item["name"])
+    engine = _engine(item["spec"], item["name"], threads)
     arrays = engine.arrays()
     choices = engine.draw(configs, rng)
     t0 = time.perf_counter()
@@ -183,6 +184,7 @@ def collect(
     sources: Sequence[str] = (),
     timeout: float | None = None,
     resume: bool = False,
+    threads: Sequence[int] = (1, 2),
     progress: Callable[[int, int, str], None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
@@ -194,15 +196,19 @@ def collect(
 
     families, sources = list(families), [str(s) for s in sources]
     check_options(graphs, configs, rounds, families, sources, timeout)
+    cpus = os.cpu_count() or 1
+    if not threads or any(isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= cpus for t in threads):
+        raise InvalidOption(f"--threads {list(threads)}: thread counts must be integers in 1..{cpus} (this machine)")
+    threads = tuple(sorted(set(threads)))
     settings = {"command": "costmodel collect", "graphs": graphs, "configs": configs, "rounds": rounds, "seed": seed,
-                "families": families, "sources": sources, "timeout": timeout}  # fmt: skip
+                "families": families, "sources": sources, "threads": list(threads), "timeout": timeout}  # fmt: skip
     run = RunDir(out, settings, resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
     saved = run.load_checkpoint() if resume else {}
     # the plan is drawn once (it traces every candidate graph to bound its FLOPs) and kept in the checkpoint
     items = saved["plan"] if isinstance(saved.get("plan"), list) else make_plan(graphs, seed, families, sources)
     for item in items:  # a user's model that cannot be measured fails now, before the folder exists
         if item["spec"]["family"] == "source":
-            _engine(item["spec"], item["name"])
+            _engine(item["spec"], item["name"], threads)
     deadline = None if timeout is None else time.monotonic() + timeout
     with run:
         state = saved or {"done": {}, "started": _now()}
@@ -218,7 +224,7 @@ def collect(
             if deadline is not None and time.monotonic() > deadline and len(done) > started_with:
                 break  # checked before each new graph, so every start measures at least one
             try:
-                arrays, row = measure_graph(item, configs, rounds, seed)
+                arrays, row = measure_graph(item, configs, rounds, seed, threads)
             except MlsysoptError as exc:
                 raise MlsysoptError(f"graph {item['name']} ({json.dumps(item['spec'])}): {exc}") from None
             arrays["machine"] = np.array(machine())
