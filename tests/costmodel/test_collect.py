@@ -147,3 +147,16 @@ def test_the_cli_collects_and_says_the_data_is_real(tmp_path: Path) -> None:
     assert "real, measured on" in ran.stdout and "complete" in ran.stdout
     bad = run_inprocess("costmodel", "collect", "--out", tmp_path / "e", "--families", "nope")
     assert bad.returncode == 2 and "unknown family 'nope'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_ship_copies_the_data_not_the_bookkeeping_and_bounds_its_size(collected: tuple[Path, dict],
+                                                                       tmp_path: Path) -> None:  # fmt: skip
+    from mlsysopt.costmodel.collection import ship
+
+    out, manifest = collected
+    done = ship(out, tmp_path / "shipped", max_mb=5)
+    assert done["graphs"] == 3 and (tmp_path / "shipped" / MANIFEST).is_file()
+    assert not any((tmp_path / "shipped" / name).exists() for name in ("checkpoint.json", "settings.json", "log.txt"))
+    assert load_dataset(tmp_path / "shipped", next(iter(s for s, n in manifest["splits"].items() if n))).names
+    with pytest.raises(InvalidOption, match="above the 1e-06 MB"):
+        ship(out, tmp_path / "x", max_mb=1e-6)

@@ -4,6 +4,6 @@ See :mod:`mlsysopt.costmodel.collection.job` (the job), :mod:`.families` (the gr
 configuration sets, and how it is timed).
 """
 
-from mlsysopt.costmodel.collection.job import MANIFEST, collect, machine, make_plan
+from mlsysopt.costmodel.collection.job import MANIFEST, collect, machine, make_plan, ship
 
-__all__ = ["MANIFEST", "collect", "machine", "make_plan"]
+__all__ = ["MANIFEST", "collect", "machine", "make_plan", "ship"]

@@ -273,3 +273,27 @@ def _manifest(settings: dict[str, Any], items: list[dict[str, Any]], done: dict[
         "splits": {s: sum(r["split"] == s for r in rows) for s, _ in SPLITS},
         "graphs": rows,
     }
+
+
+def ship(src: str | Path, dst: str | Path, max_mb: float = 6.0) -> dict[str, Any]:
+    """Copy a finished collection's data (splits and ``collection.json``, not the run folder's bookkeeping) to
+    ``dst``, refusing one bigger than ``max_mb``: how the ``real:cpu`` copy shipped with mlsysopt is made."""
+    import shutil
+
+    from mlsysopt.io import read_json
+
+    src, dst = Path(src), Path(dst)
+    manifest = read_json(src / MANIFEST, InvalidOption)
+    if not manifest.get("complete"):
+        raise InvalidOption(f"{src}: the collection is not complete (run it again with --resume)")
+    files = [p for split, _ in SPLITS for p in sorted((src / split).glob("*.npz"))]
+    size = sum(p.stat().st_size for p in files) / 2**20
+    if size > max_mb:
+        raise InvalidOption(f"{src}: {size:.1f} MB of graphs, above the {max_mb:g} MB the shipped copy may take")
+    if dst.exists():
+        shutil.rmtree(dst)
+    for p in files:
+        (dst / p.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(p, dst / p.parent.name / p.name)
+    shutil.copy2(src / MANIFEST, dst / MANIFEST)
+    return {"graphs": len(files), "mb": round(size, 2), "to": str(dst)}
