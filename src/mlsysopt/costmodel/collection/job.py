@@ -249,6 +249,7 @@ def _manifest(settings: dict[str, Any], items: list[dict[str, Any]], done: dict[
               state: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
     rows = [done[i["name"]] for i in items if i["name"] in done]
     noise = [r["repeat_of_default_rel_diff"] for r in rows if np.isfinite(r["repeat_of_default_rel_diff"])]
+    loads = [r["load_1min"][0] for r in rows if "load_1min" in r]
     rounds = settings["rounds"]
     return {
         "data": f"real, measured on {machine()}",
@@ -269,6 +270,12 @@ def _manifest(settings: dict[str, Any], items: list[dict[str, Any]], done: dict[
         "noise_floor": {
             "repeat_of_default_rel_diff_median": float(np.median(noise)) if noise else None,
             "graphs": len(noise),
+        },
+        "interval_width_rel_median": float(np.median([r["median_ci_rel"] for r in rows])) if rows else None,
+        "load_1min": {
+            "median": float(np.median(loads)) if loads else None,
+            "range": [float(min(loads)), float(max(loads))] if loads else None,
+            "note": "1-minute load average when each graph's measurement started (the machine has 2 cores)",
         },
         "splits": {s: sum(r["split"] == s for r in rows) for s, _ in SPLITS},
         "graphs": rows,
