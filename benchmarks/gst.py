@@ -24,6 +24,8 @@ never on these test graphs. Runs go through a local process pool (``--workers``,
 
     python benchmarks/gst.py [--quick] [--seeds 3] [--ablation-seeds 2] [--workers 2] [--resume] --out FILE.json
 
+``--quick`` is a smoke run of every part except the ablation (small graphs, 2 epochs, 2 seeds: its figures say
+nothing about quality). The JSON records the load averages before and after (``load_before``/``load_after``).
 ``--resume`` reuses the training runs an interrupted start finished (their summaries are kept in ``OUT.jobs/``).
 """
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -54,13 +57,15 @@ FULL: dict[str, Any] = {
     "layout": {"train": 32, "valid": 4, "test": 32, "nodes": (20_000, 100_000), "configs": 300},
     "malnet": {"per_class": 8, "nodes": (5_000, 20_000), "epochs": 6, "finetune_epochs": 4},
 }
+#: a smoke run of every part in a minute or two (figures not comparable with the full run's)
 QUICK: dict[str, Any] = FULL | {
-    "mem_nodes": [2_000, 20_000, 200_000],
-    "layout": {"train": 6, "valid": 2, "test": 4, "nodes": (3_000, 8_000), "configs": 100},
-    "malnet": {"per_class": 3, "nodes": (1_000, 3_000), "epochs": 2, "finetune_epochs": 1},
+    "mem_nodes": [2_000, 20_000, 100_000],
+    "layout": {"train": 4, "valid": 2, "test": 3, "nodes": (2_000, 4_000), "configs": 64},
+    "malnet": {"per_class": 2, "nodes": (500, 1_000), "epochs": 1, "finetune_epochs": 1},
     "epochs": 2,
     "finetune_epochs": 1,
-    "real_graphs": {"train": 24, "valid": 6, "test": 12},
+    "real_graphs": {"train": 12, "valid": 4, "test": 8},
+    "cli_inference": False,  # the CLI timings (two commands, ~15 s of imports each) only in the full run
 }
 SEGMENT_SIZE_MEM = 1000
 TREE_MODES = ("trees", "lightgbm", "xgboost")
@@ -211,7 +216,7 @@ def _jobs(sets: dict[str, Path], cfg: dict[str, Any], seeds: int, seed: int, abl
     return sorted(jobs, key=lambda j: -(weight[j["part"]] * (3 if j["mode"] == "full" else 1)))
 
 
-def inference_part(run: Path, data: Path, work: Path, log: Any) -> dict[str, Any]:
+def inference_part(run: Path, data: Path, work: Path, log: Any, cli: bool = True) -> dict[str, Any]:
     """evaluate / predict of a trained model on three test graphs: in process (imports done), and the CLI."""
     import shutil
 
@@ -228,6 +233,9 @@ def inference_part(run: Path, data: Path, work: Path, log: Any) -> dict[str, Any
         t0 = time.perf_counter()
         fn()
         out[f"{name}_s"] = time.perf_counter() - t0
+    if not cli:
+        log(f"inference: evaluate {out['evaluate_s']:.2f} s, predict {out['predict_s']:.2f} s in process")
+        return out
     exe = Path(sys.executable).with_name("mlsysopt")
     for name, args in (("evaluate", ["evaluate", "--run", run, "--data", three.parent]),
                        ("predict", ["predict", "--run", run, "--input", three])):  # fmt: skip
@@ -279,7 +287,7 @@ def main() -> None:
     cfg = QUICK if args.quick else FULL
     seeds = 2 if args.quick and args.seeds == 3 else args.seeds
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    ablation_seeds = 0 if "ablation" in skip else (1 if args.quick else args.ablation_seeds)
+    ablation_seeds = 0 if "ablation" in skip or args.quick else args.ablation_seeds  # quick: no ablation
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     t0 = time.perf_counter()
 
@@ -287,6 +295,7 @@ def main() -> None:
         print(f"[{time.perf_counter() - t0:6.0f} s] {msg}", flush=True)
 
     result: dict[str, Any] = {"date": dt.date.today().isoformat(), "mode": "quick" if args.quick else "full"}
+    result["load_before"] = os.getloadavg()  # 1/5/15-minute load averages (a shared 2-core machine)
     result["data"] = {"synthetic": "SYNTHETIC: realistic TpuGraphs-like layout graphs (mlsysopt.costmodel.data."
                       "realistic)", "memory": "SYNTHETIC realistic layout graphs"}  # fmt: skip
     result["settings"] = {k: v for k, v in cfg.items()} | {"seeds": seeds, "ablation_seeds": ablation_seeds,
@@ -361,10 +370,12 @@ def main() -> None:
 
             plot_training(hist, args.out.with_suffix(".training.png"), title="synthetic layout, seed 0, defaults")
         if "inference" not in skip and "synthetic" in sets and "gst+efd" in modes:
-            result["inference"] = inference_part(work / "synthetic_gst+efd_0", sets["synthetic"], work, log)
+            result["inference"] = inference_part(work / "synthetic_gst+efd_0", sets["synthetic"], work, log,
+                                                 cli=cfg.get("cli_inference", True))  # fmt: skip
         if "malnet" not in skip:
             result["malnet_accuracy"] = malnet_part(cfg, args.seed, work, log)
     result["seconds"] = time.perf_counter() - t0
+    result["load_after"] = os.getloadavg()
     result["targets"] = _targets(result)
     write_json_atomic(args.out, result)
     for name, t in result["targets"].items():

@@ -1,5 +1,6 @@
-"""The cost-model package imports in one direction: data -> plan -> model -> steps -> evaluation -> trainer ->
-experiment (every import counts: module level, inside functions and under TYPE_CHECKING)."""
+"""The cost-model package imports in one direction: data -> plan -> model -> steps -> evaluation (and the trainer's
+graphs, trainer_data) -> trainer -> experiment (every import counts: module level, inside functions and under
+TYPE_CHECKING)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ LAYERS: dict[str, int] = {
     "plan": 3,
     "model": 4,
     "gst": 5,
-    "evaluation": 6,
+    **{m: 6 for m in ("evaluation", "trainer_data")},
     **{m: 7 for m in ("trainer", "trees", "boosting", "baselines")},
     **{m: 8 for m in ("experiment", "inference", "synthesis", "collection")},
     "latency": 9,  # a trained run as an oracle: loads it (inference), builds records as collection does

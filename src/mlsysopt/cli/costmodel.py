@@ -62,7 +62,9 @@ def costmodel_collect(
     out: Annotated[Path, typer.Option("--out", help="Data root to write (a run folder: --resume continues it).")],
     graphs: Annotated[int, typer.Option("--graphs", help="Generated graphs to measure (0: only --source).")] = 240,
     configs: Annotated[int, typer.Option("--configs", help="Configurations per graph.")] = 48,
-    rounds: Annotated[int, typer.Option("--rounds", help="Timed rounds per configuration (median kept).")] = 8,
+    rounds: Annotated[
+        int, typer.Option("--rounds", help="Timed rounds per configuration (the fastest kept, and the median).")
+    ] = 8,
     families: Annotated[
         str, typer.Option("--families", help="Comma-separated graph families (zoo,nas,vgg,resnet,mobilenet,inception).")
     ] = "zoo,nas,vgg,resnet,mobilenet,inception",

@@ -3,9 +3,9 @@
 ``real_root()`` is the data root (``{train,valid,test}/*.npz`` in the TpuGraphs layout and ``collection.json``,
 which names the machine); ``--data real:cpu`` anywhere a data root goes means it. The graphs are PyTorch CNNs
 (the zoo, NAS-space cells, generated VGG / ResNet / MobileNet / Inception-like nets); a configuration is the
-memory format of every convolution plus PyTorch's thread count; runtimes are medians of repeated timings, with
-their rounds and intervals (see :mod:`mlsysopt.costmodel.collection.job`). Size-bounded (a few MB) so that the tests
-and the benchmark run offline; re-measure on your own machine with ``mlsysopt costmodel collect``.
+memory format of every convolution plus PyTorch's thread count; runtimes are the fastest of repeated timings,
+with their rounds, medians and intervals (see :mod:`mlsysopt.costmodel.collection.job`). Size-bounded (a few MB)
+so that the tests and the benchmark run offline; re-measure on your own machine with ``mlsysopt costmodel collect``.
 """
 
 from __future__ import annotations
