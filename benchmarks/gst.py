@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -178,8 +180,6 @@ def memory_part(cfg: dict[str, Any], seed: int, log: Any) -> dict[str, Any]:
 
 def _real_subset(cfg: dict[str, Any], work: Path) -> Path:
     """The shipped real collection (or, in quick mode, a copy of its first graphs per split)."""
-    import shutil
-
     from mlsysopt.costmodel.data.real import real_root
 
     root = real_root()
@@ -202,7 +202,8 @@ def _jobs(sets: dict[str, Path], cfg: dict[str, Any], seeds: int, seed: int, abl
         n_train = len(load_dataset(root, "train"))
         for mode in modes:
             for s in range(seeds):
-                out = str(work / f"{name}_{mode}_{s}") if (mode == "gst+efd" and s == 0) else None
+                keep = name == "synthetic" and mode == "gst+efd" and s == 0  # the run the inference part loads
+                out = str(work / f"{name}_{mode}_{s}") if keep else None
                 jobs.append({"part": name, "name": KEY[mode], "root": str(root), "mode": mode, "seed": seed + s,
                              "base": base, "train_graphs": n_train, "out": out})  # fmt: skip
     if "synthetic" in sets:
@@ -218,8 +219,6 @@ def _jobs(sets: dict[str, Path], cfg: dict[str, Any], seeds: int, seed: int, abl
 
 def inference_part(run: Path, data: Path, work: Path, log: Any, cli: bool = True) -> dict[str, Any]:
     """evaluate / predict of a trained model on three test graphs: in process (imports done), and the CLI."""
-    import shutil
-
     from mlsysopt.costmodel import evaluate, predict
 
     three = work / "three" / "test"
@@ -302,10 +301,18 @@ def main() -> None:
                                                            "workers": args.workers, "modes": list(modes),
                                                            "defaults": TrainConfig().to_dict()}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    cache = args.out.with_suffix(".jobs")
+    cache.mkdir(parents=True, exist_ok=True)
     if "memory" not in skip:
         from mlsysopt.report.costmodel import plot_memory_scaling
 
-        mem = memory_part(cfg, args.seed, log)
+        mem_file = cache / f"{result['mode']}-memory.json"
+        if args.resume and mem_file.is_file():
+            mem = json.loads(mem_file.read_text())
+            log(f"memory: from an earlier start ({mem_file})")
+        else:
+            mem = memory_part(cfg, args.seed, log)
+            write_json_atomic(mem_file, mem)
         result["memory_mb"] = mem
         plot_memory_scaling(mem["nodes"], {"full": mem["full"], "gst": mem["gst"]}, args.out.with_suffix(".memory.png"))
     with tempfile.TemporaryDirectory(prefix="gst-bench-") as tmp:
@@ -332,13 +339,17 @@ def main() -> None:
                                           "noise_floor": man["noise_floor"]}  # fmt: skip
             log(f"real: {man['data']}, splits {man['splits']}")
         jobs = _jobs(sets, cfg, seeds, args.seed, ablation_seeds, modes, work)
-        cache = args.out.with_suffix(".jobs")
-        cache.mkdir(parents=True, exist_ok=True)
         for j in jobs:  # where each finished run's summary is kept, so that --resume skips it
             j["cache"] = str(cache / f"{result['mode']}-{j['part']}-{j['name']}-{j['seed']}.json")
             if not args.resume:
                 Path(j["cache"]).unlink(missing_ok=True)
-        todo = [j for j in jobs if not Path(j["cache"]).is_file() or j.get("out")]
+            if j.get("out"):  # kept beside the summaries, so that a resumed start has it too
+                j["out"] = str(cache / f"{result['mode']}-run-{j['part']}-{j['name']}-{j['seed']}")
+        for j in jobs:
+            if j.get("out") and (not args.resume or not (Path(j["out"]) / "result.json").is_file()):
+                shutil.rmtree(j["out"], ignore_errors=True)
+                Path(j["cache"]).unlink(missing_ok=True)
+        todo = [j for j in jobs if not Path(j["cache"]).is_file()]
         log(f"{len(jobs)} training runs ({len(jobs) - len(todo)} from an earlier start) on {args.workers} workers")
         with make_executor("local", args.workers) as ex:
             ex.map(run_job, todo)
@@ -370,7 +381,8 @@ def main() -> None:
 
             plot_training(hist, args.out.with_suffix(".training.png"), title="synthetic layout, seed 0, defaults")
         if "inference" not in skip and "synthetic" in sets and "gst+efd" in modes:
-            result["inference"] = inference_part(work / "synthetic_gst+efd_0", sets["synthetic"], work, log,
+            kept = next(Path(j["out"]) for j in jobs if j.get("out"))
+            result["inference"] = inference_part(kept, sets["synthetic"], work, log,
                                                  cli=cfg.get("cli_inference", True))  # fmt: skip
         if "malnet" not in skip:
             result["malnet_accuracy"] = malnet_part(cfg, args.seed, work, log)

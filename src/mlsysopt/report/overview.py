@@ -171,7 +171,7 @@ def _costmodel_quality(res: Mapping[str, Any]) -> list[Headline]:
     names = {"full": "full graph", "lightgbm": "LightGBM lambdarank", "xgboost": "XGBoost pairwise"}
     data = str(res["costmodel_quality"].get("data", "SYNTHETIC layout graphs"))
     return [
-        Headline("cost model", "held-out OPA (0.5 = chance; equal epochs)", "fraction of pairs", "GST+EFD", ours,
+        Headline("cost model", "held-out OPA (0.5 = chance)", "fraction of pairs", "GST+EFD", ours,
                  names.get(key, key), base, lower_is_better=False, data=data, points=True)
     ]  # fmt: skip
 
