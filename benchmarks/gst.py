@@ -350,6 +350,7 @@ def main() -> None:
                 shutil.rmtree(j["out"], ignore_errors=True)
                 Path(j["cache"]).unlink(missing_ok=True)
         todo = [j for j in jobs if not Path(j["cache"]).is_file()]
+        result["resumed_runs"] = len(jobs) - len(todo)  # their time is not in this start's seconds
         log(f"{len(jobs)} training runs ({len(jobs) - len(todo)} from an earlier start) on {args.workers} workers")
         with make_executor("local", args.workers) as ex:
             ex.map(run_job, todo)
@@ -391,7 +392,7 @@ def main() -> None:
     result["targets"] = _targets(result)
     write_json_atomic(args.out, result)
     for name, t in result["targets"].items():
-        log(f"target {name}: {t['value']:.4g} {'met' if t['met'] else 'MISSED'}")
+        log(f"target {name}: {t['value']:.4g} {t.get('note') or ('met' if t['met'] else 'MISSED')}")
     log(f"wrote {args.out}")
 
 
@@ -412,7 +413,9 @@ def _targets(r: dict[str, Any]) -> dict[str, Any]:
             best = max(trees, key=lambda k: q[k]["opa"])
             vs = q["gst_efd"]["opa"] - q[best]["opa"]
             t[f"{label}:gst_efd_opa>=best_tree"] = {"value": vs, "met": vs >= 0, "best_tree": best}
-    if r["mode"] == "full":
+    if r.get("resumed_runs"):
+        t["seconds"] = {"value": r["seconds"], "met": None, "note": "resumed: earlier starts' time not included"}
+    elif r["mode"] == "full":
         t["seconds<=1200"] = {"value": r["seconds"], "met": r["seconds"] <= 1200}
     else:
         t["quick_seconds<=120"] = {"value": r["seconds"], "met": r["seconds"] <= 120}
