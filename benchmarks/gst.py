@@ -63,7 +63,7 @@ FULL: dict[str, Any] = {
 QUICK: dict[str, Any] = FULL | {
     "mem_nodes": [2_000, 20_000, 100_000],
     "layout": {"train": 4, "valid": 2, "test": 3, "nodes": (2_000, 4_000), "configs": 64},
-    "malnet": {"per_class": 2, "nodes": (500, 1_000), "epochs": 1, "finetune_epochs": 1},
+    "malnet": {"per_class": 3, "nodes": (500, 1_000), "epochs": 1, "finetune_epochs": 1},
     "epochs": 2,
     "finetune_epochs": 1,
     "real_graphs": {"train": 12, "valid": 4, "test": 8},
