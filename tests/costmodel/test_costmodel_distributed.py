@@ -17,7 +17,7 @@ MODEL = {"hidden": 16, "layers": 2}
 
 def tc(**kw: object) -> TrainConfig:
     base = {"mode": "gst+efd", "segment_size": 60, "epochs": 2, "finetune_epochs": 1, "configs_per_graph": 4,
-            "graphs_per_step": 2, "k": 2}  # fmt: skip
+            "graphs_per_step": 2, "k": 2, "prune_hops": None}  # fmt: skip
     return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 

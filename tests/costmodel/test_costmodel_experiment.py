@@ -33,7 +33,7 @@ MODEL = {"hidden": 16, "layers": 2}
 
 
 def tc(**kw: object) -> TrainConfig:
-    base = {"segment_size": 60, "epochs": 1, "finetune_epochs": 1, "configs_per_graph": 4}
+    base = {"segment_size": 60, "epochs": 1, "finetune_epochs": 1, "configs_per_graph": 4, "k": 1}
     return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 

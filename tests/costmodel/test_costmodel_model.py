@@ -148,3 +148,21 @@ def test_prune_layout_keeps_config_nodes_and_neighbours() -> None:
         prune_layout(easy_tile("t"), 1)
     with pytest.raises(InvalidOption, match="hops must be >= 0"):
         prune_layout(rec, -1)
+
+
+@pytest.mark.parametrize("backbone", ["sage", "gcn", "gin"])
+def test_the_configuration_region_pass_equals_every_node_per_configuration(backbone: str) -> None:
+    from mlsysopt.costmodel.plan import config_region
+
+    torch.manual_seed(1)
+    rec = easy_layout("g", 60, configs=6)
+    model = CostModel(small(backbone=backbone)).eval()
+    inp = make_inputs(rec, None, rec.edge_index, np.arange(6), deviation=model.config.deviation)
+    region = config_region(rec.edge_index, rec.num_nodes, inp.cfg_pos.numpy(), model.config.layers)
+    dense = model.pool(model.node_states(inp, None))  # every node computed for every configuration
+    torch.testing.assert_close(model.pool(model.node_states(inp, region)), dense, atol=1e-5, rtol=1e-5)
+    if backbone == "gcn":  # GCN normalises by degrees of the whole graph: it always runs densely
+        return
+    shared = model.shared_states(inp)
+    st = NodeStates(shared[-1], model.config_states(inp, region, shared), torch.from_numpy(region.final), 6)
+    torch.testing.assert_close(model.pool(st), dense, atol=1e-5, rtol=1e-5)  # the bipartite update of the targets

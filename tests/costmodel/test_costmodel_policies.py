@@ -30,7 +30,8 @@ def realistic() -> tuple[ListDataset, ListDataset]:
 
 
 def tc(**kw: object) -> TrainConfig:
-    base = {"segment_size": 100, "epochs": 2, "finetune_epochs": 0, "configs_per_graph": 8, "lr": 3e-3, "k": 2}
+    base = {"segment_size": 100, "epochs": 2, "finetune_epochs": 0, "configs_per_graph": 8, "lr": 3e-3, "k": 2,
+            "prune_hops": None}  # fmt: skip
     return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
 
 

@@ -68,3 +68,28 @@ def test_trees_refuse_what_they_cannot_do(root: Path, tmp_path: Path) -> None:
     (tmp_path / "ok" / MODEL_NAME).write_bytes(b"not an npz")
     with pytest.raises(InvalidCheckpoint, match=MODEL_NAME):
         load_trainer(tmp_path / "ok")
+
+
+@pytest.mark.parametrize(("mode", "file"), [("lightgbm", "lightgbm.txt"), ("xgboost", "xgboost.json")])
+def test_ranking_baselines_learn_save_in_their_own_format_and_reload(root: Path, tmp_path: Path, mode: str,
+                                                                     file: str) -> None:  # fmt: skip
+    from mlsysopt.costmodel.baselines import load_trees
+
+    result = train(root, tmp_path / mode, TrainConfig(mode=mode, seed=0))
+    assert result["test"]["opa"] > 0.6 and result["model"].startswith(("LightGBM", "XGBoost"))
+    saved = (tmp_path / mode / file).read_bytes()
+    assert not saved.startswith(b"\x80")  # the library's text/JSON model, never a pickle
+    model = load_trees(tmp_path / mode)
+    assert model.library == mode and model.chosen == result["history"][0]["rounds"]
+    assert evaluate(tmp_path / mode, root)["metrics"] == result["test"]
+    assert train(root, None, TrainConfig(mode=mode, seed=0))["test"] == result["test"]  # deterministic
+    (tmp_path / mode / file).write_text("garbage")
+    with pytest.raises(InvalidCheckpoint, match=file):
+        load_trainer(tmp_path / mode)
+
+
+def test_grades_rank_the_fastest_highest_and_tie_equal_runtimes() -> None:
+    from mlsysopt.costmodel.trees import grades
+
+    g = grades(np.array([3.0, 1.0, 2.0, 1.0, 5.0]))
+    assert g[1] == g[3] == 30 and g[4] == 0 and g[2] > g[0] > g[4]

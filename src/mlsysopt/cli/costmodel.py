@@ -58,14 +58,67 @@ def costmodel_synth(
     console.print(f"wrote SYNTHETIC {kind} data ({summary}) to {escape(str(out))} in {time.perf_counter() - t0:.1f} s")
 
 
+@costmodel_app.command("collect")
+def costmodel_collect(
+    out: Annotated[Path, typer.Option("--out", help="Data root to write (a run folder: --resume continues it).")],
+    graphs: Annotated[int, typer.Option("--graphs", help="Generated graphs to measure (0: only --source).")] = 240,
+    configs: Annotated[int, typer.Option("--configs", help="Configurations per graph.")] = 48,
+    rounds: Annotated[
+        int, typer.Option("--rounds", help="Timed rounds per configuration (the fastest kept, and the median).")
+    ] = 8,
+    families: Annotated[
+        str, typer.Option("--families", help="Comma-separated graph families (zoo,nas,vgg,resnet,mobilenet,inception).")
+    ] = "zoo,nas,vgg,resnet,mobilenet,inception",
+    source: Annotated[
+        list[str] | None, typer.Option("--source", help="Also measure a model: file.py:factory or model.onnx (repeat).")
+    ] = None,
+    threads: Annotated[
+        str, typer.Option("--threads", help="Graph-level thread counts a configuration chooses from, e.g. 1,2.")
+    ] = "1,2",
+    timeout: TimeoutOpt = None,
+    resume: o.ResumeOpt = False,
+    seed: SeedOpt = 0,
+) -> None:
+    """Measure a REAL cost-model dataset on this machine: graphs x configurations -> runtimes (TpuGraphs layout).
+
+    Timing-sensitive: run it on a quiet machine. Checkpointed after every graph; --timeout stops between graphs and
+    --resume continues.
+    """
+    from mlsysopt.costmodel.collection import collect
+
+    fams = [f.strip() for f in families.split(",") if f.strip()]
+    try:
+        counts = [int(t) for t in threads.split(",") if t.strip()]
+    except ValueError:
+        raise InvalidOption(f"--threads '{threads}': expected comma-separated integers, e.g. 1,2") from None
+    bar, task = progress_bar(), None
+
+    def on_graph(done: int, total: int, name: str) -> None:
+        nonlocal task
+        if task is None:
+            bar.start()
+            task = bar.add_task("measuring", total=total)
+        bar.update(task, completed=done, description=f"measured {escape(name)}")
+
+    try:
+        manifest = collect(out, graphs=graphs, configs=configs, rounds=rounds, seed=seed, families=fams,
+                           sources=source or [], timeout=timeout, resume=resume, threads=counts, progress=on_graph,
+                           log=lambda line: err_console.print(escape(line)))  # fmt: skip
+    finally:
+        bar.stop()
+    done = len(manifest["graphs"])
+    state = "complete" if manifest["complete"] else "stopped by --timeout: --resume continues"
+    console.print(f"{escape(manifest['data'])}: {done} graphs ({state}); wrote {escape(str(out))}")
+
+
 @costmodel_app.command("train")
 def costmodel_train(
     data: o.DataOpt,
     out: OutOpt,
     mode: o.ModeOpt = "gst+efd",
-    segment_size: o.SegSizeOpt = 1000,
+    segment_size: o.SegSizeOpt = "auto",
     segmenter: o.SegmenterOpt = "auto",
-    k: o.KOpt = 1,
+    k: o.KOpt = "auto",
     memory_budget_mb: o.BudgetOpt = None,
     sed_p: o.SedPOpt = 0.5,
     sed_policy: o.SedPolicyOpt = "uniform",
@@ -81,10 +134,12 @@ def costmodel_train(
     layers: o.LayersOpt = 3,
     readout: o.ReadoutOpt = "auto",
     deviation: o.DeviationOpt = None,
+    cross_config_heads: o.CrossOpt = 0,
     configs_per_graph: o.ConfigsOpt = 32,
     graphs_per_step: o.GpsOpt = 1,
     validate_every: o.ValidateOpt = 1,
-    prune_hops: o.PruneOpt = None,
+    prune_hops: o.PruneOpt = "auto",
+    keep_best: o.KeepBestOpt = True,
     device: o.DeviceOpt = "cpu",
     threads: o.ThreadsOpt = 1,
     workers: WorkersOpt = 1,
@@ -97,11 +152,13 @@ def costmodel_train(
     """Train a cost model; writes RUN_DIR/result.json, checkpoint.pt (every epoch), training.png, memory.png."""
     check_parallel(workers, backend, address)
     check_threads(threads, workers, backend)
-    tc = cm.TrainConfig(mode=mode, segment_size=segment_size, segmenter=segmenter, k=k, sed_p=sed_p,
+    tc = cm.TrainConfig(mode=mode, segment_size=o.auto_int(segment_size, "--segment-size"), segmenter=segmenter,
+                        k=o.auto_int(k, "--k"), sed_p=sed_p,
                         sed_policy=sed_policy, memory_budget_mb=memory_budget_mb, history_key=history_key,
                         refresh=refresh, sample=sample, epochs=epochs, finetune_epochs=finetune_epochs, lr=lr,
                         loss=loss, configs_per_graph=configs_per_graph, graphs_per_step=graphs_per_step,
-                        validate_every=validate_every, prune_hops=prune_hops, device=device, seed=seed)  # fmt: skip
+                        validate_every=validate_every, prune_hops=o.parse_prune(prune_hops), keep_best=keep_best,
+                        device=device, seed=seed)  # fmt: skip
     bar, task = progress_bar(), None
 
     def started(line: str) -> None:  # the inputs are valid: show the run and start the bar
@@ -117,12 +174,18 @@ def costmodel_train(
 
     try:
         result = cm.train(data, out, tc, backbone=backbone, hidden=hidden, layers=layers, readout=readout,
-                          deviation=deviation, resume=resume, threads=threads, timeout=timeout, workers=workers,
+                          deviation=deviation, cross_config_heads=cross_config_heads, resume=resume, threads=threads,
+                          timeout=timeout, workers=workers,
                           backend=backend, address=address, progress=on_step, log=started)  # fmt: skip
     finally:
         bar.stop()
     if result["stopped"]:
         console.print(f"stopped after the --timeout of {timeout:g} s, checkpointed: --resume continues")
+    chosen = f"segments of {result['segment_size']} nodes, k {result['k']}" if result.get("segment_size") else ""
+    best = result.get("best")
+    if chosen or best:
+        where = f"; best validation epoch {best['epoch']} ({best['metric']} {best['value']:.4g})" if best else ""
+        console.print(f"{escape(result['data'])}: {chosen}{where}")
     held_out = "test" if result["test"] is not None else "valid"
     figures = ", ".join(f"{k} {v:.4g}" for k, v in (result[held_out] or {}).items() if isinstance(v, float))
     console.print(f"{held_out}: {figures or 'no held-out graphs'}")

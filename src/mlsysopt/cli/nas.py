@@ -96,6 +96,9 @@ def nas_search(
     knob: Annotated[
         list[str] | None, _opt("--knob", "A method knob NAME=VALUE, repeatable, e.g. --knob round_size=4 (see README).")
     ] = None,
+    latency_model: Annotated[
+        Path | None, _opt("--latency-model", "A cost-model run (--loss logmse) predicting latency_ms, CNN spaces.")
+    ] = None,
     seed: SeedOpt = 0,
     resume: Annotated[bool, _opt("--resume/--no-resume", "Continue RUN_DIR/checkpoint.pt after a stop.")] = False,
     warm_start: Annotated[
@@ -127,7 +130,8 @@ def nas_search(
     cnn = {"epochs": epochs, "ops": parse_ops(ops), "max_blocks": max_blocks, "lr": lr}
     options = SearchOptions(space=space, method=method, budget=budget, limits=limits, mode=constraint_mode,
                             workers=workers, backend=backend, address=address, space_options=cnn, seed=seed,
-                            knobs=parse_method_knobs(method, knobs), timeout=timeout)  # fmt: skip
+                            knobs=parse_method_knobs(method, knobs), timeout=timeout,
+                            latency_model=None if latency_model is None else str(latency_model))  # fmt: skip
     with err_console.status(f"loading the space {escape(space)}"):
         job = prepare_search(out, options, resume)  # every input checked; nothing written yet
     from mlsysopt.store.history import warm_start_search
@@ -190,6 +194,14 @@ def _print_result(done: Any, job: Any, out: Path) -> None:
             table.add_row(f"{name} ({units.get(name, '')})", _fmt(v), limit)
         console.print(table)
         console.print(escape(result.message))
+    conf = done.record.get("latency_confirmation")
+    if conf:
+        best_c = conf["confirmed_best"]
+        what = "none of them meets the limits when timed" if best_c is None else (
+            f"the best that meets the limits when timed: validation {best_c['perf']:.4g}, "
+            f"{best_c['measured_ms']:.3g} ms measured ({best_c['predicted_ms']:.3g} predicted)")  # fmt: skip
+        console.print(f"latency model {escape(conf['latency_model'])}: {len(conf['candidates'])} final candidate(s) "
+                      f"timed; {what}")  # fmt: skip
     if result.stopped == "timeout":
         console.print("[yellow]stopped by --timeout: run the same command with --resume to continue[/yellow]")
     console.print(f"wrote {', '.join(escape(str(out / f)) for f in done.files)}")

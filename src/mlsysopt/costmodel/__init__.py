@@ -26,6 +26,15 @@ _EXPORTS = {
     "PROFILES": "mlsysopt.costmodel.synthesis",
     # the trees baseline, data-parallel training, size limits, graph plans
     "TreesModel": "mlsysopt.costmodel.trees",
+    "TreeRanker": "mlsysopt.costmodel.trees",
+    "tree_model": "mlsysopt.costmodel.baselines",
+    "load_trees": "mlsysopt.costmodel.baselines",
+    "LightGBMRanker": "mlsysopt.costmodel.boosting",
+    "XGBoostRanker": "mlsysopt.costmodel.boosting",
+    "TREE_MODES": "mlsysopt.costmodel.train_config",
+    "collect": "mlsysopt.costmodel.collection",
+    "TableDataset": f"{_DATA}.table",
+    "layout_graph": f"{_DATA}.features",
     "graph_features": "mlsysopt.costmodel.trees",
     "Comm": "mlsysopt.costmodel.distributed",
     "check_train": "mlsysopt.costmodel.limits",
@@ -93,7 +102,11 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from mlsysopt.costmodel.baselines import load_trees, tree_model
+    from mlsysopt.costmodel.boosting import LightGBMRanker, XGBoostRanker
     from mlsysopt.costmodel.checkpoint import load_checkpoint
+    from mlsysopt.costmodel.collection import collect
+    from mlsysopt.costmodel.data.features import layout_graph
     from mlsysopt.costmodel.data.loading import load_dataset
     from mlsysopt.costmodel.data.malnet import (
         MalNetDataset,
@@ -107,6 +120,7 @@ if TYPE_CHECKING:
     from mlsysopt.costmodel.data.record import TASKS, GraphDataset, GraphRecord, InMemoryDataset
     from mlsysopt.costmodel.data.synth_files import synth_layout, synth_tile
     from mlsysopt.costmodel.data.synthetic import layout_runtime, synth_layout_graph, synth_tile_graph
+    from mlsysopt.costmodel.data.table import TableDataset
     from mlsysopt.costmodel.data.tpugraphs import (
         TpuGraphsDataset,
         layout_record,
@@ -140,9 +154,9 @@ if TYPE_CHECKING:
     from mlsysopt.costmodel.plan import GraphPlan, config_region
     from mlsysopt.costmodel.segment import Segmentation, Segmenter, contiguous_segments, metis_segments
     from mlsysopt.costmodel.synthesis import PROFILES, SYNTH_KINDS, synth
-    from mlsysopt.costmodel.train_config import ALL_MODES, MODES, TrainConfig
+    from mlsysopt.costmodel.train_config import ALL_MODES, MODES, TREE_MODES, TrainConfig
     from mlsysopt.costmodel.trainer import Trainer, combine
-    from mlsysopt.costmodel.trees import TreesModel, graph_features
+    from mlsysopt.costmodel.trees import TreeRanker, TreesModel, graph_features
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

@@ -1,6 +1,6 @@
 """Data-parallel GST training: one rank per process in a torch.distributed (gloo) group, locally or on Ray actors.
 
-``costmodel.train(..., workers=N)`` runs :func:`train_rank` in N processes through
+``costmodel.train(..., workers=N)`` runs :func:`mlsysopt.costmodel.experiment.train_rank` in N processes through
 :func:`mlsysopt.runtime.run_data_parallel`. Every rank builds the same trainer from the same seed and reads the
 same data; the graphs of each step are split over the ranks (graph ``j`` of a step on rank ``j % workers``), the
 gradients summed with one all-reduce per step, and the history-table writes exchanged, so every rank holds the
@@ -51,15 +51,6 @@ class Comm:
             n = p.numel()
             p.grad = flat[offset : offset + n].view_as(p).clone() if h > 0 else None
             offset += n
-
-
-def train_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any] | None:
-    """One data-parallel rank of :func:`mlsysopt.costmodel.experiment.train` (rank 0 returns the result)."""
-    from mlsysopt.costmodel.experiment import fit_run
-
-    torch.set_num_threads(max(1, int(payload.get("threads", 1))))
-    result = fit_run(comm=Comm(), **payload["fit"])
-    return result if rank == 0 else None
 
 
 def check_workers(workers: int, graphs_per_step: int) -> None:

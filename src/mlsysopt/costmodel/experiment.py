@@ -4,8 +4,9 @@
 graph once), and only then opens the folder, so a refused input leaves no folder and no file. It checkpoints after
 every epoch (and when ``timeout`` runs out), and continues with ``resume=True``: ``epochs`` and ``finetune_epochs``
 are totals (see :mod:`mlsysopt.costmodel.trainer`), and only they, the time budget and where it runs (workers,
-backend, address) may change. ``mode="trees"`` trains the gradient-boosted trees baseline (scikit-learn)
-instead (one shot, no checkpoint).
+backend, address) may change. ``mode="trees" | "lightgbm" | "xgboost"`` trains a tree baseline instead (one
+shot, no checkpoint; :mod:`mlsysopt.costmodel.baselines`). ``data`` is a TpuGraphs or MalNet root, a runtime table
+(:mod:`mlsysopt.costmodel.data.table`) or ``real:cpu`` (the shipped real collection).
 With ``workers > 1`` the training runs data-parallel (see :mod:`mlsysopt.costmodel.distributed`). Evaluation and
 prediction are in :mod:`mlsysopt.costmodel.inference`, synthetic data in :mod:`mlsysopt.costmodel.synthesis`.
 """
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
-from mlsysopt.costmodel.train_config import TREES, TrainConfig
+from mlsysopt.costmodel.train_config import AUTO_SEGMENT_CAP, TREE_MODES, TrainConfig
 from mlsysopt.errors import InvalidDataFile, InvalidOption, InvalidRunDir, MissingSplit, MlsysoptError
 from mlsysopt.io import RunDir, write_atomic
 
@@ -35,8 +36,9 @@ RESUMABLE: tuple[str, ...] = ("epochs", "finetune_epochs", "timeout", "workers",
 SETTINGS: tuple[str, ...] = ("mode", "segment_size", "segmenter", "k", "memory_budget_mb", "sed_p", "sed_policy",
                              "sed_tau", "history_key", "refresh", "refresh_segments", "sample", "epochs",
                              "finetune_epochs", "lr", "loss", "configs_per_graph", "graphs_per_step",
-                             "validate_every", "prune_hops", "device", "seed")  # fmt: skip
-MODEL_SETTINGS: tuple[str, ...] = ("backbone", "hidden", "layers", "readout", "deviation")
+                             "validate_every", "valid_configs", "prune_hops", "keep_best", "device",
+                             "seed")  # fmt: skip
+MODEL_SETTINGS: tuple[str, ...] = ("backbone", "hidden", "layers", "readout", "deviation", "cross_config_heads")
 PLOTS: tuple[str, ...] = ("training.png", "memory.png")
 
 
@@ -56,6 +58,7 @@ def train(
     layers: int = 3,
     readout: str = "auto",
     deviation: bool | None = None,
+    cross_config_heads: int = 0,
     resume: bool = False,
     threads: int = 1,
     timeout: float | None = None,
@@ -75,9 +78,10 @@ def train(
     Args:
         data: a TpuGraphs or MalNet data root (see :func:`~mlsysopt.costmodel.data.load_dataset`).
         config: every training option (default :class:`TrainConfig`); validated before anything is written.
-        backbone, hidden, layers, readout, deviation: the model (``auto`` readout: scalar for layout and tile,
-            embedding for MalNet; ``deviation`` None: on for layout, where it
-            lifts held-out OPA on the synthetic benchmark data by ~0.1); other sizes follow from the data's task.
+        backbone, hidden, layers, readout, deviation, cross_config_heads: the model (``auto`` readout: scalar for
+            layout and tile, embedding for MalNet; ``deviation`` None: on for layout, where it lifts held-out OPA
+            on the synthetic benchmark data by ~0.1; ``cross_config_heads`` > 0: cross-configuration attention);
+            other sizes follow from the data's task.
         threads: PyTorch CPU threads while training (per worker).
         timeout: wall-clock seconds; the run stops, checkpointed, when they are spent (``resume`` continues).
         workers, backend, address: data-parallel ranks, ``local`` processes or ``ray`` actors (at ``address``).
@@ -93,15 +97,22 @@ def train(
         raise InvalidOption(f"--timeout must be a positive number of seconds, got {timeout}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InvalidOption(f"--workers must be an integer >= 1, got {workers!r}")
-    check_train(hidden, layers, tc.segment_size, tc.configs_per_graph, tc.graphs_per_step, tc.k)
+    check_train(
+        hidden,
+        layers,
+        tc.segment_size if tc.segment_size != "auto" else AUTO_SEGMENT_CAP,
+        tc.configs_per_graph,
+        tc.graphs_per_step,
+        tc.k if tc.k != "auto" else 1,
+    )
     if workers > 1:
         check_workers(workers, tc.graphs_per_step)
     run_opts = {"timeout": timeout, "workers": workers, "backend": backend, "address": address}
-    trees = tc.mode == TREES
+    trees = tc.mode in TREE_MODES
     if trees and (resume or workers > 1):
-        raise InvalidOption("--mode trees trains in one shot in one process: no --resume, no --workers")
+        raise InvalidOption(f"--mode {tc.mode} trains in one shot in one process: no --resume, no --workers")
     train_ds, valid_ds, test_ds = _splits(data)
-    model = _model_options(train_ds.task, backbone, hidden, layers, readout, deviation)
+    model = _model_options(train_ds.task, backbone, hidden, layers, readout, deviation, cross_config_heads)
     settings = train_settings(data, tc, model, run_opts)
     checkpoint = None if trees else CHECKPOINT_NAME
     run = _run_folder(out, settings, resume=resume, resumable=RESUMABLE, checkpoint=checkpoint)
@@ -135,12 +146,13 @@ def train(
     return result
 
 
-def _model_options(task: str, backbone: str, hidden: int, layers: int, readout: str,
-                   deviation: bool | None) -> dict[str, Any]:  # fmt: skip
+def _model_options(task: str, backbone: str, hidden: int, layers: int, readout: str, deviation: bool | None,
+                   cross_config_heads: int = 0) -> dict[str, Any]:  # fmt: skip
     if readout == "auto":
         readout = "embedding" if task == "malnet" else "scalar"
     return {"backbone": backbone, "hidden": hidden, "layers": layers, "readout": readout,
-            "deviation": task == "layout" if deviation is None else bool(deviation)}  # fmt: skip
+            "deviation": task == "layout" if deviation is None else bool(deviation),
+            "cross_config_heads": int(cross_config_heads)}  # fmt: skip
 
 
 def _trainer(train_ds: GraphDataset, tc: TrainConfig, model: dict[str, Any]) -> Trainer:
@@ -182,14 +194,14 @@ def fit_run(comm: Comm | None = None, *, trainer: Trainer | None = None, dataset
         test = metrics_of(trainer.task, rows)
         per_graph = per_graph_opa(rows) if trainer.task != "malnet" else None
         test_s = time.perf_counter() - t_ev
-    synthetic = any("synthetic" in name.lower() for name in train_ds.names)
-    result = _train_result(payload["settings"], trainer, history, test, wall, synthetic, plots=where is not None)
+    label = data_label(payload["data"], train_ds)
+    result = _train_result(payload["settings"], trainer, history, test, wall, label, plots=where is not None)
+    result["runtime_unit"] = runtime_unit(payload["data"])
     return result | {"test_eval_s": test_s, "test_opa_per_graph": per_graph}
 
 
 def _data_parallel(payload: dict[str, Any], workers: int, backend: str, address: str | None,
                    run: RunDir | None) -> dict[str, Any]:  # fmt: skip
-    from mlsysopt.costmodel.distributed import train_rank
     from mlsysopt.runtime import ExecutorLost, run_data_parallel
 
     try:
@@ -200,6 +212,54 @@ def _data_parallel(payload: dict[str, Any], workers: int, backend: str, address:
         what = f"the checkpoint {run.checkpoint} is kept: --resume continues" if kept else "no checkpoint yet"
         raise MlsysoptError(f"data-parallel training stopped: {exc}; {what}") from None
     return results[0]
+
+
+def train_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """One data-parallel rank of :func:`train` (rank 0 returns the result); see :mod:`.distributed`."""
+    import torch
+
+    from mlsysopt.costmodel.distributed import Comm
+
+    torch.set_num_threads(max(1, int(payload.get("threads", 1))))
+    result = fit_run(comm=Comm(), **payload["fit"])
+    return result if rank == 0 else None
+
+
+def _collection(data: str | Path) -> dict[str, Any]:
+    """The ``collection.json`` of a ``costmodel collect`` data root (or of a split folder's root), else {}."""
+    from mlsysopt.costmodel.data.real import resolve_data
+    from mlsysopt.io import read_json
+
+    try:
+        root = resolve_data(data)
+    except MlsysoptError:
+        root = Path(data)
+    for folder in (root, root.parent):
+        manifest = folder / "collection.json"
+        if manifest.is_file():
+            with contextlib.suppress(MlsysoptError):
+                found = read_json(manifest, InvalidDataFile)
+                if isinstance(found, dict):
+                    return found
+    return {}
+
+
+def data_label(data: str | Path, ds: GraphDataset) -> str:
+    """What the data is: a collection's own words (``collection.json``: *real, measured on <machine>*),
+    SYNTHETIC when its graph names say so, else "as given"."""
+    label = _collection(data).get("data")
+    if isinstance(label, str):
+        return label
+    if any("synthetic" in name.lower() for name in ds.names):
+        return "SYNTHETIC"
+    return "as given (file names do not mark it synthetic)"
+
+
+def runtime_unit(data: str | Path) -> str | None:
+    """The unit of the runtimes of ``data`` when it says (a collection: ``ns``), else None."""
+    units = _collection(data).get("units", {})
+    text = units.get("config_runtime") if isinstance(units, dict) else None
+    return str(text).split()[0] if text else None
 
 
 def _splits(data: str | Path) -> tuple[GraphDataset, GraphDataset | None, GraphDataset | None]:
@@ -223,16 +283,20 @@ def _splits(data: str | Path) -> tuple[GraphDataset, GraphDataset | None, GraphD
 
 
 def _train_result(settings: dict[str, Any], trainer: Any, history: list[dict[str, Any]], test: dict | None,
-                  wall: float, synthetic: bool, plots: bool) -> dict[str, Any]:  # fmt: skip
+                  wall: float, label: str, plots: bool) -> dict[str, Any]:  # fmt: skip
     last = history[-1] if history else {}
     return {
         "command": "costmodel train",
-        "data": "SYNTHETIC" if synthetic else "as given (file names do not mark it synthetic)",
+        "data": label,
         "task": trainer.task,
         "settings": settings,
         "model_config": trainer.mc.to_dict() if hasattr(trainer, "mc") else None,
         "train_config": trainer.tc.to_dict() if hasattr(trainer, "tc") else None,
         "k": getattr(trainer, "k", None),
+        "segment_size": getattr(trainer, "segment_size", None),
+        "prune_hops": getattr(trainer, "prune_hops", None),
+        "k_probe": getattr(trainer, "probe", None),
+        "best": {k: v for k, v in trainer.best.items() if k != "model"} if getattr(trainer, "best", None) else None,
         "history": history,
         "valid": {k[6:]: v for k, v in last.items() if k.startswith("valid_")},
         "test": test,
@@ -250,24 +314,30 @@ def _train_result(settings: dict[str, Any], trainer: Any, history: list[dict[str
 def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any], tc: TrainConfig,
                  train_ds: GraphDataset, valid_ds: GraphDataset | None, test_ds: GraphDataset | None,
                  threads: int, log: Callable[[str], None] | None) -> dict[str, Any]:  # fmt: skip
-    from mlsysopt.costmodel.trees import TreesModel
+    from mlsysopt.costmodel.baselines import tree_model
 
-    model = TreesModel(train_ds.task, seed=tc.seed, threads=threads)
+    model = tree_model(tc.mode, train_ds.task, seed=tc.seed, threads=threads)
     for ds in (train_ds, valid_ds, test_ds):
         for i in range(len(ds) if ds is not None else 0):
             ds.record(i)  # read and check every graph before the folder is made
     if log is not None:
-        log(f"trees (scikit-learn gradient boosting) on {data} ({train_ds.task}, {len(train_ds)} training graphs)")
+        log(
+            f"{tc.mode} ({model.description.split(' on ')[0]}) on {data} ({train_ds.task}, {len(train_ds)} training "
+            "graphs)"
+        )
     with run if run is not None else contextlib.nullcontext():
         t0 = time.perf_counter()
         history = model.fit(train_ds, valid_ds)
         test = model.evaluate(test_ds) if test_ds is not None else None
         per_graph = model.per_graph_opa(test_ds) if test_ds is not None else None
-        synthetic = any("synthetic" in name.lower() for name in train_ds.names)
-        result = _train_result(settings, model, history, test, time.perf_counter() - t0, synthetic, plots=False)
+        label = data_label(data, train_ds)
+        result = _train_result(settings, model, history, test, time.perf_counter() - t0, label, plots=False)
         result["test_opa_per_graph"] = per_graph
-        result["model"] = "scikit-learn HistGradientBoostingRegressor on flattened configuration features (trees.py)"
+        result["model"] = model.description
         if run is not None:
+            from mlsysopt.store.records import costmodel_trial, record
+
+            record(costmodel_trial(settings, history, True, result), "maximize", True)  # a tree baseline's trial too
             model.save(run.path, lambda name, text: write_atomic(run.file(name), text))
             run.write_json("result.json", result)
     return result
@@ -282,18 +352,19 @@ def _write_train_outputs(run: RunDir, settings: dict[str, Any], result: dict[str
     run.write_json("result.json", result)
 
 
-def one_step(record: GraphRecord, mode: str, segment_size: int, seed: int = 0, steps: int = 1) -> Trainer:
+def one_step(record: GraphRecord, mode: str, segment_size: int, seed: int = 0, steps: int = 1, k: int = 1) -> Trainer:
     """A trainer after ``steps`` training steps on ``record`` with all its configurations (memory experiments).
 
     ``trainer.history[-1]["peak_step_mb"]`` is the last step's peak tensor memory and ``["epoch_s"]`` its time
-    (the first step of a table mode also fills the table; later steps read it); the model has the task's defaults.
+    (the first step of a table mode also fills the table; later steps read it); the model has the task's defaults,
+    ``k`` segments get gradients and nothing is pruned (the graph's size is what is measured).
     """
     from mlsysopt.costmodel.data.record import InMemoryDataset
     from mlsysopt.costmodel.model import ModelConfig
     from mlsysopt.costmodel.trainer import Trainer
 
-    tc = TrainConfig(mode=mode, segment_size=segment_size, epochs=steps, finetune_epochs=0, seed=seed,
-                     measure_memory=1, configs_per_graph=max(2, record.num_configs))  # fmt: skip
+    tc = TrainConfig(mode=mode, segment_size=segment_size, epochs=steps, finetune_epochs=0, seed=seed, k=k,
+                     prune_hops=None, measure_memory=1, configs_per_graph=max(2, record.num_configs))  # fmt: skip
     trainer = Trainer(ModelConfig.for_task(record.task), tc)
     trainer.fit(InMemoryDataset([record]))
     return trainer

@@ -70,6 +70,8 @@ class GSTSteps:
     loss_fn: Loss
     device: torch.device
     k: int
+    segment_size: int | None
+    absolute: bool
     steps_per_epoch: int
     ft_configs: dict[str, np.ndarray]
 
@@ -97,7 +99,11 @@ class GSTSteps:
     def _target(self, rec: GraphRecord, configs: np.ndarray) -> torch.Tensor:
         if self.task == "malnet":
             return torch.tensor([int(rec.label)], device=self.device)
-        return torch.as_tensor(np.asarray(rec.runtime)[configs], dtype=torch.float32, device=self.device)
+        rt = np.asarray(rec.runtime, np.float64)[configs]
+        if self.absolute:  # z-scored log runtime (the model's target scale)
+            mean, std = (float(v) for v in self.model.target_stats)
+            rt = (np.log(rt) - mean) / std
+        return torch.as_tensor(rt, dtype=torch.float32, device=self.device)
 
     def _sample_configs(self, pool: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if self.task == "malnet":
@@ -127,7 +133,7 @@ class GSTSteps:
 
     def _block_nodes(self) -> int:
         # no-grad blocks of a training step stay a few segments big, so step memory does not grow with the graph
-        return 4 * self.tc.segment_size
+        return 4 * (self.segment_size or 1)
 
     def _table_sum(
         self, plan: GraphPlan, configs: np.ndarray, segs: np.ndarray, gcf: torch.Tensor | None
@@ -207,7 +213,7 @@ class GSTSteps:
             sampled = self._sample_segments(plan, configs, rng)
             k = sampled.size
             others = np.setdiff1d(np.arange(S), sampled)
-            fresh_units = self.units_many(plan, sampled, configs, gcf, k * self.tc.segment_size)  # one pass, grad
+            fresh_units = self.units_many(plan, sampled, configs, gcf, k * (self.segment_size or 1))  # one pass, grad
             fresh = list(fresh_units.unbind(1))
             dropped = 0
             if self.tc.mode == "gst":

@@ -20,47 +20,55 @@ from mlsysopt.errors import InvalidCheckpoint, InvalidOption, MissingSplit
 if TYPE_CHECKING:
     from mlsysopt.costmodel.data.record import GraphDataset
     from mlsysopt.costmodel.trainer import Trainer
-    from mlsysopt.costmodel.trees import TreesModel
+    from mlsysopt.costmodel.trees import TreeRanker
 
 
-def load_trainer(run: str | Path) -> Trainer | TreesModel:
+def load_trainer(run: str | Path) -> Trainer | TreeRanker:
     """The trained model of a run folder (a GNN checkpoint, or the trees baseline), ready to evaluate or predict."""
+    from mlsysopt.costmodel.baselines import load_trees
     from mlsysopt.costmodel.trainer import Trainer
-    from mlsysopt.costmodel.trees import META_NAME, TreesModel
+    from mlsysopt.costmodel.trees import META_NAME
 
     run = Path(run)
     if run.is_dir() and (run / META_NAME).is_file():
-        return TreesModel.load(run)
+        return load_trees(run)
     if not (run / CHECKPOINT_NAME).is_file() and not run.is_file():
         raise InvalidCheckpoint(f"--run {run}: no {CHECKPOINT_NAME} (train one with 'mlsysopt costmodel train')")
     return Trainer.load(run)
 
 
-def evaluate(run: str | Path, data: str | Path, split: str = "test", out: str | Path | None = None) -> dict[str, Any]:
+def evaluate(run: str | Path, data: str | Path, split: str = "test", out: str | Path | None = None,
+             threads: int = 1) -> dict[str, Any]:  # fmt: skip
     """Metrics of the model in ``run`` on ``data`` (a data root's ``split``, a split folder or one file).
 
-    Every segment is computed fresh (never the history table). With ``out``, a run folder with ``result.json``.
+    Every segment is computed fresh (never the history table), on ``threads`` PyTorch threads. With ``out``, a run
+    folder with ``result.json``.
     """
+    from mlsysopt.runtime.threads import torch_threads
+
     folder = _run_folder(out, {"run": str(run), "data": str(data), "split": split})
     trainer = load_trainer(run)
     ds = _dataset_for(trainer, data, split, "--data")
-    with folder if folder is not None else contextlib.nullcontext():
+    with folder if folder is not None else contextlib.nullcontext(), torch_threads(threads):
         result = {"command": "costmodel evaluate", "split": split, "metrics": trainer.evaluate(ds)}
         if folder is not None:
             folder.write_json("result.json", result)
     return result
 
 
-def predict(run: str | Path, inputs: str | Path, split: str = "test", out: str | Path | None = None) -> dict[str, Any]:
+def predict(run: str | Path, inputs: str | Path, split: str = "test", out: str | Path | None = None,
+            threads: int = 1) -> dict[str, Any]:  # fmt: skip
     """Per graph of ``inputs``: configurations ranked fastest first (TpuGraphs) or class probabilities (MalNet).
 
     ``inputs`` is a data root (its ``split``), a split folder, or one ``.npz`` / ``.edgelist`` file. With
     ``out``, a run folder with ``result.json``. Returns ``{"task", "graphs": {name: row}}``.
     """
+    from mlsysopt.runtime.threads import torch_threads
+
     folder = _run_folder(out, {"run": str(run), "input": str(inputs), "split": split})
     trainer = load_trainer(run)
     ds = _dataset_for(trainer, inputs, split, "--input")
-    with folder if folder is not None else contextlib.nullcontext():
+    with folder if folder is not None else contextlib.nullcontext(), torch_threads(threads):
         rows: dict[str, Any] = {}
         for name, pred in trainer.predict(ds).items():
             if trainer.task == "malnet":
@@ -79,7 +87,7 @@ def ranking_of(pred: Any) -> list[int]:
     return [int(i) for i in np.argsort(np.asarray(pred), kind="stable")]
 
 
-def _dataset_for(trainer: Trainer | TreesModel, path: str | Path, split: str, option: str) -> GraphDataset:
+def _dataset_for(trainer: Trainer | TreeRanker, path: str | Path, split: str, option: str) -> GraphDataset:
     try:
         ds = load_dataset(path, split)
     except MissingSplit as exc:

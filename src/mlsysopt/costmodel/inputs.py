@@ -154,6 +154,34 @@ def feature_stats(records: Iterable[GraphRecord]) -> tuple[np.ndarray, np.ndarra
     return mean.astype(np.float32), std.astype(np.float32)
 
 
+def config_stats(records: Iterable[GraphRecord], deviation: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column mean and std of layout configuration features over every (configuration, configurable node) of
+    ``records`` (with ``deviation``, one more column: :func:`config_deviation`); streamed, float64 sums."""
+    total, sq, count = None, None, 0
+    for rec in records:
+        if rec.node_config_feat is None:
+            continue
+        f = np.asarray(rec.node_config_feat, np.float64).reshape(-1, rec.node_config_feat.shape[-1])
+        if deviation:
+            f = np.concatenate([f, config_deviation(rec).reshape(-1, 1)], axis=1)
+        total = f.sum(0) if total is None else total + f.sum(0)
+        sq = (f * f).sum(0) if sq is None else sq + (f * f).sum(0)
+        count += f.shape[0]
+    if total is None or sq is None or count == 0:
+        raise InvalidOption("cannot compute configuration statistics: no layout configurations")
+    mean = total / count
+    return mean.astype(np.float32), np.sqrt(np.maximum(sq / count - mean * mean, 0.0)).astype(np.float32)
+
+
+def log_runtime_stats(records: Iterable[GraphRecord]) -> tuple[float, float]:
+    """Mean and std of log runtime over every configuration of ``records`` (the scale of an absolute target)."""
+    logs = [np.log(np.asarray(r.runtime, np.float64)) for r in records if r.runtime is not None]
+    if not logs:
+        raise InvalidOption("cannot fit an absolute runtime target: the graphs have no runtimes")
+    v = np.concatenate(logs)
+    return float(v.mean()), float(v.std())
+
+
 def prune_layout(record: GraphRecord, hops: int = 1) -> GraphRecord:
     """Keep the configurable nodes and their ``hops``-hop neighbours (either edge direction): the Kaggle trick.
 

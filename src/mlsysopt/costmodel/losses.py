@@ -1,4 +1,5 @@
-"""Training losses of the cost model: ranking (pairwise hinge, ListMLE), regression (MSE), classification (CE).
+"""Training losses of the cost model: ranking (pairwise hinge, ListMLE), regression (per-graph MSE; log-runtime MSE,
+absolute), classification (CE).
 
 Ranking losses take one graph's predictions ``pred (C,)`` and true runtimes ``target (C,)`` for C configurations;
 a LOWER prediction means a FASTER configuration, as for the runtimes themselves.
@@ -16,7 +17,9 @@ from mlsysopt.errors import InvalidOption
 #: A loss: (predictions, targets) -> scalar tensor.
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 #: Loss names accepted by :func:`get_loss`, by task kind.
-RANKING_LOSSES: tuple[str, ...] = ("hinge", "listmle", "mse")
+RANKING_LOSSES: tuple[str, ...] = ("hinge", "listmle", "mse", "logmse")
+#: Losses on an absolute target: scores comparable across graphs (a latency oracle needs one).
+ABSOLUTE_LOSSES: tuple[str, ...] = ("logmse",)
 CLASSIFICATION_LOSSES: tuple[str, ...] = ("ce",)
 
 
@@ -47,6 +50,12 @@ def mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(pred, z)
 
 
+def log_mse(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """MSE against the z-scored log runtime (the trainer passes ``(log runtime - mean) / std`` of the training set):
+    an absolute target, so scores compare across graphs and convert back to runtimes."""
+    return F.mse_loss(pred.reshape(-1), target.reshape(-1).to(pred.dtype))
+
+
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of class logits ``(B, classes)`` against integer labels ``(B,)``."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long())
@@ -56,6 +65,7 @@ _LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "hinge": pairwise_hinge,
     "listmle": list_mle,
     "mse": mse,
+    "logmse": log_mse,
     "ce": cross_entropy,
 }
 

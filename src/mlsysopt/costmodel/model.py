@@ -59,13 +59,19 @@ class CostModel(nn.Module):
         h = config.hidden
         self.register_buffer("feat_mean", torch.zeros(config.node_feat_dim))
         self.register_buffer("feat_std", torch.ones(config.node_feat_dim))
+        cfg_in = config.config_feat_dim + int(config.deviation)
+        self.register_buffer("cfg_mean", torch.zeros(cfg_in))
+        self.register_buffer("cfg_std", torch.ones(cfg_in))
+        # an absolute target (the logmse loss): scores are (log runtime - target_mean) / target_std
+        self.register_buffer("target_stats", torch.tensor([0.0, 1.0]))
         self.opcode_emb = nn.Embedding(config.opcode_vocab, config.opcode_dim) if config.opcode_dim else None
         self.lin_node = nn.Linear(config.node_feat_dim + config.opcode_dim, h)
-        cfg_in = config.config_feat_dim + int(config.deviation)
         self.lin_cfg = nn.Linear(cfg_in, h) if config.task == "layout" else None
         self.convs = nn.ModuleList(self._conv(config.backbone, h) for _ in range(config.layers))
         self.norms = nn.ModuleList(nn.LayerNorm(h) for _ in range(config.layers))
         head_in = config.embed_dim
+        heads = config.cross_config_heads
+        self.cross = CrossConfigAttention(config.embed_dim, heads) if heads else None
         self.lin_graph_cfg = nn.Linear(config.config_feat_dim, h) if config.task == "tile" else None
         head_in += h if config.task == "tile" else 0
         self.head_mlp = nn.Sequential(nn.Linear(head_in, h), nn.ReLU(), nn.Linear(h, config.num_classes))
@@ -100,9 +106,33 @@ class CostModel(nn.Module):
         self.feat_mean.copy_(mean_t)
         self.feat_std.copy_(std_t)
 
+    def set_config_stats(self, mean: np.ndarray, std: np.ndarray) -> None:
+        """Z-score layout configuration features with these per-column statistics (constant columns only centred)."""
+        mean_t = torch.as_tensor(np.asarray(mean, np.float32)).reshape(-1)
+        std_t = torch.as_tensor(np.asarray(std, np.float32)).reshape(-1)
+        if mean_t.numel() != self.cfg_mean.numel() or std_t.numel() != self.cfg_std.numel():
+            raise InvalidOption(f"configuration statistics have {mean_t.numel()} columns, the model expects "
+                                f"{self.cfg_mean.numel()}")  # fmt: skip
+        self.cfg_mean.copy_(mean_t)
+        self.cfg_std.copy_(torch.where(std_t > 1e-6, std_t, torch.ones_like(std_t)))
+
+    def set_target_stats(self, mean: float, std: float) -> None:
+        """Scale of an absolute target: a score ``y`` means log runtime ``y * std + mean``."""
+        self.target_stats.copy_(torch.tensor([float(mean), max(float(std), 1e-6)]))
+
+    def log_runtime(self, scores: np.ndarray | torch.Tensor) -> np.ndarray:
+        """Predicted log runtimes from scores of a model trained with an absolute target (``--loss logmse``)."""
+        mean, std = (float(v) for v in self.target_stats)
+        return np.asarray(scores, np.float64) * std + mean
+
+    def _cfg(self, feat: torch.Tensor) -> torch.Tensor:
+        assert self.lin_cfg is not None
+        return self.lin_cfg((feat - self.cfg_mean) / self.cfg_std)
+
     def head_parameters(self) -> list[nn.Parameter]:
         """Parameters of the prediction head (what F finetunes)."""
         mods = [self.head_mlp] + ([self.lin_graph_cfg] if self.lin_graph_cfg is not None else [])
+        mods += [self.cross] if self.cross is not None else []
         return [p for m in mods for p in m.parameters()]
 
     def backbone_parameters(self) -> list[nn.Parameter]:
@@ -143,13 +173,17 @@ class CostModel(nn.Module):
         """The region's affected nodes for each of ``inp``'s configurations: ``(C, a, h)`` (see the module docs)."""
         assert self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
         dev = shared[0].device
-        hc = F.relu(shared[0][inp.cfg_pos].unsqueeze(0) + self.lin_cfg(inp.cfg_feat))  # rows in cfg_pos order
+        hc = F.relu(shared[0][inp.cfg_pos].unsqueeze(0) + self._cfg(inp.cfg_feat))  # rows in cfg_pos order
         for i, lay in enumerate(region.layers):
             xb = shared[i + 1][torch.from_numpy(lay.sources).to(dev)].unsqueeze(0).expand(inp.num_configs, -1, -1)
             xb = xb.index_copy(1, torch.from_numpy(lay.prev_pos).to(dev), hc)
-            out = F.relu(self.norms[i](self.convs[i](xb, torch.from_numpy(lay.edge_index).to(dev))))
             tgt = torch.from_numpy(lay.target_pos).to(dev)
-            hc = xb[:, tgt] + F.dropout(out[:, tgt], self.config.dropout, self.training)
+            x_tgt = xb[:, tgt]
+            if self.config.backbone == "gcn":  # GCN normalises by both ends' degrees: the whole (sub)graph
+                out = self.convs[i](xb, torch.from_numpy(lay.edge_index).to(dev))[:, tgt]
+            else:  # SAGE and GIN update only the targets: a bipartite pass from the sources to them
+                out = self.convs[i]((xb, x_tgt), torch.from_numpy(lay.target_edge_index).to(dev))
+            hc = x_tgt + F.dropout(F.relu(self.norms[i](out)), self.config.dropout, self.training)
         return hc
 
     def node_states(self, inp: SegmentInputs, region: Region | None = None) -> NodeStates:
@@ -159,7 +193,7 @@ class CostModel(nn.Module):
         if region is None or self.config.backbone == "gcn":
             assert self.lin_cfg is not None and inp.cfg_feat is not None and inp.cfg_pos is not None
             base = self._first_layer(inp)
-            h = base.unsqueeze(0).expand(inp.num_configs, -1, -1).index_add(1, inp.cfg_pos, self.lin_cfg(inp.cfg_feat))
+            h = base.unsqueeze(0).expand(inp.num_configs, -1, -1).index_add(1, inp.cfg_pos, self._cfg(inp.cfg_feat))
             h = F.relu(h)
             for i in range(self.config.layers):
                 h = self._layer(i, h, inp.edge_index)
@@ -202,6 +236,8 @@ class CostModel(nn.Module):
     def head(self, graph_emb: torch.Tensor, graph_config_feat: torch.Tensor | None = None) -> torch.Tensor:
         """Scores ``(C,)`` (lower = faster) or logits ``(C, classes)`` from embeddings ``(C, embed_dim)``."""
         z = graph_emb
+        if self.cross is not None and z.dim() == 2:
+            z = self.cross(z.unsqueeze(1)).squeeze(1)
         if self.lin_graph_cfg is not None:
             if graph_config_feat is None:
                 raise InvalidOption("tile models need graph_config_feat")
@@ -272,16 +308,15 @@ class CostModel(nn.Module):
         c, s, d = emb.shape
         if gcf is not None:
             return torch.stack([self.head(emb[:, j], gcf) for j in range(s)], dim=1).unsqueeze(-1)
-        return self.head(emb.reshape(c * s, d)).reshape(c, s, 1)
+        if self.cross is not None:
+            emb = self.cross(emb)
+        return self.head_mlp(emb.reshape(c * s, d)).reshape(c, s, 1)
 
     def sum_units(self, emb: torch.Tensor, gcf: torch.Tensor | None = None) -> torch.Tensor:
         """Units of segment embeddings ``(Ce, S, d)`` summed over the segments: ``(C, unit_dim)``."""
         if self.config.readout != "scalar":
             return emb.sum(1)
-        c, s, d = emb.shape
-        if gcf is not None:  # tile: one embedding per segment, scored with every config
-            return torch.stack([self.head(emb[:, j], gcf) for j in range(s)], dim=1).sum(1, keepdim=True)
-        return self.head(emb.reshape(c * s, d)).reshape(c, s).sum(1, keepdim=True)
+        return self.units_per_segment(emb, gcf).sum(1)
 
     def embed_whole_graph(self, plan: GraphPlan, cfgs: np.ndarray) -> torch.Tensor:
         """Full-graph pass (every edge kept), pooled per segment: ``(C, S, embed_dim)``."""
@@ -301,11 +336,29 @@ class CostModel(nn.Module):
             return None
         return to_device(plan.rec.graph_config_feat[configs], self.device, torch.float32)
 
-    def predict_graph(self, plan: GraphPlan, whole_graph: bool = False, chunk: int = 256) -> np.ndarray:
-        """Scores of every config (or class logits), every segment fresh (see :func:`evaluation.predict_graph`)."""
-        from mlsysopt.costmodel.evaluation import predict_graph
 
-        return predict_graph(self, plan, whole_graph, chunk)
+class CrossConfigAttention(nn.Module):
+    """Each configuration's embedding attends to the other configurations of the same graph and segment.
+
+    The 1st-place TpuGraphs layout model compares the configurations of a batch this way: ``z + MHA(LN(z))`` over
+    the configuration axis, for every segment separately (input ``(C, S, d)``). Segments whose configurations
+    all agree give identical tokens, whose attention output does not depend on how many there are, so their
+    history-table rows stay valid across steps. In evaluation the context is the chunk of configurations scored
+    together (``eval_chunk``).
+    """
+
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        if dim % heads:
+            raise InvalidOption(f"cross-configuration attention: {heads} heads do not divide the embedding ({dim})")
+        self.norm = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        """``(C, S, d)`` -> ``(C, S, d)``."""
+        x = self.norm(z.transpose(0, 1))  # (S, C, d): attention over C for each segment
+        out, _ = self.attn(x, x, x, need_weights=False)
+        return z + out.transpose(0, 1)
 
 
 def _pool_dense(

@@ -43,6 +43,7 @@ class ModelConfig:
     dropout: float = 0.1
     readout: str = "embedding"  # embedding: head(sum of segment embeddings) | scalar: sum of head(segment)
     deviation: bool = False  # layout: one more config column, 1 where a node deviates from its usual setting
+    cross_config_heads: int = 0  # > 0: cross-configuration attention with this many heads before the head MLP
 
     def __post_init__(self) -> None:
         self.validate()
@@ -104,5 +105,7 @@ class ModelConfig:
             raise InvalidOption(f"unknown readout '{self.readout}' (choose from: {', '.join(READOUTS)})")
         if self.deviation and self.task != "layout":
             raise InvalidOption("deviation describes layout configurations: it is for layout models only")
+        if self.cross_config_heads < 0 or (self.cross_config_heads and self.task != "layout"):
+            raise InvalidOption("cross-configuration attention needs >= 0 heads and is for layout models only")
         if self.readout == "scalar" and self.task == "malnet":
             raise InvalidOption("the scalar readout sums per-segment runtimes: it is for layout and tile, not malnet")

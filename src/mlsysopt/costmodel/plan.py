@@ -34,6 +34,7 @@ class RegionLayer:
     edge_index: np.ndarray  # (2, m) edges into the affected nodes, as positions in ``sources``
     target_pos: np.ndarray  # positions of the affected nodes after this layer
     prev_pos: np.ndarray  # positions of the affected nodes before this layer
+    target_edge_index: np.ndarray  # (2, m) the same edges, source as position in ``sources``, target in ``target_pos``
 
 
 @dataclass
@@ -66,9 +67,11 @@ def config_region(edge_index: np.ndarray, num_nodes: int, cfg_pos: np.ndarray, l
         sources = np.flatnonzero(read)
         pos[sources] = np.arange(sources.size)
         new = np.flatnonzero(nxt)
-        region.layers.append(
-            RegionLayer(sources, np.stack([pos[src[into]], pos[dst[into]]]), pos[new], pos[region.affected[-1]])
-        )
+        tpos = np.full(num_nodes, -1, np.int64)
+        tpos[new] = np.arange(new.size)
+        edges = np.stack([pos[src[into]], pos[dst[into]]])
+        to_targets = np.stack([pos[src[into]], tpos[dst[into]]])
+        region.layers.append(RegionLayer(sources, edges, pos[new], pos[region.affected[-1]], to_targets))
         pos[sources] = -1
         region.affected.append(new)
         in_a = nxt

@@ -11,13 +11,20 @@ import torch
 from mlsysopt.errors import InvalidOption
 
 MODES: tuple[str, ...] = ("full", "gst", "gst+e", "gst+ef", "gst+efd")
-#: The non-GNN baseline: gradient-boosted trees on flattened configuration features (see trees.py).
+#: The non-GNN baselines: gradient-boosted trees on flattened configuration features (trees.py, boosting.py):
+#: scikit-learn's regressor, LightGBM lambdarank, XGBoost rank:pairwise.
 TREES = "trees"
-ALL_MODES: tuple[str, ...] = (*MODES, TREES)
+TREE_MODES: tuple[str, ...] = (TREES, "lightgbm", "xgboost")
+ALL_MODES: tuple[str, ...] = (*MODES, *TREE_MODES)
 HISTORY_KEYS: tuple[str, ...] = ("signature", "config")
 SED_POLICIES: tuple[str, ...] = ("uniform", "age")
 REFRESH: tuple[str, ...] = ("varying", "stalest", "none")
 SAMPLES: tuple[str, ...] = ("varying", "uniform")
+AUTO = "auto"
+#: The step-memory budget (MB) ``k="auto"`` fills when no ``memory_budget_mb`` is given.
+DEFAULT_BUDGET_MB = 256.0
+#: The reference's segment size: ``segment_size="auto"`` uses it, or the whole graph when that is smaller.
+AUTO_SEGMENT_CAP = 1000
 
 
 @dataclass
@@ -25,10 +32,10 @@ class TrainConfig:
     """Every knob of cost-model training; ``validate`` raises InvalidOption on one out of range."""
 
     mode: str = "gst+efd"
-    segment_size: int = 1000
+    segment_size: int | str = AUTO  # auto: 1000 nodes, or the largest (pruned) training graph when smaller
     segmenter: str = "auto"  # contiguous for layout/tile, metis for malnet (as in the reference)
-    k: int = 1
-    memory_budget_mb: float | None = None  # k from the memory budget: as many sampled segments as fit
+    k: int | str = AUTO  # auto: as many sampled segments as the memory budget holds (probed on a configurable one)
+    memory_budget_mb: float | None = None  # step-memory budget for k (auto: DEFAULT_BUDGET_MB)
     sed_p: float = 0.5
     sed_policy: str = "uniform"  # uniform: drop with p | age: p * min(1, age / sed_tau epochs)
     sed_tau: float = 4.0
@@ -47,11 +54,13 @@ class TrainConfig:
     finetune_configs: int = 256
     eval_chunk: int = 256
     validate_every: int = 1
+    valid_configs: int = 128  # validation scores at most this many configurations per graph (fixed); 0: all
     cache_mb: float = 1024.0  # graphs kept in memory between epochs (records and their plans), most recent first
     grad_clip: float | None = 1.0
     seed: int = 0
     device: str = "cpu"
-    prune_hops: int | None = None
+    prune_hops: int | str | None = AUTO  # auto: layout graphs with a ranking loss keep configurable nodes + L hops
+    keep_best: bool = True  # evaluate the test split (and predict) with the weights of the best validation epoch
     measure_memory: int = 16  # measure the tensor memory of every N-th step of an epoch (from its first); 0: never
     cache_dir: str | None = None
 
@@ -70,9 +79,10 @@ class TrainConfig:
                                     f"(choose from: {', '.join(allowed)})")  # fmt: skip
         if self.segmenter not in ("auto", "contiguous", "metis"):
             raise InvalidOption(f"unknown segmenter '{self.segmenter}' (choose from: auto, contiguous, metis)")
-        ints = {"segment_size": 1, "k": 1, "epochs": 1, "finetune_epochs": 0, "configs_per_graph": 2}
+        ints = {"epochs": 1, "finetune_epochs": 0, "configs_per_graph": 2}
+        ints |= {name: 1 for name in ("segment_size", "k") if getattr(self, name) != AUTO}
         ints |= {"graphs_per_step": 1, "finetune_configs": 2, "eval_chunk": 1, "seed": 0, "refresh_segments": 0}
-        ints |= {"validate_every": 1, "measure_memory": 0}
+        ints |= {"validate_every": 1, "measure_memory": 0, "valid_configs": 0}
         for name, low in ints.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -89,8 +99,10 @@ class TrainConfig:
             raise InvalidOption("learning rates must be > 0 and weight decay >= 0")
         if self.grad_clip is not None and not self.grad_clip > 0:
             raise InvalidOption(f"grad clip must be > 0 or None, got {self.grad_clip}")
-        if self.prune_hops is not None and self.prune_hops < 0:
-            raise InvalidOption(f"prune hops must be >= 0, got {self.prune_hops}")
+        if self.prune_hops not in (None, AUTO) and (isinstance(self.prune_hops, (bool, str)) or self.prune_hops < 0):
+            raise InvalidOption(f"prune hops must be an integer >= 0, auto or None, got {self.prune_hops!r}")
+        if not isinstance(self.keep_best, bool):
+            raise InvalidOption(f"keep best must be true or false, got {self.keep_best!r}")
         check_device(self.device)
 
     @property
@@ -102,6 +114,11 @@ class TrainConfig:
     def uses_table(self) -> bool:
         """True for the modes that read stale units from the history table (E)."""
         return self.mode in ("gst+e", "gst+ef", "gst+efd")
+
+    @property
+    def budget_mb(self) -> float:
+        """The step-memory budget k is chosen from."""
+        return DEFAULT_BUDGET_MB if self.memory_budget_mb is None else float(self.memory_budget_mb)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of every field."""

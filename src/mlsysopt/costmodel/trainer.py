@@ -27,20 +27,19 @@ import torch
 
 from mlsysopt.costmodel import evaluation
 from mlsysopt.costmodel.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_checkpoint, tagged
+from mlsysopt.costmodel.data.record import ConfigSubset
 from mlsysopt.costmodel.gst import GSTSteps, Write, combine
 from mlsysopt.costmodel.history import HistoryTable
-from mlsysopt.costmodel.inputs import feature_stats, prune_layout
-from mlsysopt.costmodel.losses import get_loss
+from mlsysopt.costmodel.losses import ABSOLUTE_LOSSES, get_loss
 from mlsysopt.costmodel.memory import PeakMemory
 from mlsysopt.costmodel.model import CostModel, ModelConfig
-from mlsysopt.costmodel.plan import GraphPlan
-from mlsysopt.costmodel.segment import Segmenter
-from mlsysopt.costmodel.train_config import MODES, TrainConfig
+from mlsysopt.costmodel.train_config import AUTO, MODES, TrainConfig
+from mlsysopt.costmodel.trainer_data import TrainerData, resolve_prune
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 from mlsysopt.io import RunDir
 
 if TYPE_CHECKING:
-    from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
+    from mlsysopt.costmodel.data.record import GraphDataset
     from mlsysopt.costmodel.distributed import Comm
 
 __all__ = ["MODES", "Progress", "TrainConfig", "Trainer", "combine"]
@@ -48,7 +47,7 @@ __all__ = ["MODES", "Progress", "TrainConfig", "Trainer", "combine"]
 Progress = Callable[[int, int, dict[str, Any]], None]
 
 
-class Trainer(GSTSteps):
+class Trainer(TrainerData, GSTSteps):
     """Trains and evaluates a :class:`CostModel` with one of the GST modes (see gst.py and the module docstring)."""
 
     def __init__(self, model_config: ModelConfig, train_config: TrainConfig) -> None:
@@ -60,8 +59,10 @@ class Trainer(GSTSteps):
         self.task = model_config.task
         loss_name = train_config.loss if train_config.loss != "auto" else ("ce" if self.task == "malnet" else "hinge")
         self.loss_fn = get_loss(loss_name, self.task)
-        if train_config.prune_hops is not None and self.task != "layout":
+        self.absolute = loss_name in ABSOLUTE_LOSSES
+        if train_config.prune_hops not in (None, AUTO) and self.task != "layout":
             raise InvalidOption("prune hops applies to layout graphs only")
+        self.prune_hops = resolve_prune(train_config.prune_hops, self.task, self.absolute, model_config.layers)
         self.device = torch.device(train_config.device)
         torch.manual_seed(train_config.seed)
         self.model = CostModel(model_config).to(self.device)
@@ -70,11 +71,14 @@ class Trainer(GSTSteps):
         )
         self.ft_optimizer: torch.optim.Optimizer | None = None
         auto = "metis" if self.task == "malnet" else "contiguous"
-        method = train_config.segmenter if train_config.segmenter != "auto" else auto
-        self.segmenter = Segmenter(method, train_config.segment_size, train_config.cache_dir, seed=train_config.seed)
+        self.segment_method = train_config.segmenter if train_config.segmenter != "auto" else auto
+        self.segment_size: int | None = None if train_config.segment_size == AUTO else int(train_config.segment_size)
+        self.segmenter = None
+        if self.segment_size is not None:
+            self._make_segmenter(self.segment_size)
         self.table = HistoryTable(model_config.unit_dim)
         self.ft_table = HistoryTable(model_config.embed_dim)
-        self.k = train_config.k
+        self.k = 1 if train_config.k == AUTO else int(train_config.k)
         self.steps_per_epoch = 1
         self.history: list[dict[str, Any]] = []
         self.epoch = 0
@@ -83,73 +87,20 @@ class Trainer(GSTSteps):
         self.stopped = False
         self.refresh_s = 0.0
         self.ft_configs: dict[str, np.ndarray] = {}
-        self._cache: OrderedDict[tuple[int, int], tuple[GraphRecord, GraphPlan]] = OrderedDict()
+        self.best: dict[str, Any] | None = None  # the best validation epoch: epoch, metric, value, model weights
+        self.probe: dict[str, Any] | None = None  # how k was chosen (the probe step), when it was
+        self._cache: OrderedDict[tuple[int, int], list[Any]] = OrderedDict()  # key -> [record, plan or None]
         self._cache_bytes = 0
 
-    # ------------------------------------------------------------------ data
-    def record(self, ds: GraphDataset, i: int) -> GraphRecord:
-        """Graph ``i`` of ``ds``, checked against the model and pruned as configured (kept in a bounded cache)."""
-        key = (id(ds), int(i))
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit[0]
-        rec = ds.record(i)
-        if rec.task != self.task:
-            raise InvalidOption(f"{rec.name}: a {rec.task} graph, but the model is for {self.task}")
-        if rec.x.shape[1] != self.mc.node_feat_dim:
-            raise InvalidOption(
-                f"{rec.name}: {rec.x.shape[1]} node features, the model expects {self.mc.node_feat_dim}"
-            )
-        if self.tc.prune_hops is not None:
-            rec = prune_layout(rec, self.tc.prune_hops)
-        self._remember(key, rec)
-        return rec
+    @property
+    def whole_graph(self) -> bool:
+        """True for full-graph training (evaluated with every edge kept)."""
+        return self.tc.mode == "full"
 
-    def _remember(self, key: tuple[int, int], rec: GraphRecord) -> None:
-        size = sum(a.nbytes for a in (rec.x, rec.edge_index, rec.node_config_feat) if a is not None)
-        if size > self.tc.cache_mb * 2**20:
-            return
-        self._cache[key] = (rec, GraphPlan(rec, self.segmenter(rec), self.mc.layers, self.mc.deviation))
-        self._cache_bytes += size
-        while self._cache_bytes > self.tc.cache_mb * 2**20:
-            _, (old, _) = self._cache.popitem(last=False)
-            self._cache_bytes -= sum(a.nbytes for a in (old.x, old.edge_index, old.node_config_feat) if a is not None)
-
-    def plan(self, rec: GraphRecord) -> GraphPlan:
-        """The :class:`GraphPlan` of ``rec`` (cached with the record; else made now)."""
-        for r, p in reversed(self._cache.values()):
-            if r is rec:
-                return p
-        return GraphPlan(rec, self.segmenter(rec), self.mc.layers, self.mc.deviation)
-
-    def _rng(self, *key: int) -> np.random.Generator:
-        return np.random.default_rng([self.tc.seed, *key])
-
-    def prepare(self, train_ds: GraphDataset) -> None:
-        """Fit the node-feature normalisation on the training graphs (reads and checks every one of them)."""
-        stats = getattr(train_ds, "feature_stats", None)
-        records = (self.record(train_ds, i) for i in range(len(train_ds)))
-        self.model.set_feature_stats(*(stats() if callable(stats) else feature_stats(records)))
-        self.stats_ready = True
-
-    def choose_k(self, train_ds: GraphDataset) -> int:
-        """``k`` from ``memory_budget_mb``: as many sampled segments as the budget holds (measured on a probe step)."""
-        if self.tc.memory_budget_mb is None or self.tc.mode == "full":
-            return self.k
-        rec = self.record(train_ds, 0)
-        plan = self.plan(rec)
-        s = int(np.argmax(plan.seg.sizes))
-        configs = np.arange(min(self.tc.configs_per_graph, rec.num_configs))
-        self.model.train()
-        with PeakMemory(self.device) as pm:
-            gcf = self.model.graph_config(plan, configs)
-            units = self._units_of(plan, s, configs, gcf)
-            self.model.readout(units, gcf).float().sum().backward()
-        self.optimizer.zero_grad(set_to_none=True)
-        per_segment = max(pm.peak_mb, 1e-6)
-        self.k = int(max(1, min(plan.num_segments, self.tc.memory_budget_mb // per_segment)))
-        return self.k
+    @property
+    def eval_chunk(self) -> int:
+        """Configurations scored per batch in evaluation."""
+        return self.tc.eval_chunk
 
     # ------------------------------------------------------------------ epochs
     def freeze_backbone(self) -> None:
@@ -255,6 +206,8 @@ class Trainer(GSTSteps):
         if len(train_ds) == 0:
             raise InvalidOption("the training set has no graphs")
         deadline = None if timeout is None else time.monotonic() + timeout
+        if valid_ds is not None and self.tc.valid_configs and self.task != "malnet":
+            valid_ds = ConfigSubset(valid_ds, self.tc.valid_configs)
         ckpt, save = _checkpoint_writer(run_dir, comm)
         if resume and ckpt is not None and ckpt.exists():
             self.load_state_dict(load_checkpoint(ckpt), ckpt)
@@ -296,6 +249,7 @@ class Trainer(GSTSteps):
                 t_ev = time.perf_counter()
                 entry |= {f"valid_{k}": v for k, v in self.evaluate(valid_ds, comm).items()}
                 entry["eval_s"] = time.perf_counter() - t_ev
+                self._track_best(epoch + 1, entry)
             self.history.append(entry)
             self.epoch = epoch + 1
             if save is not None:
@@ -303,7 +257,22 @@ class Trainer(GSTSteps):
             if deadline is not None and time.monotonic() > deadline and epoch + 1 < total:
                 self.stopped = True
                 return self.history
+        if self.tc.keep_best and self.best is not None:
+            self.model.load_state_dict(self.best["model"])
         return self.history
+
+    @property
+    def best_metric(self) -> str:
+        """The validation metric the best epoch is chosen by (OPA for rankings, accuracy for classes)."""
+        return "accuracy" if self.task == "malnet" else "opa"
+
+    def _track_best(self, epoch: int, entry: dict[str, Any]) -> None:
+        value = entry.get(f"valid_{self.best_metric}")
+        if value is None or not np.isfinite(value):
+            return
+        if self.best is None or value > self.best["value"]:
+            weights = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            self.best = {"epoch": epoch, "metric": self.best_metric, "value": float(value), "model": weights}
 
     def _check_budget(self, ckpt: Path | None) -> None:
         """Resume semantics: epochs and finetune_epochs are totals; refuse what cannot be done."""
@@ -345,6 +314,8 @@ class Trainer(GSTSteps):
             raise InvalidCheckpoint(f"{path}: its configuration is not this build's ({exc})") from None
         trainer = cls(mc, tc)
         trainer.load_state_dict(data, path)
+        if trainer.tc.keep_best and trainer.best is not None:
+            trainer.model.load_state_dict(trainer.best["model"])
         return trainer
 
     def state_dict(self) -> dict[str, Any]:
@@ -363,6 +334,10 @@ class Trainer(GSTSteps):
             "k": self.k,
             "stats_ready": self.stats_ready,
             "history": self.history,
+            "segment_size": self.segment_size,
+            "prune_hops": self.prune_hops,
+            "best": self.best,
+            "probe": self.probe,
         }
 
     def load_state_dict(self, data: dict[str, Any], path: str | Path = "checkpoint") -> None:
@@ -381,6 +356,12 @@ class Trainer(GSTSteps):
             self.epoch, self.stats_ready = int(data["epoch"]), bool(data["stats_ready"])
             self.partial, self.k = data["partial"], int(data["k"])
             self.history = list(data["history"])
+            if data.get("segment_size") is not None:
+                self._make_segmenter(int(data["segment_size"]))
+            if data.get("prune_hops", self.prune_hops) != self.prune_hops:
+                raise InvalidCheckpoint(f"{path}: pruned with {data['prune_hops']} hops, this model with "
+                                        f"{self.prune_hops}")  # fmt: skip
+            self.best, self.probe = data.get("best"), data.get("probe")
         except (KeyError, AttributeError, RuntimeError, ValueError, TypeError) as exc:
             raise InvalidCheckpoint(f"{path}: cannot resume from it ({type(exc).__name__}: {exc})") from None
 

@@ -1,22 +1,27 @@
-"""The non-GNN baseline a Kaggle competitor would use: gradient-boosted trees on flattened configuration features.
+"""The non-GNN baselines a Kaggle competitor would use: gradient-boosted trees on flattened configuration features.
 
-The 11th place of the TpuGraphs "Fast or Slow" competition used gradient-boosted trees alone on layout; this is
-that kind of model (scikit-learn's ``HistGradientBoostingRegressor``, ``--mode trees``). One row per (graph,
-configuration), features:
+The 11th place of the TpuGraphs "Fast or Slow" competition used LightGBM alone on layout (pairwise 0.701 vs 0.680
+pointwise). Three such models share the features, the validation-chosen tree count and the run-folder files:
+``--mode trees`` (scikit-learn's ``HistGradientBoostingRegressor``, this file), ``--mode lightgbm`` (LightGBM
+``lambdarank``) and ``--mode xgboost`` (XGBoost ``rank:pairwise``) in :mod:`mlsysopt.costmodel.boosting`.
+One row per (graph, configuration), features:
 
 * **flattened per-node configuration features**: the graph's ``TOP_K`` configurable nodes with the most work (node
   feature 10, log2 work; ties by node id), each contributing its 18 configuration features, whether they differ
-  from that node's most common setting in the graph, its log2 work, opcode and rank (zeros where a graph has fewer);
+  from that node's most common setting in the graph, its log2 work, opcode and rank, and its node features 2-7
+  (output dims) and 16-25 (windows and channels of real graphs, see :mod:`~mlsysopt.costmodel.data.features`)
+  (zeros where a graph has fewer);
 * **configuration aggregates**: per configuration feature, its mean over all configurable nodes; how many nodes
   differ from their most common setting, and their summed log2 work;
 * **simple graph statistics**: log nodes, log edges, configurable nodes, log total work.
 
-Target: ``log(runtime / fastest runtime of the graph)``, so graphs of every scale weigh alike; the model regresses
-it (squared error) and ranks a graph's configurations by the prediction (lower = faster). Tile graphs use their 24
+Target: ``log(runtime / fastest runtime of the graph)``, so graphs of every scale weigh alike; the regressor fits
+it (squared error), the rankers its per-graph grades (0-30, faster = higher, ties equal) with one query group per
+graph; every model ranks a graph's configurations by its score (lower = faster). Tile graphs use their 24
 graph configuration features and the same statistics. With a validation split the number of trees is chosen on it
 (the first 50, 100, 200 or ``rounds`` trees, by validation OPA: early stopping). The fitted trees are saved as
-plain arrays (``trees.npz``, read back without pickle) next to a JSON description; predictions from the saved
-arrays are the estimator's own (checked when saving).
+plain arrays (``trees.npz``, read back without pickle) next to a JSON description (``trees.json``, whose ``library``
+says which model it is); predictions from the saved arrays are the estimator's own (checked when saving).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from mlsysopt.costmodel.inputs import unique_rows
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 
 TOP_K = 16
+#: Node-feature columns each of the top-k nodes contributes (output dims; windows and channels of real graphs).
+NODE_COLUMNS: tuple[int, ...] = (*range(2, 8), *range(16, 26))
 MODEL_NAME = "trees.npz"
 META_NAME = "trees.json"
 #: scikit-learn HistGradientBoostingRegressor settings (no early stopping: every run trains ``rounds`` trees).
@@ -61,13 +68,15 @@ def graph_features(rec: GraphRecord, top_k: int = TOP_K) -> np.ndarray:
     mode = _mode_rows(feat)  # (nc, 18): each node's most common setting
     diff = (feat != mode[None]).any(axis=2)  # (c, nc)
     order = np.lexsort((ids, -work[ids]))[:top_k]
-    per = np.zeros((c, top_k, feat.shape[2] + 4))
+    per = np.zeros((c, top_k, feat.shape[2] + 4 + len(NODE_COLUMNS)))
     k = order.size
     per[:, :k, : feat.shape[2]] = feat[:, order]
     per[:, :k, feat.shape[2]] = diff[:, order]
     per[:, :k, feat.shape[2] + 1] = work[ids[order]]
     per[:, :k, feat.shape[2] + 2] = 0 if rec.opcode is None else rec.opcode[ids[order]]
     per[:, :k, feat.shape[2] + 3] = x[ids[order], 1]
+    cols = [j for j in NODE_COLUMNS if j < x.shape[1]]
+    per[:, :k, feat.shape[2] + 4 : feat.shape[2] + 4 + len(cols)] = x[ids[order]][:, cols]
     agg = np.hstack(
         [feat.mean(axis=1), diff.sum(axis=1, keepdims=True), (diff * work[ids][None]).sum(1, keepdims=True)]
     )
@@ -159,59 +168,75 @@ class TreeArrays:
         return cls(arrays)
 
 
-class TreesModel:
-    """Gradient-boosted trees on flattened configuration features; ``fit``, ``predict``, ``evaluate`` like the GNN."""
+def grades(rt: np.ndarray, levels: int = 30) -> np.ndarray:
+    """Relevance grades of one graph's runtimes for the rankers: ``levels`` for the fastest .. 0 for the slowest
+    (equal runtimes get equal grades)."""
+    from scipy.stats import rankdata
+
+    r = rankdata(np.asarray(rt, np.float64), method="min") - 1.0
+    return np.rint(levels * (1.0 - r / max(1.0, r.max()))).astype(np.int32)
+
+
+class TreeRanker:
+    """What the three tree baselines share: rows, the validation-chosen tree count, evaluation and the files.
+
+    A subclass sets ``library`` and ``description`` and implements ``_fit(x, y, runtimes, sizes)``,
+    ``_predict(x, rounds)``, ``_files()`` and ``_read(folder, meta)``.
+    """
+
+    library = ""
+    description = ""
 
     def __init__(self, task: str, seed: int = 0, rounds: int = 400, threads: int = 1, top_k: int = TOP_K) -> None:
         if task not in ("layout", "tile"):
-            raise InvalidOption(f"--mode trees ranks configurations: it is for layout and tile graphs, not {task}")
+            raise InvalidOption(f"--mode {self.mode} ranks configurations: it is for layout and tile, not {task}")
         self.task, self.seed, self.rounds, self.threads, self.top_k = task, int(seed), int(rounds), int(threads), top_k
-        self.trees: TreeArrays | None = None
+        self.chosen: int | None = None
         self.history: list[dict[str, Any]] = []
 
-    def _rows(self, ds: GraphDataset) -> tuple[np.ndarray, np.ndarray, list[int]]:
-        xs, ys, sizes = [], [], []
+    @property
+    def mode(self) -> str:
+        """The ``--mode`` that trains this model."""
+        return {"sklearn": "trees"}.get(self.library, self.library)
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the model holds trained trees."""
+        raise NotImplementedError
+
+    def _rows(self, ds: GraphDataset) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[int]]:
+        xs, ys, rts, sizes = [], [], [], []
         for i in range(len(ds)):
             rec = ds.record(i)
             if rec.task != self.task:
                 raise InvalidOption(f"{rec.name}: a {rec.task} graph, but the model is for {self.task}")
             xs.append(graph_features(rec, self.top_k))
             ys.append(_target(rec))
+            rts.append(np.asarray(rec.runtime, np.float64))
             sizes.append(rec.num_configs)
         widths = {x.shape[1] for x in xs}
         if len(widths) != 1:
             raise InvalidOption(f"graphs give different feature widths {sorted(widths)}")
-        return np.vstack(xs), np.concatenate(ys), sizes
+        return np.vstack(xs), np.concatenate(ys), rts, sizes
 
     def fit(self, train_ds: GraphDataset, valid_ds: GraphDataset | None = None) -> list[dict[str, Any]]:
         """Train on every configuration of every training graph (tree count chosen on ``valid_ds`` when given);
         validation metrics in the one history entry."""
         import time
 
-        from sklearn.ensemble import HistGradientBoostingRegressor
-        from threadpoolctl import threadpool_limits
-
         t0 = time.perf_counter()
-        x, y, _ = self._rows(train_ds)
-        est = HistGradientBoostingRegressor(max_iter=self.rounds, random_state=self.seed, **PARAMS)
-        with threadpool_limits(self.threads):  # scikit-learn's trees use OpenMP threads
-            est.fit(x, y)
-        self.trees = TreeArrays.from_estimator(est)
-        fitted = self.trees.predict(x)
-        if not np.allclose(fitted, est.predict(x), rtol=1e-9, atol=1e-9):
-            raise InvalidOption("the exported trees do not reproduce scikit-learn's predictions (unsupported version)")
-        chosen = self.rounds
+        x, y, rts, sizes = self._rows(train_ds)
+        loss = self._fit(x, y, rts, sizes)
+        self.chosen = self.rounds
         if valid_ds is not None and len(valid_ds):  # early stopping the way a competitor would: on validation OPA
             scores = {}
             for r in sorted({min(r, self.rounds) for r in ROUND_CHOICES} | {self.rounds}):
-                self.trees = TreeArrays.from_estimator(est).first(r)
+                self.chosen = r
                 scores[r] = self.evaluate(valid_ds)["opa"]
-            chosen = max(scores, key=lambda r: (scores[r], -r))
-            self.trees = TreeArrays.from_estimator(est).first(chosen)
-            fitted = self.trees.predict(x)
-        entry: dict[str, Any] = {"epoch": 1, "phase": "train", "rounds": chosen, "rows": int(x.shape[0]),
-                                 "loss": float(np.mean((fitted - y) ** 2)),
-                                 "epoch_s": time.perf_counter() - t0, "peak_step_mb": 0.0, "step_mb": []}  # fmt: skip
+            self.chosen = max(scores, key=lambda r: (scores[r], -r))
+        entry: dict[str, Any] = {"epoch": 1, "phase": "train", "rounds": self.chosen, "rows": int(x.shape[0]),
+                                 "loss": loss, "epoch_s": time.perf_counter() - t0, "peak_step_mb": 0.0,
+                                 "step_mb": []}  # fmt: skip
         if valid_ds is not None and len(valid_ds):
             t_ev = time.perf_counter()
             entry |= {f"valid_{k}": v for k, v in self.evaluate(valid_ds).items()}
@@ -221,14 +246,14 @@ class TreesModel:
 
     def predict(self, ds: GraphDataset) -> dict[str, np.ndarray]:
         """Per graph: a score per configuration (lower = faster)."""
-        if self.trees is None:
+        if not self.fitted:
             raise InvalidOption("the trees model is not trained")
         out = {}
         for i in range(len(ds)):
             rec = ds.record(i)
             if rec.task != self.task:
                 raise InvalidOption(f"{rec.name}: a {rec.task} graph, but the model is for {self.task}")
-            out[rec.name] = self.trees.predict(graph_features(rec, self.top_k))
+            out[rec.name] = self._predict(graph_features(rec, self.top_k), self.chosen or self.rounds)
         return out
 
     def evaluate(self, ds: GraphDataset, comm: Any = None) -> dict[str, float]:
@@ -254,27 +279,77 @@ class TreesModel:
 
     # ------------------------------------------------------------------ files (no pickle)
     def save(self, folder: str | Path, write: Any) -> None:
-        """Write the trees' arrays and their description with ``write(name, data)`` (an atomic writer)."""
-        if self.trees is None:
+        """Write the model's files and their description with ``write(name, data)`` (an atomic writer)."""
+        if not self.fitted:
             raise InvalidOption("the trees model is not trained")
-        write(MODEL_NAME, self.trees.to_bytes())
-        write(META_NAME, json.dumps({"kind": "mlsysopt-costmodel-trees", "task": self.task, "seed": self.seed,
-                                     "rounds": self.rounds, "top_k": self.top_k, "history": self.history}))  # fmt: skip
+        for name, data in self._files().items():
+            write(name, data)
+        write(META_NAME, json.dumps({"kind": "mlsysopt-costmodel-trees", "library": self.library, "task": self.task,
+                                     "seed": self.seed, "rounds": self.rounds, "chosen": self.chosen,
+                                     "top_k": self.top_k, "history": self.history}))  # fmt: skip
 
     @classmethod
-    def load(cls, folder: str | Path) -> TreesModel:
-        """Read a trees run folder (``trees.npz`` + ``trees.json``), or raise InvalidCheckpoint saying why not."""
-        from mlsysopt.io import read_json
-
-        folder = Path(folder)
-        meta = read_json(folder / META_NAME, InvalidCheckpoint)
-        if meta.get("kind") != "mlsysopt-costmodel-trees":
-            raise InvalidCheckpoint(f"{folder / META_NAME}: not a trees model description")
+    def from_folder(cls, folder: Path, meta: dict[str, Any]) -> TreeRanker:
+        """The model described by ``meta`` (``trees.json``), its trees read from ``folder``."""
         try:
             model = cls(str(meta["task"]), int(meta["seed"]), int(meta["rounds"]), top_k=int(meta["top_k"]))
+            model.chosen = int(meta.get("chosen") or meta["rounds"])
         except (KeyError, TypeError, ValueError, InvalidOption) as exc:
             raise InvalidCheckpoint(f"{folder / META_NAME}: not a trees model description ({exc})") from None
-        model.trees = TreeArrays.from_file(folder / MODEL_NAME)
+        model._read(folder)
         hist = meta.get("history", [])
         model.history = list(hist) if isinstance(hist, list) else []
         return model
+
+    # ------------------------------------------------------------------ what a library implements
+    def _fit(self, x: np.ndarray, y: np.ndarray, runtimes: list[np.ndarray], sizes: list[int]) -> float | None:
+        raise NotImplementedError
+
+    def _predict(self, x: np.ndarray, rounds: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _files(self) -> dict[str, bytes | str]:
+        raise NotImplementedError
+
+    def _read(self, folder: Path) -> None:
+        raise NotImplementedError
+
+
+class TreesModel(TreeRanker):
+    """scikit-learn's HistGradientBoostingRegressor on log(runtime / fastest) (``--mode trees``)."""
+
+    library = "sklearn"
+    description = "scikit-learn HistGradientBoostingRegressor on flattened configuration features (trees.py)"
+
+    def __init__(self, task: str, seed: int = 0, rounds: int = 400, threads: int = 1, top_k: int = TOP_K) -> None:
+        super().__init__(task, seed, rounds, threads, top_k)
+        self.trees: TreeArrays | None = None
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the model holds trained trees."""
+        return self.trees is not None
+
+    def _fit(self, x: np.ndarray, y: np.ndarray, runtimes: list[np.ndarray], sizes: list[int]) -> float | None:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
+
+        est = HistGradientBoostingRegressor(max_iter=self.rounds, random_state=self.seed, **PARAMS)
+        with threadpool_limits(self.threads):  # scikit-learn's trees use OpenMP threads
+            est.fit(x, y)
+        self.trees = TreeArrays.from_estimator(est)
+        fitted = self.trees.predict(x)
+        if not np.allclose(fitted, est.predict(x), rtol=1e-9, atol=1e-9):
+            raise InvalidOption("the exported trees do not reproduce scikit-learn's predictions (unsupported version)")
+        return float(np.mean((fitted - y) ** 2))
+
+    def _predict(self, x: np.ndarray, rounds: int) -> np.ndarray:
+        assert self.trees is not None
+        return self.trees.first(rounds).predict(x)
+
+    def _files(self) -> dict[str, bytes | str]:
+        assert self.trees is not None
+        return {MODEL_NAME: self.trees.to_bytes()}
+
+    def _read(self, folder: Path) -> None:
+        self.trees = TreeArrays.from_file(folder / MODEL_NAME)

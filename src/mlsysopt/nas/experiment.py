@@ -98,6 +98,7 @@ class SearchOptions:
     seed: int = 0
     knobs: dict[str, Any] = field(default_factory=dict)  # the method's config knobs (``--knob NAME=VALUE``)
     timeout: float | None = None  # wall-clock seconds per run (None: no limit)
+    latency_model: str | None = None  # a cost-model run predicting latency_ms (CNN spaces; see nas/latency_model.py)
 
     def __post_init__(self) -> None:
         for name, v, lo, hi in (("--budget", self.budget, 1, None), ("--workers", self.workers, 1, None),
@@ -133,6 +134,7 @@ class SearchOptions:
             "backend": self.backend,
             "address": self.address,
             "timeout": self.timeout,
+            **({"latency_model": self.latency_model} if self.latency_model else {}),
         }
 
 
@@ -173,6 +175,10 @@ class SearchJob:
             result = run_search(self.searcher, executor, opts.workers, checkpoint=run, on_eval=self._stored(on_eval),
                                 timeout=opts.timeout)  # fmt: skip
             record = self._record(result)
+            if opts.latency_model:
+                from mlsysopt.nas.latency_model import confirm
+
+                record["latency_confirmation"] = confirm(self.space, result.history, self.constraints)
             sp, cons = self.space, self.constraints
             n = len(result.history)
             title = f"{result.method} on {sp.name}"
@@ -237,6 +243,10 @@ def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False
     run = RunDir(out, options.settings(), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
     cons = build_constraints(options.mode, options.limits)
     space = build_space(options.space, options.space_options)
+    if options.latency_model:
+        from mlsysopt.nas.latency_model import predicted_space
+
+        space = predicted_space(space, options.latency_model)
     check_search_size(space, options)  # budget, workers, blocks, epochs, images: bounded before anything is allocated
     searcher = get_method(options.method, space, cons, budget=options.budget, seed=options.seed, **options.knobs)
     done = len(read_checkpoint(run)["history"]) if resume else 0

@@ -37,15 +37,18 @@ class Headline:
     data: str
     #: What the two numbers alone do not say: the chance level, why the winner won, unequal budgets, who won.
     note: str = ""
+    points: bool = False  # a fraction with a chance level (OPA): say the difference in points, not a ratio
 
     def verdict(self) -> str:
-        """``yes``/``no``/``tie`` with the relative difference, or ``no baseline``."""
+        """``yes``/``no``/``tie`` with the relative difference (points for ``points``), or ``no baseline``."""
         b, o = self.baseline_value, self.ours_value
         if b is None or not math.isfinite(b) or not math.isfinite(o):
             return "no baseline in the demo" if b is None else "n/a"
         if math.isclose(o, b, rel_tol=1e-9, abs_tol=1e-12):
             return "tie"
         better = o < b if self.lower_is_better else o > b
+        if self.points:
+            return f"{'yes' if better else 'no'} ({100 * (o - b):+.1f} points)"
         if b == 0:
             return "yes" if better else "no"
         rel = abs(o - b) / abs(b)
@@ -198,10 +201,13 @@ def _costmodel_memory(res: Mapping[str, Any]) -> list[Headline]:
 
 def _costmodel_quality(res: Mapping[str, Any]) -> list[Headline]:
     ours = float(_get(res, "costmodel_quality", "modes", "gst+efd", "test", "opa"))
-    base = float(_get(res, "costmodel_quality", "modes", "full", "test", "opa"))
+    key = str(res["costmodel_quality"].get("baseline", "full"))
+    base = float(_get(res, "costmodel_quality", "modes", key, "test", "opa"))
+    names = {"full": "full graph", "lightgbm": "LightGBM lambdarank", "xgboost": "XGBoost pairwise"}
+    data = str(res["costmodel_quality"].get("data", "SYNTHETIC layout graphs"))
     return [
-        Headline("cost model", "held-out OPA", "fraction of pairs", "GST+EFD", ours,
-                 "full graph", base, lower_is_better=False, data="SYNTHETIC layout graphs")
+        Headline("cost model", "held-out OPA (0.5 = chance)", "fraction of pairs", "GST+EFD", ours,
+                 names.get(key, key), base, lower_is_better=False, data=data, points=True)
     ]  # fmt: skip
 
 

@@ -98,3 +98,37 @@ class InMemoryDataset(GraphDataset):
     def record(self, i: int) -> GraphRecord:
         """Record ``i`` (no copy)."""
         return self._records[i]
+
+
+class ConfigSubset(GraphDataset):
+    """``ds`` with at most ``limit`` configurations per graph: a fixed subset (seeded by the graph's name), sorted.
+
+    What validation scores during training (a cheaper, stable model-selection signal); test metrics always use every
+    configuration. Records are built once and kept.
+    """
+
+    def __init__(self, ds: GraphDataset, limit: int) -> None:
+        self.ds, self.limit, self.task = ds, int(limit), ds.task
+        self._records: dict[int, GraphRecord] = {}
+
+    @property
+    def names(self) -> list[str]:
+        """The wrapped dataset's names."""
+        return self.ds.names
+
+    def record(self, i: int) -> GraphRecord:
+        """Graph ``i`` with its configuration subset."""
+        import zlib
+        from dataclasses import replace
+
+        if i not in self._records:
+            rec = self.ds.record(i)
+            if rec.runtime is None or rec.num_configs <= self.limit:
+                self._records[i] = rec
+            else:
+                rng = np.random.default_rng(zlib.crc32(rec.name.encode()))
+                idx = np.sort(rng.choice(rec.num_configs, self.limit, replace=False))
+                pick = {k: getattr(rec, k)[idx] for k in ("node_config_feat", "graph_config_feat", "runtime")
+                        if getattr(rec, k) is not None}  # fmt: skip
+                self._records[i] = replace(rec, **pick)
+        return self._records[i]

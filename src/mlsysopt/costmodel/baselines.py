@@ -1,0 +1,36 @@
+"""The tree baselines by name, and reading one back from its run folder (``trees.json`` says which it is)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlsysopt.costmodel.boosting import LightGBMRanker, XGBoostRanker
+from mlsysopt.costmodel.trees import META_NAME, TreeRanker, TreesModel
+from mlsysopt.errors import InvalidCheckpoint, InvalidOption
+
+#: ``--mode`` -> model class.
+TREE_BASELINES: dict[str, type[TreeRanker]] = {"trees": TreesModel, "lightgbm": LightGBMRanker,
+                                               "xgboost": XGBoostRanker}  # fmt: skip
+
+
+def tree_model(mode: str, task: str, seed: int = 0, threads: int = 1) -> TreeRanker:
+    """A fresh tree baseline for ``--mode`` trees | lightgbm | xgboost."""
+    if mode not in TREE_BASELINES:
+        raise InvalidOption(f"unknown tree baseline '{mode}' (choose from: {', '.join(TREE_BASELINES)})")
+    return TREE_BASELINES[mode](task, seed=seed, threads=threads)
+
+
+def load_trees(folder: str | Path) -> TreeRanker:
+    """Read a tree baseline's run folder, or raise InvalidCheckpoint saying why not."""
+    from mlsysopt.io import read_json
+
+    folder = Path(folder)
+    meta = read_json(folder / META_NAME, InvalidCheckpoint)
+    if not isinstance(meta, dict) or meta.get("kind") != "mlsysopt-costmodel-trees":
+        raise InvalidCheckpoint(f"{folder / META_NAME}: not a trees model description")
+    by_library = {cls.library: cls for cls in TREE_BASELINES.values()}
+    library = meta.get("library", "sklearn")
+    if library not in by_library:
+        raise InvalidCheckpoint(f"{folder / META_NAME}: unknown library '{library}' (this build has "
+                                f"{', '.join(by_library)})")  # fmt: skip
+    return by_library[library].from_folder(folder, meta)

@@ -1,0 +1,140 @@
+"""A user's own runtime table (costmodel/data/table.py): CSV or Parquet + graphs as .py / ONNX / .npz, bad inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tests.cli_helpers import run_inprocess
+
+from mlsysopt.costmodel import TrainConfig, train
+from mlsysopt.costmodel.data import load_dataset
+from mlsysopt.errors import InvalidDataFile
+
+NET = """import torch
+from torch import nn
+
+
+def model():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, {w}, 3, padding=1)), (
+        torch.randn(1, 3, 12, 12),
+    )
+"""
+
+
+def _table_root(root: Path, graphs: int = 6, configs: int = 10, parquet: bool = False) -> Path:
+    """Graphs ``g0..`` as .py files (and g1 as a CompGraph .npz, g2 as ONNX) with a runtime that the knobs set."""
+    import torch
+
+    from mlsysopt.graph.importers.onnx import export_onnx
+    from mlsysopt.graph.importers.source import resolve_source
+
+    (root / "graphs").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    rows = []
+    for g in range(graphs):
+        py = root / "graphs" / f"g{g}.py"
+        py.write_text(NET.format(w=4 + g))
+        if g == 1:  # the same model as a saved CompGraph
+            resolve_source(f"{py}:model").graph().save(root / "graphs" / "g1.npz")
+            py.unlink()
+        if g == 2:  # ... and as ONNX (node names differ: graph-level knobs only)
+            module, inputs = resolve_source(f"{py}:model").pytorch()
+            export_onnx(module, inputs, root / "graphs" / "g2.onnx")
+            py.unlink()
+        for c in range(configs):
+            a, b, t = int(rng.integers(0, 2)), int(rng.integers(0, 2)), int(rng.integers(1, 3))
+            rt = 1.0 + 0.5 * a + 0.2 * b - 0.1 * t * a + 0.01 * rng.random()
+            rows.append({"graph": f"g{g}", "config": c, "runtime": rt, "_0.channels_last": a,
+                         "_2.channels_last": b, "threads": t})  # fmt: skip
+    for r in rows:  # the ONNX graph has other node names: its cells for the fx names stay empty
+        if r["graph"] == "g2":
+            r["_0.channels_last"] = r["_2.channels_last"] = None
+    if parquet:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), root / "runtimes.parquet")
+    else:
+        keys = list(rows[0])
+        lines = [",".join("" if r[k] is None else str(r[k]) for k in keys) for r in rows]
+        (root / "runtimes.csv").write_text(",".join(keys) + "\n" + "\n".join(lines) + "\n")
+    del torch
+    return root
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _table_root(tmp_path_factory.mktemp("table") / "mine")
+
+
+def test_a_table_becomes_layout_records_with_one_slot_per_knob(table: Path) -> None:
+    names = {s: load_dataset(table, s).names for s in ("train", "valid", "test")}
+    assert sorted(g for split in names.values() for g in split) == [
+        f"g{i}" for i in range(6)
+    ]  # every graph in one split
+    ds = load_dataset(table / "runtimes.csv", "train")
+    recs = {ds.names[i]: ds.record(i) for i in range(len(ds))}
+    rec = next(r for name, r in recs.items() if name not in ("g1", "g2"))
+    assert rec.task == "layout" and rec.num_configs == 10 and rec.x.shape[1] == 140
+    # configurable: the graph's first node (graph-level 'threads') and the two named convolutions
+    assert rec.config_node_ids.size == 3
+    if "g2" in recs:  # the ONNX graph: only the graph-level knob applies
+        assert recs["g2"].config_node_ids.size == 1
+    assert ds.slots == {"channels_last": 0, "threads": 1}
+    assert set(np.unique(rec.node_config_feat[:, :, 1])) <= {1.0, 2.0}  # threads on every configurable node
+
+
+def test_csv_and_parquet_give_the_same_records(table: Path, tmp_path: Path) -> None:
+    pq_root = _table_root(tmp_path / "pq", parquet=True)
+    for split in ("train", "test"):
+        a, b = load_dataset(table, split), load_dataset(pq_root, split)
+        assert a.names == b.names
+        for i in range(len(a)):
+            ra, rb = a.record(i), b.record(i)
+            np.testing.assert_allclose(ra.runtime, rb.runtime)
+            np.testing.assert_array_equal(ra.node_config_feat, rb.node_config_feat)
+
+
+def test_models_train_on_the_user_s_table(table: Path, tmp_path: Path) -> None:
+    gst = train(table, tmp_path / "gst", TrainConfig(epochs=2, finetune_epochs=1, configs_per_graph=6), hidden=8)
+    assert gst["test"] is not None and np.isfinite(gst["test"]["opa"])
+    assert gst["data"].startswith("as given")
+    lgb = train(table, tmp_path / "lgb", TrainConfig(mode="lightgbm"))
+    assert lgb["test"]["opa"] > 0.6  # the knobs set the runtime
+
+
+def _write(root: Path, text: str, graphs: tuple[str, ...] = ("g",)) -> Path:
+    (root / "graphs").mkdir(parents=True, exist_ok=True)
+    for g in graphs:
+        (root / "graphs" / f"{g}.py").write_text(NET.format(w=4))
+    (root / "runtimes.csv").write_text(text)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("csv", "needle"),
+    [
+        ("graph,time,_0.x\ng,1,0\n", "no 'runtime' column"),
+        ("graph,runtime,_0.x\ng,1,0\ng,-2,1\n", "column 'runtime' row 3 is -2.0"),
+        ("graph,runtime,_0.x\ng,1,0\ng,,1\n", "column 'runtime' row 3 is empty"),
+        ("graph,runtime,_0.x\ng,1,0\ng,2,NHWC\n", "column '_0.x' row 3 is 'NHWC', not a number"),
+        ("graph,runtime,conv9.x\ng,1,0\n", "column 'conv9.x': graph 'g' has no node 'conv9'"),
+        ("graph,runtime,_0.x\nmissing,1,0\n", "graph 'missing' has no file"),
+        ("graph,runtime,split,_0.x\ng,1,training,0\n", "column 'split' row 2 is 'training'"),
+        ("graph,runtime,split,_0.x\ng,1,train,0\ng,2,test,1\n", "graph 'g' has rows in splits"),
+        ("graph,runtime,config,_0.x\ng,1,0,0\ng,2,0,1\n", "lists configuration 0 more than once"),
+        ("graph,runtime\ng,1\n", "no knob columns"),
+        ("graph,runtime,_0.x\n", "no rows"),
+        ("graph,runtime," + ",".join(f"k{i}" for i in range(19)) + "\ng,1" + ",0" * 19 + "\n", "at most 18"),
+    ],
+)
+def test_bad_tables_give_one_line_naming_file_column_and_row(tmp_path: Path, csv: str, needle: str) -> None:
+    root = _write(tmp_path / "t", csv)
+    with pytest.raises(InvalidDataFile, match=needle.replace("(", r"\(").replace(")", r"\)")) as exc:
+        load_dataset(root, "train")
+    assert "\n" not in str(exc.value)
+    ran = run_inprocess("costmodel", "train", "--data", root, "--out", tmp_path / "run")
+    assert ran.returncode == 2 and needle.split(" ")[0] in ran.stderr and "Traceback" not in ran.stderr
+    assert not (tmp_path / "run").exists()
