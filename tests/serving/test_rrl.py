@@ -91,7 +91,7 @@ def test_retuning_reinitialises_q_from_the_estimator() -> None:
     assert not np.allclose(tuner.q, flat)  # not a flat start: the estimator's predictions at the new rate
     np.testing.assert_allclose(tuner.q, tuner.estimate(np.arange(SPACE.size)))
     # the estimator kept every sample (the workload is one of its inputs)
-    assert len(tuner.estimator.x) == 25
+    assert tuner.estimator.n_samples == 25
     # what it learned is informative: Q ranks the true optimum of the new rate among the better configurations
     truth = np.array([backend.measure(c, new).mean_ms for c in SPACE])
     assert np.corrcoef(tuner.q, truth)[0, 1] > 0.5

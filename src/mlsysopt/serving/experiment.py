@@ -185,6 +185,7 @@ def plot_tuning(
     slo_ms: float | None = None,
     heatmap_title: str | None = None,
     unit: str = "ms",
+    better: str = "lower",
 ) -> None:
     """The step plot of a run and the heatmap of what it measured under its last workload (the best starred)."""
     from mlsysopt.report.serving import plot_heatmap, plot_steps
@@ -203,6 +204,7 @@ def plot_tuning(
         best=(best.instances, best.max_batch) if best else None,
         title=heatmap_title,
         unit=unit,
+        better=better,
     )
 
 

@@ -40,16 +40,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mlsysopt.runtime.threads import torch_threads
 from mlsysopt.serving.backend import Measurement
-from mlsysopt.serving.objective import SCORE_CAP, Objective
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Space, Workload
 from mlsysopt.serving.tuners.base import Exploration, Tuner, boltzmann, knobs_from
+from mlsysopt.serving.tuners.estimator import LatencyEstimator, PriorEstimator
 
-LOG_MS = (math.log(1e-3), math.log(1e6))  # estimator targets are clipped to 1 us .. 1000 s
+if TYPE_CHECKING:
+    from mlsysopt.serving.prior import TaskPrior
 
 
 @dataclass(frozen=True)
@@ -82,106 +84,37 @@ class RRLConfig(Exploration):
         return bad
 
 
-class LatencyEstimator:
-    """An MLP (workload features + normalized config) -> (log stat_ms, log p99_ms), refit after every sample."""
-
-    def __init__(self, n_workload: int, n_config: int, cfg: RRLConfig, seed: int) -> None:
-        import torch
-
-        self.n_workload = n_workload
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            layers: list[torch.nn.Module] = []
-            width = n_workload + n_config
-            for h in cfg.hidden:
-                layers += [torch.nn.Linear(width, h), torch.nn.SiLU()]
-                width = h
-            layers.append(torch.nn.Linear(width, 2))
-            self.net = torch.nn.Sequential(*layers)
-            # Zero weights on the workload inputs: an unseen workload is first predicted like the seen ones rather
-            # than by a random extrapolation; they learn as soon as two workloads have been measured.
-            torch.nn.init.zeros_(self.net[0].weight[:, :n_workload])
-        try:  # the fused kernel is ~3x faster on these tiny tensors (torch >= 2.4 on CPU)
-            self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr, fused=True)
-        except (RuntimeError, TypeError):
-            self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.lr)
-        self.loss = torch.nn.HuberLoss(delta=cfg.huber_delta, reduction="none")
-        self.steps = cfg.steps_per_tell
-        self.x: list[np.ndarray] = []
-        self.y: list[np.ndarray] = []
-        self.w: list[float] = []
-        self.y_ref: np.ndarray | None = None  # the first sample's targets: the net predicts the offset from them
-
-    @property
-    def trained(self) -> bool:
-        """Whether it has seen at least one sample."""
-        return bool(self.x)
-
-    def add(self, x: np.ndarray, stat_ms: float, p99_ms: float, weight: float = 1.0) -> None:
-        """Record one sample (targets are clipped logs) with a weight (its inverse squared relative interval)."""
-        y = np.log(np.maximum(np.nan_to_num([stat_ms, p99_ms], nan=np.inf), 1e-300))
-        y = np.clip(y, *LOG_MS)
-        if self.y_ref is None:
-            self.y_ref = y
-        self.x.append(np.asarray(x, dtype=np.float32))
-        self.y.append((y - self.y_ref).astype(np.float32))
-        self.w.append(float(weight))
-
-    def fit(self) -> None:
-        """A few full-batch Adam steps on every sample so far, continuing from the previous weights."""
-        import torch
-
-        with torch_threads(1):
-            x = torch.from_numpy(np.stack(self.x))
-            y = torch.from_numpy(np.stack(self.y))
-            w = torch.tensor(self.w, dtype=torch.float32)
-            w = (w / w.mean()).unsqueeze(1)
-            for _ in range(self.steps):
-                self.opt.zero_grad()
-                (self.loss(self.net(x), y) * w).mean().backward()
-                self.opt.step()
-
-    def predict_ms(self, x: np.ndarray) -> np.ndarray:
-        """(n, 2) predicted (stat_ms, p99_ms) for the (n, features) inputs ``x``."""
-        import torch
-
-        with torch_threads(1), torch.no_grad():
-            out = self.net(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy().astype(np.float64)
-        return np.exp(np.clip(out + self.y_ref, *LOG_MS))
-
-
 class RRL(Tuner):
     """Region-based RL: a value table over every configuration, pulled toward a learned estimate region by region."""
 
     name = "rrl"
 
-    def __init__(self, space: Space, objective: Objective, seed: int = 0, **knobs: object) -> None:
+    def __init__(
+        self, space: Space, objective: Objective, seed: int = 0, prior: TaskPrior | None = None, **knobs: object
+    ) -> None:
         super().__init__(space, objective, seed)
         self.knobs = knobs_from(RRLConfig, knobs, "rrl")
+        self.prior = prior
         self.q: np.ndarray | None = None  # estimated score per configuration (None before the first measurement)
         self.steps = 0  # measurements under the current workload (drives the temperature)
-        self.retuning = False  # whether Q started from the estimator (after a workload change)
-        self.estimator = LatencyEstimator(len(Workload(1.0).features()), space.coords.shape[1], self.knobs, seed)
-        self._workload_ref: np.ndarray | None = None  # features of the first workload, to centre the inputs
-        self._config_inputs = 2.0 * space.coords - 1.0
+        self.retuning = False  # whether Q started from the estimator (after a workload change, or from a prior)
+        self.estimator: LatencyEstimator | PriorEstimator
+        if prior is None:
+            self.estimator = LatencyEstimator(space, objective, self.knobs, seed)
+        else:
+            self.estimator = PriorEstimator(prior, space, objective, self.knobs, seed)
         self._recheck: Config | None = None  # an incumbent to re-measure next (a newcomer's lead within the noise)
         self._remeasured: dict[Config, int] = {}
 
-    # ------------------------------------------------------------------ estimator inputs and estimates
-    def _inputs(self, workload: Workload, idx: np.ndarray) -> np.ndarray:
-        feats = workload.features()
-        if self._workload_ref is None:
-            self._workload_ref = feats
-        w = np.broadcast_to(feats - self._workload_ref, (len(idx), feats.size))
-        return np.hstack([w, self._config_inputs[idx]])
+    @property
+    def warm(self) -> bool:
+        """Whether RRL starts from a prior learned on other models."""
+        return self.prior is not None
 
+    # ------------------------------------------------------------------ estimates
     def estimate(self, idx: np.ndarray) -> np.ndarray:
         """The estimator's scores of configurations ``idx`` under the current workload."""
-        pred = self.estimator.predict_ms(self._inputs(self.workload, idx))  # (objective quantity, p99 ms)
-        scores = [
-            self.objective.score_from(self.space.config(int(i)), s, p) for i, (s, p) in zip(idx, pred, strict=True)
-        ]
-        return np.minimum(np.array(scores, dtype=np.float64), SCORE_CAP)
+        return self.estimator.scores(idx, self.workload)
 
     # ------------------------------------------------------------------ ask / tell
     def temperature(self) -> float:
@@ -189,7 +122,8 @@ class RRL(Tuner):
         return self.knobs.temperature(self.steps, self.retuning)
 
     def ask(self) -> Config:
-        """The middle configuration first; an incumbent whose lead is within the noise; else Boltzmann over Q."""
+        """The middle configuration (cold) or the prior's best (warm) first; an incumbent whose lead is within the
+        noise; else Boltzmann over Q."""
         if self.q is None:
             return self.space.middle()
         if self._recheck is not None:
@@ -199,6 +133,8 @@ class RRL(Tuner):
         candidates = self.unmeasured()
         if candidates.size == 0:
             return self.best  # type: ignore[return-value]
+        if self.warm and self.steps == 0:  # the prior's best, greedily
+            return self.space.config(int(candidates[np.argmin(self.q[candidates])]))
         return self.space.config(boltzmann(self.q, candidates, self.temperature(), self.rng))
 
     def _weight(self, m: Measurement) -> float:
@@ -224,14 +160,8 @@ class RRL(Tuner):
         super().tell(config, measurement)
         if self.workload is None:
             self.workload = measurement.workload
-        i = self.space.index(config)
         score = self.objective.capped_score(self.measured[config])
-        self.estimator.add(
-            self._inputs(measurement.workload, np.array([i]))[0],
-            self.objective.primary(measurement),
-            measurement.p99_ms,
-            self._weight(measurement),
-        )
+        self.estimator.add(config, measurement, self._weight(measurement))
         self.estimator.fit()
         if (
             incumbent is not None
@@ -253,11 +183,15 @@ class RRL(Tuner):
             self.q[self.space.index(c)] = self.objective.capped_score(m)  # type: ignore[index]
 
     def set_workload(self, workload: Workload) -> None:
-        """Forget which configurations were measured, keep the estimator, and re-initialise Q from its predictions."""
+        """Forget which configurations were measured, keep the estimator, and re-initialise Q from its predictions.
+
+        With a prior, Q starts from the prior's estimate under the first workload too.
+        """
         changed = self.workload is not None and workload != self.workload
+        first = self.workload is None
         if changed:
             self._recheck, self._remeasured = None, {}
         super().set_workload(workload)
-        if changed and self.estimator.trained:
+        if (changed and self.estimator.trained) or (first and self.warm):
             self.q = self.estimate(np.arange(self.space.size))
             self.steps, self.retuning = 0, True
