@@ -87,6 +87,26 @@ def exhaustive_tables(
     return tables
 
 
+class SerialTables:
+    """Exhaustive tables simulated in this process (small studies, the demo), their backend and true scores."""
+
+    def __init__(
+        self, profile: ServiceProfile, space: Space, rates: Sequence[float], n_requests: int = 400, seed: int = 0
+    ) -> None:
+        self.profile, self.space = profile, space
+        configs = space.configs()
+        self.tables = {float(r): table_chunk((profile, configs, Workload(r), n_requests, seed)) for r in rates}
+
+    def backend(self) -> TableBackend:
+        """A backend answering from the tables."""
+        return TableBackend(self.tables, self.space, self.profile.cores)
+
+    def scores(self, rate: float, objective: Objective) -> list[float]:
+        """The true score of every configuration (space order) at ``rate``."""
+        backend = self.backend()
+        return [objective.score(backend.measure(c, Workload(rate))) for c in self.space]
+
+
 WARM = "_warm"  # a tuner label ending in it: the tuner given the study's prior (e.g. ``rrl_warm``, ``gp_warm``)
 WARM_LABELS = ("rrl_warm", "gp_warm", "tpe_warm")
 #: tuners that keep what they learned when the workload changes (the others start over; their ``shift`` is run
@@ -210,6 +230,7 @@ def run_study(
         "shift": {},
         "reached": {},
         "shift_reached": {},
+        "tuner_cpu_s_per_measurement": {},
         "per_seed": rows,
         "executor": executor.describe(),
     }
@@ -219,6 +240,7 @@ def run_study(
             vals = [r[key] if r[key] is not None else cap + 1 for r in mine]
             out[key][name] = statistics.median(vals)
             out[reached_key][name] = sum(r[key] is not None for r in mine) / len(mine)
+        out["tuner_cpu_s_per_measurement"][name] = statistics.median(r["tuner_cpu_s_per_measurement"] for r in mine)
     return out
 
 

@@ -278,7 +278,7 @@ class TuningJob(Job):
             files += ["ort_session_options.json", "config.pbtxt"]
         slo_met = pick.meets_slo
         warnings = [w for w in [noise_warning(noise, self.rounds, self.confirm_rounds)] if w]
-        message = f"at {last.workload.rate:g} req/s: {final.words}"
+        message = f"{final.words} (at {last.workload.rate:g} req/s)"
         per_rate = []
         for ans, conf, v in zip(result.per_rate, confirmations, verdicts, strict=True):
             per_rate.append(

@@ -129,7 +129,8 @@ def verdict(confirmation: Confirmation, objective: Objective) -> Verdict:
         )
         return Verdict(USE_PICK, words, pick, default, pick, gain, False)
     overlap = pick.interval[0] <= default.interval[1] and default.interval[0] <= pick.interval[1]
-    better = f"{abs(gain):.1%} {'better' if gain >= 0 else 'worse'}" if gain is not None else "n/a"
+    up = objective.kind == "throughput"
+    better = "n/a" if gain is None else f"{abs(gain):.1%} {'higher' if (gain >= 0) == up else 'lower'}"
     if overlap:
         words = (
             f"keep the default: the pick {label}, {_interval(objective, pick)}, and the default "
