@@ -132,6 +132,13 @@ def serving_tune(
             help="Write ort_session_options.json and config.pbtxt even when the SLO is missed.",
         ),
     ] = False,
+    warm_start: Annotated[
+        str | None,
+        typer.Option(
+            "--warm-start",
+            help="STUDY or auto: a prior fitted on earlier runs' measurements from the study store (rrl, gp, tpe).",
+        ),
+    ] = None,
 ) -> None:
     """Measure the noise, search the (reduced) space, confirm the top candidates against the default, and report.
 
@@ -157,6 +164,10 @@ def serving_tune(
             prior=prior, export_anyway=export_anyway,
         )  # fmt: skip
     with job:
+        from mlsysopt.store.history import warm_start_tuning
+
+        if note := warm_start_tuning(job, warm_start):  # earlier runs from the study store; nothing written yet
+            err_console.print(note)
         err_console.print(job.describe())
         with progress_bar() as progress:
             task = progress.add_task("noise", total=job.total)

@@ -111,6 +111,22 @@ def history_from_run(path: str | Path) -> History:
     return History.from_records(result["measurements"], settings, result.get("task"), source=str(folder))
 
 
+def histories_from_store(histories: Sequence[Mapping[str, Any]]) -> tuple[list[History], int]:
+    """The study store's history records (``mlsysopt.store.history.read_histories``) as histories, and how many of
+    their runs were skipped: a real-engine run's settings do not describe its model's speed (the store keeps no
+    ``task``), so only simulated runs (whose settings name their profile) are usable from the store; a run folder's
+    ``result.json`` keeps the task of a real run (``--prior RUN_DIR``)."""
+    out, skipped = [], 0
+    for h in histories:
+        source = f"study {h.get('study', '?')}"
+        settings = h.get("settings") or {}
+        if settings.get("engine") != "sim":
+            skipped += 1
+            continue
+        out.append(History.from_records(h.get("records", []), settings, h.get("task"), source=source))
+    return out, skipped
+
+
 def histories_from_runs(paths: Iterable[str | Path]) -> list[History]:
     """The histories of several run folders; a folder holding run folders contributes each of them."""
     out: list[History] = []

@@ -122,8 +122,8 @@ class Prior:
         x = np.vstack([p[0] for p in parts])
         y = np.vstack([p[1] for p in parts])
         sat = np.concatenate([p[2] for p in parts])
-        if len(x) < 10:
-            raise MlsysoptError(f"a prior needs at least 10 measurements in its histories, got {len(x)}")
+        if len(x) < 1:
+            raise MlsysoptError("a prior needs at least one measurement in its histories, got none")
         self.mean = x.mean(axis=0)
         self.std = np.where(x.std(axis=0) > 1e-6, x.std(axis=0), 1.0)
         cfg = self.config

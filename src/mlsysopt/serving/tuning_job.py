@@ -137,7 +137,9 @@ class TuningJob(Job):
                 if tuner not in WARM_TUNERS:
                     raise MlsysoptError(f"--prior: tuner '{tuner}' takes no prior (these do: {', '.join(WARM_TUNERS)})")
                 self.prior = resolve_prior(prior)
-            get_tuner(tuner, self.space, self.objective, seed=seed)  # an unknown tuner fails here, before any folder
+            # cold until run(): a prior (--prior here, or --warm-start's histories through self.tuner.warm_start)
+            # is bound to the task's profile there, and the tuner rebuilt with it
+            self.tuner = get_tuner(tuner, self.space, self.objective, seed=seed)
             settings = {
                 "tuner": tuner,
                 "rates": [w.rate for w in self.workloads],
@@ -196,9 +198,10 @@ class TuningJob(Job):
             ck = PhaseCheckpoint(run, self.recorded)
             t0 = time.perf_counter()
             task = self._task(run)
-            bound = self.prior.bind(task) if self.prior is not None else None
-            knobs = {"prior": bound} if bound is not None else {}
-            self.tuner = get_tuner(self.tuner_name, self.space, self.objective, seed=self.seed, **knobs)
+            prior = self.prior if self.prior is not None else getattr(self.tuner, "pending_prior", None)
+            bound = prior.bind(task) if prior is not None else None
+            if bound is not None:
+                self.tuner = get_tuner(self.tuner_name, self.space, self.objective, seed=self.seed, prior=bound)
             default = self.space.default(self.window_backend.cores)
             ping = (lambda phase: lambda _m: on_measure(phase)) if on_measure else (lambda phase: None)
             noise = measure_noise(
@@ -210,7 +213,8 @@ class TuningJob(Job):
             def until(s: Step) -> bool:
                 return self.timeout is not None and time.perf_counter() - t_search > self.timeout
 
-            result, replayed = run_tuning(self.tuner, self.backend, self.schedule, run, on_step, until, ck)
+            stored = self._stored(on_step)
+            result, replayed = run_tuning(self.tuner, self.backend, self.schedule, run, stored, until, ck)
             if replayed < len(result.steps):
                 ck.drop("confirm")  # the search went further: its old confirmation does not stand
             search_s = time.perf_counter() - t_search
@@ -241,6 +245,18 @@ class TuningJob(Job):
         probe = probe_profile(self.stage.model, self.window_backend.cores, self.seed)  # type: ignore[union-attr]
         probe.save(path)
         return probe
+
+    def _stored(self, on_step: Callable[[Step], None] | None) -> Callable[[Step], None]:
+        """``on_step`` that first records the step's measurement in the run's study (:mod:`mlsysopt.store`);
+        replayed steps of a resumed run are recorded once (a step's index is its key)."""
+        from mlsysopt.store.records import record, serving_trial
+
+        def stored(s: Step) -> None:
+            record(serving_trial(s.measurement.to_dict(), s.score, s.index), "minimize")
+            if on_step is not None:
+                on_step(s)
+
+        return stored
 
     def _report(
         self,

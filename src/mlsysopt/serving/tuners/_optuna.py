@@ -32,7 +32,7 @@ from mlsysopt.serving.space import KNOBS, Config, Space, Workload
 from mlsysopt.serving.tuners.base import Tuner
 
 if TYPE_CHECKING:
-    from mlsysopt.serving.prior import TaskPrior
+    from mlsysopt.serving.prior import Prior, TaskPrior
 
 WARM_TRIALS = 10  # as many as the samplers' default random start-up trials
 
@@ -57,6 +57,7 @@ class OptunaTuner(Tuner):
         if warm_trials < 1:
             raise MlsysoptError(f"{self.name}: warm_trials={warm_trials} must be >= 1")
         self.prior, self.warm_trials = prior, int(warm_trials)
+        self.pending_prior: Prior | None = None  # fitted by warm_start, bound to the task by the tuning job
         self._warmed = False
         self.max_retries = max_retries
         self.sampler_knobs = sampler_knobs
@@ -122,6 +123,18 @@ class OptunaTuner(Tuner):
             )
             self.study.add_trial(trial)
         self.pending = None
+
+    def warm_start(self, histories: list[dict]) -> int:
+        """``--warm-start``: fit a prior on the study store's history records (other runs' measurements); the job
+        binds it to this task's profile before the search (:attr:`pending_prior`). Returns the measurements used."""
+        from mlsysopt.serving.history import histories_from_store
+        from mlsysopt.serving.prior import Prior
+
+        usable, _ = histories_from_store(histories)
+        used = sum(len(h.measurements) for h in usable)
+        if used:
+            self.pending_prior = Prior().fit(usable)
+        return used
 
     def set_workload(self, workload: Workload) -> None:
         """A new workload starts a new study."""

@@ -51,7 +51,7 @@ from mlsysopt.serving.tuners.base import Exploration, Tuner, boltzmann, knobs_fr
 from mlsysopt.serving.tuners.estimator import LatencyEstimator, PriorEstimator
 
 if TYPE_CHECKING:
-    from mlsysopt.serving.prior import TaskPrior
+    from mlsysopt.serving.prior import Prior, TaskPrior
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,7 @@ class RRL(Tuner):
             self.estimator = PriorEstimator(prior, space, objective, self.knobs, seed)
         self._recheck: Config | None = None  # an incumbent to re-measure next (a newcomer's lead within the noise)
         self._remeasured: dict[Config, int] = {}
+        self.pending_prior: Prior | None = None  # fitted by warm_start, bound to the task by the tuning job
 
     @property
     def warm(self) -> bool:
@@ -176,6 +177,18 @@ class RRL(Tuner):
         self.q[region] = (1.0 - self.knobs.alpha) * self.q[region] + self.knobs.alpha * self.estimate(region)
         self._pin_measured()
         self.steps += 1
+
+    def warm_start(self, histories: list[dict]) -> int:
+        """``--warm-start``: fit a prior on the study store's history records (other runs' measurements); the job
+        binds it to this task's profile before the search (:attr:`pending_prior`). Returns the measurements used."""
+        from mlsysopt.serving.history import histories_from_store
+        from mlsysopt.serving.prior import Prior
+
+        usable, _ = histories_from_store(histories)
+        used = sum(len(h.measurements) for h in usable)
+        if used:
+            self.pending_prior = Prior().fit(usable)
+        return used
 
     def _pin_measured(self) -> None:
         # a measured score (every measurement of it merged) beats any estimate of it
