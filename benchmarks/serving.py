@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from mlsysopt.io import write_json_atomic
+from mlsysopt.io import read_json, write_json_atomic
 from mlsysopt.runtime import make_executor
 from mlsysopt.serving.presets import MODELS, preset_prior, presets
 from mlsysopt.serving.profile import ServiceProfile
@@ -105,12 +105,21 @@ def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
     per_profile: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
+    cache = args.out.parent / f"serving_{split}_cache"
+    cache.mkdir(parents=True, exist_ok=True)
     with make_executor("local", args.workers) as ex:
         for case in cases:
             prof = case.profile()
             space = Space.for_machine(prof.cores, MAX_BATCH)
-            res = run_study(prof, space, tuners, seeds, ex, cap=CAP, pre=PRE, n_requests=args.requests,
-                            prior=priors[case.model])  # fmt: skip
+            done = cache / f"{case.name}.json"  # one profile at a time, kept: a rerun (or a chunked run) resumes
+            key = {"tuners": list(tuners), "seeds": seeds, "cap": CAP, "pre": PRE, "requests": args.requests}
+            res = read_json(done) if done.is_file() else None
+            if res is None or res.get("key") != key:
+                res = run_study(prof, space, tuners, seeds, ex, cap=CAP, pre=PRE, n_requests=args.requests,
+                                prior=priors[case.model])  # fmt: skip
+                write_json_atomic(done, {**res, "key": key})
+            if args.max_minutes and time.perf_counter() - t0 > 60 * args.max_minutes:
+                raise SystemExit(f"stopped after {case.name} (--max-minutes); rerun to continue from {cache}")
             per_profile[case.name] = {k: res[k] for k in ("space_size", "rates", "optimum", "evals_to_5pct", "shift",
                                                           "reached", "tuner_cpu_s_per_measurement")}  # fmt: skip
             rows += [{**r, "profile": case.name} for r in res["per_seed"]]
@@ -165,8 +174,15 @@ def _priors(args: argparse.Namespace, split: str, cases: list[Any]) -> dict[str,
 
     hs = histories_from_runs([args.histories])
     out = {}
-    for model in {c.model for c in cases}:
+    cache = args.out.parent / "serving_tuning_cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    for model in sorted({c.model for c in cases}):
+        path = cache / f"prior_without_{model}.pt"
+        if path.is_file():
+            out[model] = Prior.load(path)
+            continue
         out[model] = Prior().fit([h for h in hs if h.profile.model != model])
+        out[model].save(path)
         print(f"  prior without {model}: {out[model].describe()['samples']} samples", flush=True)
     return out
 
@@ -204,7 +220,9 @@ def main() -> None:
         help="--split tuning: history run folders of the tuning presets (serving_profiles.py --prior)",
     )  # fmt: skip
     ap.add_argument("--skip-real", action="store_true", help="only the simulated studies")
+    ap.add_argument("--max-minutes", type=float, default=None, help="stop after the profile that passes this")
     ap.add_argument("--skip-sim", action="store_true", help="no simulated study")
+    ap.add_argument("--fresh-real", action="store_true", help="measure the real cases again (else kept ones stay)")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/serving.json"))
     args = ap.parse_args()
     t0 = time.perf_counter()

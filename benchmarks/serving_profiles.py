@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 PROFILES = HERE.parent / "src" / "mlsysopt" / "serving" / "profiles"
 ZOO = ("cnn", "resnet", "mobilenet", "transformer")
 LOADS = (0.2, 0.4, 0.6, 0.9)  # history rates: these fractions of the cores busy with single-row 1-thread batches
+MAX_RATE = 500_000.0  # req/s: beyond, a history rate is capped (the load generator paces at most 1,000,000)
 
 
 def model_spec(name: str, work: Path) -> str:
@@ -46,7 +47,7 @@ def model_spec(name: str, work: Path) -> str:
     return f"{HERE / 'serving_models.py'}:{name}"
 
 
-def measure(work: Path, seed: int) -> dict[str, Any]:
+def measure(work: Path, seed: int, only: list[str] | None = None) -> dict[str, Any]:
     """Profile every measured model on this machine; write its JSON into the package."""
     from mlsysopt.serving.experiment import calibrate_dispatch, measure_profile
     from mlsysopt.serving.inputs import machine_threads, resolve_model
@@ -54,7 +55,7 @@ def measure(work: Path, seed: int) -> dict[str, Any]:
     cores = machine_threads()
     out: dict[str, Any] = {}
     for name, (_, source, _) in MODELS.items():
-        if source != "measured":
+        if source != "measured" or (only and name not in only):
             continue
         t0 = time.perf_counter()
         model, _ = resolve_model(model_spec(name, work), work, largest=64, instances=cores)
@@ -83,7 +84,7 @@ def histories(work: Path, budget: int, seed: int) -> list[Path]:
     for p in presets("tuning"):
         prof = p.profile()
         for load in LOADS:
-            rate = round(load * prof.cores * 1000.0 / prof.service_ms(1, 1, 1), -1) or 10.0
+            rate = min(round(load * prof.cores * 1000.0 / prof.service_ms(1, 1, 1), -1), MAX_RATE) or 10.0
             out = work / "histories" / f"{p.name}_{load:g}"
             if not (out / "result.json").is_file():
                 job = TuningJob(
@@ -119,6 +120,7 @@ def main() -> None:
     ap.add_argument("--measure", action="store_true", help="profile the measured models here (real timings)")
     ap.add_argument("--prior", action="store_true", help="histories of the tuning presets, then the shipped prior")
     ap.add_argument("--budget", type=int, default=100, help="measurements per history run")
+    ap.add_argument("--only", default=None, help="comma-separated measured models (default: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=Path("runs/presets"))
     ap.add_argument("--out", type=Path, default=Path("docs/benchmarks/serving_profiles.json"))
@@ -126,7 +128,7 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"date": dt.date.today().isoformat(), "load_average_at_start": os.getloadavg()[0]}
     if args.measure:
-        result["measured"] = measure(args.work, args.seed)
+        result["measured"] = measure(args.work, args.seed, args.only.split(",") if args.only else None)
     if args.prior:
         result["prior"] = fit_prior(histories(args.work, args.budget, args.seed))
     result["split"] = [p.to_dict() for p in presets()]

@@ -79,7 +79,8 @@ def serving_profile(
     prof = result["profile"]
     console.print(
         f"fitted {prof['model']} on {prof['cores']} cores: median fit error {result['fit_median_rel_error']:.1%}; "
-        f"dispatch overhead {prof['dispatch_ms']:.3g} ms per batch"
+        f"engine overheads: dispatch {prof['dispatch_ms']:.3g} ms per batch, wake-up {prof['wake_ms']:.3g} ms after "
+        f"idling, hand-off {prof['handoff_ms']:.3g} ms per request"
     )
     for warning in result["warnings"]:
         err_console.print(f"warning: {warning}")

@@ -130,7 +130,14 @@ class OptunaTuner(Tuner):
         from mlsysopt.serving.history import histories_from_store
         from mlsysopt.serving.prior import Prior
 
-        usable, _ = histories_from_store(histories)
+        usable, skipped = histories_from_store(histories)
+        if skipped and not usable:
+            from mlsysopt.errors import MlsysoptError
+
+            raise MlsysoptError(
+                f"--warm-start: the {skipped} run(s) it names measured the real engine, and the store keeps no model "
+                "profile of them; give their run folders with --prior instead (result.json keeps it)"
+            )
         used = sum(len(h.measurements) for h in usable)
         if used:
             self.pending_prior = Prior().fit(usable)
