@@ -57,15 +57,14 @@ class CapacityBackend(BackendWrapper):
                     bad = rate
                     break
                 good, best = rate, m
-        if good is not None:
-            if bad is not None:
-                for _ in range(self.bisections):
-                    mid = (good + bad) / 2
-                    m = at(mid)
-                    if self._ok(m):
-                        good, best = mid, m
-                    else:
-                        bad = mid
+        if good is not None and bad is not None:
+            for _ in range(self.bisections):
+                mid = (good + bad) / 2
+                m = at(mid)
+                if self._ok(m):
+                    good, best = mid, m
+                else:
+                    bad = mid
         out = best
         out.extra = {**out.extra, "at_rate": out.workload.rate, "rates_tried": [list(t) for t in tried]}
         out.workload = workload
