@@ -25,7 +25,11 @@ median and p90 over every (profile, seed); ``ratio_rrl_warm_to_gp_cold`` etc. ar
   interleaved: ``default_ms`` / ``best_ms`` / ``rrl_ms`` (ms per request = 1000 / throughput), ``confirmed_ratio``
   (RRL / best) and ``evals_fraction``.
 
-    python benchmarks/serving.py [--quick] [--skip-real] [--split heldout|tuning] --out FILE.json
+    python benchmarks/serving.py [--quick] [--seeds N] [--skip-real] [--skip-synthetic] [--split heldout|tuning]
+                                 [--fresh-real] --out FILE.json
+
+Every part is kept as it finishes (the held-out study per profile, the synthetic study, each real case, beside
+``--out``): the same command resumes after a kill; ``--fresh-real`` re-measures only the real cases.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from mlsysopt.runtime import make_executor
 from mlsysopt.serving.presets import MODELS, preset_prior, presets
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.space import Space
+from mlsysopt.serving.stats import mean_ci, median_ci
 from mlsysopt.serving.study import run_study
 
 LOAD_AT_START = os.getloadavg()[0]
@@ -134,6 +139,7 @@ def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
         e, s = _values(mine, "evals_to_5pct", CAP), _values(mine, "shift", CAP)
         summary[t] = {
             "median": statistics.median(e), "p90": _p90(e), "mean": float(np.mean(e)),
+            "mean_ci95": list(mean_ci(e)), "median_ci95": list(median_ci(e)),
             "reached": sum(r["evals_to_5pct"] is not None for r in mine) / len(mine),
             "shift_median": statistics.median(s), "shift_p90": _p90(s),
             "tuner_cpu_s_per_measurement": statistics.median(r["tuner_cpu_s_per_measurement"] for r in mine),
@@ -195,9 +201,14 @@ def sim_part(args: argparse.Namespace) -> dict[str, Any]:
     seeds = list(range(3 if args.quick else args.seeds))
     tuners = ("rrl", "tpe", "random") if args.quick else SIM_TUNERS
     t0 = time.perf_counter()
-    with make_executor("local", args.workers) as ex:
-        out = run_study(profile, space, tuners, seeds, ex, cap=cap, pre=60, n_requests=200 if args.quick else 400)
-    out["seconds"] = time.perf_counter() - t0
+    done = args.out.parent / f"serving_sim{'_quick' if args.quick else ''}.json"  # kept: a rerun resumes after it
+    key = {"tuners": list(tuners), "seeds": seeds, "cap": cap, "requests": 200 if args.quick else 400}
+    out = read_json(done) if done.is_file() else None
+    if out is None or out.get("key") != key:
+        with make_executor("local", args.workers) as ex:
+            out = run_study(profile, space, tuners, seeds, ex, cap=cap, pre=60, n_requests=key["requests"])
+        out["seconds"] = time.perf_counter() - t0
+        write_json_atomic(done, {**out, "key": key})
     print(f"sim: {space.size} configurations ({space.raw_size} before merging), rates {out['rates']}, cap {cap}")
     for name in tuners:
         print(f"  {name:10s} evals_to_5pct {out['evals_to_5pct'][name]:>6}  shift {out['shift'][name]:>6}")
@@ -222,6 +233,9 @@ def main() -> None:
     ap.add_argument("--skip-real", action="store_true", help="only the simulated studies")
     ap.add_argument("--max-minutes", type=float, default=None, help="stop after the profile that passes this")
     ap.add_argument("--skip-sim", action="store_true", help="no simulated study")
+    ap.add_argument(
+        "--skip-synthetic", action="store_true", help="no study on the earlier rounds' synthetic 32-core profile"
+    )
     ap.add_argument("--fresh-real", action="store_true", help="measure the real cases again (else kept ones stay)")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/serving.json"))
     args = ap.parse_args()
@@ -247,7 +261,7 @@ def main() -> None:
         result[f"{key}_study"] = {k: v for k, v in study.items() if k != "tuners" and not k.startswith("ratio_")}
         result.update({k: v["within"] for k, v in study.items() if k.startswith("ratio_")})
         result.update({f"{k}_by_profile": v["by_profile"] for k, v in study.items() if k.startswith("ratio_")})
-        if args.split == "heldout":
+        if args.split == "heldout" and not args.skip_synthetic:
             result["sim"] = sim_part(args)
     if not args.skip_real:
         result.update(real_part(args, work))

@@ -70,3 +70,16 @@ def test_high_noise_is_warned_with_its_figure() -> None:
     assert noise_warning({"cv_mean_ms": 0.15, "windows": 5}, 7, 3) is None
     w = noise_warning({"cv_mean_ms": 0.4, "windows": 5}, 12, 3)
     assert w is not None and "CV 40%" in w and "raised from 3 to 12" in w
+
+
+def test_demo_headline_names_the_winner_ties_and_misses() -> None:
+    from mlsysopt.serving.demo import sim_headline
+
+    def fin(**evals: int | None) -> dict:
+        return {k: {"evals_to_5pct": v} for k, v in evals.items()}
+
+    won = sim_headline(fin(rrl_warm=2, gp_warm=3, gp=None), 30)
+    assert won.startswith("rrl_warm won: within 5% of the optimum after 2 measurements (gp_warm 3, gp > 30;")
+    assert sim_headline(fin(rrl_warm=4, gp_warm=1), 30).startswith("gp_warm won")
+    assert sim_headline(fin(rrl_warm=1, gp_warm=1), 30).startswith("rrl_warm and gp_warm tied")
+    assert sim_headline(fin(rrl=None, gp=None), 30).startswith("No tuner got within 5% of the optimum in 30")

@@ -40,7 +40,9 @@ model, several seeds each, cap 60, mean latency at the study's rate A; warm runs
 profile's own model; the held-out presets were not looked at): radius 1.5 and
 a temperature decay of 0.85 per measurement took the median evals-to-within-5% of cold RRL from 23 to 11 (p90 44 ->
 22; Optuna's GP there: 15, p90 33); radius 2.0 / 2.5, decay 0.9, tau0 0.3, alpha 0.45 / 0.6 were worse. Warm RRL was
-unchanged by them (median 2 either way).
+unchanged by them (median 2 either way). A check of both on 5 of those profiles x 4 seeds, with the rate change
+(30 measurements at A, then 1.5x): after the change cold RRL needs a median 2 either way (p90 29 -> 5), warm RRL 4
+-> 2 (p90 11 -> 5).
 """
 
 from __future__ import annotations
