@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -280,7 +281,7 @@ def test_demo_serving_section(tmp_path: Path) -> None:
     assert real["confirmation"]["rounds"] == 2 and real["confirmation"]["pick"]["config"]
     assert "extrapolated" in result["serving_sim"]["data"]
     html = (out / "index.html").read_text()
-    assert result["serving_sim"]["headline"] in html.replace("&#x27;", "'")  # who won, in the section's words
+    assert result["serving_sim"]["headline"] in unescape(html)  # who won, in the section's own words
     for png in ("real_steps.png", "real_heatmap.png", "sim_steps.png"):
         assert (out / "serving" / png).read_bytes()[:8] == PNG_MAGIC
         assert f'data-file="serving/{png}"' in html
