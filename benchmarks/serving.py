@@ -119,9 +119,12 @@ def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
             done = cache / f"{case.name}.json"  # one profile at a time, kept: a rerun (or a chunked run) resumes
             key = {"tuners": list(tuners), "seeds": seeds, "cap": CAP, "pre": PRE, "requests": args.requests}
             res = read_json(done) if done.is_file() else None
+            kept = _kept_seeds(res, key)
             if res is None or res.get("key") != key:
-                res = run_study(prof, space, tuners, seeds, ex, cap=CAP, pre=PRE, n_requests=args.requests,
+                todo = [s for s in seeds if s not in kept]  # more seeds than a kept run: only the new ones
+                new = run_study(prof, space, tuners, todo, ex, cap=CAP, pre=PRE, n_requests=args.requests,
                                 prior=priors[case.model])  # fmt: skip
+                res = _merge_seeds(res, new, seeds, CAP) if kept else new
                 write_json_atomic(done, {**res, "key": key})
             if args.max_minutes and time.perf_counter() - t0 > 60 * args.max_minutes:
                 raise SystemExit(f"stopped after {case.name} (--max-minutes); rerun to continue from {cache}")
@@ -163,6 +166,28 @@ def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
     s = by["shift"]
     if "rrl_warm" in s and "gp" in s:
         out["ratio_shift_rrl_warm_to_gp_cold"] = ratio_ci(s["rrl_warm"], s["gp"], args.seed)
+    return out
+
+
+def _kept_seeds(res: dict[str, Any] | None, key: dict[str, Any]) -> set[int]:
+    """The seeds of a kept profile study that a run with ``key`` can reuse (same settings, fewer seeds)."""
+    if res is None or "key" not in res:
+        return set()
+    old = res["key"]
+    same = all(old.get(k) == v for k, v in key.items() if k != "seeds")
+    return set(old["seeds"]) if same and set(old["seeds"]) <= set(key["seeds"]) else set()
+
+
+def _merge_seeds(old: dict[str, Any], new: dict[str, Any], seeds: list[int], cap: int) -> dict[str, Any]:
+    """A kept profile study plus the runs of its new seeds (same tables: the study is deterministic per seed)."""
+    rows = sorted([*old["per_seed"], *new["per_seed"]], key=lambda r: (r["tuner"], r["seed"]))
+    out = {**new, "per_seed": rows, "seeds": len(seeds)}
+    for name in {r["tuner"] for r in rows}:
+        mine = [r for r in rows if r["tuner"] == name]
+        for k, reached in (("evals_to_5pct", "reached"), ("shift", "shift_reached")):
+            out[k][name] = statistics.median(r[k] if r[k] is not None else cap + 1 for r in mine)
+            out[reached][name] = sum(r[k] is not None for r in mine) / len(mine)
+        out["tuner_cpu_s_per_measurement"][name] = statistics.median(r["tuner_cpu_s_per_measurement"] for r in mine)
     return out
 
 
