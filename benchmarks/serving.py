@@ -14,7 +14,7 @@ median and p90 over every (profile, seed); ``ratio_rrl_warm_to_gp_cold`` etc. ar
 
 **sim** (kept from earlier rounds): the same study on the documented synthetic 32-core profile, cold tuners.
 
-**Real** (ONNX Runtime here, load generator in its own process; run it alone: ``flock -x``):
+**Real** (ONNX Runtime here, load generator in its own process; timings: run it on a quiet machine):
 
 * the latency case of earlier rounds (zoo ResNet at ~70% load): ``noise_cv``, exhaustive sweep vs RRL (25% of the
   measurements), ``confirmed_ratio`` from an interleaved confirmation, and ``sim_vs_real_rel_err``: the simulator
