@@ -92,6 +92,7 @@ def print_measurements(rows: list[Measurement], title: str, slo_ms: float | None
             windows, viol, shown,
         )  # fmt: skip
     console.print(table)
+    print_label_legend()
 
 
 def print_tuning(report: dict[str, Any], out: Path) -> None:
@@ -117,6 +118,7 @@ def print_tuning(report: dict[str, Any], out: Path) -> None:
             r["default_confirmed"], slo, r["verdict"],
         )  # fmt: skip
     console.print(table)
+    print_label_legend()
     from mlsysopt.cli.common import err_console
 
     for warning in report.get("warnings", []):
@@ -127,6 +129,15 @@ def print_tuning(report: dict[str, Any], out: Path) -> None:
     if report["stopped"] == "timeout":
         console.print("[yellow]the search stopped at --timeout; --resume with a larger one continues it[/yellow]")
     console.print(f"wrote {out / 'result.json'}, " + ", ".join(str(out / f) for f in report["files"]))
+
+
+def print_label_legend() -> None:
+    """One dim line defining a configuration label (``n2 b8 t5ms i1 o1 seq``)."""
+    from rich.markup import escape
+
+    from mlsysopt.report.labels import SERVING_LABEL
+
+    console.print(f"[dim]configuration: {escape(SERVING_LABEL)}[/dim]")
 
 
 def _label(config: dict[str, Any]) -> str:

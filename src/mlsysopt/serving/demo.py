@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.report.html import Section
+from mlsysopt.text import plural
 
 if TYPE_CHECKING:
     from mlsysopt.demo import DemoContext
@@ -101,7 +102,8 @@ def _real(ctx: DemoContext) -> Section:
         lo, hi = c.interval
         rows.append([name, c.config.label(), c.value, f"{lo:.3g} .. {hi:.3g}", c.measurement.p99_ms])
     text = (
-        f"The zoo ResNet exported to ONNX and served by ONNX Runtime on this machine ({cores} cores): a shared "
+        f"The zoo ResNet exported to ONNX and served by ONNX Runtime on this machine ({plural(cores, 'core')}): "
+        "a shared "
         f"request queue, dynamic batching and worker sessions, under open-loop Poisson load at {rate:.0f} "
         f"requests/s. RRL measured {len(measured)} of the {space.size} configurations; latency is real, "
         f"measured here. SLO (p99): {slo:.1f} ms. Then RRL's pick and ONNX Runtime's default were re-measured "

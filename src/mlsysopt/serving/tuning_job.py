@@ -118,6 +118,7 @@ class TuningJob(Job):
                 most = {
                     "largest": max(space_probe.values["max_batch"]),
                     "instances": max(space_probe.values["instances"]),
+                    "timeout": timeout,  # bounds a user's factory too
                 }
                 served = self._load_model(model, input_shape, **most)  # type: ignore[arg-type]
             prof = resolve_profile(DEFAULT_PROFILE if profile is None else profile) if engine == "sim" else None
@@ -325,6 +326,7 @@ class TuningJob(Job):
                 "seconds": seconds,
                 "search_seconds": search_s,
                 "stopped": "timeout" if result.stopped == "until" else result.stopped,
+                "stopped_by": "timeout" if result.stopped == "until" else result.stopped,  # the name every search uses
                 "replayed_from_checkpoint": replayed,
                 "task": {"profile": task.to_dict(), "source": "profile" if self.profile is not None else "probe"},
                 "prior": None if prior is None else {**prior.prior.describe(), "top": _top(prior, self, result)},
