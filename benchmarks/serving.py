@@ -1,23 +1,35 @@
-"""Serving benchmark (RRL): the real ONNX Runtime engine here (trusted measurements), then tuners on the simulator.
+"""Serving benchmark (RRL): held-out models, a prior across models, fair warm-started baselines, real measurements.
 
-Real (zoo ResNet served by ONNX Runtime on this machine, load generator in its own process; every measurement is
-windows repeated until the last 3 agree within 10% (at most 5), reported with 95% intervals):
+**Held-out study** (simulated; the headline). Every *held-out* preset profile (:mod:`mlsysopt.serving.presets`: models
+measured here and extrapolated to 8-64 cores, plus synthetic ones; the split is written into the JSON) is tuned by
+every tuner x 10 seeds on the SimPy model of the engine, judged by exhaustive tables: ``evals_to_5pct`` (measurements
+until the best so far is truly within 5% of the optimum; a run that does not get there within the cap counts cap +
+1) and ``shift`` (after ``pre`` measurements at rate A, the rate rises 1.5x: measurements until within 5% of the new
+optimum). Warm tuners (``rrl_warm``, ``gp_warm``, ``tpe_warm``) share one prior, fitted on histories of the *tuning*
+presets only (the shipped prior; its tasks are checked to hold no held-out model). ``heldout`` gives per tuner the
+median and p90 over every (profile, seed); ``ratio_rrl_warm_to_gp_cold`` etc. are the ratio of those medians with a
+95% bootstrap interval (seeds resampled within each profile, 2,000 draws; ``*_by_profile``: profiles resampled).
+``--split tuning`` runs the same study on the tuning presets, each with a prior fitted without its own model
+(leave one model out): where the defaults were chosen.
 
-* ``noise_cv``: coefficient of variation of the mean latency over repeated windows of the runtime's default.
-* The exhaustive sweep measures every configuration of the reduced space; RRL searches with 25% of that many
-  measurements and confirms its top 3 against the default (its tune's answer, ``rrl_pick``).
-* ``confirmed_ratio``: the exhaustive sweep's best 5 and RRL's pick re-measured interleaved (A B C ... A B C ...,
-  3 rounds): RRL's confirmed median / the best confirmed median of the exhaustive 5 (a single noisy pass is no
-  ground truth, and the minimum of a noisy table is biased low).
-* ``sim_vs_real_rel_err``: the simulator calibrated to this engine (the measured timings table, the dispatch
-  overhead from a low-rate run) against every confirmed real value: median (the contract key) and p90.
+**sim** (kept from earlier rounds): the same study on the documented synthetic 32-core profile, cold tuners.
 
-Simulator (synthetic 32-core profile, ``Space.for_machine(32, max_batch=1..64)``, mean latency; every tuner x seed
-through :func:`mlsysopt.serving.study.run_study` on the local process pool): ``evals_to_5pct`` (median over seeds;
-a run that never gets there within the cap counts as cap + 1) and ``shift`` (after 60 measurements at the first
-rate, the rate rises: measurements until within 5% of the new optimum).
+**Real** (ONNX Runtime here, load generator in its own process; timings: run it on a quiet machine):
 
-    python benchmarks/serving.py [--quick] --out FILE.json
+* the latency case of earlier rounds (zoo ResNet at ~70% load): ``noise_cv``, exhaustive sweep vs RRL (25% of the
+  measurements), ``confirmed_ratio`` from an interleaved confirmation, and ``sim_vs_real_rel_err``: the simulator
+  calibrated to this engine (timings table, dispatch and low-latency timings) against every confirmed value;
+* ``real.matters``: a case where tuning matters here — throughput within a p99 SLO on a model whose batching and
+  instances matter, from a rate at which ONNX Runtime's default saturates: the exhaustive sweep, RRL warm-started from
+  the shipped prior (with 25% of the measurements), and the exhaustive best 5, RRL's pick and the default confirmed
+  interleaved: ``default_ms`` / ``best_ms`` / ``rrl_ms`` (ms per request = 1000 / throughput), ``confirmed_ratio``
+  (RRL / best) and ``evals_fraction``.
+
+    python benchmarks/serving.py [--quick] [--seeds N] [--skip-real] [--skip-synthetic] [--split heldout|tuning]
+                                 [--fresh-real] --out FILE.json
+
+Every part is kept as it finishes (the held-out study per profile, the synthetic study, each real case, beside
+``--out``): the same command resumes after a kill; ``--fresh-real`` re-measures only the real cases.
 """
 
 from __future__ import annotations
@@ -31,185 +43,197 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlsysopt.io import write_json_atomic
+import numpy as np
+
+from mlsysopt.io import read_json, write_json_atomic
 from mlsysopt.runtime import make_executor
-from mlsysopt.runtime.threads import torch_threads
-from mlsysopt.serving.confirmation import confirm, measure_noise
-from mlsysopt.serving.objective import Objective
+from mlsysopt.serving.presets import MODELS, preset_prior, presets
 from mlsysopt.serving.profile import ServiceProfile
-from mlsysopt.serving.space import Space, Workload
+from mlsysopt.serving.space import Space
+from mlsysopt.serving.stats import mean_ci, median_ci
 from mlsysopt.serving.study import run_study
-from mlsysopt.serving.tuners import get_tuner
-from mlsysopt.serving.tuning import tune
-from mlsysopt.serving.windows import StableBackend
 
 LOAD_AT_START = os.getloadavg()[0]
 SIM_TUNERS = ("rrl", "tpe", "gp", "random", "bandit", "hill_climb")
+HELDOUT_TUNERS = ("rrl_warm", "rrl", "gp_warm", "gp", "tpe_warm", "tpe", "hill_climb", "random")
+MAX_BATCH = (1, 2, 4, 8, 16, 32, 64)
+CAP = 60  # measurements per run (GP's own cost grows with the cube of its trials: ~9 s per ask at 100 here)
+PRE = 30  # measurements at rate A before the rate change
+BOOTSTRAP = 2000
+#: the ratios of median evals_to_5pct the JSON reports (key -> (ours, theirs))
+RATIOS = {
+    "ratio_rrl_warm_to_gp_cold": ("rrl_warm", "gp"),
+    "ratio_rrl_warm_to_gp_warm": ("rrl_warm", "gp_warm"),
+    "ratio_rrl_cold_to_gp_cold": ("rrl", "gp"),
+    "ratio_rrl_warm_to_tpe_warm": ("rrl_warm", "tpe_warm"),
+    "ratio_rrl_warm_to_rrl_cold": ("rrl_warm", "rrl"),
+}
 
 
 def _p90(values: list[float]) -> float | None:
     return sorted(values)[int(0.9 * (len(values) - 1))] if values else None
 
 
-def real_part(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """Noise, exhaustive vs RRL (both confirmed), and the calibrated simulator against every confirmed value."""
-    from mlsysopt.serving.engine import Engine
-    from mlsysopt.serving.experiment import calibrate_dispatch, measure_profile
-    from mlsysopt.serving.inputs import machine_threads, resolve_model
-    from mlsysopt.serving.simulator import SimulatedEngine
+def _values(rows: list[dict[str, Any]], key: str, cap: int) -> list[float]:
+    return [float(r[key]) if r[key] is not None else float(cap + 1) for r in rows]
 
-    cores = machine_threads()
-    model, _ = resolve_model("zoo:resnet", workdir, largest=16, instances=cores)
-    t0 = time.perf_counter()
-    profile, samples = measure_profile(model, (1, 2, 4, 8, 16), (1, 2), (1, 2), repeats=5, cores=cores, name="resnet")
-    profile, dispatch = calibrate_dispatch(model, profile, seed=args.seed)
-    profile_s = time.perf_counter() - t0
-    if args.quick:
-        space = Space(
-            instances=(1, 2),
-            max_batch=(1, 4, 16),
-            batch_timeout_ms=(0.0, 2.0),
-            intra_threads=(1, 2),
-            inter_threads=(1,),
-            execution_mode=(0,),
-            max_threads=cores,
-        )
-    else:
-        space = Space.for_machine(cores, max_batch=(1, 2, 4, 8, 16))
-    rate = round(0.7 * 1000.0 / profile.service_ms(1, 1, 1), -1)
-    workload, objective = Workload(rate), Objective("latency")
-    n_req = 100 if args.quick else 150
-    stability = {"count": 3, "tolerance": 0.10, "max_windows": 4 if args.quick else 5}
-    print(
-        f"real: {space.size} configurations ({space.raw_size} before merging) at {rate:g} req/s, {n_req} requests "
-        f"per window; profile fit error {profile.fit_error(samples):.1%}, dispatch {profile.dispatch_ms:.3g} ms"
+
+def ratio_ci(a: dict[str, list[float]], b: dict[str, list[float]], seed: int = 0) -> dict[str, list[float]]:
+    """median(a) / median(b) over every (profile, seed), with 95% bootstrap intervals (within and across profiles)."""
+    rng = np.random.default_rng(seed)
+    point = statistics.median(v for vs in a.values() for v in vs) / statistics.median(
+        v for vs in b.values() for v in vs
     )
-    default = space.default(cores)
-    with Engine(model, n_requests=n_req, max_seconds=10.0, max_threads=cores, seed=args.seed) as engine:
-        stable = StableBackend(engine, **stability)
-        noise = measure_noise(engine, default, workload, windows=5)
-        t1 = time.perf_counter()
-        table = {c: stable.measure(c, workload) for c in space}
-        exhaustive_s = time.perf_counter() - t1
-        budget = max(1, math.floor(0.25 * space.size))
-        t2 = time.perf_counter()
-        with torch_threads(1):
-            res = tune(get_tuner("rrl", space, objective, seed=args.seed), stable, [(workload, budget)])
-        ans = res.per_rate[-1]
-        scores = {c: objective.score(m) for c, m in ans.measured.items()}
-        own = confirm(stable, ans.ranked(objective)[:3], default, workload, objective, 3, scores)
-        rrl_s = time.perf_counter() - t2
-        rrl_pick = own.pick.config
-        top5 = sorted(table, key=lambda c: objective.score(table[c]))[:5]
-        t3 = time.perf_counter()
-        side = confirm(
-            stable, [*top5, rrl_pick], default, workload, objective, 3, {c: objective.score(table[c]) for c in table}
-        )
-        confirm_s = time.perf_counter() - t3
-    by = {c.config: c for c in side.candidates}
-    ex_best = min(top5, key=lambda c: by[c].value)
-    ratio = by[rrl_pick].value / by[ex_best].value
-    # the simulator calibrated to this engine against every confirmed real value (both confirmations)
-    sim = SimulatedEngine(profile, n_requests=n_req, seed=args.seed)
-    sim_stable = StableBackend(sim, **stability)
-    compared = []
-    for conf in (side, own):
-        for c in conf.candidates:
-            s = sim_stable.measure(c.config, workload)
-            compared.append(
-                {
-                    **c.config.to_dict(),
-                    "confirmed_real_ms": c.value,
-                    "sim_ms": s.mean_ms,
-                    "rel_err": abs(s.mean_ms - c.value) / c.value,
-                    "sim_saturated": s.saturated,
-                }
-            )
-    errs = [r["rel_err"] for r in compared]
-    table_errs = []
-    for c, m in table.items():
-        s = sim.measure(c, workload)
-        if not (m.saturated or s.saturated):
-            table_errs.append(abs(s.mean_ms - m.mean_ms) / m.mean_ms)
-    out = {
-        "space_size": space.size,
-        "space_raw_size": space.raw_size,
-        "rate": rate,
-        "requests_per_window": n_req,
-        "stability": stability,
-        "noise_cv": noise["cv_mean_ms"],
-        "noise": noise,
-        "exhaustive_measurements": len(table),
-        "exhaustive_windows": sum(m.windows for m in table.values()),
-        "exhaustive_unstable": sum(not m.stable for m in table.values()),
-        "exhaustive_single_pass_best": ex_best.to_dict(),
-        "rrl_evals": len(res.steps),
-        "rrl_evals_fraction": len(res.steps) / space.size,
-        "rrl_confirmation_measurements": len(own.measurements),
-        "rrl_search_best": ans.best.to_dict(),
-        "rrl_pick": rrl_pick.to_dict(),
-        "rrl_own_confirmation": own.to_dict(objective),
-        "confirmation": side.to_dict(objective),
-        "confirmed_ratio": ratio,
-        "confirmed_rrl_ms": by[rrl_pick].value,
-        "confirmed_exhaustive_best_ms": by[ex_best].value,
-        "confirmed_exhaustive_best": ex_best.to_dict(),
-        "confirmed_default_ms": next(c.value for c in side.candidates if c.config == default),
-        "single_pass": {
-            "exhaustive_min_ms": objective.score(table[top5[0]]),
-            "rrl_pick_ms": objective.score(table[rrl_pick]),
-        },
-        "sim_compared": compared,
-        "sim_rel_err_p90": _p90(errs),
-        "sim_vs_exhaustive_table": {
-            "median": statistics.median(table_errs) if table_errs else None,
-            "p90": _p90(table_errs),
-            "configs": len(table_errs),
-        },
-        "profile": profile.to_dict(),
-        "profile_fit_error": profile.fit_error(samples),
-        "profile_warnings": profile.warnings(),
-        "dispatch_calibration": dispatch,
-        "seconds": {
-            "profile": profile_s,
-            "exhaustive": exhaustive_s,
-            "rrl_with_confirmation": rrl_s,
-            "side_by_side_confirmation": confirm_s,
-        },
-        "load_average_1m_at_end": os.getloadavg()[0],
-        "table": [
-            {
-                **c.to_dict(),
-                "mean_ms": m.mean_ms,
-                "mean_ci": m.ci.get("mean_ms"),
-                "p99_ms": m.p99_ms,
-                "windows": m.windows,
-                "stable": m.stable,
-                "saturated": m.saturated,
-            }
-            for c, m in table.items()
-        ],
+    within, across = [], []
+    names = sorted(a)
+    for _ in range(BOOTSTRAP):
+        ra = np.concatenate([rng.choice(a[n], len(a[n])) for n in names])
+        rb = np.concatenate([rng.choice(b[n], len(b[n])) for n in names])
+        within.append(float(np.median(ra) / np.median(rb)))
+        pick = rng.choice(names, len(names))
+        across.append(float(np.median(np.concatenate([a[n] for n in pick])) /
+                            np.median(np.concatenate([b[n] for n in pick]))))  # fmt: skip
+    return {
+        "within": [point, *np.percentile(within, [2.5, 97.5]).tolist()],
+        "by_profile": [point, *np.percentile(across, [2.5, 97.5]).tolist()],
     }
-    sim_err = statistics.median(errs) if errs else math.nan
-    print(
-        f"  noise CV {noise['cv_mean_ms']:.1%}; confirmed: exhaustive best {by[ex_best].value:.2f} ms, RRL "
-        f"{by[rrl_pick].value:.2f} ms (ratio {ratio:.3f}) after {len(res.steps)} measurements; sim median "
-        f"error {sim_err:.1%} (p90 {out['sim_rel_err_p90']:.1%})"
-    )
-    return {"real": out, "sim_vs_real_rel_err": sim_err, "sim_vs_real_rel_err_p90": out["sim_rel_err_p90"]}
+
+
+def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
+    """Every tuner x seed on every preset of ``split``; aggregates, ratios with intervals."""
+    cases = presets(split)
+    if args.quick:
+        cases = cases[:2]
+    seeds = list(range(3 if args.quick else args.seeds))
+    tuners = HELDOUT_TUNERS if not args.quick else ("rrl_warm", "rrl", "gp_warm", "gp")
+    priors = _priors(args, split, cases)
+    per_profile: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    cache = args.out.parent / f"serving_{split}_cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    with make_executor("local", args.workers) as ex:
+        for case in cases:
+            prof = case.profile()
+            space = Space.for_machine(prof.cores, MAX_BATCH)
+            done = cache / f"{case.name}.json"  # one profile at a time, kept: a rerun (or a chunked run) resumes
+            key = {"tuners": list(tuners), "seeds": seeds, "cap": CAP, "pre": PRE, "requests": args.requests}
+            res = read_json(done) if done.is_file() else None
+            kept = _kept_seeds(res, key)
+            if res is None or res.get("key") != key:
+                todo = [s for s in seeds if s not in kept]  # more seeds than a kept run: only the new ones
+                new = run_study(prof, space, tuners, todo, ex, cap=CAP, pre=PRE, n_requests=args.requests,
+                                prior=priors[case.model])  # fmt: skip
+                res = _merge_seeds(res, new, seeds, CAP) if kept else new
+                write_json_atomic(done, {**res, "key": key})
+            if args.max_minutes and time.perf_counter() - t0 > 60 * args.max_minutes:
+                raise SystemExit(f"stopped after {case.name} (--max-minutes); rerun to continue from {cache}")
+            per_profile[case.name] = {k: res[k] for k in ("space_size", "rates", "optimum", "evals_to_5pct", "shift",
+                                                          "reached", "tuner_cpu_s_per_measurement")}  # fmt: skip
+            rows += [{**r, "profile": case.name} for r in res["per_seed"]]
+            figures = "  ".join(f"{t} {res['evals_to_5pct'][t]:g}/{res['shift'][t]:g}" for t in tuners)
+            print(f"  {case.name:22s} {space.size:5d} configs  {figures}", flush=True)
+    summary: dict[str, Any] = {}
+    by: dict[str, dict[str, dict[str, list[float]]]] = {"evals_to_5pct": {}, "shift": {}}
+    for t in tuners:
+        mine = [r for r in rows if r["tuner"] == t]
+        for key in by:
+            by[key][t] = {c.name: _values([r for r in mine if r["profile"] == c.name], key, CAP) for c in cases}
+        e, s = _values(mine, "evals_to_5pct", CAP), _values(mine, "shift", CAP)
+        summary[t] = {
+            "median": statistics.median(e), "p90": _p90(e), "mean": float(np.mean(e)),
+            "mean_ci95": list(mean_ci(e)), "median_ci95": list(median_ci(e)),
+            "reached": sum(r["evals_to_5pct"] is not None for r in mine) / len(mine),
+            "shift_median": statistics.median(s), "shift_p90": _p90(s),
+            "tuner_cpu_s_per_measurement": statistics.median(r["tuner_cpu_s_per_measurement"] for r in mine),
+        }  # fmt: skip
+    out: dict[str, Any] = {
+        "split": [c.to_dict() for c in cases],
+        "tuners": summary,
+        "per_profile": per_profile,
+        "per_seed": rows,
+        "cap": CAP,
+        "pre": PRE,
+        "seeds": len(seeds),
+        "requests": args.requests,
+        "prior": {m: p.describe() for m, p in priors.items() if p is not None},
+        "seconds": time.perf_counter() - t0,
+    }
+    e = by["evals_to_5pct"]
+    for key, (ours, theirs) in RATIOS.items():
+        if ours in e and theirs in e:
+            out[key] = ratio_ci(e[ours], e[theirs], args.seed)
+    s = by["shift"]
+    if "rrl_warm" in s and "gp" in s:
+        out["ratio_shift_rrl_warm_to_gp_cold"] = ratio_ci(s["rrl_warm"], s["gp"], args.seed)
+    return out
+
+
+def _kept_seeds(res: dict[str, Any] | None, key: dict[str, Any]) -> set[int]:
+    """The seeds of a kept profile study that a run with ``key`` can reuse (same settings, fewer seeds)."""
+    if res is None or "key" not in res:
+        return set()
+    old = res["key"]
+    same = all(old.get(k) == v for k, v in key.items() if k != "seeds")
+    return set(old["seeds"]) if same and set(old["seeds"]) <= set(key["seeds"]) else set()
+
+
+def _merge_seeds(old: dict[str, Any], new: dict[str, Any], seeds: list[int], cap: int) -> dict[str, Any]:
+    """A kept profile study plus the runs of its new seeds (same tables: the study is deterministic per seed)."""
+    rows = sorted([*old["per_seed"], *new["per_seed"]], key=lambda r: (r["tuner"], r["seed"]))
+    out = {**new, "per_seed": rows, "seeds": len(seeds)}
+    for name in {r["tuner"] for r in rows}:
+        mine = [r for r in rows if r["tuner"] == name]
+        for k, reached in (("evals_to_5pct", "reached"), ("shift", "shift_reached")):
+            out[k][name] = statistics.median(r[k] if r[k] is not None else cap + 1 for r in mine)
+            out[reached][name] = sum(r[k] is not None for r in mine) / len(mine)
+        out["tuner_cpu_s_per_measurement"][name] = statistics.median(r["tuner_cpu_s_per_measurement"] for r in mine)
+    return out
+
+
+def _priors(args: argparse.Namespace, split: str, cases: list[Any]) -> dict[str, Any]:
+    """The prior per model: the shipped one for held-out models, leave-one-model-out for tuning ones."""
+    if split == "heldout":
+        prior = preset_prior()
+        heldout = {m for m, (side, _, _) in MODELS.items() if side == "heldout"}
+        seen = {t.partition("@")[0] for t in prior.describe().get("tasks", [])}
+        if seen & heldout:
+            raise SystemExit(f"the shipped prior saw held-out models {sorted(seen & heldout)}: refit it")
+        return {c.model: prior for c in cases}
+    from mlsysopt.serving.history import histories_from_runs
+    from mlsysopt.serving.prior import Prior
+
+    hs = histories_from_runs([args.histories])
+    out = {}
+    cache = args.out.parent / "serving_tuning_cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    for model in sorted({c.model for c in cases}):
+        path = cache / f"prior_without_{model}.pt"
+        if path.is_file():
+            out[model] = Prior.load(path)
+            continue
+        out[model] = Prior().fit([h for h in hs if h.profile.model != model])
+        out[model].save(path)
+        print(f"  prior without {model}: {out[model].describe()['samples']} samples", flush=True)
+    return out
 
 
 def sim_part(args: argparse.Namespace) -> dict[str, Any]:
-    """Evaluations to 5% and re-tuning after a rate change, per tuner, on the simulated 32-core machine."""
+    """The earlier rounds' study: cold tuners on the documented synthetic 32-core profile (a tuning profile now)."""
     profile = ServiceProfile.synthetic(32)
-    space = Space.for_machine(32, max_batch=(1, 2, 4, 8, 16, 32, 64))
+    space = Space.for_machine(32, max_batch=MAX_BATCH)
     cap = math.ceil((0.10 if args.quick else 0.2) * space.size)
     seeds = list(range(3 if args.quick else args.seeds))
     tuners = ("rrl", "tpe", "random") if args.quick else SIM_TUNERS
     t0 = time.perf_counter()
-    with make_executor("local", args.workers) as ex:
-        out = run_study(profile, space, tuners, seeds, ex, cap=cap, pre=60, n_requests=200 if args.quick else 400)
-    out["seconds"] = time.perf_counter() - t0
+    done = args.out.parent / f"serving_sim{'_quick' if args.quick else ''}.json"  # kept: a rerun resumes after it
+    key = {"tuners": list(tuners), "seeds": seeds, "cap": cap, "requests": 200 if args.quick else 400}
+    out = read_json(done) if done.is_file() else None
+    if out is None or out.get("key") != key:
+        with make_executor("local", args.workers) as ex:
+            out = run_study(profile, space, tuners, seeds, ex, cap=cap, pre=60, n_requests=key["requests"])
+        out["seconds"] = time.perf_counter() - t0
+        write_json_atomic(done, {**out, "key": key})
     print(f"sim: {space.size} configurations ({space.raw_size} before merging), rates {out['rates']}, cap {cap}")
     for name in tuners:
         print(f"  {name:10s} evals_to_5pct {out['evals_to_5pct'][name]:>6}  shift {out['shift'][name]:>6}")
@@ -217,33 +241,57 @@ def sim_part(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Run the real part, then the simulated study; write the JSON."""
+    """Held-out study, the earlier simulated study, the real part; write the JSON."""
+    from serving_real import real_part
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small spaces, few seeds (a few minutes)")
+    ap.add_argument("--quick", action="store_true", help="2 profiles, 3 seeds, small real spaces (a few minutes)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--seeds", type=int, default=10, help="seeds per tuner in the simulated study")
-    ap.add_argument("--workers", type=int, default=2, help="processes for the simulated study")
-    ap.add_argument("--skip-real", action="store_true", help="only the simulated study")
+    ap.add_argument("--seeds", type=int, default=10, help="seeds per tuner and profile")
+    ap.add_argument("--workers", type=int, default=2, help="processes for the simulated studies")
+    ap.add_argument("--requests", type=int, default=400, help="requests per simulated window")
+    ap.add_argument("--split", choices=("heldout", "tuning"), default="heldout")
+    ap.add_argument(
+        "--histories", type=Path, default=Path("runs/presets/histories"),
+        help="--split tuning: history run folders of the tuning presets (serving_profiles.py --prior)",
+    )  # fmt: skip
+    ap.add_argument("--skip-real", action="store_true", help="only the simulated studies")
+    ap.add_argument("--max-minutes", type=float, default=None, help="stop after the profile that passes this")
+    ap.add_argument("--skip-sim", action="store_true", help="no simulated study")
+    ap.add_argument(
+        "--skip-synthetic", action="store_true", help="no study on the earlier rounds' synthetic 32-core profile"
+    )
+    ap.add_argument("--fresh-real", action="store_true", help="measure the real cases again (else kept ones stay)")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/serving.json"))
     args = ap.parse_args()
     t0 = time.perf_counter()
     work = args.out.parent / "serving_model"
     work.mkdir(parents=True, exist_ok=True)
-    real = {} if args.skip_real else real_part(args, work)
-    sim = sim_part(args)
-    result = {
+    result: dict[str, Any] = {
         "date": dt.date.today().isoformat(),
         "mode": "quick" if args.quick else "full",
         "load_average_at_start": LOAD_AT_START,
         "data": {
+            "heldout": "simulated: SimPy model of the engine; preset profiles measured here (2 cores) and extrapolated "
+            "to 8-64 cores (Amdahl, not measured there), and synthetic ones",
             "sim": "synthetic: SimPy model of the engine, documented synthetic 32-core profile",
             "real": "real: ONNX Runtime on this machine, Poisson load from a separate process",
         },
-        "sim": sim,
-        **real,
-        "seconds": time.perf_counter() - t0,
-        "load_average_1m_at_end": os.getloadavg()[0],
     }
+    if not args.skip_sim:
+        print(f"{args.split} study:")
+        key = "heldout" if args.split == "heldout" else "tuning"
+        study = study_split(args, args.split)
+        result[key] = study["tuners"]
+        result[f"{key}_study"] = {k: v for k, v in study.items() if k != "tuners" and not k.startswith("ratio_")}
+        result.update({k: v["within"] for k, v in study.items() if k.startswith("ratio_")})
+        result.update({f"{k}_by_profile": v["by_profile"] for k, v in study.items() if k.startswith("ratio_")})
+        if args.split == "heldout" and not args.skip_synthetic:
+            result["sim"] = sim_part(args)
+    if not args.skip_real:
+        result.update(real_part(args, work))
+    result["seconds"] = time.perf_counter() - t0
+    result["load_average_1m_at_end"] = os.getloadavg()[0]
     write_json_atomic(args.out, result)
     print(f"wrote {args.out} in {result['seconds']:.0f}s")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -63,15 +64,21 @@ def test_tune_on_the_simulator_writes_measurements_confirmation_and_usable_confi
     assert lo <= result["confirmed_value"] <= hi
     for png in ("steps.png", "heatmap.png", "confirm.png"):
         assert (out / png).read_bytes()[:8] == PNG_MAGIC
-    # the pick, usable outside mlsysopt: real SessionOptions, a config.pbtxt that parses as Triton's proto
-    opts = session_options_from_json(json.loads((out / "ort_session_options.json").read_text()))
-    assert isinstance(opts, ort.SessionOptions) and opts.intra_op_num_threads == result["best"]["intra_threads"]
-    cfg = parse_triton_config((out / "config.pbtxt").read_text())
-    assert (
-        cfg.max_batch_size == result["best"]["max_batch"] and cfg.instance_group[0].count == result["best"]["instances"]
+    # the verdict, on confirmed values: the pick or the default, and the files describe what it recommends
+    verdict = result["verdict"]
+    assert verdict["decision"] in ("use the pick", "keep the default") and result["message"] == (
+        f"{verdict['words']} (at 600 req/s)"
     )
-    assert cfg.parameters["intra_op_thread_count"].string_value == str(result["best"]["intra_threads"])
-    assert "answer per rate" in proc.stdout
+    rec = result["recommended"]
+    assert rec == (result["best"] if verdict["decision"] == "use the pick" else verdict["default"])
+    assert result["task"]["profile"]["model"] == "synthetic-cnn" and result["task"]["source"] == "profile"
+    # usable outside mlsysopt: real SessionOptions, a config.pbtxt that parses as Triton's proto
+    opts = session_options_from_json(json.loads((out / "ort_session_options.json").read_text()))
+    assert isinstance(opts, ort.SessionOptions) and opts.intra_op_num_threads == rec["intra_threads"]
+    cfg = parse_triton_config((out / "config.pbtxt").read_text())
+    assert cfg.max_batch_size == rec["max_batch"] and cfg.instance_group[0].count == rec["instances"]
+    assert cfg.parameters["intra_op_thread_count"].string_value == str(rec["intra_threads"])
+    assert "answer per rate" in proc.stdout and verdict["decision"] in proc.stdout
 
 
 def test_tune_resume_after_the_run_replays_the_checkpoint(tmp_path: Path) -> None:
@@ -101,6 +108,13 @@ def test_tune_cost_objective_with_an_unmeetable_slo_says_slo_missed(tmp_path: Pa
     assert result["slo_met"] is False and result["message"].startswith("SLO missed")
     assert result["per_rate"][0]["confirmed"] == "SLO missed" and result["best"] is not None
     assert "SLO missed" in proc.stdout and "1e+06" not in proc.stdout
+    # no deployment files for a configuration that misses the SLO, unless asked
+    assert result["verdict"]["decision"] == "SLO missed" and result["files"] == [
+        "steps.png",
+        "heatmap.png",
+        "confirm.png",
+    ]
+    assert not (tmp_path / "r" / "config.pbtxt").exists() and not (tmp_path / "r" / "ort_session_options.json").exists()
 
 
 @pytest.mark.quiet
@@ -267,6 +281,7 @@ def test_demo_serving_section(tmp_path: Path) -> None:
     assert real["confirmation"]["rounds"] == 2 and real["confirmation"]["pick"]["config"]
     assert "extrapolated" in result["serving_sim"]["data"]
     html = (out / "index.html").read_text()
+    assert result["serving_sim"]["headline"] in unescape(html)  # who won, in the section's own words
     for png in ("real_steps.png", "real_heatmap.png", "sim_steps.png"):
         assert (out / "serving" / png).read_bytes()[:8] == PNG_MAGIC
         assert f'data-file="serving/{png}"' in html

@@ -23,8 +23,18 @@ def placement_and_serving() -> dict[str, Any]:
             "training": {"policy_used": "the shipped pretrained policy (benchmark training)"},
             "adaptation": {"removed": ["dev5", "dev4"], "makespans": {"GiPH adapt": 4000.0, "HEFT re-run": 4000.0}},
         },
-        "serving_real": {"default": {"mean_ms": 20.0, "p99_ms": 40.0}, "best": {"mean_ms": 5.0, "p99_ms": 44.0}},
-        "serving_sim": {"tuners": {"rrl": {"best_ms": 2.5}, "random": {"best_ms": 3.0}}},
+        "serving_real": {
+            "verdict": {"decision": "use the pick", "gain": 0.75, "pick_value": 5.0, "default_value": 20.0}
+        },
+        "serving_sim": {
+            "budget": 30,
+            "preset": {"name": "mobilenet@16"},
+            "tuners": {
+                "rrl_warm": {"evals_to_5pct": 2},
+                "gp": {"evals_to_5pct": 12},
+                "gp_warm": {"evals_to_5pct": None},
+            },
+        },
     }
 
 
@@ -36,11 +46,21 @@ def test_rows_values_and_verdicts() -> None:
         ("placement", "SLR (makespan / CP_MIN)", "GiPH (shipped policy)"): (2.2, 2.0, "no (10.0% higher)"),
         ("placement", "SLR (makespan / CP_MIN)", "GiPH from HEFT"): (1.8, 2.0, "yes (10.0% lower)"),
         ("placement", "makespan after losing 2 devices", "GiPH adapt"): (4000.0, 4000.0, "tie"),
-        ("serving", "mean latency", "RRL's pick"): (5.0, 20.0, "yes (75.0% lower)"),
-        ("serving", "p99 latency", "RRL's pick"): (44.0, 40.0, "no (10.0% higher)"),
-        ("serving", "best mean latency found", "RRL"): (2.5, 3.0, "yes (16.7% lower)"),
+        ("serving", "mean latency, confirmed (median of interleaved rounds)", "RRL's pick"): (
+            5.0,
+            20.0,
+            "yes (75.0% lower, intervals apart)",
+        ),
+        (
+            "serving",
+            "measurements to within 5% of the optimum (31 = not within 30)",
+            "RRL warm-started from the prior",
+        ): (2.0, 31.0, "yes (93.5% lower)"),
     }
-    assert [h.unit for h in rows] == ["ratio", "ratio", "s", "ms", "ms", "ms"]
+    sim = [h for h in rows if h.unit == "measurements"]
+    assert [h.baseline for h in sim] == ["Optuna GP (cold)", "Optuna GP warm-started, same prior"]
+    assert [h.baseline_value for h in sim] == [12.0, 31.0]
+    assert [h.unit for h in rows] == ["ratio", "ratio", "s", "ms", "measurements", "measurements"]
     assert rows[0].data.startswith("synthetic") and rows[3].data.startswith("real")
     table = summary_section(rows)
     assert table.anchor == "summary" and table.columns == COLUMNS
@@ -60,25 +80,27 @@ def test_higher_is_better_no_baseline_and_missing_values() -> None:
 def test_a_demo_policy_and_nothing_measured_are_labelled() -> None:
     res = placement_and_serving()
     res["placement"]["training"]["policy_used"] = "the tiny demo-trained policy (the shipped one did not load)"
-    res["serving_real"]["best"] = None
+    res["serving_real"]["verdict"] = {"decision": "keep the default", "gain": 0.084, "pick_value": 3.301,
+                                      "default_value": 3.605}  # fmt: skip
     rows, errors = headlines(res)
     assert errors == []
     assert rows[0].ours == "GiPH (demo-trained policy)"
-    serving = next(h for h in rows if h.measure == "mean latency")
-    assert serving.ours == "RRL's pick (nothing measured)" and serving.verdict() == "n/a"
+    serving = next(h for h in rows if h.unit == "ms")
+    assert serving.verdict() == "tie: keep the default (intervals overlap)"  # never "8.4% lower" within the noise
 
 
 def test_an_unreadable_section_is_named_and_the_others_stay() -> None:
     res = placement_and_serving()
     del res["placement"]["adaptation"]["makespans"]["HEFT re-run"]
-    res["serving_sim"]["tuners"]["rrl"] = None
+    res["serving_sim"]["tuners"]["rrl_warm"] = None
     rows, errors = headlines(res)
     assert errors == [
         "summary unavailable for 'placement': result['placement'] has no adaptation/makespans/HEFT re-run "
         "(missing 'HEFT re-run')",
-        "summary unavailable for 'serving_sim': result['serving_sim'] has no tuners/rrl/best_ms (missing 'best_ms')",
+        "summary unavailable for 'serving_sim': result['serving_sim'] has no tuners/rrl_warm/evals_to_5pct "
+        "(missing 'evals_to_5pct')",
     ]
-    assert {h.system for h in rows} == {"serving"} and len(rows) == 2  # serving_real still summarized
+    assert {h.system for h in rows} == {"serving"} and len(rows) == 1  # serving_real still summarized
     assert "summary unavailable for 'placement'" in summary_section(rows, errors).text
     assert headlines({"command": "demo", "seed": 0}) == ([], [])
 

@@ -90,6 +90,36 @@ def test_a_refused_tuning_job_writes_nothing(tmp_path: Path, kwargs: dict, match
     assert not (tmp_path / "r").exists()
 
 
+def test_an_earlier_run_is_the_history_of_a_warm_started_tune(tmp_path: Path) -> None:
+    from mlsysopt.serving.inputs import resolve_prior
+    from mlsysopt.serving.space import Workload
+
+    quick = {**SIM, "confirm_rounds": 1, "noise_windows": 2}
+    with TuningJob(tmp_path / "a", rates=[300.0], budget=6, tuner="random", **quick) as job:
+        job.run()
+    with TuningJob(tmp_path / "b", rates=[500.0], budget=2, tuner="rrl", prior=str(tmp_path / "a"), **quick) as job:
+        top = job.prior.bind(job.profile).ranked(job.space, Workload(500.0), job.objective, 1)[0]
+        warm = job.run()
+    assert warm["prior"]["tasks"] == ["synthetic-cnn@4"] and warm["prior"]["samples"] == 6
+    assert warm["measurements"][0]["config"] == top.to_dict()  # warm start: the prior's best first
+    assert warm["prior"]["top"][0]["instances"] == top.instances
+    assert json.loads((tmp_path / "b" / "settings.json").read_text())["prior"] == str(tmp_path / "a")
+    assert resolve_prior(str(tmp_path)).describe()["histories"] == 2  # a folder of run folders: both runs
+    with pytest.raises(MlsysoptError, match="tuner 'random' takes no prior"):
+        TuningJob(tmp_path / "c", rates=[500.0], tuner="random", prior=str(tmp_path / "a"), **quick)
+    with pytest.raises(MlsysoptError, match="no such folder"):
+        TuningJob(tmp_path / "c", rates=[500.0], prior=str(tmp_path / "nothing"), **quick)
+    assert not (tmp_path / "c").exists()
+
+
+def test_export_anyway_writes_the_files_of_an_slo_missed_pick(tmp_path: Path) -> None:
+    quick = {**SIM, "confirm_rounds": 1, "noise_windows": 2, "objective": Objective("cost", slo_ms=0.001)}
+    with TuningJob(tmp_path / "r", rates=[300.0], budget=2, export_anyway=True, **quick) as job:
+        report = job.run()
+    assert report["verdict"]["decision"] == "SLO missed" and "config.pbtxt" in report["files"]
+    assert (tmp_path / "r" / "config.pbtxt").is_file()
+
+
 def test_profile_and_serve_keep_the_exported_zoo_model_in_the_run_folder(tmp_path: Path) -> None:
     with ProfileJob(tmp_path / "p", "zoo:cnn", rows=(1, 2, 4), intra=(1,), inter=(1, 2), repeats=1) as job:
         staged = job.model.path

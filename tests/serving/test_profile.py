@@ -189,3 +189,27 @@ def test_missing_file_names_the_file(tmp_path) -> None:
     with pytest.raises(InvalidSpace, match="no such file") as info:
         ServiceProfile.load(tmp_path / "nope.json")
     assert "nope.json" in str(info.value)
+
+
+def test_calibration_splits_the_engine_costs_into_handoff_wake_and_dispatch() -> None:
+    from mlsysopt.serving.backend import Measurement
+    from mlsysopt.serving.experiment import calibrated
+    from mlsysopt.serving.space import Config, Workload
+
+    prof = ServiceProfile(0.5, 0.5, 0.5, 0.0, 0.0, 0.0, cores=2)  # 1 ms per single-row batch
+
+    def window(rate: float, p50: float, timing: dict) -> Measurement:
+        m = Measurement(Config(), Workload(rate), p50, p50, p50, p50, rate, None, 0.0, 0, 60, 60, 0, False, 1.0)
+        m.extra = {"timing": timing}
+        return m
+
+    idle = window(20.0, 1.6, {"handoff_ms": 0.3, "wake_ms": 0.1, "run_idle_ms": 1.25, "gap_busy_ms": None})
+    busy = window(700.0, 3.0, {"handoff_ms": 0.2, "wake_ms": 0.0, "run_busy_ms": 1.0, "gap_busy_ms": 0.05})
+    cal, figures = calibrated(prof, idle, busy)
+    assert (cal.handoff_ms, cal.dispatch_ms) == (0.3, 0.05)
+    assert cal.wake_ms == pytest.approx(0.1 + 1.25 - 1.0 - 0.05)  # waking, plus what a cold run adds, less dispatch
+    assert figures["predicted_idle_p50_ms"] == pytest.approx(0.3 + 1.0 + 0.05 + 0.3)
+    # without timings (an older engine), everything beyond the batch's service time is dispatch, as before
+    bare, _ = calibrated(prof, window(20.0, 1.6, {}), window(700.0, 3.0, {}))
+    assert (bare.dispatch_ms, bare.handoff_ms, bare.wake_ms) == (pytest.approx(0.6), 0.0, 0.0)
+    assert ServiceProfile.from_dict(cal.to_dict()) == cal

@@ -192,3 +192,19 @@ def test_a_measurement_is_fast() -> None:
     for _ in range(5):
         engine.measure(cfg, work)
     assert (time.perf_counter() - start) / 5 < 0.1  # ~5 ms here; generous for a loaded CI machine
+
+
+def test_handoff_delays_every_request_and_wake_only_batches_after_idling() -> None:
+    from dataclasses import replace
+
+    base = ServiceProfile(0.5, 0.5, 0.0, 0.0, 0.0, 0.0, cores=1)  # 1 ms per single-row batch
+    cfg = Config(1, 1, 0.0, 1, 1)
+    light = Workload(rate=10.0)  # every request finds the worker idle
+    plain = SimulatedEngine(base, n_requests=200).measure(cfg, light)
+    slow = SimulatedEngine(replace(base, handoff_ms=0.3, wake_ms=0.2), n_requests=200).measure(cfg, light)
+    assert plain.p50_ms == pytest.approx(1.0) and slow.p50_ms == pytest.approx(1.5)  # 0.3 hand-off + 0.2 wake
+    # back to back (a burst queued at once): only the first batch of the burst wakes its worker
+    burst = SimulatedEngine(replace(base, wake_ms=0.2), n_requests=5)
+    burst.arrivals = lambda workload, window=0: np.full(5, 1e-3)  # type: ignore[method-assign]
+    m = burst.measure(cfg, light)
+    assert m.extra["mean_service_ms"] == pytest.approx((5 * 1.0 + 0.2) / 5)

@@ -75,7 +75,10 @@ def test_throughput_is_the_highest_rate_meeting_the_slo() -> None:
     assert 200.0 <= m.extra["at_rate"] <= 500.0
     rates = [r for r, _ in m.extra["rates_tried"]]
     assert rates[:3] == [50.0, 100.0, 200.0] and not all(ok for _, ok in m.extra["rates_tried"])
-    missed = cap.measure(Config(), Workload(5000.0))
+    down = cap.measure(Config(), Workload(5000.0))  # the default saturates at the asked rate: the search halves
+    assert [r for r, _ in down.extra["rates_tried"]][:3] == [5000.0, 2500.0, 1250.0]
+    assert 200.0 <= down.extra["at_rate"] <= 500.0 and not down.saturated
+    missed = CapacityBackend(sim, slo_ms=20.0, doublings=2, bisections=2).measure(Config(), Workload(5000.0))
     assert Objective("throughput", slo_ms=20.0).describe(Objective("throughput", 20.0).score(missed)) == "SLO missed"
 
 

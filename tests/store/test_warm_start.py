@@ -71,10 +71,11 @@ def test_rrl_learns_from_earlier_measurements_and_resumes_the_same(tmp_path: Pat
     with TuningJob(tmp_path / "first", rates=[300.0], budget=3, tuner="random", **SIM) as job:
         job.run()
     with TuningJob(tmp_path / "second", rates=[300.0], budget=2, tuner="rrl", **SIM) as job:
-        assert not job.tuner.estimator.trained
+        assert job.tuner.pending_prior is None
         assert "learned from 3 measurements of first" in warm_start_tuning(job, "first")
-        assert job.tuner.estimator.trained
+        assert job.tuner.pending_prior.describe()["samples"] == 3  # a prior fitted on them (#22)
         first = job.run()
+    assert first["prior"]["tasks"] == ["synthetic-cnn@4"] and first["prior"]["top"]
     with TuningJob(tmp_path / "second", rates=[300.0], budget=3, tuner="rrl", resume=True, **SIM) as job:
         with pytest.raises(Exception, match="the run started with --warm-start first"):
             warm_start_tuning(job, None)

@@ -25,6 +25,7 @@ from mlsysopt.cli.serving_io import (
     EngineOpt,
     KnobListOpt,
     ModelOpt,
+    PriorOpt,
     ProfileOpt,
     RateListOpt,
     RequestsOpt,
@@ -79,8 +80,8 @@ def serving_profile(
     prof = result["profile"]
     console.print(
         f"fitted {prof['model']} on {plural(prof['cores'], 'core')}: median fit error "
-        f"{result['fit_median_rel_error']:.1%}; "
-        f"dispatch overhead {prof['dispatch_ms']:.3g} ms per batch"
+        f"{result['fit_median_rel_error']:.1%}; engine overheads: dispatch {prof['dispatch_ms']:.3g} ms per batch, "
+        f"wake-up {prof['wake_ms']:.3g} ms after idling, hand-off {prof['handoff_ms']:.3g} ms per request"
     )
     for warning in result["warnings"]:
         err_console.print(f"warning: {warning}")
@@ -128,8 +129,20 @@ def serving_tune(
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Continue RUN_DIR/checkpoint.json after a kill.")
     ] = False,
+    prior: PriorOpt = None,
+    export_anyway: Annotated[
+        bool,
+        typer.Option(
+            "--export-anyway/--no-export-anyway",
+            help="Write ort_session_options.json and config.pbtxt even when the SLO is missed.",
+        ),
+    ] = False,
     warm_start: Annotated[
-        str | None, typer.Option("--warm-start", help="STUDY or auto: RRL learns from earlier runs' measurements.")
+        str | None,
+        typer.Option(
+            "--warm-start",
+            help="STUDY or auto: a prior fitted on earlier runs' measurements from the study store (rrl, gp, tpe).",
+        ),
     ] = None,
 ) -> None:
     """Measure the noise, search the (reduced) space, confirm the top candidates against the default, and report.
@@ -137,8 +150,10 @@ def serving_tune(
     A configuration prints as n2 b8 t5ms i1 o1 seq: 2 instances (sessions), max batch 8, batch timeout 5 ms,
     1 intra-op and 1 inter-op thread, sequential execution (par: parallel).
 
-    Writes RUN_DIR/result.json (search-time and confirmed values, per rate), checkpoint.json (after each
-    measurement), steps.png, heatmap.png, confirm.png, ort_session_options.json and config.pbtxt (Triton).
+    The verdict compares the confirmed pick with the confirmed default: when their 95% intervals overlap it says
+    "keep the default". Writes RUN_DIR/result.json (search-time and confirmed values, verdict per rate),
+    checkpoint.json (after each measurement), steps.png, heatmap.png, confirm.png, and the recommended
+    configuration as ort_session_options.json and config.pbtxt (Triton), not when the SLO is missed.
     """
     from mlsysopt.serving.inputs import KNOB_OPTIONS
     from mlsysopt.serving.objective import Objective
@@ -147,12 +162,14 @@ def serving_tune(
     given = {"instances": instances, "max_batch": max_batch, "batch_timeout_ms": timeout_ms}
     given |= {"intra_threads": intra, "inter_threads": inter, "execution_mode": execution_mode}
     knobs = {k: parse_list(v, KNOB_OPTIONS[k], float if k == "batch_timeout_ms" else int) for k, v in given.items()}
-    with err_console.status("checking the inputs and starting the engine"):
+    status = "checking the inputs and starting the engine" + (", fitting the prior" if prior else "")
+    with err_console.status(status):
         job = TuningJob(
             out, rates=parse_list(rate, "--rate", float), budget=budget, tuner=tuner,
             objective=Objective(objective, slo_ms, stat), engine=engine, model=model, profile=profile,
             input_shape=parse_shape(input_shape), requests=requests, knobs=knobs, seed=seed, resume=resume,
             timeout=timeout, confirm_top=confirm_top, confirm_rounds=confirm_rounds, noise_windows=noise_windows,
+            prior=prior, export_anyway=export_anyway,
         )  # fmt: skip
     with job:
         from mlsysopt.store.history import warm_start_tuning
@@ -246,9 +263,11 @@ def serving_study(
     backend: BackendOpt = "local",
     address: AddressOpt = None,
     seed: SeedOpt = 0,
+    prior: PriorOpt = None,
 ) -> None:
     """Tuners x seeds on the simulated engine: measurements to within 5% of the exhaustive optimum, and after a rate
     change. The exhaustive tables and the runs go through --backend local|ray with --workers parallel tasks.
+    A tuner named NAME_warm (rrl_warm, gp_warm, tpe_warm) is warm-started from --prior.
 
     Writes RUN_DIR/result.json and study.png. About a minute for the defaults on 2 cores.
     """
@@ -259,7 +278,7 @@ def serving_study(
     rates = parse_list(rate, "--rate", float)
     job = StudyJob(
         out, tuners=names, seeds=seeds, profile=profile, rates=rates, cap_fraction=cap_fraction, requests=requests,
-        workers=workers, backend=backend, address=address, seed=seed,
+        workers=workers, backend=backend, address=address, seed=seed, prior=prior,
     )  # fmt: skip
     with err_console.status(f"{job.describe()}"):
         result = job.run()

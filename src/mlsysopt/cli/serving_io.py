@@ -37,6 +37,14 @@ RequestsOpt = Annotated[
 ]
 SloOpt = Annotated[float | None, typer.Option("--slo-ms", min=0.0, help="p99 latency SLO in milliseconds.")]
 KnobListOpt = Annotated[str | None, typer.Option(help="Comma-separated values of this knob (default: the grid's).")]
+PriorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prior",
+        help="Warm start from other models: 'preset' (shipped, fitted on the tuning profiles), a prior .pt file, "
+        "or earlier 'serving tune' run folders (comma-separated; a folder of run folders counts each).",
+    ),
+]
 RateListOpt = Annotated[str, typer.Option("--rate", help="Requests/s; a list (80,120) measures or tunes each in turn.")]
 
 
@@ -98,17 +106,25 @@ def print_tuning(report: dict[str, Any], out: Path) -> None:
         f"space {space['size']:,} configurations ({space['raw_size']:,} before merging equivalent ones, "
         f"{space['removed_fraction']:.0%} fewer)"
     )
-    table = Table(title="answer per rate", title_justify="left")
-    for col in ("rate", "search-time best", "search value", "confirmed pick", "confirmed value", "SLO"):
-        table.add_column(col, justify="left" if "best" in col or "pick" in col else "right")
+    table = Table(title="answer per rate (decided on confirmed values)", title_justify="left")
+    cols = ("rate", "search-time best", "search value", "confirmed pick", "confirmed", "default, confirmed", "SLO",
+            "verdict")  # fmt: skip
+    for col in cols:
+        table.add_column(col, justify="left" if "best" in col or "pick" in col or col == "verdict" else "right")
     for r in report["per_rate"]:
         slo = {True: "met", False: "[red]SLO missed[/red]", None: "-"}[r["slo_met"]]
         table.add_row(
-            f"{fmt(r['rate'])}", _label(r["search_best"]), r["search"], _label(r["confirmed_best"]), r["confirmed"], slo
-        )
+            f"{fmt(r['rate'])}", _label(r["search_best"]), r["search"], _label(r["confirmed_best"]), r["confirmed"],
+            r["default_confirmed"], slo, r["verdict"],
+        )  # fmt: skip
     console.print(table)
     print_label_legend()
-    colour = "yellow" if report["slo_met"] is False else "white"
+    from mlsysopt.cli.common import err_console
+
+    for warning in report.get("warnings", []):
+        err_console.print(f"[yellow]warning: {warning}[/yellow]")
+    decision = report["verdict"]["decision"]
+    colour = {"use the pick": "green", "keep the default": "white"}.get(decision, "yellow")
     console.print(f"[{colour}]{report['message']}[/{colour}]")
     if report["stopped"] == "timeout":
         console.print("[yellow]the search stopped at --timeout; --resume with a larger one continues it[/yellow]")

@@ -101,11 +101,21 @@ def plot_heatmap(
     best: tuple[int, int] | None = None,
     title: str | None = None,
     unit: str = "ms",
+    better: str = "lower",
 ) -> Path:
     """A (rows x cols) heatmap of the best value over the other knobs; measured cells dotted, the best starred.
 
-    A cell whose value is None missed the SLO and says so.
+    The colour scale is logarithmic, its colour bar labelled in ``unit`` itself (not in log10 units), and yellow is
+    always the better end (``better``: ``lower`` for ms and cores, ``higher`` for req/s). A cell whose value is None
+    missed the SLO and says so.
     """
+    import textwrap
+
+    from matplotlib.colors import LogNorm
+    from matplotlib.ticker import FuncFormatter
+
+    if better not in ("lower", "higher"):
+        raise ValueError(f"better must be 'lower' or 'higher', not {better!r}")
     grid = np.full((len(rows), len(cols)), np.nan)
     missed = []
     for (r, c), v in values.items():
@@ -116,8 +126,13 @@ def plot_heatmap(
                 grid[list(rows).index(r), list(cols).index(c)] = v
     fig = new_figure(max(5.5, 1.1 + 0.75 * len(cols)), max(3.0, 1.2 + 0.55 * len(rows)))
     ax = fig.add_subplot()
-    shown = np.log10(np.clip(grid, 1e-9, None))
-    im = ax.imshow(shown, cmap="viridis_r", aspect="auto", origin="lower")
+    finite = grid[np.isfinite(grid) & (grid > 0)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 10.0)
+    if hi <= lo:
+        lo, hi = lo / 1.5, hi * 1.5
+    shown = np.where(np.isfinite(grid) & (grid > 0), grid, np.nan)
+    cmap = "viridis_r" if better == "lower" else "viridis"
+    im = ax.imshow(shown, cmap=cmap, norm=LogNorm(vmin=lo, vmax=hi), aspect="auto", origin="lower")
     for i in range(len(rows)):
         for j in range(len(cols)):
             if np.isfinite(grid[i, j]):
@@ -134,8 +149,13 @@ def plot_heatmap(
     ax.set_xlabel(col_label)
     ax.set_ylabel(row_label)
     bar = fig.colorbar(im, ax=ax)
-    bar.set_label(f"log10 {unit}")
-    ax.set_title(title or f"best {unit} over the other knobs (red: measured, star: chosen)", fontsize=9)
+    plain = FuncFormatter(lambda v, _pos: f"{v:.3g}")
+    bar.ax.yaxis.set_major_formatter(plain)
+    bar.ax.yaxis.set_minor_formatter(plain)
+    bar.ax.tick_params(labelsize=7)
+    bar.set_label(f"{unit} (log scale; {better} is better, yellow)")
+    heading = title or f"best {unit} over the other knobs (red: measured, star: chosen)"
+    ax.set_title("\n".join(textwrap.wrap(heading, 80)), fontsize=8)
     return save_figure(fig, path)
 
 

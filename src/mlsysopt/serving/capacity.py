@@ -2,9 +2,10 @@
 
 Open-loop load fixes the offered rate, so a configuration's throughput under the SLO is found by searching the
 rate, as perf_analyzer sweeps load: start at the workload's rate, double while the p99 meets the SLO and the
-server keeps up (no saturation), then bisect between the last rate that met it and the first that did not. The
-answer is the measurement at the highest rate that met the SLO (its ``extra["at_rate"]`` says which), labelled
-with the workload the tuner asked about; when even the starting rate misses, the starting measurement.
+server keeps up (no saturation) — or, when the starting rate already misses, halve until it is met — then bisect
+between the last rate that met it and the first that did not. The answer is the measurement at the highest rate
+that met the SLO (its ``extra["at_rate"]`` says which), labelled with the workload the tuner asked about; when no
+rate down to 1/2^doublings of the start meets it, the starting measurement (scored "SLO missed").
 """
 
 from __future__ import annotations
@@ -39,7 +40,14 @@ class CapacityBackend(BackendWrapper):
 
         best = first = at(workload.rate)
         good, bad = (workload.rate, None) if self._ok(first) else (None, workload.rate)
-        if good is not None:
+        if good is None:  # the starting rate is already too much: halve until the SLO is met
+            for _ in range(self.doublings):
+                m = at(bad / 2)
+                if self._ok(m):
+                    good, best = bad / 2, m
+                    break
+                bad = bad / 2
+        else:
             for _ in range(self.doublings):
                 rate = min(2 * good, MAX_RATE)
                 if rate <= good:
@@ -49,14 +57,14 @@ class CapacityBackend(BackendWrapper):
                     bad = rate
                     break
                 good, best = rate, m
-            if bad is not None:
-                for _ in range(self.bisections):
-                    mid = (good + bad) / 2
-                    m = at(mid)
-                    if self._ok(m):
-                        good, best = mid, m
-                    else:
-                        bad = mid
+        if good is not None and bad is not None:
+            for _ in range(self.bisections):
+                mid = (good + bad) / 2
+                m = at(mid)
+                if self._ok(m):
+                    good, best = mid, m
+                else:
+                    bad = mid
         out = best
         out.extra = {**out.extra, "at_rate": out.workload.rate, "rates_tried": [list(t) for t in tried]}
         out.workload = workload

@@ -95,6 +95,12 @@ class Confirmation:
     pick: Confirmed
     rounds: int
     measurements: list[Measurement] = field(default_factory=list)  # in the order they were made
+    default: Config | None = None  # the runtime's default configuration (confirmed among the candidates)
+
+    @property
+    def default_candidate(self) -> Confirmed:
+        """The confirmed default (the last candidate when ``default`` is not recorded)."""
+        return next((c for c in self.candidates if c.config == self.default), self.candidates[-1])
 
     def to_dict(self, objective: Objective) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -147,4 +153,4 @@ def confirm(
         pick = min(out, key=lambda c: c.measurement.p99_ms)
     else:
         pick = min(pool, key=lambda c: c.value)
-    return Confirmation(workload, out, pick, rounds, order)
+    return Confirmation(workload, out, pick, rounds, order, default)

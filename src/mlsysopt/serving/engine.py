@@ -155,8 +155,10 @@ class Engine(Backend):
 
     # ------------------------------------------------------------------ workers
     def _work(self, session: object) -> None:
+        last_end = -math.inf
         while True:
             with self._line, self._cond:
+                waited = not self._queue
                 while not self._queue and not self._stop:
                     self._cond.wait()
                 if self._stop:
@@ -170,10 +172,16 @@ class Engine(Backend):
                 try:
                     n = len(batch)
                     feed = {k: np.concatenate([v] * n) for k, v in self._feed.items()} if n > 1 else self._feed
+                    t_run = time.perf_counter()
                     session.run(None, feed)  # type: ignore[attr-defined]
                     now = time.perf_counter()
                     for r in batch:
                         r.done = now
+                    # rows, run start and end, whether it waited for a request, the gap since its previous batch
+                    # ended, and when the batch's first request reached the server
+                    rows = sum(r.rows for r in batch)
+                    self._batch_log.append((rows, t_run, now, waited, t_run - last_end, batch[0].submitted))
+                    last_end = now
                 except Exception as exc:
                     with self._cond:
                         self._error = self._error or exc
@@ -213,6 +221,7 @@ class Engine(Backend):
         self._busy = 0
         self._batches = 0
         self._batch_rows = 0
+        self._batch_log: list[tuple[int, float, float, bool, float, float]] = []
         self._error: Exception | None = None
         self._feed: dict[str, np.ndarray] = {}
         self._rows = 1
@@ -311,6 +320,7 @@ class Engine(Backend):
             "pacer_max_lag_ms": float(pacer_lag_ms),
             "max_receive_lag_ms": float(max(receive_lag, 0.0)),
             "loadgen_pid": loadgen.pid,
+            "timing": _timing(reqs, self._batch_log),
         }
         return m
 
@@ -325,3 +335,28 @@ class Engine(Backend):
     def __repr__(self) -> str:
         label = self.config.label() if self.config else None
         return f"Engine({self.model.path.name}, cores={self.cores}, config={label})"
+
+
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
+def _timing(reqs: list[_Request], log: list[tuple[int, float, float, bool, float, float]]) -> dict[str, float | None]:
+    """Where a window's time went (ms, medians): hand-off to the server, and runs after an idle wait or back to back.
+
+    What calibrates the simulator's low-latency model (:func:`mlsysopt.serving.experiment.calibrate_dispatch`).
+    """
+    handoff = [(r.submitted - r.arrival) * 1000.0 for r in reqs]
+    idle = [(end - start) * 1000.0 for rows, start, end, waited, _, _ in log if waited and rows == 1]
+    busy = [(end - start) * 1000.0 for rows, start, end, waited, _, _ in log if not waited and rows == 1]
+    gaps = [gap * 1000.0 for _, _, _, waited, gap, _ in log if not waited and math.isfinite(gap)]
+    wake = [(start - got) * 1000.0 for _, start, _, waited, _, got in log if waited]
+    return {
+        "handoff_ms": _median(handoff),
+        "wake_ms": _median(wake),
+        "run_idle_ms": _median(idle),
+        "run_busy_ms": _median(busy),
+        "gap_busy_ms": _median(gaps),
+        "idle_batches": float(len(idle)),
+        "busy_batches": float(len(busy)),
+    }

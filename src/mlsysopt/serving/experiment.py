@@ -185,6 +185,7 @@ def plot_tuning(
     slo_ms: float | None = None,
     heatmap_title: str | None = None,
     unit: str = "ms",
+    better: str = "lower",
 ) -> None:
     """The step plot of a run and the heatmap of what it measured under its last workload (the best starred)."""
     from mlsysopt.report.serving import plot_heatmap, plot_steps
@@ -203,6 +204,7 @@ def plot_tuning(
         best=(best.instances, best.max_batch) if best else None,
         title=heatmap_title,
         unit=unit,
+        better=better,
     )
 
 
@@ -241,21 +243,56 @@ def measure_profile(
 
 
 def calibrate_dispatch(
-    model: ServedModel, profile: ServiceProfile, seed: int = 0, requests: int = 60, utilization: float = 0.05
-) -> tuple[ServiceProfile, dict[str, float]]:
-    """The per-batch dispatch overhead from a low-rate engine run: median latency - measured batch-1 time.
+    model: ServedModel,
+    profile: ServiceProfile,
+    seed: int = 0,
+    requests: int = 60,
+    utilization: float = 0.05,
+    busy: float = 0.8,
+) -> tuple[ServiceProfile, dict[str, Any]]:
+    """The engine's own costs, from two short engine runs of one single-threaded instance without batching:
 
-    At ``utilization`` of one single-threaded instance almost no request waits for another, so what a request's
-    latency adds to the session's run time is the engine's own cost per batch (queue hand-off, waking a worker,
-    the load generator's pipe). Returns the calibrated profile and the run's figures.
+    * at ``utilization`` almost no request waits for another: every batch starts on an idle worker, so the run
+      shows the **hand-off** (scheduled arrival -> in the server's queue: the load generator, its pipe, the
+      receiving thread; latency only) and the **wake-up** (queued -> the session's run starts, on a sleeping worker);
+    * at ``busy`` load most batches start back to back: the gap between one run's end and the next one's start on
+      the same worker is the **dispatch** overhead every batch occupies its worker with.
+
+    The simulator charges dispatch to every batch, the wake-up (plus what a cold run adds over the timed one) to a
+    batch whose worker sat idle, and the hand-off to every request's latency (:mod:`mlsysopt.serving.simulator`).
+    Returns the calibrated profile and the runs' figures.
     """
     from mlsysopt.serving.engine import Engine
     from mlsysopt.serving.limits import MIN_WINDOW_REQUESTS
 
     one = profile.service_ms(1, 1, 1)
-    rate = max(utilization * 1000.0 / one, 2.0 * MIN_WINDOW_REQUESTS / 10.0)
-    with Engine(model, n_requests=requests, max_seconds=max(10.0, 2.0 * requests / rate), seed=seed) as engine:
-        m = engine.measure(Config(1, 1, 0.0, 1, 1, 0), Workload(rate))
-    dispatch = max(0.0, m.p50_ms - one)
-    figures = {"rate": rate, "p50_ms": m.p50_ms, "service_ms": one, "dispatch_ms": dispatch, "requests": m.completed}
-    return replace(profile, dispatch_ms=float(dispatch)), figures
+    low = max(utilization * 1000.0 / one, 2.0 * MIN_WINDOW_REQUESTS / 10.0)
+    high = max(busy * 1000.0 / (one + profile.dispatch_ms), low)
+    cfg = Config(1, 1, 0.0, 1, 1, 0)
+    with Engine(model, n_requests=requests, max_seconds=max(10.0, 2.0 * requests / low), seed=seed) as engine:
+        idle = engine.measure(cfg, Workload(low))
+        loaded = engine.measure(cfg, Workload(high), window=1)
+    return calibrated(profile, idle, loaded)
+
+
+def calibrated(profile: ServiceProfile, idle: Measurement, loaded: Measurement) -> tuple[ServiceProfile, dict]:
+    """The profile's dispatch, hand-off and wake-up from an idle and a loaded engine run (see calibrate_dispatch)."""
+    one = profile.service_ms(1, 1, 1)
+    ti, tl = idle.extra.get("timing", {}), loaded.extra.get("timing", {})
+
+    def get(t: dict, key: str, fallback: float) -> float:
+        v = t.get(key)
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else fallback
+
+    handoff = max(0.0, get(ti, "handoff_ms", 0.0))
+    dispatch = max(0.0, get(tl, "gap_busy_ms", max(0.0, idle.p50_ms - one)))
+    run_idle = get(ti, "run_idle_ms", one)
+    wake = max(0.0, get(ti, "wake_ms", 0.0) + run_idle - one - dispatch)
+    figures = {
+        "rate": idle.workload.rate, "p50_ms": idle.p50_ms, "service_ms": one, "requests": idle.completed,
+        "busy_rate": loaded.workload.rate, "busy_p50_ms": loaded.p50_ms, "busy_requests": loaded.completed,
+        "idle_timing": ti, "busy_timing": tl,
+        "dispatch_ms": dispatch, "handoff_ms": handoff, "wake_ms": wake,
+        "predicted_idle_p50_ms": handoff + one + dispatch + wake,
+    }  # fmt: skip
+    return replace(profile, dispatch_ms=dispatch, handoff_ms=handoff, wake_ms=wake), figures

@@ -25,6 +25,7 @@ from mlsysopt.serving.space import KNOBS, Config, Space
 if TYPE_CHECKING:
     from mlsysopt.serving.backend import Backend
     from mlsysopt.serving.model import ServedModel
+    from mlsysopt.serving.prior import Prior
     from mlsysopt.serving.profile import ServiceProfile
 
 BACKENDS = ("real", "sim")
@@ -142,11 +143,18 @@ class ModelStage:
 
 
 def resolve_profile(spec: str) -> ServiceProfile:
-    """``synthetic`` / ``synthetic:CORES`` (documented parameters, no measurement) or a profile JSON file."""
+    """``synthetic`` / ``synthetic:CORES`` (documented parameters, no measurement), ``preset:MODEL@CORES`` (a shipped
+    profile, :mod:`mlsysopt.serving.presets`) or a profile JSON file."""
     from mlsysopt.serving.profile import ServiceProfile
 
     if not spec.strip():
-        raise InvalidSpace("--profile is empty: give a profile.json from 'serving profile' or synthetic[:CORES]")
+        raise InvalidSpace(
+            "--profile is empty: give a profile.json from 'serving profile', preset:MODEL@CORES or synthetic[:CORES]"
+        )
+    if spec.startswith("preset:"):
+        from mlsysopt.serving.presets import preset
+
+        return preset(spec.partition(":")[2]).profile()
     if spec == "synthetic" or spec.startswith("synthetic:"):
         cores_text = spec.partition(":")[2] or "32"
         try:
@@ -217,3 +225,22 @@ def build_space(base: Space, knobs: Mapping[str, Sequence[float] | None]) -> Spa
 def tuning_space(kind: str, cores: int, knobs: Mapping[str, Sequence[float] | None] | None = None) -> Space:
     """The default grid of a ``cores``-core machine for backend ``kind``, with the given knob lists replacing it."""
     return build_space(Space.for_machine(cores, DEFAULT_MAX_BATCH[kind]), knobs or {})
+
+
+def resolve_prior(spec: str) -> Prior:
+    """A prior across models from ``--prior``: ``preset`` (shipped, fitted on the tuning profiles' histories), a
+    ``.pt`` file written by :meth:`Prior.save`, or comma-separated earlier ``serving tune`` run folders (each a
+    history; a folder of run folders gives all of them), fitted here."""
+    from mlsysopt.serving.history import histories_from_runs
+    from mlsysopt.serving.prior import Prior
+
+    spec = spec.strip()
+    if not spec:
+        raise MlsysoptError("--prior is empty: give 'preset', a prior .pt file or earlier run folders")
+    if spec == "preset":
+        from mlsysopt.serving.presets import preset_prior
+
+        return preset_prior()
+    if spec.endswith(".pt"):
+        return Prior.load(Path(spec))
+    return Prior().fit(histories_from_runs([p for p in spec.split(",") if p.strip()]))

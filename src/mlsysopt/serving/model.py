@@ -226,6 +226,22 @@ class ServedModel:
                 )
         return ms
 
+    def facts(self) -> dict[str, float]:
+        """The model's FLOPs and parameters for one row (ONNX graph import at batch 1) and its input bytes per row.
+
+        What a prior across models knows of a model besides its timings; 0 where the import cannot tell.
+        """
+        from mlsysopt.errors import MlsysoptError
+        from mlsysopt.graph.importers.onnx import from_onnx
+
+        input_bytes = float(sum(math.prod(s) * self.dtypes[n].itemsize for n, s in self.sample_shapes.items()))
+        try:
+            graph = from_onnx(self.path)
+            flops, params = float(graph.total_flops), float(graph.feature("params").sum())
+        except MlsysoptError:
+            flops, params = 0.0, 0.0
+        return {"flops": flops, "n_params": params, "input_bytes": input_bytes}
+
     def check_batch(self, max_batch: int) -> None:
         """Raise :class:`InvalidModel` if batches of ``max_batch`` rows need a batch axis the model lacks."""
         if max_batch > 1 and not self.batchable:

@@ -38,6 +38,8 @@ from mlsysopt.io import read_json, write_json_atomic
 
 SOURCES = ("measured", "extrapolated", "synthetic")
 PARAMS = ("a_ms", "c_ms", "f_intra", "f_inter", "intra_ms", "inter_ms")
+FACTS = ("flops", "n_params", "input_bytes")  # optional model facts (0 = unknown)
+OVERHEADS = ("dispatch_ms", "handoff_ms", "wake_ms")  # the engine's own costs, calibrated (0 = not calibrated)
 _FRACTIONS = ("f_intra", "f_inter")
 _MIN_SAMPLES = len(PARAMS)
 
@@ -83,8 +85,13 @@ class ServiceProfile:
     source: str = "measured"
     model: str = ""
     dispatch_ms: float = 0.0  # per-batch engine overhead around session.run (calibrated, 0 if not)
+    handoff_ms: float = 0.0  # arrival -> in the server's queue (load generator, pipe, receiving thread): latency only
+    wake_ms: float = 0.0  # extra before a batch whose worker sat idle (thread wake-up, cold session run)
     table: tuple[tuple[int, int, int, float], ...] = ()  # measured (rows, intra, inter, ms)
     measured_threads: int = 0  # the most intra-op threads timed (0: none, e.g. synthetic)
+    flops: float = 0.0  # the model's FLOPs for one row (0: unknown), a feature of priors across models
+    n_params: float = 0.0  # the model's parameters (0: unknown)
+    input_bytes: float = 0.0  # bytes of one row of inputs (0: unknown)
 
     def __post_init__(self) -> None:
         _check_fields(asdict(self), where="service profile")
@@ -193,13 +200,17 @@ class ServiceProfile:
     def load(cls, path: str | Path) -> ServiceProfile:
         """Read a profile written by :meth:`save`; :class:`InvalidSpace` naming the file (and key) if it is bad."""
         path = Path(path)
-        data = read_json(path, InvalidSpace)
-        _check_fields(data, where=str(path))
+        return cls.from_dict(read_json(path, InvalidSpace), where=str(path))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "service profile") -> ServiceProfile:
+        """Inverse of :meth:`to_dict`; :class:`InvalidSpace` naming ``where`` and the key if a field is bad."""
+        _check_fields(data, where=where)
         kwargs = {k: float(data[k]) for k in PARAMS}
         return cls(
             **kwargs, cores=int(data["cores"]), source=data.get("source", "measured"), model=data.get("model", ""),
-            dispatch_ms=float(data.get("dispatch_ms", 0.0)), table=tuple(tuple(t) for t in data.get("table", ())),
-            measured_threads=int(data.get("measured_threads", 0)),
+            table=tuple(tuple(t) for t in data.get("table", ())), measured_threads=int(data.get("measured_threads", 0)),
+            **{k: float(data.get(k, 0.0)) for k in (*FACTS, *OVERHEADS)},
         )  # fmt: skip
 
 
@@ -218,7 +229,7 @@ def _check_table(table: object, where: str) -> None:
 
 def _check_fields(data: dict[str, Any], where: str) -> None:
     """Raise one :class:`InvalidSpace` naming ``where`` and the key for a missing, unknown or bad field."""
-    allowed = {*PARAMS, "cores", "source", "model", "dispatch_ms", "table", "measured_threads"}
+    allowed = {*PARAMS, *FACTS, *OVERHEADS, "cores", "source", "model", "table", "measured_threads"}
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise InvalidSpace(f"{where}: unknown key(s) {', '.join(unknown)} (keys: {', '.join(sorted(allowed))})")
@@ -242,9 +253,14 @@ def _check_fields(data: dict[str, Any], where: str) -> None:
         raise InvalidSpace(f"{where}: key 'source' must be one of {', '.join(SOURCES)}, got {data['source']!r}")
     if not isinstance(data.get("model", ""), str):
         raise InvalidSpace(f"{where}: key 'model' must be a string, got {data['model']!r}")
-    disp = data.get("dispatch_ms", 0.0)
-    if isinstance(disp, bool) or not isinstance(disp, (int, float)) or not (math.isfinite(disp) and disp >= 0):
-        raise InvalidSpace(f"{where}: key 'dispatch_ms' must be a finite number >= 0, got {disp!r}")
+    for key in OVERHEADS:
+        v = data.get(key, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v >= 0):
+            raise InvalidSpace(f"{where}: key '{key}' must be a finite number >= 0, got {v!r}")
+    for key in FACTS:
+        v = data.get(key, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and 0 <= v <= 1e18):
+            raise InvalidSpace(f"{where}: key '{key}' must be a number from 0 (unknown) to 1e18, got {v!r}")
     threads = data.get("measured_threads", 0)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise InvalidSpace(f"{where}: key 'measured_threads' must be a whole number >= 0, got {threads!r}")

@@ -12,6 +12,12 @@ It follows the engine's semantics step by step:
   taking ``profile.batch_ms(rows, intra, inter)`` ms (the measured timings table where it covers the point, the
   fitted model beyond, plus the calibrated per-batch dispatch overhead; ``inter`` is the inter-op threads in
   parallel mode, 1 in sequential mode); every request of the batch completes then;
+* the low-latency costs of the engine (calibrated, :func:`mlsysopt.serving.experiment.calibrate_dispatch`): a request
+  reaches the queue ``profile.handoff_ms`` after its scheduled arrival (the load generator's pipe and the server's
+  receiving thread: latency that occupies no worker), and a batch whose worker sat idle waiting for a request
+  starts ``profile.wake_ms`` later (waking the thread); back-to-back batches pay only the dispatch overhead. At 1-2
+  threads these are most of a sub-millisecond latency, and charging them all to every batch (as one dispatch
+  figure) would overstate the load a worker carries;
 * the window ends when every request finished or was dropped, or ``max_seconds`` after the window's start;
   requests still waiting or running then count with their age. Arrivals after the window are not offered.
 
@@ -163,6 +169,9 @@ class _Run:
         self.cores = engine.cores
         self.queue_cap = engine.queue_cap
         self.arrivals = arrivals.tolist()
+        handoff = engine.profile.handoff_ms / 1000.0
+        self.enqueued = [t + handoff for t in self.arrivals]  # when each request reaches the server's queue
+        self.wake_s = engine.profile.wake_ms / 1000.0
         self.n = len(self.arrivals)
         self.t_end = engine.max_seconds  # from the window's start, as the engine
         self.cap = cap
@@ -213,7 +222,7 @@ class _Run:
 
     def _arrive(self) -> Generator[simpy.Event, object, None]:
         env, queue, samples = self.env, self.queue, self.queue_samples
-        for i, t in enumerate(self.arrivals):
+        for i, t in enumerate(self.enqueued):
             if t > env.now:
                 yield env.timeout(t - env.now)
             self.n_arrived = i + 1
@@ -241,7 +250,8 @@ class _Run:
             if self.idle == 0:
                 self.freed = env.event()
                 yield self.freed
-            if not queue:
+            waited = not queue
+            if waited:
                 self.getter = env.event()
                 yield self.getter
             first = queue.popleft()
@@ -257,14 +267,16 @@ class _Run:
                 getter = self.getter = env.event()
                 env.timeout(wait).callbacks.append(lambda ev, g=getter: self._wake(g, ev))
                 yield getter
-            self._start(batch)
+            self._start(batch, waited)
 
-    def _start(self, batch: list[int]) -> None:
+    def _start(self, batch: list[int], waited: bool) -> None:
         self.idle -= 1
         self.busy_threads += self.tpw
         s = self.service_s[len(batch)] * max(1.0, self.busy_threads / self.cores)
         if self.noise is not None:
             s *= self.noise[self.batches]
+        if waited:  # the worker sat idle: its wake-up (and a cold first run) come before the batch is done
+            s += self.wake_s
         self.batches += 1
         self.batched += len(batch)
         self.busy_s += s

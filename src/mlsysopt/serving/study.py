@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from mlsysopt.serving.backend import Backend, Measurement
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.space import Config, Space, Workload
+
+if TYPE_CHECKING:
+    from mlsysopt.serving.prior import Prior, TaskPrior
 
 TOL = 0.05
 _COLS = ("mean_ms", "p50_ms", "p95_ms", "p99_ms", "throughput", "saturated", "offered_rps")
@@ -83,23 +87,67 @@ def exhaustive_tables(
     return tables
 
 
-def study_run(args: tuple[str, int, dict, Space, Objective, float, float, int, int, int]) -> dict[str, Any]:
+class SerialTables:
+    """Exhaustive tables simulated in this process (small studies, the demo), their backend and true scores."""
+
+    def __init__(
+        self, profile: ServiceProfile, space: Space, rates: Sequence[float], n_requests: int = 400, seed: int = 0
+    ) -> None:
+        self.profile, self.space = profile, space
+        configs = space.configs()
+        self.tables = {float(r): table_chunk((profile, configs, Workload(r), n_requests, seed)) for r in rates}
+
+    def backend(self) -> TableBackend:
+        """A backend answering from the tables."""
+        return TableBackend(self.tables, self.space, self.profile.cores)
+
+    def scores(self, rate: float, objective: Objective) -> list[float]:
+        """The true score of every configuration (space order) at ``rate``."""
+        backend = self.backend()
+        return [objective.score(backend.measure(c, Workload(rate))) for c in self.space]
+
+
+WARM = "_warm"  # a tuner label ending in it: the tuner given the study's prior (e.g. ``rrl_warm``, ``gp_warm``)
+WARM_LABELS = ("rrl_warm", "gp_warm", "tpe_warm")
+#: tuners that keep what they learned when the workload changes (the others start over; their ``shift`` is run
+#: at rate B from a fresh start, which is what they do after any number of measurements at A)
+CARRY_OVER = ("rrl",)
+
+
+def tuner_name(label: str) -> tuple[str, bool]:
+    """``rrl_warm`` -> (``rrl``, True); ``gp`` -> (``gp``, False)."""
+    return (label[: -len(WARM)], True) if label.endswith(WARM) else (label, False)
+
+
+def study_run(args: tuple) -> dict[str, Any]:
     """Task: one (tuner, seed): measurements to within 5% at rate A, and at rate B after ``pre`` at A."""
     from mlsysopt.runtime.threads import torch_threads
 
-    name, seed, tables, space, objective, ra, rb, cap, pre, cores = args
+    label, seed, tables, space, objective, ra, rb, cap, pre, cores, prior = args
     backend = TableBackend(tables, space, cores)
     truth = {r: [objective.score(backend.measure(c, Workload(r))) for c in space] for r in tables}
     opt = {r: min(v) for r, v in truth.items()}
     wa, wb = Workload(ra), Workload(rb)
     with torch_threads(1):
-        first = _evals_until(name, seed, space, objective, backend, [(wa, cap)], truth[ra], opt[ra], 0)
-        shift = _evals_until(name, seed, space, objective, backend, [(wa, pre), (wb, cap)], truth[rb], opt[rb], pre)
-    return {"tuner": name, "seed": seed, "evals_to_5pct": first, "shift": shift}
+        t0 = time.process_time()
+        first = _evals_until(label, seed, space, objective, backend, [(wa, cap)], truth[ra], opt[ra], 0, prior)
+        t1 = time.process_time()
+        if tuner_name(label)[0] in CARRY_OVER:
+            sched, start = [(wa, pre), (wb, cap)], pre
+        else:  # it starts over when the workload changes: what it measured at A cannot matter at B
+            sched, start = [(wb, cap)], 0
+        shift = _evals_until(label, seed, space, objective, backend, sched, truth[rb], opt[rb], start, prior)
+    return {
+        "tuner": label,
+        "seed": seed,
+        "evals_to_5pct": first,
+        "shift": shift,
+        "tuner_cpu_s_per_measurement": (t1 - t0) / max(first or cap, 1),
+    }
 
 
 def _evals_until(
-    name: str,
+    label: str,
     seed: int,
     space: Space,
     objective: Objective,
@@ -108,6 +156,7 @@ def _evals_until(
     truth: list[float],
     opt: float,
     start: int,
+    prior: TaskPrior | None = None,
 ) -> int | None:
     from mlsysopt.serving.tuners import get_tuner
     from mlsysopt.serving.tuning import evals_to_within, tune
@@ -118,7 +167,9 @@ def _evals_until(
     def reached(s: Any) -> bool:  # stop the run as soon as the number is known
         return s.index >= start and evals_to_within([s], score, opt, TOL) == 1
 
-    res = tune(get_tuner(name, space, objective, seed=seed), backend, schedule, until=reached)
+    name, warm = tuner_name(label)
+    knobs = {"prior": prior} if warm else {}
+    res = tune(get_tuner(name, space, objective, seed=seed, **knobs), backend, schedule, until=reached)
     return evals_to_within(res.steps, score, opt, TOL, start)
 
 
@@ -144,14 +195,26 @@ def run_study(
     pre: int = 60,
     n_requests: int = 400,
     objective: Objective | None = None,
+    prior: Prior | None = None,
 ) -> dict[str, Any]:
-    """Exhaustive tables, then every (tuner, seed) run; per tuner the median evals to 5% (a miss counts cap + 1)."""
+    """Exhaustive tables, then every (tuner, seed) run; per tuner the median evals to 5% (a miss counts cap + 1).
+
+    A tuner label ending in ``_warm`` (``rrl_warm``, ``gp_warm``, ``tpe_warm``) gets ``prior`` bound to ``profile``
+    (fitted on other models' histories, never on this profile's).
+    """
     objective = objective or Objective("latency")
+    if any(tuner_name(t)[1] for t in tuners) and prior is None:
+        raise MlsysoptError(f"tuners {', '.join(t for t in tuners if tuner_name(t)[1])} need a prior (--prior)")
+    bound = prior.bind(profile) if prior is not None else None
     ra, rb = rates or default_rates(profile)
     cap = cap or math.ceil(0.2 * space.size)
     pre = min(pre, cap)
     tables = exhaustive_tables(profile, space, (ra, rb), n_requests, executor)
-    jobs = [(n, s, tables, space, objective, ra, rb, cap, pre, profile.cores) for n in tuners for s in seeds]
+    jobs = [
+        (n, s, tables, space, objective, ra, rb, cap, pre, profile.cores, bound if tuner_name(n)[1] else None)
+        for n in tuners
+        for s in seeds
+    ]
     rows = executor.map(study_run, jobs)
     out: dict[str, Any] = {
         "data": f"simulated: SimPy model of the engine, {profile.source} {profile.cores}-core profile",
@@ -167,6 +230,7 @@ def run_study(
         "shift": {},
         "reached": {},
         "shift_reached": {},
+        "tuner_cpu_s_per_measurement": {},
         "per_seed": rows,
         "executor": executor.describe(),
     }
@@ -176,6 +240,7 @@ def run_study(
             vals = [r[key] if r[key] is not None else cap + 1 for r in mine]
             out[key][name] = statistics.median(vals)
             out[reached_key][name] = sum(r[key] is not None for r in mine) / len(mine)
+        out["tuner_cpu_s_per_measurement"][name] = statistics.median(r["tuner_cpu_s_per_measurement"] for r in mine)
     return out
 
 
@@ -195,15 +260,22 @@ class StudyJob:
         backend: str = "local",
         address: str | None = None,
         seed: int = 0,
+        prior: str | None = None,
     ) -> None:
         from mlsysopt.serving.inputs import DEFAULT_MAX_BATCH, DEFAULT_PROFILE, resolve_profile
         from mlsysopt.serving.limits import check_requests
         from mlsysopt.serving.tuners import TUNERS
 
         RunDir(out, checkpoint=None).check()
-        unknown = [t for t in tuners if t not in TUNERS]
+        unknown = [t for t in tuners if tuner_name(t)[0] not in TUNERS or (tuner_name(t)[1] and t not in WARM_LABELS)]
         if unknown or not tuners:
-            raise MlsysoptError(f"--tuners: unknown tuner(s) {unknown or '(none)'} (choose from: {', '.join(TUNERS)})")
+            raise MlsysoptError(
+                f"--tuners: unknown tuner(s) {unknown or '(none)'} (choose from: {', '.join(TUNERS)}; warm-started "
+                f"from --prior: {', '.join(WARM_LABELS)})"
+            )
+        warm = [t for t in tuners if tuner_name(t)[1]]
+        if warm and prior is None:
+            raise MlsysoptError(f"--tuners {','.join(warm)}: warm-started tuners need --prior")
         check_requests(requests)
         if rates is not None and (len(rates) != 2 or not all(Workload(r) for r in rates)):
             raise MlsysoptError(f"--rate {rates}: give two rates A,B (tune at A, then re-tune at B)")
@@ -219,9 +291,14 @@ class StudyJob:
         self.rates = tuple(rates) if rates is not None else default_rates(self.profile)
         self.cap = max(1, math.ceil(cap_fraction * self.space.size))
         self.requests, self.workers, self.backend, self.address = requests, workers, backend, address
+        self.prior = None
+        if prior is not None:
+            from mlsysopt.serving.inputs import resolve_prior
+
+            self.prior = resolve_prior(prior)
         settings = {
             "tuners": self.tuners, "seeds": seeds, "seed": seed, "profile": profile, "rates": list(self.rates),
-            "cap": self.cap, "requests": requests, "backend": backend, "workers": workers,
+            "cap": self.cap, "requests": requests, "backend": backend, "workers": workers, "prior": prior,
         }  # fmt: skip
         self.run_dir = RunDir(out, settings, checkpoint=None).check()
 
@@ -239,7 +316,15 @@ class StudyJob:
 
         with self.run_dir as run, make_executor(self.backend, self.workers, self.address) as ex:
             result = run_study(
-                self.profile, self.space, self.tuners, self.seeds, ex, self.rates, self.cap, n_requests=self.requests
+                self.profile,
+                self.space,
+                self.tuners,
+                self.seeds,
+                ex,
+                self.rates,
+                self.cap,
+                n_requests=self.requests,
+                prior=self.prior,
             )
             plot_study(result, run.file("study.png"))
             run.write_json("result.json", to_jsonable({"command": "serving study", **result}))

@@ -1,15 +1,23 @@
 """The job behind ``mlsysopt serving tune``: noise, search, confirmation, report (each phase checkpointed).
 
-1. **Noise**: single windows of the default configuration (:func:`~mlsysopt.serving.confirmation.measure_noise`).
+0. **Task**: the model's service profile (the simulator's profile, or on the real engine a quick probe: batch
+   timings at a few sizes and threads and the dispatch overhead, ``task.json``), recorded in ``result.json`` so
+   that this run can be a history for a prior of later tunes, and what a prior (``--prior``) is bound to.
+1. **Noise**: single windows of the default configuration (:func:`~mlsysopt.serving.confirmation.measure_noise`);
+   above CV 0.2 a warning, and the confirmation rounds grow with the noise
+   (:func:`~mlsysopt.serving.verdict.rounds_for_noise`).
 2. **Search**: the tuner over the reduced space, every measurement a stable one (windows until they agree,
    :class:`~mlsysopt.serving.windows.StableBackend`; for the throughput objective a rate search per configuration,
    :class:`~mlsysopt.serving.capacity.CapacityBackend`), until ``budget`` measurements per rate or ``timeout``
    seconds of wall clock.
 3. **Confirmation** per rate: the top ``confirm_top`` candidates and the default, interleaved for
-   ``confirm_rounds`` rounds; the pick is the best confirmed median (:func:`~mlsysopt.serving.confirmation.confirm`).
-4. **Report**: ``result.json`` (search-time and confirmed values, the answer per rate, noise, how much the
-   equivalences shrank the space), ``steps.png``, ``heatmap.png``, ``confirm.png``, and the pick as ONNX Runtime
-   session options (``ort_session_options.json``) and a Triton model configuration (``config.pbtxt``).
+   ``confirm_rounds`` rounds (more when noisy); the pick is the best confirmed median
+   (:func:`~mlsysopt.serving.confirmation.confirm`), and the **verdict** compares it with the confirmed default
+   (:func:`~mlsysopt.serving.verdict.verdict`: overlapping intervals mean "keep the default").
+4. **Report**: ``result.json`` (search-time and confirmed values, the verdict per rate, noise, how much the
+   equivalences shrank the space), ``steps.png``, ``heatmap.png``, ``confirm.png``, and the recommended
+   configuration as ONNX Runtime session options (``ort_session_options.json``) and a Triton model configuration
+   (``config.pbtxt``) — none when the SLO is missed, unless ``export_anyway``.
 
 Every measurement of every phase goes into ``checkpoint.json`` as it is made; ``--resume`` replays them in order.
 A resume may raise ``--budget`` (and ``--timeout``) at a single rate, never lower it below what was recorded.
@@ -41,9 +49,14 @@ if TYPE_CHECKING:
     from mlsysopt.io import RunDir
     from mlsysopt.serving.backend import Backend
     from mlsysopt.serving.confirmation import Confirmation
+    from mlsysopt.serving.model import ServedModel
+    from mlsysopt.serving.prior import TaskPrior
+    from mlsysopt.serving.profile import ServiceProfile
     from mlsysopt.serving.tuning import Step, TuneResult
 
 MAX_BUDGET = 100_000
+WARM_TUNERS = ("rrl", "gp", "tpe")  # the tuners a prior warm-starts
+TASK_FILE = "task.json"  # the task's profile (a probe of the real engine), kept for --resume
 
 
 class TuningJob(Job):
@@ -71,10 +84,14 @@ class TuningJob(Job):
         confirm_rounds: int = 3,
         noise_windows: int = 5,
         stability: dict[str, float] | None = None,
+        prior: str | None = None,
+        export_anyway: bool = False,
     ) -> None:
         super().__init__(out, resume)
         self.objective = objective or Objective()
         self.tuner_name, self.kind = tuner, engine
+        self.export_anyway = export_anyway
+        self.seed = seed
         self.confirm_top, self.confirm_rounds, self.noise_windows = confirm_top, confirm_rounds, noise_windows
         with self._validating():
             self.budget = int(budget)
@@ -113,6 +130,16 @@ class TuningJob(Job):
             if self.objective.kind == "throughput":
                 self.backend = CapacityBackend(stable, self.objective.slo_ms)  # type: ignore[arg-type]
             self.space = tuning_space(engine, window.cores, knobs)
+            self.profile = prof
+            self.prior = None
+            if prior is not None:
+                from mlsysopt.serving.inputs import resolve_prior
+
+                if tuner not in WARM_TUNERS:
+                    raise MlsysoptError(f"--prior: tuner '{tuner}' takes no prior (these do: {', '.join(WARM_TUNERS)})")
+                self.prior = resolve_prior(prior)
+            # cold until run(): a prior (--prior here, or --warm-start's histories through self.tuner.warm_start)
+            # is bound to the task's profile there, and the tuner rebuilt with it
             self.tuner = get_tuner(tuner, self.space, self.objective, seed=seed)
             settings = {
                 "tuner": tuner,
@@ -131,6 +158,8 @@ class TuningJob(Job):
                 "confirm_rounds": confirm_rounds,
                 "noise_windows": noise_windows,
                 "stability": stable.settings(),
+                "prior": prior,
+                "export_anyway": export_anyway,
             }
             # one rate: --resume may extend the budget or the timeout; several: the schedule itself depends on it
             self.run_dir = self._run_dir(settings, ("budget", "timeout") if len(self.workloads) == 1 else ())
@@ -149,7 +178,7 @@ class TuningJob(Job):
 
     @property
     def total(self) -> int:
-        """Measurements in the whole run: noise windows, the search, the confirmation rounds."""
+        """Measurements in the whole run: noise windows, the search, the confirmation rounds (as asked)."""
         per_confirm = (self.confirm_top + 1) * self.confirm_rounds
         return self.noise_windows + (self.budget + per_confirm) * len(self.workloads)
 
@@ -161,18 +190,25 @@ class TuningJob(Job):
         )
 
     def run(self, on_step: Callable[[Step], None] | None = None, on_measure: Callable[[str], None] | None = None):
-        """Noise, search, confirmation (all checkpointed; replayed on resume), then the report. Returns the report."""
+        """Task, noise, search, confirmation (all checkpointed; replayed on resume), then the report."""
         from mlsysopt.serving.experiment import run_tuning
+        from mlsysopt.serving.verdict import rounds_for_noise
 
         with self.run_dir as run:
             self._keep_model(run)
             ck = PhaseCheckpoint(run, self.recorded)
             t0 = time.perf_counter()
+            task = self._task(run)
+            prior = self.prior if self.prior is not None else getattr(self.tuner, "pending_prior", None)
+            bound = prior.bind(task) if prior is not None else None
+            if bound is not None:
+                self.tuner = get_tuner(self.tuner_name, self.space, self.objective, seed=self.seed, prior=bound)
             default = self.space.default(self.window_backend.cores)
             ping = (lambda phase: lambda _m: on_measure(phase)) if on_measure else (lambda phase: None)
             noise = measure_noise(
                 ck.replay("noise", self.window_backend), default, self.workloads[0], self.noise_windows, ping("noise")
             )
+            self.rounds = rounds_for_noise(self.confirm_rounds, noise.get("cv_mean_ms"))
             t_search = time.perf_counter()
 
             def until(s: Step) -> bool:
@@ -190,11 +226,26 @@ class TuningJob(Job):
                 confirmations.append(
                     confirm(
                         confirmer, ans.ranked(self.objective)[: self.confirm_top], default, ans.workload,
-                        self.objective, self.confirm_rounds, scores, ping("confirm"),
+                        self.objective, self.rounds, scores, ping("confirm"),
                     )
                 )  # fmt: skip
-            report = self._report(run, result, confirmations, noise, replayed, time.perf_counter() - t0, search_s)
+            report = self._report(
+                run, result, confirmations, noise, replayed, time.perf_counter() - t0, search_s, task, bound
+            )
         return report
+
+    def _task(self, run: RunDir) -> ServiceProfile:
+        """The task's profile: the simulator's, or a probe of the real engine (kept in task.json for --resume)."""
+        from mlsysopt.serving.profile import ServiceProfile
+
+        if self.profile is not None:
+            return self.profile
+        path = run.file(TASK_FILE)
+        if self.resume and path.is_file():
+            return ServiceProfile.load(path)
+        probe = probe_profile(self.stage.model, self.window_backend.cores, self.seed)  # type: ignore[union-attr]
+        probe.save(path)
+        return probe
 
     def _stored(self, on_step: Callable[[Step], None] | None) -> Callable[[Step], None]:
         """``on_step`` that first records the step's measurement in the run's study (:mod:`mlsysopt.store`);
@@ -217,8 +268,11 @@ class TuningJob(Job):
         replayed: int,
         seconds: float,
         search_s: float,
+        task: ServiceProfile,
+        prior: TaskPrior | None,
     ) -> dict[str, Any]:
         from mlsysopt.report.serving import plot_confirmation
+        from mlsysopt.serving.verdict import noise_warning, verdict
 
         obj, last = self.objective, confirmations[-1]
         plot_tuning(
@@ -226,22 +280,24 @@ class TuningJob(Job):
             title=f"{self.tuner_name} on the {self.kind} engine", ylabel=obj.label, slo_ms=obj.slo_ms,
             heatmap_title=f"search at {result.per_rate[-1].workload.rate:g} req/s: best {obj.label} per "
             "(instances, max batch); blank = not measured or SLO missed", unit=obj.unit,
+            better="higher" if obj.kind == "throughput" else "lower",
         )  # fmt: skip
         plot_confirmation(last, obj, run.file("confirm.png"))
+        verdicts = [verdict(c, obj) for c in confirmations]
+        final = verdicts[-1]
         pick = last.pick
-        name = self.stage.model.path.stem if self.stage is not None else "model"
-        run.write_json("ort_session_options.json", ort_session_json(pick.config))
-        (run.file("config.pbtxt")).write_text(triton_config(pick.config, name))
+        files = ["steps.png", "heatmap.png", "confirm.png"]
+        if final.export or self.export_anyway:
+            name = self.stage.model.path.stem if self.stage is not None else "model"
+            chosen = final.recommended.config
+            run.write_json("ort_session_options.json", ort_session_json(chosen))
+            (run.file("config.pbtxt")).write_text(triton_config(chosen, name))
+            files += ["ort_session_options.json", "config.pbtxt"]
         slo_met = pick.meets_slo
-        message = (
-            f"confirmed pick at {last.workload.rate:g} req/s: {pick.config.label()}, {obj.describe(pick.value)} "
-            f"(95% interval {obj.describe(pick.interval[0])} .. {obj.describe(pick.interval[1])}, median of "
-            f"{pick.measurement.windows} windows over {last.rounds} interleaved rounds)"
-        )
-        if slo_met is False:
-            message = f"SLO missed: no confirmed candidate meets p99 <= {obj.slo_ms:g} ms; " + message
+        warnings = [w for w in [noise_warning(noise, self.rounds, self.confirm_rounds)] if w]
+        message = f"{final.words} (at {last.workload.rate:g} req/s)"
         per_rate = []
-        for ans, conf in zip(result.per_rate, confirmations, strict=True):
+        for ans, conf, v in zip(result.per_rate, confirmations, verdicts, strict=True):
             per_rate.append(
                 {
                     "rate": ans.workload.rate,
@@ -252,7 +308,13 @@ class TuningJob(Job):
                     "confirmed_value": conf.pick.value,
                     "confirmed_interval": list(conf.pick.interval),
                     "confirmed": obj.describe(conf.pick.value),
+                    "default_confirmed_value": conf.default_candidate.value,
+                    "default_confirmed_interval": list(conf.default_candidate.interval),
+                    "default_confirmed": obj.describe(conf.default_candidate.value),
                     "slo_met": conf.pick.meets_slo,
+                    "verdict": v.decision,
+                    "verdict_words": v.words,
+                    "recommended": v.recommended.config.to_dict(),
                     "measured_configurations": len(ans.measured),
                 }
             )
@@ -266,7 +328,11 @@ class TuningJob(Job):
                 "stopped": "timeout" if result.stopped == "until" else result.stopped,
                 "stopped_by": "timeout" if result.stopped == "until" else result.stopped,  # the name every search uses
                 "replayed_from_checkpoint": replayed,
+                "task": {"profile": task.to_dict(), "source": "profile" if self.profile is not None else "probe"},
+                "prior": None if prior is None else {**prior.prior.describe(), "top": _top(prior, self, result)},
                 "noise": noise,
+                "confirm_rounds": self.rounds,
+                "warnings": warnings,
                 "space": self.space.reduction,
                 "objective": obj.to_dict(),
                 "best": pick.config.to_dict(),
@@ -274,16 +340,41 @@ class TuningJob(Job):
                 "confirmed_value": pick.value,
                 "confirmed_interval": list(pick.interval),
                 "slo_met": slo_met,
+                "verdict": final.to_dict(obj),
+                "recommended": final.recommended.config.to_dict(),
                 "message": message,
                 "per_rate": per_rate,
                 "search": {"per_rate": [a.to_dict() for a in result.per_rate], "message": result.message},
                 "confirmation": [c.to_dict(obj) for c in confirmations],
                 "measurements": [s.measurement.to_dict() for s in result.steps],
-                "files": ["steps.png", "heatmap.png", "confirm.png", "ort_session_options.json", "config.pbtxt"],
+                "files": files,
             }
         )
         run.write_json("result.json", report)
         return report
+
+
+def _top(prior: TaskPrior, job: TuningJob, result: TuneResult, k: int = 5) -> list[dict[str, Any]]:
+    """The prior's top configurations at the first rate, as it predicted them."""
+    w = job.workloads[0]
+    scores = prior.scores(job.space, w, job.objective)
+    return [
+        {**c.to_dict(), "predicted": job.objective.describe(float(scores[job.space.index(c)]))}
+        for c in prior.ranked(job.space, w, job.objective, k)
+    ]
+
+
+def probe_profile(model: ServedModel, cores: int, seed: int = 0) -> ServiceProfile:
+    """A quick service profile of a served model: batches of 1, 4 and 16 rows with 1 and 2 intra-op threads
+    (3 runs each), the dispatch overhead from a low-rate run, and the model's facts (FLOPs, parameters, input)."""
+    from dataclasses import replace
+
+    from mlsysopt.serving.experiment import calibrate_dispatch, measure_profile
+
+    intra = (1, 2) if cores >= 2 else (1,)
+    prof, _ = measure_profile(model, (1, 4, 16), intra, (1,), repeats=3, cores=cores, name=model.path.name)
+    prof, _ = calibrate_dispatch(model, prof, seed=seed, requests=40)
+    return replace(prof, **model.facts())
 
 
 def _cores(engine: str, profile: str | None) -> int:

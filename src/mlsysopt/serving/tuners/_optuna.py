@@ -7,6 +7,11 @@ sampler proposes a configuration already measured under the current workload, it
 and asked again (up to ``max_retries`` times), then a random unmeasured configuration is measured instead (and added
 to the study as a trial), so no measurement is spent on a repeat. A new workload starts a new study: a study cannot
 carry what it learned to another workload.
+
+**Warm start** (Feurer et al.; what an Optuna user does with earlier studies): given a ``prior``
+(:class:`~mlsysopt.serving.prior.TaskPrior`, the same one RRL gets), every new study first enqueues the prior's top
+``warm_trials`` configurations for its workload (``study.enqueue_trial``), in the prior's order; they replace the
+sampler's random start-up trials as the first points its model sees.
 """
 
 from __future__ import annotations
@@ -14,15 +19,22 @@ from __future__ import annotations
 import math
 import warnings
 from abc import abstractmethod
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState
 
+from mlsysopt.errors import MlsysoptError
 from mlsysopt.serving.backend import Measurement
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import KNOBS, Config, Space, Workload
 from mlsysopt.serving.tuners.base import Tuner
+
+if TYPE_CHECKING:
+    from mlsysopt.serving.prior import Prior, TaskPrior
+
+WARM_TRIALS = 10  # as many as the samplers' default random start-up trials
 
 
 class OptunaTuner(Tuner):
@@ -30,9 +42,23 @@ class OptunaTuner(Tuner):
 
     name = "optuna"
 
-    def __init__(self, space: Space, objective: Objective, seed: int = 0, max_retries: int = 20, **sampler_knobs):
+    def __init__(
+        self,
+        space: Space,
+        objective: Objective,
+        seed: int = 0,
+        prior: TaskPrior | None = None,
+        warm_trials: int = WARM_TRIALS,
+        max_retries: int = 20,
+        **sampler_knobs: object,
+    ) -> None:
         super().__init__(space, objective, seed)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        if warm_trials < 1:
+            raise MlsysoptError(f"{self.name}: warm_trials={warm_trials} must be >= 1")
+        self.prior, self.warm_trials = prior, int(warm_trials)
+        self.pending_prior: Prior | None = None  # fitted by warm_start, bound to the task by the tuning job
+        self._warmed = False
         self.max_retries = max_retries
         self.sampler_knobs = sampler_knobs
         self.distributions = {k: IntDistribution(0, len(space.values[k]) - 1) for k in KNOBS}
@@ -50,6 +76,15 @@ class OptunaTuner(Tuner):
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
         self.studies += 1
         self.pending: tuple[optuna.Trial, Config] | None = None
+        self._warmed = False
+
+    def _warm_start(self, workload: Workload) -> None:
+        """Enqueue the prior's top configurations for ``workload`` (once per study)."""
+        if self.prior is None or self._warmed:
+            return
+        for config in self.prior.ranked(self.space, workload, self.objective, self.warm_trials):
+            self.study.enqueue_trial(self._params(config), skip_if_exists=True)
+        self._warmed = True
 
     def _value(self, m: Measurement) -> float:
         return math.log(max(self.objective.capped_score(m), 1e-12))
@@ -89,8 +124,28 @@ class OptunaTuner(Tuner):
             self.study.add_trial(trial)
         self.pending = None
 
+    def warm_start(self, histories: list[dict]) -> int:
+        """``--warm-start``: fit a prior on the study store's history records (other runs' measurements); the job
+        binds it to this task's profile before the search (:attr:`pending_prior`). Returns the measurements used."""
+        from mlsysopt.serving.history import histories_from_store
+        from mlsysopt.serving.prior import Prior
+
+        usable, skipped = histories_from_store(histories)
+        if skipped and not usable:
+            from mlsysopt.errors import MlsysoptError
+
+            raise MlsysoptError(
+                f"--warm-start: the {skipped} run(s) it names measured the real engine, and the store keeps no model "
+                "profile of them; give their run folders with --prior instead (result.json keeps it)"
+            )
+        used = sum(len(h.measurements) for h in usable)
+        if used:
+            self.pending_prior = Prior().fit(usable)
+        return used
+
     def set_workload(self, workload: Workload) -> None:
         """A new workload starts a new study."""
         if self.workload is not None and workload != self.workload:
             self._new_study()
         super().set_workload(workload)
+        self._warm_start(workload)
