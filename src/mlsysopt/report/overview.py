@@ -41,7 +41,7 @@ class Headline:
     points: bool = False  # a fraction with a chance level (OPA): say the difference in points, not a ratio
 
     def verdict(self) -> str:
-        """``yes``/``no``/``tie`` with the difference (points for ``points``), ``no baseline``, or the section's words."""
+        """``yes``/``no``/``tie`` with the difference (points for ``points``), ``no baseline``, or the own words."""
         if self.verdict_text is not None:
             return self.verdict_text
         b, o = self.baseline_value, self.ours_value
