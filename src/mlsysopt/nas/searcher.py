@@ -45,6 +45,8 @@ class Searcher(ABC, Generic[ConfigT]):
         budget: evaluations the driver spends.
         seed: seeds every random choice of the method.
         config: the method's knobs, an instance of its ``Config`` (default: ``Config()``).
+        prior: a transfer prior (:class:`~mlsysopt.nas.prior.TransferPrior`) for the methods that read one
+            (``uses_prior``); None lets such a method take the space's own (``space.default_prior()``).
 
     Helpers shared by every method cache each architecture's validity, resources and identity. The identity is
     ``space.key(arch)`` when the space has such a method (NAS-Bench-Graph maps isomorphic cells to one table key),
@@ -56,6 +58,11 @@ class Searcher(ABC, Generic[ConfigT]):
 
     name: ClassVar[str] = ""
     Config: ClassVar[type[SearcherConfig]] = SearcherConfig
+    #: Whether the method reads a transfer prior (EPNAS, zero-shot transfer).
+    uses_prior: ClassVar[bool] = False
+    #: Whether the first ``k`` proposals of a run with budget ``B`` are those of a run with budget ``k`` (the method
+    #: never reads its budget), so one run's best-so-far curve gives every smaller budget's result.
+    anytime: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -64,6 +71,7 @@ class Searcher(ABC, Generic[ConfigT]):
         budget: int = 100,
         seed: int = 0,
         config: ConfigT | None = None,
+        prior: Any = None,
     ) -> None:
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
             raise MlsysoptError(f"budget must be an integer >= 1 (evaluations), got {budget!r}")
@@ -75,6 +83,7 @@ class Searcher(ABC, Generic[ConfigT]):
         self.constraints = constraints if constraints is not None else Constraints()
         self.constraints.check_resources(space)
         self.budget, self.seed = budget, int(seed)
+        self.prior = prior
         self.rng = np.random.default_rng(seed)
         self.proposed: list[Arch] = []  # every architecture ever proposed, in order
         self.seen: set[Hashable] = set()  # their keys: no architecture (or table-equivalent one) is proposed twice
@@ -91,6 +100,16 @@ class Searcher(ABC, Generic[ConfigT]):
 
     def setup(self) -> None:
         """Build the method's own state from ``self.cfg`` (called once, at the end of ``__init__``)."""
+
+    def resolve_prior(self, setting: str) -> Any:
+        """The prior a method with knob ``prior=setting`` uses: None for ``"none"``; for ``"auto"`` the one given
+        to the constructor, else the space's own (``space.default_prior()``), else None (nothing to transfer)."""
+        if setting == "none":
+            return None
+        if self.prior is not None:
+            return self.prior
+        default = getattr(self.space, "default_prior", None)
+        return default() if callable(default) else None
 
     # ---------------------------------------------------------------- interface
     @abstractmethod
@@ -189,6 +208,11 @@ class Searcher(ABC, Generic[ConfigT]):
         for a in archs:
             self.proposed.append(a)
             self.seen.add(self.key(a))
+
+    def best_evaluated(self, data: list[tuple[Arch, float]], k: int) -> list[Arch]:
+        """The ``k`` architectures of ``data`` (``(arch, reward)`` pairs) with the highest reward, best first."""
+        order = sorted(range(len(data)), key=lambda i: (-data[i][1], i))
+        return [data[i][0] for i in order[:k]]
 
     def draw(self, gen: Callable[[], Arch], n: int) -> list[Arch]:
         """Up to ``n`` admissible architectures from ``gen`` (at most ``cfg.tries`` draws), marked as proposed."""

@@ -168,6 +168,12 @@ class NasBenchGraphSpace(SearchSpace):
         ev.cost_s = time.perf_counter() - t0
         return ev
 
+    def default_prior(self, config: Any = None) -> Any:
+        """The transfer prior for this dataset: pretrained on every *other* NAS-Bench-Graph table (leave one out)."""
+        from mlsysopt.nas.prior import leave_one_out
+
+        return leave_one_out(self.dataset, config)
+
     # ------------------------------------------------------------------ whole-table views
     def table_stats(self) -> dict[str, float]:
         """Size of the table and the median latency (ms) and params over it."""

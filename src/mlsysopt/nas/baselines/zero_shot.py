@@ -1,0 +1,78 @@
+"""Zero-shot transfer: the architectures a transfer prior ranks best on the *other* tasks, evaluated in that order.
+
+The honest reference for any method that transfers: if evaluating the top of what the source tasks liked were as
+good as searching, a search would add nothing. The prior is the one given to the method, else the space's own
+(NAS-Bench-Graph: pretrained on the other datasets' tables, :func:`mlsysopt.nas.prior.leave_one_out`). Candidates
+are every architecture of a table space (``space.iter_archs``), else ``pool`` uniform samples; with budget 1 the
+method returns exactly the other tasks' best. It learns nothing from the target's evaluations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.nas.knobs import MAX_POOL, knob
+from mlsysopt.nas.prior import PriorScorer
+from mlsysopt.nas.searcher import Searcher, SearcherConfig
+from mlsysopt.nas.spaces.base import Arch, Evaluation
+
+
+@dataclass
+class ZeroShotConfig(SearcherConfig):
+    """How many random candidates the prior ranks when the space cannot list its architectures."""
+
+    pool: int = knob(5000, 1, MAX_POOL)
+
+
+class ZeroShot(Searcher[ZeroShotConfig]):
+    """The prior's ranking, top first."""
+
+    name = "zero_shot"
+    Config: ClassVar[type[SearcherConfig]] = ZeroShotConfig
+    uses_prior = True
+
+    def setup(self) -> None:
+        """Rank the candidates once by the prior's mean score over its source tasks."""
+        prior = self.resolve_prior("auto")
+        if prior is None:
+            raise MlsysoptError(
+                f"method 'zero_shot' needs a transfer prior: {self.space.name} has none of its own, so give one "
+                "(history records of earlier runs)"
+            )
+        self.prior = prior
+        lister = getattr(self.space, "iter_archs", None)
+        if callable(lister):
+            cands = list(lister())
+        else:
+            cands = [self.space.sample(self.rng) for _ in range(self.cfg.pool)]
+        cands = [a for a in cands if self.valid(a)]
+        score = PriorScorer(prior, self.space).score(cands)
+        self.ranked = [cands[i] for i in np.argsort(-score, kind="stable")]
+        self.next = 0
+
+    def ask(self, n: int) -> list[Arch]:
+        """The next ``n`` admissible architectures in the prior's order."""
+        out: list[Arch] = []
+        while self.next < len(self.ranked) and len(out) < n:
+            arch = self.ranked[self.next]
+            self.next += 1
+            if self.admissible(arch) and all(self.key(arch) != self.key(a) for a in out):
+                out.append(arch)
+        self.mark(out)
+        return out
+
+    def tell(self, evals: list[Evaluation]) -> None:
+        """Zero-shot transfer learns nothing from the target."""
+
+    def state_dict(self) -> dict[str, object]:
+        """Base state plus the position in the ranking."""
+        return {**super().state_dict(), "next": self.next}
+
+    def load_state_dict(self, d: dict[str, object]) -> None:
+        """Inverse of :meth:`state_dict`."""
+        super().load_state_dict(d)  # type: ignore[arg-type]
+        self.next = int(d["next"])  # type: ignore[call-overload]
