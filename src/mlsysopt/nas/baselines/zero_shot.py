@@ -45,10 +45,7 @@ class ZeroShot(Searcher[ZeroShotConfig]):
             )
         self.prior = prior
         lister = getattr(self.space, "iter_archs", None)
-        if callable(lister):
-            cands = list(lister())
-        else:
-            cands = [self.space.sample(self.rng) for _ in range(self.cfg.pool)]
+        cands = list(lister()) if callable(lister) else [self.space.sample(self.rng) for _ in range(self.cfg.pool)]
         cands = [a for a in cands if self.valid(a)]
         score = PriorScorer(prior, self.space).score(cands)
         self.ranked = [cands[i] for i in np.argsort(-score, kind="stable")]

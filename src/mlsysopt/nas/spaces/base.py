@@ -207,7 +207,7 @@ class SearchSpace(ABC):
         for i, n in enumerate(opts):
             for c in range(n):
                 if c != arch.choices[i]:
-                    out.append(Arch(arch.choices[:i] + (c,) + arch.choices[i + 1 :], arch.blocks))
+                    out.append(Arch((*arch.choices[:i], c, *arch.choices[i + 1 :]), arch.blocks))
         return out
 
     # ------------------------------------------------------------------ encoding
