@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import RunDir
-from mlsysopt.nas.constraints import MODES, RESOURCES, Constraints
+from mlsysopt.nas.constraints import MODES, RESOURCES, Constraints, parse_name
 from mlsysopt.nas.limits import MAX_SEED, check_search_size
 from mlsysopt.nas.registry import check_method, get_method, method_config
 from mlsysopt.nas.report import best_feasible_test, eval_record, plot_search, regret, space_info
@@ -45,8 +45,11 @@ PLOTS = ("pareto.png", "best_so_far.png")
 def check_limits(mode: str, limits: dict[str, float | None]) -> None:
     """Each given limit must be a number > 0 (named by its option) and the mode hard or soft."""
     for name, v in limits.items():
-        if name not in RESOURCES:
-            raise MlsysoptError(f"unknown constraint '{name}' (choose from: {', '.join(RESOURCES)})")
+        if parse_name(name) is None:
+            raise MlsysoptError(
+                f"unknown constraint '{name}' (choose from: {', '.join(RESOURCES)}, or max_<resource> / "
+                "min_<resource> for a resource your space reports)"
+            )
         if v is not None and not (math.isfinite(v) and v > 0):
             raise MlsysoptError(f"--{name.replace('_', '-')} must be a number > 0, got {v:g}")
     if mode not in MODES:
@@ -65,16 +68,42 @@ def median_constraints(space: SearchSpace) -> Constraints:
     return Constraints.from_limits(max_latency_ms=stats["median_latency_ms"], max_params=stats["median_params"])
 
 
-def build_space(spec: str, options: dict[str, Any]) -> SearchSpace:
-    """The space of ``spec``; the CNN-only options (``epochs`` ...) are refused for NAS-Bench-Graph."""
+def build_space(
+    spec: str,
+    options: dict[str, Any],
+    objective: str | None = None,
+    direction: str = "maximize",
+    measures: tuple[Any, ...] = (),
+) -> SearchSpace:
+    """The space of ``spec``: a built-in one, or your own (``file.py:space`` with ``objective``, ``file.py:train``);
+    the CNN-only options (``epochs`` ...) are refused elsewhere; ``measures`` add resources (:mod:`..resources`)."""
+    from mlsysopt.nas.objective import DIRECTIONS, ObjectiveSpace, is_user_source, load_space
+    from mlsysopt.nas.resources import with_measures
     from mlsysopt.nas.spaces import get_space
 
     given = {k: v for k, v in options.items() if v is not None}
-    if given and spec.startswith("nasbench-graph"):
+    user = is_user_source(spec)
+    if given and (user or spec.startswith("nasbench-graph")):
         flags = ", ".join(SPACE_OPTIONS.get(k, k) for k in given)
         verb = "apply" if len(given) > 1 else "applies"
         raise MlsysoptError(f"{flags} {verb} only to the CNN spaces (digits, cifar10:/folder), not to '{spec}'")
-    return get_space(spec, **given)
+    if direction not in DIRECTIONS:
+        raise MlsysoptError(f"unknown --direction '{direction}' (choose from: {', '.join(DIRECTIONS)})")
+    if user:
+        if objective is None:
+            raise MlsysoptError(f"--space {spec} is your own space: give the training function with --objective "
+                                "FILE.py:train")  # fmt: skip
+        user_space = ObjectiveSpace(load_space(spec), None, spec, objective, direction)
+        _ = user_space.objective  # imported now: a missing file or name is one error before any folder exists
+        space: SearchSpace = user_space
+    else:
+        if objective is not None:
+            raise MlsysoptError(f"--objective applies to your own space (--space FILE.py:space), not to '{spec}', "
+                                "which evaluates itself")  # fmt: skip
+        if direction != "maximize":
+            raise MlsysoptError(f"--direction applies to your own space, not to '{spec}' (it maximises accuracy)")
+        space = get_space(spec, **given)
+    return with_measures(space, measures)
 
 
 @dataclass
@@ -97,6 +126,10 @@ class SearchOptions:
     seed: int = 0
     knobs: dict[str, Any] = field(default_factory=dict)  # the method's config knobs (``--knob NAME=VALUE``)
     timeout: float | None = None  # wall-clock seconds per run (None: no limit)
+    objective: str | None = None  # your training function (``file.py:train``) for your own space
+    direction: str = "maximize"  # "minimize" when your objective returns a loss
+    measures: tuple[Any, ...] = ()  # ResourceMeasure plug-ins adding resources constraints may read
+    prior: Any = None  # a TransferPrior for EPNAS / zero-shot (e.g. from earlier runs' records); None: the space's
 
     def __post_init__(self) -> None:
         for name, v, lo, hi in (("--budget", self.budget, 1, None), ("--workers", self.workers, 1, None),
@@ -132,6 +165,10 @@ class SearchOptions:
             "backend": self.backend,
             "address": self.address,
             "timeout": self.timeout,
+            **({"objective": self.objective} if self.objective is not None else {}),
+            **({"direction": self.direction} if self.direction != "maximize" else {}),
+            **({"measures": [m.describe() for m in self.measures]} if self.measures else {}),
+            **({"prior": self.prior.describe()} if self.prior is not None else {}),
         }
 
 
@@ -177,6 +214,16 @@ class SearchJob:
             run.write_json("result.json", record)
         return SearchOutput(result, record, ["result.json", CHECKPOINT, "settings.json", *PLOTS])
 
+    def executor(self) -> Executor:
+        """The executor the options ask for; your own objective always runs in worker processes (one at least),
+        so a crash, an exit or a signal in it ends a worker, never the search."""
+        from mlsysopt.runtime import LocalExecutor, make_executor
+
+        opts = self.options
+        if opts.backend == "local" and getattr(self.space, "interruptible", False):
+            return LocalExecutor(max(1, opts.workers))
+        return make_executor(opts.backend, opts.workers, opts.address)
+
     def _record(self, result: SearchResult) -> dict[str, Any]:
         """result.json: the settings, the space, every evaluation, the best feasible one and its regret."""
         sp, cons, best = self.space, self.constraints, result.best
@@ -216,8 +263,9 @@ def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False
     """
     run = RunDir(out, options.settings(), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
     cons = build_constraints(options.mode, options.limits)
-    space = build_space(options.space, options.space_options)
+    space = build_space(options.space, options.space_options, options.objective, options.direction, options.measures)
     check_search_size(space, options)  # budget, workers, blocks, epochs, images: bounded before anything is allocated
-    searcher = get_method(options.method, space, cons, budget=options.budget, seed=options.seed, **options.knobs)
+    searcher = get_method(options.method, space, cons, budget=options.budget, seed=options.seed,
+                          prior=options.prior, **options.knobs)  # fmt: skip
     done = len(read_checkpoint(run)["history"]) if resume else 0
     return SearchJob(run, options, space, cons, searcher, resumed_from=done)

@@ -103,6 +103,11 @@ def space_info(space: SearchSpace) -> dict[str, Any]:
     if hasattr(space, "table_stats"):
         info["table"] = space.table_stats()
         info["data"] = "real: NAS-Bench-Graph's packaged tables (valid/test performance, latency, params)"
+    elif hasattr(space, "objective_spec"):
+        info["data"] = "your training function"
+        info["space_source"], info["objective"] = space.space_spec, space.objective_spec  # type: ignore[attr-defined]
+        info["direction"] = space.direction  # type: ignore[attr-defined]
+        info["measured"] = list(getattr(space, "measured", ()))
     else:
         info["data"] = "real training on " + ("scikit-learn's digits" if space.name == "digits" else space.name)
         info["options"] = {k: getattr(space, k) for k in ("epochs", "ops", "widths", "lr", "stem_width")}

@@ -91,8 +91,10 @@ class Searcher(ABC, Generic[ConfigT]):
         self._cache: dict[Arch, tuple[bool, Hashable, dict[str, float]]] = {}
         needed = self.constraints.resources
         costly = set(getattr(space, "costly_resources", ()))
-        self._cheap_names = tuple(r for r in needed if r not in costly)
-        self._costly_names = tuple(r for r in needed if r in costly)
+        measured = set(getattr(space, "measured", ()))  # only an evaluation reports them: judged after it
+        self._cheap_names = tuple(r for r in needed if r not in costly and r not in measured)
+        self._costly_names = tuple(r for r in needed if r in costly and r not in measured)
+        self._before = self._cheap_names + self._costly_names  # what feasibility is judged on before evaluating
         self._full: dict[Arch, dict[str, float]] = {}  # cheap + costly resources, once the costly ones were fetched
         # constraint -> met by any architecture looked at (None: its resource was never looked at, e.g. a costly one)
         self.met: dict[str, bool | None] = dict.fromkeys(self.constraints.names)
@@ -182,10 +184,11 @@ class Searcher(ABC, Generic[ConfigT]):
         return self._full[arch]
 
     def feasible(self, arch: Arch) -> bool:
-        """Whether ``arch`` meets every constraint (costly resources are fetched only if the cheap ones pass)."""
+        """Whether ``arch`` meets every constraint the space can judge before evaluating it (costly resources are
+        fetched only if the cheap ones pass; those only an evaluation measures are judged by :meth:`usable`)."""
         if self._costly_names and not self.feasible_cheap(arch):
             return False
-        return self.constraints.feasible(self.resources(arch))
+        return self.constraints.feasible(self.resources(arch), only=self._before)
 
     def feasible_cheap(self, arch: Arch) -> bool:
         """Whether ``arch`` meets every constraint on a cheap resource (all of them when none is costly)."""

@@ -38,6 +38,7 @@ class LocalSearch(Searcher[LocalSearchConfig]):
         self.queue: list[Arch] = []  # its neighbours not handed out yet
         self.best_nb: tuple[Arch, float] | None = None  # the best told neighbour so far
         self.pending = 0  # handed out, not told yet
+        self.extra: set[Arch] = set()  # random samples handed out while waiting for tells (not neighbours)
 
     def _restart(self) -> list[Arch]:
         self.current, self.queue, self.best_nb = None, [], None
@@ -75,6 +76,9 @@ class LocalSearch(Searcher[LocalSearchConfig]):
                 self._move()  # the neighbourhood is exhausted and told: move or restart, then go on
                 continue
             break
+        if not out and self.pending:  # asked again before the tells came (an ask/tell user): explore meanwhile
+            out = self.draw(lambda: self.space.sample(self.rng), n)
+            self.extra.update(out)
         self.pending += len(out)
         return out
 
@@ -94,6 +98,11 @@ class LocalSearch(Searcher[LocalSearchConfig]):
         self.pending = max(self.pending - len(evals), 0)
         for ev in evals:
             r = self.reward(ev) if self.usable(ev) else None
+            if ev.arch in self.extra:
+                self.extra.discard(ev.arch)
+                if self.current is None and r is not None:
+                    self._start_at((ev.arch, r))
+                continue
             if self.current is None:
                 if r is not None:
                     self._start_at((ev.arch, r))
@@ -117,6 +126,7 @@ class LocalSearch(Searcher[LocalSearchConfig]):
             "queue": [(list(a.choices), a.blocks) for a in self.queue],
             "best_nb": point(self.best_nb),
             "pending": self.pending,
+            "extra": [(list(a.choices), a.blocks) for a in self.extra],
         }
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
@@ -129,3 +139,4 @@ class LocalSearch(Searcher[LocalSearchConfig]):
         self.current, self.best_nb = point(d["current"]), point(d["best_nb"])
         self.queue = [Arch(tuple(c), b) for c, b in d["queue"]]
         self.pending = int(d["pending"])
+        self.extra = {Arch(tuple(c), b) for c, b in d["extra"]}
