@@ -34,6 +34,10 @@ SPACE_HELP = (
     "nasbench-graph:<dataset> (table look-ups), digits (real training), cifar10:/folder (ImageFolder), or your own "
     "FILE.py:space (an mlsysopt.nas.Space, with --objective)."
 )
+METHOD_HELP = (
+    "epnas (with transfer) | epnas_cold | local_search | bananas | evolution | tpe | random | reinforce | pnas | "
+    "zero_shot."
+)
 MAX_OPTION_CHARS = 2000  # an --ops or --knob string longer than this is refused unread
 
 
@@ -77,11 +81,7 @@ def nas_search(
     space: Annotated[str, _opt("--space", SPACE_HELP)] = "nasbench-graph:cora",
     method: Annotated[
         str,
-        _opt(
-            "--method",
-            "epnas (with transfer) | epnas_cold | local_search | bananas | evolution | tpe | random | "
-            "reinforce | pnas | zero_shot.",
-        ),  # fmt: skip
+        _opt("--method", METHOD_HELP),
     ] = "epnas",
     objective: Annotated[
         str | None, _opt("--objective", "Your training function FILE.py:train for --space FILE.py:space.")

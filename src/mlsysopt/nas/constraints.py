@@ -2,8 +2,8 @@
 
 ``max_params``, ``max_flops`` and ``max_latency_ms`` bound a resource from above, ``min_intensity`` (FLOPs/byte)
 from below, and ``max_<resource>`` / ``min_<resource>`` any other resource a space reports (your own space's
-``memory_mb``, a cost model's predicted latency); the value is the relative violation, ``(usage - limit) / limit`` for a maximum and
-``(limit - usage) / limit`` for a minimum, so constraints of different units compare on one scale.
+``memory_mb``, a cost model's predicted latency); the value is the relative violation, ``(usage - limit) / limit``
+for a maximum and ``(limit - usage) / limit`` for a minimum, so constraints of different units compare on one scale.
 
 Two modes:
 

@@ -235,7 +235,8 @@ class Space(SearchSpace):
         try:
             got = self.resource_fn(params)
         except Exception as exc:  # the user's function: say which and where
-            raise InvalidSpace(f"{self.name}: the resources function failed on {params}: {type(exc).__name__}: {exc}")
+            why = f"{type(exc).__name__}: {exc}"
+            raise InvalidSpace(f"{self.name}: the resources function failed on {params}: {why}") from None
         if not isinstance(got, Mapping):
             raise InvalidSpace(f"{self.name}: the resources function returned {type(got).__name__}, not a dict")
         out = {}
