@@ -106,6 +106,9 @@ _EXPORTS = {
     "build_constraints": "mlsysopt.nas.experiment",
     "build_space": "mlsysopt.nas.experiment",
     "median_constraints": "mlsysopt.nas.experiment",
+    "table_constraints": "mlsysopt.nas.experiment",
+    "REGIMES": "mlsysopt.nas.experiment",
+    "TableOracle": "mlsysopt.nas.report",
     "regret": "mlsysopt.nas.report",
     "pareto_points": "mlsysopt.nas.report",
     "plot_search": "mlsysopt.nas.report",
@@ -142,8 +145,10 @@ if TYPE_CHECKING:
         SearchOutput,
         build_constraints,
         build_space,
+        REGIMES,
         median_constraints,
         prepare_search,
+        table_constraints,
     )
     from mlsysopt.nas.export import ExportJob, load_exported_cnn, prepare_export
     from mlsysopt.nas.gp import TransferGP
@@ -153,6 +158,7 @@ if TYPE_CHECKING:
     from mlsysopt.nas.prior import PriorConfig, TransferPrior, leave_one_out, prior_from_records
     from mlsysopt.nas.registry import METHOD_NAMES, get_method, method_class, method_config, parse_method_knobs
     from mlsysopt.nas.report import (
+        TableOracle,
         best_feasible_test,
         best_feasible_valid,
         eval_record,

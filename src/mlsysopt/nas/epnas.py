@@ -13,7 +13,7 @@ The whole algorithm, read top to bottom (every knob is in :class:`EPNASConfig`):
    share ∝ ``s + 1``; ``"equal"``; ``"last"``: everything in the final stage).
 3. **Candidates.** Each round the controller samples architectures of the current stage's block count, a batch of
    ``candidates`` per LSTM pass, until ``candidates`` of them are admissible (or ``tries`` samples were drawn), and
-   the one-edit neighbours of the ``neighbours`` best architectures evaluated so far join them (the mutation that
+   the one-edit neighbours of the ``neighbours`` best architectures of that block count evaluated so far join them (the mutation that
    makes local search and BANANAS strong on tabular NAS). Invalid, already-proposed and -- with hard constraints --
    infeasible ones (judged on the resources the space gives without training) are dropped before any evaluation;
    a *costly* resource such as a timed latency is checked only in step 4. Infeasible and invalid controller samples
@@ -82,6 +82,7 @@ class EPNASConfig(ControllerConfig, PredictorConfig, SearcherConfig):
     grow: float = knob(0.0, 0, 1)  # fraction of each sample batch that completes prefixes of the best archs so far
     beam: int = knob(5, 1, MAX_POOL)  # how many of the best architectures those prefixes come from
     predicted_update: float = knob(0.0, 0)  # >0: also a policy step on the predictor's scores of each round's pool
+    prior_steps: int = knob(0, 0, MAX_POOL)  # policy steps on the prior's scores before the first round
 
 
 class EPNAS(Searcher[EPNASConfig]):
@@ -108,6 +109,25 @@ class EPNAS(Searcher[EPNASConfig]):
         self.queue: list[Arch] = []  # this round's candidates not handed out yet
         self.pending = 0  # handed out this round, not told yet
         self.told: list[Evaluation] = []  # this round's outcomes so far
+        if self.scorer is not None:
+            self._pretrain_controller()
+
+    def _pretrain_controller(self) -> None:
+        """``prior_steps`` policy steps on the prior's scores of sampled batches, before any evaluation: the
+        controller starts where the source tasks' good (and, in hard mode, the target's feasible) cells are."""
+        cfg, space = self.cfg, self.space
+        assert self.scorer is not None
+        for _ in range(cfg.prior_steps):
+            blocks = self.stages.blocks
+            archs = self.policy.sample(space.decisions(blocks), blocks, cfg.candidates)
+            ok = [self.valid(a) and (not self.constraints.hard or self.feasible_cheap(a)) for a in archs]
+            good = [a for a, o in zip(archs, ok, strict=True) if o]
+            adv = np.full(len(archs), float(cfg.penalty))
+            if len(good) > 1:
+                score = self.scorer.score(good)
+                z = (score - score.mean()) / (score.std() or 1.0)
+                adv[np.flatnonzero(ok)] = z
+            self.policy.pg.step([a.choices for a in archs], torch.as_tensor(adv, dtype=torch.float32))
 
     def ask(self, n: int) -> list[Arch]:
         """The next ``n`` candidates of the current round (a new round, of ``round_size`` or else ``n``, when done)."""
@@ -181,7 +201,8 @@ class EPNAS(Searcher[EPNASConfig]):
             # enough to rank, or enough for this ask and a whole batch found nothing new (a small stage)
             if len(pool) >= max(n, cfg.candidates) or (len(pool) >= n and len(pool) == before):
                 break
-        for parent in self.best_evaluated(self.predictor.data, cfg.neighbours):
+        here = [(a, r) for a, r in self.predictor.data if a.blocks == blocks]  # this stage's block count only
+        for parent in self.best_evaluated(here, cfg.neighbours):
             for arch in self.space.neighbours(parent):
                 if self.admissible(arch, costly=False) and self.key(arch) not in keys:
                     pool.append(arch)

@@ -68,6 +68,31 @@ def median_constraints(space: SearchSpace) -> Constraints:
     return Constraints.from_limits(max_latency_ms=stats["median_latency_ms"], max_params=stats["median_params"])
 
 
+#: Constraint regimes of the benchmark, as quantiles of a table's (latency, params): "tight" puts both at the lower
+#: quartile (~8% of the cells are feasible), "single" only params at the 10th percentile, "median" both at the median.
+REGIMES: dict[str, tuple[float | None, float | None]] = {
+    "median": (0.5, 0.5),
+    "tight": (0.25, 0.25),
+    "single": (None, 0.10),
+}
+
+
+def table_constraints(space: SearchSpace, regime: str) -> Constraints:
+    """Hard limits at quantiles of a NAS-Bench-Graph table's latency and params (:data:`REGIMES`)."""
+    import numpy as np
+
+    if regime not in REGIMES:
+        raise MlsysoptError(f"unknown constraint regime '{regime}' (choose from: {', '.join(REGIMES)})")
+    lat_q, par_q = REGIMES[regime]
+    entries = list(space.table.values())  # type: ignore[attr-defined]
+    limits: dict[str, float | None] = {"max_latency_ms": None, "max_params": None}
+    if lat_q is not None:
+        limits["max_latency_ms"] = float(np.quantile([float(e["latency"]) for e in entries], lat_q)) * 1000.0
+    if par_q is not None:
+        limits["max_params"] = float(np.quantile([float(e["para"]) for e in entries], par_q)) * 1e6
+    return Constraints.from_limits(**limits)
+
+
 def build_space(
     spec: str,
     options: dict[str, Any],

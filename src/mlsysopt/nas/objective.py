@@ -135,14 +135,19 @@ def parse_result(out: Any) -> dict[str, Any]:
     return {"value": _number(out, "return value"), "test_value": None, "resources": {}, "trained": None}
 
 
-def call_objective(fn: Callable[..., Any], params: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Call ``fn(params[, seed=seed])`` and parse its result; every way it can go wrong is one ObjectiveFailed."""
+def invoke(fn: Callable[..., Any], params: dict[str, Any], seed: int) -> Any:
+    """``fn(params, seed=seed)`` when ``fn`` takes a ``seed``, else ``fn(params)`` (whatever it raises, raised)."""
     try:
         takes_seed = "seed" in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         takes_seed = False
+    return fn(params, seed=seed) if takes_seed else fn(params)
+
+
+def call_objective(fn: Callable[..., Any], params: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Call ``fn(params[, seed=seed])`` and parse its result; every way it can go wrong is one ObjectiveFailed."""
     try:
-        out = fn(params, seed=seed) if takes_seed else fn(params)
+        out = invoke(fn, params, seed)
     except SystemExit as exc:
         raise ObjectiveFailed(f"the objective called sys.exit({exc.code!r})") from None
     except Exception as exc:

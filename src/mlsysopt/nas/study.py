@@ -28,7 +28,7 @@ from typing import Any
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas.constraints import Constraints
-from mlsysopt.nas.objective import DIRECTIONS, call_objective
+from mlsysopt.nas.objective import DIRECTIONS, invoke, parse_result
 from mlsysopt.nas.registry import get_method
 from mlsysopt.nas.report import eval_record
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
@@ -153,11 +153,11 @@ class Study:
         for _ in range(n_trials):
             trial = self.ask()
             try:
-                out = call_objective(objective, trial.params, self.searcher.seed)
+                out = parse_result(invoke(objective, trial.params, self.searcher.seed))
             except Exception as exc:
                 self.tell(trial, None)
-                trial.error = str(exc)
-                if not isinstance(exc, catch) and not any(isinstance(exc.__cause__, c) for c in catch):
+                trial.error = f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, catch):
                     raise
                 continue
             self.tell(trial, out["value"], out["resources"], out["test_value"])
