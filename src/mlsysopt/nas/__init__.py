@@ -140,12 +140,12 @@ if TYPE_CHECKING:
     from mlsysopt.nas.epnas import EPNAS, EPNASCold, EPNASColdConfig, EPNASConfig
     from mlsysopt.nas.evaluation import evaluate_one
     from mlsysopt.nas.experiment import (
+        REGIMES,
         SearchJob,
         SearchOptions,
         SearchOutput,
         build_constraints,
         build_space,
-        REGIMES,
         median_constraints,
         prepare_search,
         table_constraints,

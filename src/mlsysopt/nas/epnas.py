@@ -13,13 +13,13 @@ The whole algorithm, read top to bottom (every knob is in :class:`EPNASConfig`):
    share ∝ ``s + 1``; ``"equal"``; ``"last"``: everything in the final stage).
 3. **Candidates.** Each round the controller samples architectures of the current stage's block count, a batch of
    ``candidates`` per LSTM pass, until ``candidates`` of them are admissible (or ``tries`` samples were drawn), and
-   the one-edit neighbours of the ``neighbours`` best architectures of that block count evaluated so far join them (the mutation that
-   makes local search and BANANAS strong on tabular NAS). Invalid, already-proposed and -- with hard constraints --
-   infeasible ones (judged on the resources the space gives without training) are dropped before any evaluation;
-   a *costly* resource such as a timed latency is checked only in step 4. Infeasible and invalid controller samples
-   are remembered and, at most as many as were evaluated, enter the next controller update with a fixed advantage
-   ``penalty``, so the controller learns where the feasible region is. ``grow > 0`` makes that fraction of every
-   batch complete prefixes of the ``beam`` best architectures (PNAS's "expand the top K").
+   the one-edit neighbours of the ``neighbours`` best architectures of that block count evaluated so far join them
+   (the mutation that makes local search and BANANAS strong on tabular NAS). Invalid, already-proposed and -- with
+   hard constraints -- infeasible ones (judged on the resources the space gives without training) are dropped before
+   any evaluation; a *costly* resource such as a timed latency is checked only in step 4. Infeasible and invalid
+   controller samples are remembered and, at most as many as were evaluated, enter the next controller update with a
+   fixed advantage ``penalty``, so the controller learns where the feasible region is. ``grow > 0`` makes that
+   fraction of every batch complete prefixes of the ``beam`` best architectures (PNAS's "expand the top K").
 4. **Ranking.** The predictor (``predictor="gp"``: a Gaussian process whose mean and linear kernel are the prior's
    per-task scores, :mod:`mlsysopt.nas.gp`; ``"mlp"``: the cold MLP ensemble with a ranking loss,
    :mod:`mlsysopt.nas.predictor`) scores the pool by ``mean + ucb · std`` and the round's top K are evaluated.
