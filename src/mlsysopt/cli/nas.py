@@ -245,6 +245,8 @@ def nas_export(
         for name, key in (("PyTorch state dict", "pytorch"), ("ONNX Runtime", "onnx_runtime")):
             acc = got[key]
             console.print(f"reproduced by {name}: validation {_fmt(acc['perf'])}, test {_fmt(acc['test_perf'])}")
+    elif got and "params" in got:
+        console.print(f"parameters (re-derived by the space file): {escape(json.dumps(got['params']))}")
     elif got:
         console.print(f"table entry {got['valid_hash']}: validation {_fmt(got['perf'])}, test {_fmt(got['test_perf'])}")
     console.print(f"wrote {', '.join(escape(str(out / f)) for f in record['files'])}")

@@ -83,9 +83,8 @@ def evaluate_one(space: SearchSpace, arch: Arch, seed: int = 0, limit_s: float |
             res = dict(space.resources(arch))
         except Exception:
             res = {}
-        return Evaluation(
-            arch, float("nan"), None, res, time.perf_counter() - t0, ok=False, error=f"{type(e).__name__}: {e}"
-        )
+        err = str(e) if getattr(e, "plain", False) else f"{type(e).__name__}: {e}"
+        return Evaluation(arch, float("nan"), None, res, time.perf_counter() - t0, ok=False, error=err)
     if ev.perf is None or not math.isfinite(float(ev.perf)):
         ev.perf, ev.ok = float("nan"), False
         ev.error = ev.error or "evaluation returned a non-finite performance"

@@ -241,12 +241,13 @@ class SearchJob:
 
     def executor(self) -> Executor:
         """The executor the options ask for; your own objective always runs in worker processes (one at least),
-        so a crash, an exit or a signal in it ends a worker, never the search."""
+        so a crash, an exit or a signal in it ends a worker, never the search. A worker your code killed is not
+        re-run by the pool (your code would kill it again); the trial fails after the driver's one retry."""
         from mlsysopt.runtime import LocalExecutor, make_executor
 
         opts = self.options
         if opts.backend == "local" and getattr(self.space, "interruptible", False):
-            return LocalExecutor(max(1, opts.workers))
+            return LocalExecutor(max(1, opts.workers), max_retries=0)
         return make_executor(opts.backend, opts.workers, opts.address)
 
     def _record(self, result: SearchResult) -> dict[str, Any]:

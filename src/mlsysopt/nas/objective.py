@@ -44,6 +44,8 @@ DIRECTIONS = ("maximize", "minimize")
 class ObjectiveFailed(MlsysoptError):
     """The user's objective raised, exited or returned something that is not a result."""
 
+    plain = True  # recorded as its message alone (it already says what failed)
+
 
 def is_user_source(spec: str) -> bool:
     """Whether ``spec`` names a Python object (``file.py:name`` / ``module:name``) rather than a built-in space."""
