@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from cli_helpers import assert_user_error, run_inprocess
 
 USER = """
@@ -93,7 +94,8 @@ def test_search_export_and_resume(user: Path) -> None:
 
 def test_a_broken_objective_is_one_error(user: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOY_MODE", "raise")
-    line = _error_line(_search(), "the first 3 evaluations all failed, so the search stopped (last: the objective raised ZeroDivisionError",
+    first = "the first 3 evaluations all failed, so the search stopped (last: the objective raised ZeroDivisionError"
+    line = _error_line(_search(), first,
                        "(at toy.py:")  # fmt: skip
     assert "fix the objective" in line
     assert (user / "run" / "checkpoint.pt").is_file() and not (user / "run" / "result.json").exists()

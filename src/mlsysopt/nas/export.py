@@ -208,7 +208,8 @@ def _export_params(job: ExportJob, out: RunDir) -> dict[str, Any]:
             raise MlsysoptError(f"{job.source}: the space now decodes the best architecture to {again}, not {params}")
         params = again
     if params is None:
-        raise MlsysoptError(f"{job.source}: the checkpoint keeps no parameters of its best trial (export with --verify)")
+        why = "the checkpoint keeps no parameters of its best trial (export with --verify)"
+        raise MlsysoptError(f"{job.source}: {why}")
     doc = {
         "format": PARAMS_FORMAT,
         "space": job.settings["space"],
