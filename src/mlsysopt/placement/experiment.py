@@ -25,6 +25,7 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import PlacementResult, default_budget
+from mlsysopt.store.records import record_comparison
 
 if TYPE_CHECKING:
     from mlsysopt.placement.giph import GiPH
@@ -198,6 +199,7 @@ def compare(
                 result.runs[name].append(run_method(name, problem, spend, s, giph, timeout=timeout))
                 done += 1
             result.seconds[name] = time.perf_counter() - t0
+        record_comparison(result)  # each search a trial of the open run's study (mlsysopt.store)
         return result
     from mlsysopt.placement.tasks import PolicySpec, SearchTask, run_search
 
@@ -214,6 +216,7 @@ def compare(
     for (name, _), (run, seconds) in zip(pairs, outcomes, strict=True):
         result.runs[name].append(run)
         result.seconds[name] += seconds
+    record_comparison(result)
     return result
 
 
