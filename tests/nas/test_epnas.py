@@ -110,6 +110,23 @@ def test_state_dict_resumes_exactly() -> None:
     assert a.ask(3) == b.ask(3)
 
 
+def test_a_warm_start_trains_the_prior_on_earlier_records_and_resumes_exactly() -> None:
+    from test_methods import fake_records
+
+    records, settings = fake_records(seed=5)
+    histories = [{"study": "earlier", "settings": settings, "records": records}]
+    space, cons = FakeSpace(), constraints()
+    a = EPNAS(space, cons, budget=20, seed=1)
+    assert a.warm_start(histories) == len(records)
+    assert a.prior.tasks == ["earlier"]  # FakeSpace has no tables of its own: the records alone
+    run_search(a, workers=2)
+    b = EPNAS(space, cons, budget=20, seed=1)
+    b.load_state_dict(a.state_dict())  # the warm prior comes back from the state, not from the store
+    assert b.prior.tasks == a.prior.tasks and a.ask(2) == b.ask(2)
+    with pytest.raises(MlsysoptError, match="no usable evaluation"):
+        EPNAS(space, cons).warm_start([{"study": "x", "settings": {}, "records": [{"ok": False}]}])
+
+
 def test_a_fixed_round_size_makes_the_search_independent_of_the_workers(tmp_path: Path) -> None:
     space, cons = FakeSpace(), constraints()
     fixed, follows = EPNASConfig(warmup=4, round_size=2), EPNASConfig(warmup=4)

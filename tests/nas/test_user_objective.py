@@ -90,6 +90,10 @@ def test_search_export_and_resume(user: Path) -> None:
     assert exp.returncode == 0, exp.stderr
     params = json.loads((user / "exp" / "params.json").read_text())
     assert params["params"] == again["best_decoded"] and params["value"] == again["best"]["extra"]["value"]
+    warm = _search("--warm-start", "auto", budget=3, out="run2")  # EPNAS's prior from the run above's records
+    assert warm.returncode == 0, warm.stderr
+    settings = json.loads((user / "run2" / "settings.json").read_text())
+    assert settings["warm_start"]["used"] == 9 and "warm start" in warm.stderr
 
 
 def test_a_broken_objective_is_one_error(user: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,3 +157,31 @@ def test_the_timeout_stops_a_trial_in_flight_and_resume_redoes_it(user: Path, mo
 def test_bad_user_inputs_are_one_error_and_leave_nothing(user: Path, args: list[str], needles: list[str]) -> None:
     assert_user_error(run_inprocess("nas", "search", *args, "--budget", "3", "--out", "bad"), *needles)
     assert not (user / "bad").exists()
+
+
+def test_the_readme_model_family_searches_exports_and_reloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's my_nas.py (a PyTorch MLP family trained for real on digits), run as the README says."""
+    import importlib.util
+    import re
+
+    import torch
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = re.search(r"^```python\n(# my_nas\.py.*?)^```", readme, flags=re.S | re.M)
+    assert code, "the README lost its my_nas.py example"
+    (tmp_path / "my_nas.py").write_text(code.group(1))
+    monkeypatch.chdir(tmp_path)
+    ran = run_inprocess("nas", "search", "--space", "my_nas.py:space", "--objective", "my_nas.py:train",
+                        "--max-params", "5000", "--budget", "3", "--out", "runs/mlp")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    res = json.loads((tmp_path / "runs/mlp/result.json").read_text())
+    assert res["evaluated"] == 3 and res["failed"] == 0 and res["best"]["resources"]["params"] <= 5000
+    assert run_inprocess("nas", "export", "runs/mlp", "--out", "runs/mlp-best").returncode == 0
+    params = json.loads((tmp_path / "runs/mlp-best/params.json").read_text())
+    spec = importlib.util.spec_from_file_location("readme_my_nas", tmp_path / "my_nas.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    model = mod.build(params["params"])
+    model.load_state_dict(torch.load(tmp_path / "runs/mlp-best/state_dict.pt", weights_only=True))
+    _, valid, _ = mod.data()
+    assert mod.accuracy(model, valid) == params["value"] == res["best"]["extra"]["value"]  # the very trained model

@@ -83,6 +83,7 @@ class EPNASConfig(ControllerConfig, PredictorConfig, SearcherConfig):
     beam: int = knob(5, 1, MAX_POOL)  # how many of the best architectures those prefixes come from
     predicted_update: float = knob(0.0, 0)  # >0: also a policy step on the predictor's scores of each round's pool
     prior_steps: int = knob(0, 0, MAX_POOL)  # policy steps on the prior's scores before the first round
+    prior_pool: int = knob(0, 0, MAX_POOL)  # the prior's best unevaluated architectures joining every round's pool
 
 
 class EPNAS(Searcher[EPNASConfig]):
@@ -98,19 +99,49 @@ class EPNAS(Searcher[EPNASConfig]):
         """The method's state, built from ``self.cfg`` once the base searcher is ready."""
         cfg, space = self.cfg, self.space
         self.stages = Stages.for_space(space, self.budget, cfg.stage_split)
-        self.policy = Policy(space.decisions(space.max_blocks), cfg, self.seed)
-        prior = self.resolve_prior(cfg.prior)
+        self.queue: list[Arch] = []  # this round's candidates not handed out yet
+        self.pending = 0  # handed out this round, not told yet
+        self.told: list[Evaluation] = []  # this round's outcomes so far
+        self.warm_prior: dict[str, Any] | None = None  # a prior from --warm-start: kept in the state for resume
+        self._use_prior(self.resolve_prior(cfg.prior))
+
+    def _use_prior(self, prior: Any) -> None:
+        """Start from ``prior`` (None: cold): a fresh controller (pretrained on it) and predictor."""
+        cfg, space = self.cfg, self.space
         self.prior = prior
+        self.policy = Policy(space.decisions(space.max_blocks), cfg, self.seed)
         self.scorer = None if prior is None else PriorScorer(prior, space)
         if cfg.predictor == "gp":
             self.predictor: OnlinePredictor | OnlineGP = OnlineGP(space, self.scorer, warmup=cfg.warmup)
         else:
             self.predictor = OnlinePredictor(space, cfg, self.seed, warmup=cfg.warmup)
-        self.queue: list[Arch] = []  # this round's candidates not handed out yet
-        self.pending = 0  # handed out this round, not told yet
-        self.told: list[Evaluation] = []  # this round's outcomes so far
+        self.prior_ranked: list[Arch] = []  # every candidate the prior ranked, best first (prior_pool > 0)
         if self.scorer is not None:
             self._pretrain_controller()
+            if cfg.prior_pool:
+                self.prior_ranked = self._prior_ranking()
+
+    def _prior_ranking(self) -> list[Arch]:
+        """Every architecture of a table space (``iter_archs``), else ``10 · prior_pool`` samples, valid ones ranked
+        by the prior's mean score (sampled with a generator of their own: the search's draws are untouched)."""
+        assert self.scorer is not None
+        lister = getattr(self.space, "iter_archs", None)
+        if callable(lister):
+            cands = list(lister())
+        else:
+            rng = np.random.default_rng([self.seed, 1])
+            cands = [self.space.sample(rng) for _ in range(10 * self.cfg.prior_pool)]
+        cands = [a for a in dict.fromkeys(cands) if self.valid(a)]
+        score = self.scorer.score(cands)
+        return [cands[i] for i in np.argsort(-score, kind="stable")]
+
+    def warm_start(self, histories: list[dict[str, Any]]) -> int:
+        """``--warm-start``: the prior is trained on earlier runs' records (with the space's own sources unless the
+        method is cold) before the first ask; returns how many evaluations it learnt from."""
+        prior = self.prior_from_histories(histories, with_space=self.cfg.prior != "none")
+        self._use_prior(prior)
+        self.warm_prior = prior.state_dict()
+        return sum(1 for h in histories for r in h.get("records") or () if r.get("ok", True) and r.get("decoded"))
 
     def _pretrain_controller(self) -> None:
         """``prior_steps`` policy steps on the prior's scores of sampled batches, before any evaluation: the
@@ -201,6 +232,15 @@ class EPNAS(Searcher[EPNASConfig]):
             # enough to rank, or enough for this ask and a whole batch found nothing new (a small stage)
             if len(pool) >= max(n, cfg.candidates) or (len(pool) >= n and len(pool) == before):
                 break
+        if cfg.prior_pool and self.stages.last:  # the prior's favourites the search has not tried yet
+            added = 0
+            for arch in self.prior_ranked:
+                if added >= cfg.prior_pool:
+                    break
+                if self.key(arch) not in keys and self.admissible(arch, costly=False):
+                    pool.append(arch)
+                    keys.add(self.key(arch))
+                    added += 1
         here = [(a, r) for a, r in self.predictor.data if a.blocks == blocks]  # this stage's block count only
         for parent in self.best_evaluated(here, cfg.neighbours):
             for arch in self.space.neighbours(parent):
@@ -248,6 +288,7 @@ class EPNAS(Searcher[EPNASConfig]):
             **self.policy.state_dict(),
             **self.predictor.state_dict(),
             "stages": self.stages.state_dict(),
+            "warm_prior": self.warm_prior,
             "round": {
                 "queue": [(list(a.choices), a.blocks) for a in self.queue],
                 "pending": self.pending,
@@ -258,6 +299,11 @@ class EPNAS(Searcher[EPNASConfig]):
     def load_state_dict(self, d: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict` (the predictor is refit on the restored data)."""
         super().load_state_dict(d)
+        if d.get("warm_prior") is not None:  # a warm-started search: its prior comes back first
+            from mlsysopt.nas.prior import TransferPrior
+
+            self._use_prior(TransferPrior.from_state_dict(d["warm_prior"]))
+            self.warm_prior = d["warm_prior"]
         self.policy.load_state_dict(d)
         self.stages.load_state_dict(d["stages"])
         self.predictor.load_state_dict(d)

@@ -303,21 +303,35 @@ def prior_from_records(
     return TransferPrior(config).fit([records_task(n, evs) for n, evs in grouped.items()])
 
 
+def history_tasks(histories: Iterable[Mapping[str, Any]]) -> list[TaskRecords]:
+    """One task per history of the study store (``{"study", "settings", "records"}``, :mod:`mlsysopt.store`)."""
+    tasks = []
+    for i, h in enumerate(histories):
+        name = str(h.get("study") or (h.get("settings") or {}).get("space") or f"history-{i}")
+        tasks.append(records_task(name, h.get("records") or []))
+    return tasks
+
+
 _LOO_CACHE: dict[tuple[str, tuple[Any, ...]], TransferPrior] = {}
 
 
-def leave_one_out(target: str, config: PriorConfig | None = None) -> TransferPrior:
-    """The prior for NAS-Bench-Graph dataset ``target`` from the *other* datasets' tables (cached per process)."""
+def leave_one_out_tasks(target: str, config: PriorConfig | None = None) -> list[TaskRecords]:
+    """The source tasks of :func:`leave_one_out`: every NAS-Bench-Graph table but ``target``'s, as records."""
     from mlsysopt.nas.spaces.nasbench_graph import DATASETS
 
     if target not in DATASETS:
         raise MlsysoptError(f"unknown NAS-Bench-Graph dataset '{target}' (choose from: {', '.join(DATASETS)})")
     cfg = config or PriorConfig()
+    rng = np.random.default_rng(cfg.seed)
+    return [table_records(d, rng, cfg.per_task) for d in DATASETS if d != target]
+
+
+def leave_one_out(target: str, config: PriorConfig | None = None) -> TransferPrior:
+    """The prior for NAS-Bench-Graph dataset ``target`` from the *other* datasets' tables (cached per process)."""
+    cfg = config or PriorConfig()
     key = (target, tuple(asdict(cfg).values()))
     if key not in _LOO_CACHE:
-        rng = np.random.default_rng(cfg.seed)
-        sources = [table_records(d, rng, cfg.per_task) for d in DATASETS if d != target]
-        _LOO_CACHE[key] = TransferPrior(cfg).fit(sources)
+        _LOO_CACHE[key] = TransferPrior(cfg).fit(leave_one_out_tasks(target, cfg))
     return _LOO_CACHE[key]
 
 

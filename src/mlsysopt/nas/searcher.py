@@ -212,6 +212,19 @@ class Searcher(ABC, Generic[ConfigT]):
             self.proposed.append(a)
             self.seen.add(self.key(a))
 
+    def prior_from_histories(self, histories: list[dict[str, Any]], with_space: bool = True) -> Any:
+        """A transfer prior trained on earlier runs' history records (the study store's ``--warm-start``), together
+        with the space's own source tasks (``space.prior_tasks()``, when ``with_space``); MlsysoptError when no
+        record holds a usable evaluation."""
+        from mlsysopt.nas.prior import TransferPrior, history_tasks
+
+        tasks = history_tasks(histories)
+        if not sum(len(t.perf) for t in tasks):
+            raise MlsysoptError("--warm-start: the earlier runs hold no usable evaluation to learn a prior from")
+        base = getattr(self.space, "prior_tasks", None)
+        sources = list(base()) if with_space and callable(base) else []
+        return TransferPrior().fit(sources + tasks)
+
     def best_evaluated(self, data: list[tuple[Arch, float]], k: int) -> list[Arch]:
         """The ``k`` architectures of ``data`` (``(arch, reward)`` pairs) with the highest reward, best first."""
         order = sorted(range(len(data)), key=lambda i: (-data[i][1], i))

@@ -10,7 +10,7 @@ method returns exactly the other tasks' best. It learns nothing from the target'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -41,9 +41,21 @@ class ZeroShot(Searcher[ZeroShotConfig]):
         if prior is None:
             raise MlsysoptError(
                 f"method 'zero_shot' needs a transfer prior: {self.space.name} has none of its own, so give one "
-                "(history records of earlier runs)"
+                "(history records of earlier runs: --warm-start)"
             )
+        self.warm_prior: dict[str, Any] | None = None
+        self._rank(prior)
+
+    def warm_start(self, histories: list[dict[str, Any]]) -> int:
+        """``--warm-start``: rank by a prior trained on earlier runs' records and the space's own sources."""
+        prior = self.prior_from_histories(histories)
+        self._rank(prior)
+        self.warm_prior = prior.state_dict()
+        return sum(1 for h in histories for r in h.get("records") or () if r.get("ok", True) and r.get("decoded"))
+
+    def _rank(self, prior: Any) -> None:
         self.prior = prior
+        self.rng = np.random.default_rng(self.seed)  # the same candidates whichever prior ranks them
         lister = getattr(self.space, "iter_archs", None)
         cands = list(lister()) if callable(lister) else [self.space.sample(self.rng) for _ in range(self.cfg.pool)]
         cands = [a for a in cands if self.valid(a)]
@@ -65,11 +77,16 @@ class ZeroShot(Searcher[ZeroShotConfig]):
     def tell(self, evals: list[Evaluation]) -> None:
         """Zero-shot transfer learns nothing from the target."""
 
-    def state_dict(self) -> dict[str, object]:
-        """Base state plus the position in the ranking."""
-        return {**super().state_dict(), "next": self.next}
+    def state_dict(self) -> dict[str, Any]:
+        """Base state plus the position in the ranking (and a warm-started prior)."""
+        return {**super().state_dict(), "next": self.next, "warm_prior": self.warm_prior}
 
-    def load_state_dict(self, d: dict[str, object]) -> None:
+    def load_state_dict(self, d: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`."""
-        super().load_state_dict(d)  # type: ignore[arg-type]
-        self.next = int(d["next"])  # type: ignore[call-overload]
+        if d.get("warm_prior") is not None:
+            from mlsysopt.nas.prior import TransferPrior
+
+            self._rank(TransferPrior.from_state_dict(d["warm_prior"]))
+            self.warm_prior = d["warm_prior"]
+        super().load_state_dict(d)
+        self.next = int(d["next"])

@@ -174,6 +174,12 @@ class NasBenchGraphSpace(SearchSpace):
 
         return leave_one_out(self.dataset, config)
 
+    def prior_tasks(self, config: Any = None) -> Any:
+        """The source tasks of :meth:`default_prior` (to train one prior on them and on earlier runs' records)."""
+        from mlsysopt.nas.prior import leave_one_out_tasks
+
+        return leave_one_out_tasks(self.dataset, config)
+
     # ------------------------------------------------------------------ whole-table views
     def table_stats(self) -> dict[str, float]:
         """Size of the table and the median latency (ms) and params over it."""
