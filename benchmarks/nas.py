@@ -4,12 +4,12 @@ against the strong tabular baselines at equal budgets, plus real training on dig
 **NAS-Bench-Graph** (real tables shipped by the ``nas-bench-graph`` package). Headline datasets: cora, citeseer,
 pubmed, cs, computers, photo. Defaults were chosen on the other three (physics, arxiv, proteins: ``--tune``), never
 on these. Two hard-constraint regimes per dataset (:data:`mlsysopt.nas.REGIMES`): ``tight`` (latency and params at
-the table's lower quartiles, ~8% of the cells feasible) and ``single`` (params at the 10th percentile). Every
-method gets the same evaluations, in batches of :data:`BATCH`, over ``seeds`` seeds (10; quick: 3), at budgets
-10, 30 and 100 (quick: 10, 30). Methods that never read their budget (``Searcher.anytime``: random, local search,
-BANANAS, evolution, TPE, REINFORCE, zero-shot) run once at the largest budget and are read at each smaller one (a
-run with budget k proposes exactly those first k architectures: tested); EPNAS (both) and PNAS split their budget
-into stages, so they run once per budget.
+the table's lower quartiles, ~8% of the cells feasible) and ``single`` (params at the 10th percentile). Every method
+gets the same evaluations, in batches of :data:`BATCH`, over ``seeds`` seeds (10; quick: 2, tight regime only), at
+budgets 10, 30 and 100 (quick: 10, 30). Methods that never read their budget (``Searcher.anytime``: random, local
+search, BANANAS, evolution, TPE, REINFORCE, zero-shot) run once at the largest budget and are read at each smaller
+one (a run with budget k proposes exactly those first k architectures: tested); EPNAS (both) and PNAS split their
+budget into stages, so they run once per budget.
 
 Every method optimises validation accuracy, so the headline is **validation regret** (best feasible validation
 accuracy in the whole table minus that of the returned cell), with the returned cell's **rank percentile** (the
@@ -125,14 +125,19 @@ Methods = dict[str, tuple[str, dict[str, Any]]]  # label -> (method, knobs)
 
 
 def plan(
-    datasets: tuple[str, ...], seeds: int, budgets: tuple[int, ...], methods: Methods, folder: str | None
+    datasets: tuple[str, ...],
+    seeds: int,
+    budgets: tuple[int, ...],
+    methods: Methods,
+    folder: str | None,
+    regimes: tuple[str, ...] = REGIME_NAMES,
 ) -> list[tuple[Any, ...]]:
     """Every job: anytime methods once at the largest budget, the others once per budget."""
     jobs = []
     for label, (method, knobs) in methods.items():
         runs = (max(budgets),) if method_class(method).anytime else budgets
         for d in datasets:
-            for reg in REGIME_NAMES:
+            for reg in regimes:
                 for s in range(seeds):
                     for b in runs:
                         jobs.append((label, (d, reg, method, s, b, knobs, folder)))
@@ -148,8 +153,8 @@ def _at(run: dict[str, Any], budget: int) -> tuple[float | None, float | None, b
     return run["best_valid"][i], run["best_test"][i], bool(run["feasible"][i])
 
 
-def search_all(datasets: tuple[str, ...], seeds: int, budgets: tuple[int, ...],
-               methods: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:  # fmt: skip
+def search_all(datasets: tuple[str, ...], seeds: int, budgets: tuple[int, ...], methods: Methods,
+               regimes: tuple[str, ...] = REGIME_NAMES) -> dict[str, Any]:  # fmt: skip
     """Run every job; return the per-cell metrics ``cells[label][budget] = [{dataset, regime, seed, ...}]``."""
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nas-priors-") as folder, make_executor("local", JOB_WORKERS) as ex:
@@ -159,13 +164,13 @@ def search_all(datasets: tuple[str, ...], seeds: int, budgets: tuple[int, ...],
             ex.map(_train_prior, [(d, folder) for d in datasets])
             prior_s = time.perf_counter() - t0
             print(f"  leave-one-out priors for {len(datasets)} dataset(s) in {prior_s:.0f} s")
-        jobs = plan(datasets, seeds, budgets, methods, folder)
+        jobs = plan(datasets, seeds, budgets, methods, folder, regimes)
         runs = ex.map(graph_job, [j for _, j in jobs])
     print(f"  {len(jobs)} searches in {time.perf_counter() - t0:.0f} s")
     oracles = {}
     for d in datasets:
         space = get_space(f"nasbench-graph:{d}")
-        for reg in REGIME_NAMES:
+        for reg in regimes:
             oracles[(d, reg)] = TableOracle(space, table_constraints(space, reg))
     cells: dict[str, dict[int, list[dict[str, Any]]]] = {}
     for (label, job), run in zip(jobs, runs, strict=True):
@@ -208,7 +213,7 @@ def bootstrap_mean(a: np.ndarray, rng: np.random.Generator) -> list[float]:
 
 
 def summarise(cells: dict[str, dict[int, list[dict[str, Any]]]], datasets: tuple[str, ...], budgets: tuple[int, ...],
-              reference: str = "epnas") -> dict[str, Any]:  # fmt: skip
+              reference: str = "epnas", regimes: tuple[str, ...] = REGIME_NAMES) -> dict[str, Any]:  # fmt: skip
     """The issue's keys from the per-cell metrics."""
     rng = np.random.default_rng(0)
     labels = list(cells)
@@ -228,7 +233,7 @@ def summarise(cells: dict[str, dict[int, list[dict[str, Any]]]], datasets: tuple
             out["per_regime"][bk][m] = {
                 reg: {d: float(np.mean([x["val_regret"] for x in c if x["regime"] == reg and x["dataset"] == d]))
                       for d in datasets}
-                for reg in REGIME_NAMES
+                for reg in regimes
             }  # fmt: skip
         if reference in cells:
             ref = np.array([x["val_regret"] for x in cells[reference][b]])
@@ -394,7 +399,9 @@ def tune(seeds: int) -> dict[str, Any]:
 def main() -> None:
     """Run the benchmark and write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 datasets, 3 seeds, budgets 10 and 30; digits budget 6")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 datasets, the tight regime, 2 seeds, budgets 10 and 30; digits budget 6"
+    )
     parser.add_argument("--tune", action="store_true", help="only the tuning study on physics, arxiv and proteins")
     parser.add_argument("--out", type=Path, required=True, help="where to write the JSON")
     args = parser.parse_args()
@@ -412,14 +419,15 @@ def main() -> None:
         print(f"wrote {args.out} ({result['seconds']['total']:.0f} s)")
         return
     datasets = DATASETS[:2] if quick else DATASETS
-    seeds = 3 if quick else 10
+    regimes = REGIME_NAMES[:1] if quick else REGIME_NAMES
+    seeds = 2 if quick else 10
     budgets = BUDGETS[:2] if quick else BUDGETS
     d_budget, d_epochs = (6, 2) if quick else (30, 4)
-    print(f"NAS-Bench-Graph: {len(datasets)} datasets x {len(REGIME_NAMES)} regimes x {len(METHODS)} methods x "
+    print(f"NAS-Bench-Graph: {len(datasets)} datasets x {len(regimes)} regime(s) x {len(METHODS)} methods x "
           f"{seeds} seeds, budgets {budgets}")  # fmt: skip
-    found = search_all(datasets, seeds, budgets, {m: (m, {}) for m in METHODS})
+    found = search_all(datasets, seeds, budgets, {m: (m, {}) for m in METHODS}, regimes)
     graph_s = time.perf_counter() - t0
-    summary = summarise(found["cells"], datasets, budgets)
+    summary = summarise(found["cells"], datasets, budgets, regimes=regimes)
     _print_table(summary, budgets)
     print(f"digits: budget {d_budget}, {d_epochs} epochs")
     t1 = time.perf_counter()
@@ -455,7 +463,7 @@ def main() -> None:
             "methods": list(METHODS),
             "regimes": {
                 r: "latency and params <= lower quartiles" if r == "tight" else "params <= 10th percentile"
-                for r in REGIME_NAMES
+                for r in regimes
             },
             "seeds": seeds,
             "budgets": list(budgets),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import time
 from typing import Any
 
 import numpy as np
@@ -145,6 +144,9 @@ def test_method_contract(method: str) -> None:
         assert result.best.perf == max(ev.perf for ev in result.history)
         runs.append([ev.arch for ev in result.history])
     assert runs[0] == runs[1], f"{method} is not deterministic for a fixed seed"
+    if method_class(method).anytime:  # the benchmark reads smaller budgets off one run: that must be exact
+        short = run_search(method_class(method)(space, cons, budget=10, seed=3), workers=3)
+        assert [ev.arch for ev in short.history] == runs[0][:10], f"{method} reads its budget: not anytime"
 
 
 def test_methods_beat_nothing_and_find_good_archs() -> None:
@@ -153,10 +155,7 @@ def test_methods_beat_nothing_and_find_good_archs() -> None:
     space, cons = FakeSpace(), constraints()
     target = best_feasible(space, cons)
     fake_prior()  # trained once (the space's own prior, as a table's would be), not part of any search's time
-    methods = sorted(set(METHOD_NAMES) - {"zero_shot"})
-    t0 = time.perf_counter()
-    for method in methods:
+    for method in sorted(set(METHOD_NAMES) - {"zero_shot"}):  # (speed is benchmarks/nas.py's: wall_s per method)
         result = run_search(method_class(method)(space, cons, budget=30, seed=0), workers=2)
         assert result.best is not None
         assert target - result.best.perf < 0.1, f"{method}: {result.best.perf:.3f} vs optimum {target:.3f}"
-    assert time.perf_counter() - t0 < 5 * len(methods)  # 5 s per method at most, even on a loaded machine
