@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas import METHOD_NAMES, Arch, Constraint, Constraints, Evaluation, SearchSpace, method_class, run_search
 
 
@@ -159,3 +160,17 @@ def test_methods_beat_nothing_and_find_good_archs() -> None:
         result = run_search(method_class(method)(space, cons, budget=30, seed=0), workers=2)
         assert result.best is not None
         assert target - result.best.perf < 0.1, f"{method}: {result.best.perf:.3f} vs optimum {target:.3f}"
+
+
+@pytest.mark.parametrize("method", sorted(METHOD_NAMES))
+def test_tiny_budgets_and_bad_budgets(method: str) -> None:
+    """Budgets of 1 and 2 with more workers than evaluations: every method spends at most its budget, returns a
+    feasible best; a budget < 1 (or not an integer) is one clear error."""
+    space, cons = FakeSpace(), constraints()
+    for budget in (1, 2):
+        result = run_search(method_class(method)(space, cons, budget=budget, seed=0), workers=4)
+        assert 1 <= len(result.history) <= budget, f"{method} at budget {budget}: {len(result.history)} evaluations"
+        assert result.best is not None and cons.feasible(result.best.resources)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(MlsysoptError, match="budget must be an integer >= 1"):
+            method_class(method)(space, cons, budget=bad, seed=0)

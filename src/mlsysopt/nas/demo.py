@@ -9,7 +9,7 @@ Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.nas.demo:demo_sectio
    local search, regularized evolution and random search, :data:`GRAPH_BUDGET` evaluations each, one seed. The
    headline is *validation* regret (what every method optimises) against the best of the baselines in this run;
    test regret and the rank percentile stand beside it. One seed is one draw: BENCHMARKS.md has 6 datasets x 2
-   regimes x 10 seeds with intervals.
+   regimes x several seeds with intervals.
 2. A tiny EPNAS search on scikit-learn's digits (real training, :data:`DIGITS_BUDGET` candidates of at most 2
    blocks, :data:`DIGITS_EPOCHS` epochs, 2 worker processes) under params and FLOPs limits set near the medians of
    40 random architectures of that space (3,698 params, 467,178 FLOPs), with EPNAS's default knobs (no prior
@@ -156,8 +156,9 @@ def _graph(ctx: DemoContext) -> Section:
         f"was pretrained on the other eight datasets' tables (never {GRAPH_DATASET}'s); epnas_cold is the same "
         f"search without it. Here, at {GRAPH_BUDGET} evaluations each and seed {ctx.seed}: {verdict} (EPNAS "
         f"{ours:.4f}, {best_base} {methods[best_base]['val_regret']:.4f}). One seed is one draw; BENCHMARKS.md "
-        f"has the means over 6 datasets x 2 regimes x 10 seeds with 95% intervals. Test regret is reported beside: "
-        f"on these tables validation and test rankings disagree, so even the best validation cell has a test regret."
+        f"has the means over 6 other datasets x 2 regimes x several seeds with 95% intervals. Test regret is "
+        f"reported beside: on these tables validation and test rankings disagree, so even the best validation "
+        f"cell has a test regret."
     )
     return Section(
         heading=f"NAS: EPNAS with transfer vs local search, BANANAS, evolution on NAS-Bench-Graph ({GRAPH_DATASET})",

@@ -10,7 +10,8 @@ The whole algorithm, read top to bottom (every knob is in :class:`EPNASConfig`):
    cold too.
 2. **Stages.** The search grows architectures from ``space.min_blocks`` to ``space.max_blocks`` blocks, one stage per
    block count (:mod:`mlsysopt.nas.stages`), the budget split by ``stage_split`` (``"linear"``: stage ``s`` gets a
-   share ∝ ``s + 1``; ``"equal"``; ``"last"``: everything in the final stage).
+   share ∝ ``s + 1``; ``"equal"``; ``"last"``: everything in the final stage; ``"auto"``, the default: ``"last"``
+   where the largest architectures contain the smaller ones, as on NAS-Bench-Graph, else ``"linear"``).
 3. **Candidates.** Each round the controller samples architectures of the current stage's block count, a batch of
    ``candidates`` per LSTM pass, until ``candidates`` of them are admissible (or ``tries`` samples were drawn), and
    the one-edit neighbours of the ``neighbours`` best architectures of that block count evaluated so far join them
@@ -73,16 +74,16 @@ class EPNASConfig(ControllerConfig, PredictorConfig, SearcherConfig):
 
     prior: str = knob("auto", choices=PRIORS)  # "auto": the given prior, else the space's own; "none": cold
     predictor: str = knob("gp", choices=PREDICTORS)  # "gp": GP with the prior as mean; "mlp": MLP ensemble
-    neighbours: int = knob(3, 0, MAX_POOL)  # best-so-far architectures whose one-edit neighbours join the pool
-    candidates: int = knob(100, 1, MAX_POOL)  # admissible controller samples the predictor ranks per round
+    neighbours: int = knob(5, 0, MAX_POOL)  # best-so-far architectures whose one-edit neighbours join the pool
+    candidates: int = knob(500, 1, MAX_POOL)  # admissible controller samples the predictor ranks per round
     round_size: int = knob(0, 0, MAX_POOL)  # top-K evaluated per round (0: the driver's batch, i.e. ``workers``)
     warmup: int = knob(10, 0, MAX_POOL)  # evaluations before the predictor ranks (until then: the controller's order)
-    stage_split: str = knob("linear", choices=SPLITS)  # budget per stage: "linear" (∝ stage number), "equal", "last"
-    ucb: float = knob(0.0, 0)  # rank by predicted mean + ucb · ensemble std
+    stage_split: str = knob("auto", choices=SPLITS)  # "linear" (∝ stage number), "equal", "last"; "auto": see stages
+    ucb: float = knob(0.5, 0)  # rank by predicted mean + ucb · ensemble std
     grow: float = knob(0.0, 0, 1)  # fraction of each sample batch that completes prefixes of the best archs so far
     beam: int = knob(5, 1, MAX_POOL)  # how many of the best architectures those prefixes come from
-    predicted_update: float = knob(0.0, 0)  # >0: also a policy step on the predictor's scores of each round's pool
-    prior_steps: int = knob(0, 0, MAX_POOL)  # policy steps on the prior's scores before the first round
+    predicted_update: float = knob(1.0, 0)  # >0: also a policy step on the predictor's scores of each round's pool
+    prior_steps: int = knob(20, 0, MAX_POOL)  # policy steps on the prior's scores before the first round
     prior_pool: int = knob(0, 0, MAX_POOL)  # the prior's best unevaluated architectures joining every round's pool
 
 
@@ -232,6 +233,15 @@ class EPNAS(Searcher[EPNASConfig]):
             # enough to rank, or enough for this ask and a whole batch found nothing new (a small stage)
             if len(pool) >= max(n, cfg.candidates) or (len(pool) >= n and len(pool) == before):
                 break
+        # a controller that has concentrated (e.g. pretrained on the prior) may miss the fresh corners of a small
+        # stage: uniform samples fill the pool up to n, so the search never ends early while fresh cells remain
+        for _ in range(cfg.tries if len(pool) < n else 0):
+            arch = self.space.sample(self.rng, blocks)
+            if self.key(arch) not in self.seen and self.key(arch) not in keys and self.admissible(arch, costly=False):
+                pool.append(arch)
+                keys.add(self.key(arch))
+                if len(pool) >= n:
+                    break
         if cfg.prior_pool and self.stages.last:  # the prior's favourites the search has not tried yet
             added = 0
             for arch in self.prior_ranked:
@@ -317,6 +327,8 @@ class EPNASColdConfig(EPNASConfig):
     """EPNAS without transfer: the same knobs, ``prior="none"`` by default (its own defaults; see the module doc)."""
 
     prior: str = knob("none", choices=PRIORS)
+    predicted_update: float = knob(0.0, 0)  # cold, the predictor knows little of the pool: no step on its scores
+    prior_steps: int = knob(0, 0, MAX_POOL)  # (no prior to take steps on)
 
 
 class EPNASCold(EPNAS):

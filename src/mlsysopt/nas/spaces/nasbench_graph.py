@@ -60,6 +60,7 @@ class NasBenchGraphSpace(SearchSpace):
 
     min_blocks = 1
     max_blocks = N_NODES
+    nested_blocks = True  # a cell of b < 4 blocks is a 4-block cell whose other nodes are skip (see :meth:`cell`)
     resource_names = ("params", "latency_ms")
     head_names = ("link",)
     block_names = ("op{i}",)
