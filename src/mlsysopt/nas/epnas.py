@@ -42,8 +42,8 @@ it and the prior), the numpy rng, the stage bookkeeping and the round in progres
 exactly where it stopped.
 
 The defaults of ``epnas`` and ``epnas_cold`` were chosen on the NAS-Bench-Graph datasets the benchmark does not
-report (physics, arxiv, proteins; tight and single-limit constraints, 30 evaluations, batches of 2) by
-*validation* regret, never by test performance (``benchmarks/nas.py --tune``; BENCHMARKS.md has the grid).
+report (physics, arxiv, proteins; tight and single-limit constraints, 3 seeds, 30 evaluations, batches of 2) by
+*validation* regret, never by test performance (``benchmarks/nas.py --tune --quick``; BENCHMARKS.md has the grid).
 """
 
 from __future__ import annotations
