@@ -28,7 +28,7 @@ def test_one_block_trains_clearly_above_chance(digits: CnnSpace) -> None:
     wall = time.perf_counter() - t0
     assert ev.ok and ev.error is None
     assert ev.perf > 0.5 and ev.test_perf is not None and ev.test_perf > 0.5  # chance is 0.1
-    assert wall < 20 and 0 < ev.cost_s <= wall  # ~1-2 s on one core
+    assert 0 < ev.cost_s <= wall  # ~1-2 s on one core (speed is the benchmark's, not a timed test's)
     assert set(ev.resources) == set(digits.resource_names) == {"params", "flops", "latency_ms", "intensity"}
     assert ev.extra["epochs"] == digits.epochs and math.isfinite(ev.extra["train_loss"])
 

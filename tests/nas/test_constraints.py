@@ -68,7 +68,8 @@ def test_from_limits_to_dict_round_trip() -> None:
 @pytest.mark.parametrize(
     ("make", "match"),
     [
-        (lambda: Constraint("max_memory", 1.0), "unknown constraint 'max_memory'"),
+        (lambda: Constraint("most_memory", 1.0), "unknown constraint 'most_memory'"),
+        (lambda: Constraint("max_", 1.0), "unknown constraint 'max_'"),
         (lambda: Constraint("max_params", 0), "limit must be a finite number > 0"),
         (lambda: Constraint("max_params", -3), "limit must be a finite number > 0"),
         (lambda: Constraint("max_params", float("nan")), "limit must be a finite number > 0"),

@@ -11,6 +11,8 @@ from test_methods import CostlySpace, FakeSpace, best_feasible, constraints
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas import EPNAS, EPNASConfig, Stages, get_method, run_search, stage_budgets
 from mlsysopt.nas.spaces.base import Arch, Evaluation
+from mlsysopt.nas.spaces.nasbench_graph import NasBenchGraphSpace
+from mlsysopt.nas.stages import resolve_split
 
 
 def test_stage_budgets() -> None:
@@ -21,6 +23,10 @@ def test_stage_budgets() -> None:
     assert sum(stage_budgets(101, 4)) == 101
     with pytest.raises(MlsysoptError, match="unknown stage_split 'cosine'"):
         stage_budgets(10, 2, "cosine")
+    # "auto" (the default): everything in the last stage only where it contains the smaller architectures
+    assert resolve_split(FakeSpace(), "auto") == "linear" and resolve_split(FakeSpace(), "equal") == "equal"
+    assert resolve_split(NasBenchGraphSpace("cora"), "auto") == "last"  # fewer blocks = skip nodes of a 4-node cell
+    assert Stages.for_space(FakeSpace(), 30, "auto").quota == [10, 20]
 
 
 def test_stages_carry_leftover_budget_forward() -> None:
@@ -57,9 +63,9 @@ def test_ask_returns_the_top_predicted_candidates() -> None:
     assert s.predictor.fitted
     pool = [a for a in space.all_archs() if a.blocks == 2 and s.admissible(a)]
     s._candidates = lambda n: list(pool)  # type: ignore[method-assign]
-    pred = s.predictor.predict(pool)
-    chosen = s.ask(3)
-    assert chosen == [pool[i] for i in np.argsort(-pred, kind="stable")[:3]]
+    mean, std = s.predictor.predict_dist(pool)
+    chosen = s.ask(3)  # ranked by mean + ucb * std (ucb 0.5 by default)
+    assert chosen == [pool[i] for i in np.argsort(-(mean + s.cfg.ucb * std), kind="stable")[:3]]
 
 
 def test_costly_constraints_are_checked_lazily_in_predicted_order() -> None:
@@ -67,7 +73,8 @@ def test_costly_constraints_are_checked_lazily_in_predicted_order() -> None:
     s = EPNAS(space, cons, budget=40, seed=1, config=EPNASConfig(warmup=4))
     run_search(s, workers=4)
     pool = [a for a in space.all_archs() if a.blocks == 2 and s.admissible(a, costly=False)]
-    order = np.argsort(-s.predictor.predict(pool), kind="stable")
+    mean, std = s.predictor.predict_dist(pool)
+    order = np.argsort(-(mean + s.cfg.ucb * std), kind="stable")
     ranked = [pool[i] for i in order]
     ok = [a for a in ranked if cons.feasible(space.resources(a))]
     prefix = ranked[: ranked.index(ok[2]) + 1]  # what must be checked to find the 3 best-predicted feasible ones
@@ -108,6 +115,23 @@ def test_state_dict_resumes_exactly() -> None:
     b = EPNAS(space, cons, budget=30, seed=4, config=EPNASConfig(warmup=3))
     b.load_state_dict(a.state_dict())
     assert a.ask(3) == b.ask(3)
+
+
+def test_a_warm_start_trains_the_prior_on_earlier_records_and_resumes_exactly() -> None:
+    from test_methods import fake_records
+
+    records, settings = fake_records(seed=5)
+    histories = [{"study": "earlier", "settings": settings, "records": records}]
+    space, cons = FakeSpace(), constraints()
+    a = EPNAS(space, cons, budget=20, seed=1)
+    assert a.warm_start(histories) == len(records)
+    assert a.prior.tasks == ["earlier"]  # FakeSpace has no tables of its own: the records alone
+    run_search(a, workers=2)
+    b = EPNAS(space, cons, budget=20, seed=1)
+    b.load_state_dict(a.state_dict())  # the warm prior comes back from the state, not from the store
+    assert b.prior.tasks == a.prior.tasks and a.ask(2) == b.ask(2)
+    with pytest.raises(MlsysoptError, match="no usable evaluation"):
+        EPNAS(space, cons).warm_start([{"study": "x", "settings": {}, "records": [{"ok": False}]}])
 
 
 def test_a_fixed_round_size_makes_the_search_independent_of_the_workers(tmp_path: Path) -> None:
@@ -162,7 +186,7 @@ def test_grow_completes_prefixes_of_the_best_architectures() -> None:
     run_search(s, workers=2)
     best = {a.choices for a, _ in sorted(s.predictor.data, key=lambda p: -p[1])[:2]}
     prefixes = s._prefixes(2)
-    assert len(prefixes) == 50
+    assert len(prefixes) == round(0.5 * s.cfg.candidates)  # a grow fraction of each batch
     for p in prefixes:
         assert any(b[: len(p)] == p for b in best)
         assert 1 <= len(p) < 5  # one-block parents are grown; two-block ones get a suffix re-sampled

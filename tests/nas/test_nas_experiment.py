@@ -27,7 +27,7 @@ def _options(**kw: object) -> SearchOptions:
         ({"workers": 0}, "--workers must be >= 1"),
         ({"limits": {"max_params": -1.0}}, "--max-params must be a number > 0"),
         ({"limits": {"max_params": float("nan")}}, "--max-params must be a number > 0"),
-        ({"limits": {"max_watts": 3.0}}, "unknown constraint 'max_watts'"),
+        ({"limits": {"watts": 3.0}}, "unknown constraint 'watts'"),
         ({"mode": "medium"}, "unknown --constraint-mode 'medium'"),
         ({"method": "darts"}, "unknown NAS method 'darts'"),
         ({"space_options": {"width": 3}}, r"unknown space option\(s\) \['width'\]"),

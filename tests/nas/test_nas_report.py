@@ -63,3 +63,16 @@ def test_pareto_points_and_returned_feasible() -> None:
         assert returned_feasible(r, space, cons) == cons.feasible(space.resources(r.best.arch))
     empty = run_search(get_method("random", space, Constraints.from_limits(max_params=0.5), budget=3))
     assert empty.best is None and not returned_feasible(empty, space, cons)
+
+
+def test_the_demo_headline_names_the_best_baseline_of_its_run() -> None:
+    from mlsysopt.report.overview import headlines
+
+    res = {"nas_graph": {"space": "nasbench-graph:cora", "budget": 30, "best_baseline": "bananas",
+                         "methods": {"epnas": {"val_regret": 0.002}, "bananas": {"val_regret": 0.004}}}}  # fmt: skip
+    rows, errors = headlines(res)
+    assert errors == [] and len(rows) == 1
+    h = rows[0]
+    assert (h.ours, h.ours_value, h.baseline, h.baseline_value) == ("EPNAS (transfer)", 0.002,
+                                                                   "bananas (best baseline here)", 0.004)  # fmt: skip
+    assert h.verdict() == "yes (50.0% lower)" and "validation regret" in h.measure and "one seed" in h.measure

@@ -30,7 +30,14 @@ nas_app = typer.Typer(
     no_args_is_help=True,
 )
 
-SPACE_HELP = "nasbench-graph:<dataset> (table look-ups), digits (real training) or cifar10:/folder (ImageFolder)."
+SPACE_HELP = (
+    "nasbench-graph:<dataset> (table look-ups), digits (real training), cifar10:/folder (ImageFolder), or your own "
+    "FILE.py:space (an mlsysopt.nas.Space, with --objective)."
+)
+METHOD_HELP = (
+    "epnas (with transfer) | epnas_cold | local_search | bananas | evolution | tpe | random | reinforce | pnas | "
+    "zero_shot."
+)
 MAX_OPTION_CHARS = 2000  # an --ops or --knob string longer than this is refused unread
 
 
@@ -72,7 +79,16 @@ def parse_ops(value: str | None) -> list[str] | None:
 def nas_search(
     out: OutOpt,
     space: Annotated[str, _opt("--space", SPACE_HELP)] = "nasbench-graph:cora",
-    method: Annotated[str, _opt("--method", "epnas | random | evolution | reinforce | pnas | tpe.")] = "epnas",
+    method: Annotated[
+        str,
+        _opt("--method", METHOD_HELP),
+    ] = "epnas",
+    objective: Annotated[
+        str | None, _opt("--objective", "Your training function FILE.py:train for --space FILE.py:space.")
+    ] = None,
+    direction: Annotated[
+        str, _opt("--direction", "maximize | minimize what --objective returns (a loss: minimize).")
+    ] = "maximize",
     budget: Annotated[int, _int_opt("--budget", "Architectures to evaluate (bounded by memory; see README).")] = 100,
     timeout: TimeoutOpt = None,
     max_latency_ms: Annotated[float | None, _opt("--max-latency-ms", "Latency limit (ms; default: none).")] = None,
@@ -80,6 +96,10 @@ def nas_search(
     max_flops: Annotated[float | None, _opt("--max-flops", "FLOPs limit, CNN spaces (default: none).")] = None,
     min_intensity: Annotated[
         float | None, _opt("--min-intensity", "Least compute intensity, FLOPs/byte, CNN spaces (default: none).")
+    ] = None,
+    limit: Annotated[
+        list[str] | None,
+        _opt("--limit", "A constraint NAME=VALUE on any resource your space reports, repeatable: max_memory_mb=512."),
     ] = None,
     constraint_mode: Annotated[
         str, _opt("--constraint-mode", "hard (never return an infeasible arch) | soft (MnasNet reward).")
@@ -119,7 +139,6 @@ def nas_search(
     """
     from mlsysopt.nas.experiment import SearchOptions, prepare_search
     from mlsysopt.nas.registry import check_method, parse_method_knobs
-    from mlsysopt.runtime import make_executor
 
     check_method(method)
     knobs = knob or []
@@ -127,10 +146,12 @@ def nas_search(
         raise InvalidOption(f"--knob values are longer than {MAX_OPTION_CHARS:,} characters in all")
     limits = {"max_latency_ms": max_latency_ms, "max_params": max_params, "max_flops": max_flops}
     limits["min_intensity"] = min_intensity
+    limits |= parse_limits(limit or [], limits)
     cnn = {"epochs": epochs, "ops": parse_ops(ops), "max_blocks": max_blocks, "lr": lr}
     options = SearchOptions(space=space, method=method, budget=budget, limits=limits, mode=constraint_mode,
                             workers=workers, backend=backend, address=address, space_options=cnn, seed=seed,
-                            knobs=parse_method_knobs(method, knobs), timeout=timeout,
+                            knobs=parse_method_knobs(method, knobs), timeout=timeout, objective=objective,
+                            direction=direction,
                             latency_model=None if latency_model is None else str(latency_model))  # fmt: skip
     with err_console.status(f"loading the space {escape(space)}"):
         job = prepare_search(out, options, resume)  # every input checked; nothing written yet
@@ -139,7 +160,7 @@ def nas_search(
     if note := warm_start_search(job, warm_start):  # earlier runs from the study store; nothing written yet
         err_console.print(note)
     check_parallel(workers, backend, address)  # after the limits, so a refused --workers gets no warning first
-    with make_executor(backend, workers, address) as executor:  # an unreachable Ray head fails here, before any file
+    with job.executor() as executor:  # an unreachable Ray head fails here, before any file
         cons = job.constraints
         err_console.print(f"{method} on {job.space.name}: budget {budget}, constraints {escape(cons.describe())}")
         best = [math.nan]
@@ -154,6 +175,25 @@ def nas_search(
 
             done = job.run(executor, on_eval=on_eval)
     _print_result(done, job, out)
+
+
+def parse_limits(items: list[str], given: dict[str, float | None]) -> dict[str, float]:
+    """``--limit NAME=VALUE`` strings as ``{name: value}`` (a name given twice, or also by its own flag, refused)."""
+    if sum(len(i) for i in items) > MAX_OPTION_CHARS:
+        raise InvalidOption(f"--limit values are longer than {MAX_OPTION_CHARS:,} characters in all")
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, text = str(item).partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InvalidOption(f"--limit '{item[:80]}': expected NAME=VALUE, e.g. --limit max_memory_mb=512")
+        if name in out or given.get(name) is not None:
+            raise InvalidOption(f"--limit {name} is given twice")
+        try:
+            out[name] = float(text)
+        except ValueError:
+            raise InvalidOption(f"--limit {name}={text[:40]}: expected a number") from None
+    return out
 
 
 def _fmt(v: float | None) -> str:
@@ -178,8 +218,9 @@ def _print_result(done: Any, job: Any, out: Path) -> None:
             from mlsysopt.report.labels import NAS_CELL, gnn_ops_text
 
             console.print(f"[dim]{escape(NAS_CELL)}; ops: {escape(gnn_ops_text())}[/dim]")
-        test = "-" if best.test_perf is None else f"{best.test_perf:.4g}"
-        line = f"validation {best.perf:.4g}, test {test}"
+        value, test_value = best.extra.get("value", best.perf), best.extra.get("test_value", best.test_perf)
+        test = "-" if test_value is None else f"{test_value:.4g}"
+        line = f"validation {value:.4g}, test {test}"
         if regret is not None:
             line += f", regret vs the best feasible cell in the table {regret:.4g}"
         console.print(line)
@@ -232,6 +273,8 @@ def nas_export(
         for name, key in (("PyTorch state dict", "pytorch"), ("ONNX Runtime", "onnx_runtime")):
             acc = got[key]
             console.print(f"reproduced by {name}: validation {_fmt(acc['perf'])}, test {_fmt(acc['test_perf'])}")
+    elif got and "params" in got:
+        console.print(f"parameters (re-derived by the space file): {escape(json.dumps(got['params']))}")
     elif got:
         console.print(f"table entry {got['valid_hash']}: validation {_fmt(got['perf'])}, test {_fmt(got['test_perf'])}")
     console.print(f"wrote {', '.join(escape(str(out / f)) for f in record['files'])}")

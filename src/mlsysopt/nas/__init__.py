@@ -1,4 +1,4 @@
-"""Neural architecture search under resource constraints: EPNAS, five baselines, search spaces, the search driver.
+"""Neural architecture search under resource constraints: EPNAS with transfer, the baselines, spaces, the driver.
 
 Every name below is imported on first use, so ``import mlsysopt.nas`` is cheap (no torch, no Optuna)::
 
@@ -7,6 +7,10 @@ Every name below is imported on first use, so ``import mlsysopt.nas`` is cheap (
     space = get_space("nasbench-graph:cora")
     searcher = get_method("epnas", space, Constraints.from_limits(max_params=1.2e6), budget=40, seed=0)
     result = run_search(searcher, workers=2)
+
+Your own problem: declare a :class:`Space` (knobs, progressive :class:`Blocks`, a resources function) and drive
+any method with the ask/tell :class:`Study`, or give ``mlsysopt nas search --space file.py:space --objective
+file.py:train`` (:mod:`mlsysopt.nas.objective`).
 
 and, for a run folder of ``mlsysopt nas search``, ``prepare_export(run, out).run()`` writes its best architecture
 (ONNX + state dict + architecture JSON for the CNN spaces, the cell spec for NAS-Bench-Graph).
@@ -43,6 +47,31 @@ _EXPORTS = {
     "PNASConfig": "mlsysopt.nas.baselines.pnas",
     "OptunaTPE": "mlsysopt.nas.baselines.optuna_tpe",
     "TPEConfig": "mlsysopt.nas.baselines.optuna_tpe",
+    "EPNASCold": "mlsysopt.nas.epnas",
+    "EPNASColdConfig": "mlsysopt.nas.epnas",
+    "LocalSearch": "mlsysopt.nas.baselines.local_search",
+    "LocalSearchConfig": "mlsysopt.nas.baselines.local_search",
+    "Bananas": "mlsysopt.nas.baselines.bananas",
+    "BananasConfig": "mlsysopt.nas.baselines.bananas",
+    "ZeroShot": "mlsysopt.nas.baselines.zero_shot",
+    "ZeroShotConfig": "mlsysopt.nas.baselines.zero_shot",
+    # your own problem: a declared space, ask/tell, a training function
+    "Space": "mlsysopt.nas.spaces.declarative",
+    "Blocks": "mlsysopt.nas.spaces.declarative",
+    "Categorical": "mlsysopt.nas.spaces.declarative",
+    "Int": "mlsysopt.nas.spaces.declarative",
+    "Study": "mlsysopt.nas.study",
+    "Trial": "mlsysopt.nas.study",
+    "ObjectiveSpace": "mlsysopt.nas.objective",
+    # transfer
+    "TransferPrior": "mlsysopt.nas.prior",
+    "PriorConfig": "mlsysopt.nas.prior",
+    "prior_from_records": "mlsysopt.nas.prior",
+    "leave_one_out": "mlsysopt.nas.prior",
+    "TransferGP": "mlsysopt.nas.gp",
+    # resources
+    "ResourceMeasure": "mlsysopt.nas.resources",
+    "with_measures": "mlsysopt.nas.resources",
     # their parts
     "Stages": "mlsysopt.nas.stages",
     "stage_budgets": "mlsysopt.nas.stages",
@@ -77,6 +106,9 @@ _EXPORTS = {
     "build_constraints": "mlsysopt.nas.experiment",
     "build_space": "mlsysopt.nas.experiment",
     "median_constraints": "mlsysopt.nas.experiment",
+    "table_constraints": "mlsysopt.nas.experiment",
+    "REGIMES": "mlsysopt.nas.experiment",
+    "TableOracle": "mlsysopt.nas.report",
     "regret": "mlsysopt.nas.report",
     "pareto_points": "mlsysopt.nas.report",
     "plot_search": "mlsysopt.nas.report",
@@ -94,17 +126,21 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from mlsysopt.nas.baselines.bananas import Bananas, BananasConfig
     from mlsysopt.nas.baselines.evolution import EvolutionConfig, RegularizedEvolution
+    from mlsysopt.nas.baselines.local_search import LocalSearch, LocalSearchConfig
     from mlsysopt.nas.baselines.optuna_tpe import OptunaTPE, TPEConfig
     from mlsysopt.nas.baselines.pnas import PNAS, PNASConfig
     from mlsysopt.nas.baselines.random_search import RandomSearch
     from mlsysopt.nas.baselines.reinforce import ReinforceConfig, ReinforceSearch
+    from mlsysopt.nas.baselines.zero_shot import ZeroShot, ZeroShotConfig
     from mlsysopt.nas.catalog import space_catalog
     from mlsysopt.nas.constraints import MODES, RESOURCES, Constraint, Constraints
     from mlsysopt.nas.controller import Controller, ControllerConfig, Policy, Reinforce
-    from mlsysopt.nas.epnas import EPNAS, EPNASConfig
+    from mlsysopt.nas.epnas import EPNAS, EPNASCold, EPNASColdConfig, EPNASConfig
     from mlsysopt.nas.evaluation import evaluate_one
     from mlsysopt.nas.experiment import (
+        REGIMES,
         SearchJob,
         SearchOptions,
         SearchOutput,
@@ -112,12 +148,17 @@ if TYPE_CHECKING:
         build_space,
         median_constraints,
         prepare_search,
+        table_constraints,
     )
     from mlsysopt.nas.export import ExportJob, load_exported_cnn, prepare_export
+    from mlsysopt.nas.gp import TransferGP
     from mlsysopt.nas.limits import check_search_size
+    from mlsysopt.nas.objective import ObjectiveSpace
     from mlsysopt.nas.predictor import OnlinePredictor, Predictor, PredictorConfig
+    from mlsysopt.nas.prior import PriorConfig, TransferPrior, leave_one_out, prior_from_records
     from mlsysopt.nas.registry import METHOD_NAMES, get_method, method_class, method_config, parse_method_knobs
     from mlsysopt.nas.report import (
+        TableOracle,
         best_feasible_test,
         best_feasible_valid,
         eval_record,
@@ -128,14 +169,17 @@ if TYPE_CHECKING:
         space_info,
         table_background,
     )
+    from mlsysopt.nas.resources import ResourceMeasure, with_measures
     from mlsysopt.nas.search import SearchResult, read_checkpoint, run_search
     from mlsysopt.nas.searcher import Searcher, SearcherConfig
     from mlsysopt.nas.spaces import NASBENCH_GRAPH_DATASETS, SPACE_SPECS, get_space
     from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
     from mlsysopt.nas.spaces.cnn import CnnSpace
     from mlsysopt.nas.spaces.cnn_model import model_from_architecture
+    from mlsysopt.nas.spaces.declarative import Blocks, Categorical, Int, Space
     from mlsysopt.nas.spaces.nasbench_graph import NasBenchGraphSpace
     from mlsysopt.nas.stages import Stages, stage_budgets
+    from mlsysopt.nas.study import Study, Trial
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

@@ -1,8 +1,9 @@
 """Named resource constraints for NAS: each is a float where <= 0 means satisfied (Optuna's convention).
 
 ``max_params``, ``max_flops`` and ``max_latency_ms`` bound a resource from above, ``min_intensity`` (FLOPs/byte)
-from below; the value is the relative violation, ``(usage - limit) / limit`` for a maximum and
-``(limit - usage) / limit`` for a minimum, so constraints of different units compare on one scale.
+from below, and ``max_<resource>`` / ``min_<resource>`` any other resource a space reports (your own space's
+``memory_mb``, a cost model's predicted latency); the value is the relative violation, ``(usage - limit) / limit``
+for a maximum and ``(limit - usage) / limit`` for a minimum, so constraints of different units compare on one scale.
 
 Two modes:
 
@@ -27,7 +28,7 @@ from typing import Any
 
 from mlsysopt.errors import InvalidConstraint
 
-# constraint name -> (resource it reads, "max" | "min")
+# constraint name -> (resource it reads, "max" | "min"): the built-in spaces' resources
 RESOURCES: dict[str, tuple[str, str]] = {
     "max_params": ("params", "max"),
     "max_flops": ("flops", "max"),
@@ -35,6 +36,17 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "min_intensity": ("intensity", "min"),
 }
 MODES = ("hard", "soft")
+
+
+def parse_name(name: str) -> tuple[str, str] | None:
+    """``(resource, "max" | "min")`` of a constraint name: one of :data:`RESOURCES`, or ``max_<resource>`` /
+    ``min_<resource>`` for any resource a space reports (e.g. ``max_memory_mb``); None when it is neither."""
+    if name in RESOURCES:
+        return RESOURCES[name]
+    kind, sep, resource = str(name).partition("_")
+    if sep and kind in ("max", "min") and resource.isidentifier():
+        return resource, kind
+    return None
 
 
 @dataclass(frozen=True)
@@ -45,8 +57,11 @@ class Constraint:
     limit: float
 
     def __post_init__(self) -> None:
-        if self.name not in RESOURCES:
-            raise InvalidConstraint(f"unknown constraint '{self.name}' (choose from: {', '.join(RESOURCES)})")
+        if parse_name(self.name) is None:
+            raise InvalidConstraint(
+                f"unknown constraint '{self.name}' (choose from: {', '.join(RESOURCES)}, or max_<resource> / "
+                "min_<resource> for a resource your space reports)"
+            )
         try:
             limit = float(self.limit)
         except (TypeError, ValueError):
@@ -58,12 +73,12 @@ class Constraint:
     @property
     def resource(self) -> str:
         """The resource this constraint reads (``params``, ``flops``, ``latency_ms`` or ``intensity``)."""
-        return RESOURCES[self.name][0]
+        return parse_name(self.name)[0]  # type: ignore[index]
 
     @property
     def kind(self) -> str:
         """``"max"`` (usage must stay below the limit) or ``"min"`` (usage must reach it)."""
-        return RESOURCES[self.name][1]
+        return parse_name(self.name)[1]  # type: ignore[index]
 
     def usage(self, resources: Mapping[str, float]) -> float:
         """The resource's value in ``resources`` (NaN when missing)."""

@@ -1,14 +1,19 @@
-"""The ``nas`` section of ``mlsysopt demo``: EPNAS vs random search under two resource constraints.
+"""The ``nas`` section of ``mlsysopt demo``: EPNAS with transfer against the strong tabular baselines, and a tiny
+search with real training.
 
-Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.nas.demo:demo_section"``. About half a minute:
+Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.nas.demo:demo_section"``. About a minute:
 
 1. NAS-Bench-Graph on cora (real table: 26,206 GNN cells with measured validation/test accuracy, latency and
-   parameters): EPNAS and random search, :data:`GRAPH_BUDGET` evaluations each, latency <= the table's median
-   latency and params <= its median params (hard). Regret = best test accuracy among the table's feasible cells
-   minus the test accuracy of the returned cell.
+   parameters) under the benchmark's *tight* limits (latency and params at the table's lower quartiles, hard):
+   EPNAS (its predictor pretrained on the other eight datasets' tables, never cora's), cold EPNAS, BANANAS-style,
+   local search, regularized evolution and random search, :data:`GRAPH_BUDGET` evaluations each, one seed. The
+   headline is *validation* regret (what every method optimises) against the best of the baselines in this run;
+   test regret and the rank percentile stand beside it. One seed is one draw: BENCHMARKS.md has 6 datasets x 2
+   regimes x several seeds with intervals.
 2. A tiny EPNAS search on scikit-learn's digits (real training, :data:`DIGITS_BUDGET` candidates of at most 2
    blocks, :data:`DIGITS_EPOCHS` epochs, 2 worker processes) under params and FLOPs limits set near the medians of
-   40 random architectures of that space (3,698 params, 467,178 FLOPs), with EPNAS's default knobs.
+   40 random architectures of that space (3,698 params, 467,178 FLOPs), with EPNAS's default knobs (no prior
+   exists for this space: it runs cold).
 """
 
 from __future__ import annotations
@@ -26,12 +31,16 @@ if TYPE_CHECKING:
     from mlsysopt.nas.spaces.base import SearchSpace
 
 GRAPH_DATASET = "cora"
-GRAPH_BUDGET = 40
-GRAPH_METHODS = ("epnas", "random")
+GRAPH_REGIME = "tight"
+GRAPH_BUDGET = 30
+GRAPH_METHODS = ("epnas", "epnas_cold", "bananas", "local_search", "evolution", "random")
+BASELINES = ("bananas", "local_search", "evolution", "random")  # the headline compares EPNAS with the best of these
 DIGITS_BUDGET = 4
 DIGITS_EPOCHS = 3
 DIGITS_LIMITS = {"max_params": 3700.0, "max_flops": 470_000.0}
 COLUMNS = ["method", "returned architecture", "valid accuracy", "test accuracy", "regret", "feasible", "evaluations"]
+GRAPH_COLUMNS = ["method", "returned architecture", "valid accuracy", "validation regret", "rank (% better)",
+                 "test accuracy", "test regret", "feasible", "evaluations"]  # fmt: skip
 
 
 def demo_section(ctx: DemoContext) -> list[Section]:
@@ -70,18 +79,21 @@ def _record(space: SearchSpace, cons: Constraints, res: SearchResult, top: float
 
 
 def _graph(ctx: DemoContext) -> Section:
-    from mlsysopt.nas import best_feasible_test, get_method, get_space, median_constraints, plot_search, run_search
+    from mlsysopt.nas import TableOracle, best_feasible_test, get_method, get_space, plot_search, run_search
+    from mlsysopt.nas.experiment import table_constraints
 
     out = ctx.out / "nas"
     out.mkdir(parents=True, exist_ok=True)
     ctx.step(f"nas: loading the NAS-Bench-Graph table of {GRAPH_DATASET}")
     space = get_space(f"nasbench-graph:{GRAPH_DATASET}")
     stats = space.table_stats()
-    cons = median_constraints(space)
+    cons = table_constraints(space, GRAPH_REGIME)
     top = best_feasible_test(space, cons)
+    oracle = TableOracle(space, cons)
     results = []
     for method in GRAPH_METHODS:
-        ctx.step(f"nas: {method} on {space.name} ({GRAPH_BUDGET} evaluations)")
+        what = " (pretraining its prior on the other 8 tables first)" if method == "epnas" else ""
+        ctx.step(f"nas: {method} on {space.name} ({GRAPH_BUDGET} evaluations){what}")
         results.append(run_search(get_method(method, space, cons, budget=GRAPH_BUDGET, seed=ctx.seed), workers=2))
     plot_search(
         results,
@@ -89,36 +101,70 @@ def _graph(ctx: DemoContext) -> Section:
         cons,
         out / "graph_pareto.png",
         out / "graph_best_so_far.png",
-        pareto_title=f"NAS-Bench-Graph {GRAPH_DATASET}: EPNAS vs random ({GRAPH_BUDGET} evaluations each)",
+        pareto_title=f"NAS-Bench-Graph {GRAPH_DATASET}: {GRAPH_BUDGET} evaluations per method ({cons.describe()})",
         curve_title=f"NAS-Bench-Graph {GRAPH_DATASET}: best feasible validation accuracy so far",
         perf_label="validation accuracy",
     )
+    methods = {}
+    for r in results:
+        rec = _record(space, cons, r, top)
+        valid = r.best.perf if r.best is not None and rec["feasible"] else None
+        rec |= {"val_regret": oracle.val_regret(valid), "rank_pct": oracle.rank_pct(valid)}
+        methods[r.method] = rec
+    best_base = min(BASELINES, key=lambda m: (methods[m]["val_regret"], BASELINES.index(m)))
+    ours = methods["epnas"]["val_regret"]
     ctx.results["nas_graph"] = {
         "data": "real: NAS-Bench-Graph's packaged table (accuracy, latency and params measured by its authors)",
         "space": space.name,
         "table": stats,
+        "regime": GRAPH_REGIME,
         "constraints": cons.to_dict(),
+        "feasible_cells": oracle.feasible_cells,
+        "best_feasible_valid_in_table": oracle.best_valid,
         "best_feasible_test_in_table": top,
-        "methods": {r.method: _record(space, cons, r, top) for r in results},
+        "budget": GRAPH_BUDGET,
+        "seed": ctx.seed,
+        "methods": methods,
+        "best_baseline": best_base,
     }
+    verdict = "EPNAS won" if ours < methods[best_base]["val_regret"] else (
+        "a tie" if ours == methods[best_base]["val_regret"] else f"{best_base} won")  # fmt: skip
     ctx.results["nas_graph"]["headline"] = {
-        f"{name} regret on {GRAPH_DATASET}": "nothing feasible" if rec["regret"] is None else f"{rec['regret']:.4f}"
-        for name, rec in ctx.results["nas_graph"]["methods"].items()
+        f"validation regret on {GRAPH_DATASET} at {GRAPH_BUDGET} evaluations": (
+            f"EPNAS {ours:.4f} vs {best_base} {methods[best_base]['val_regret']:.4f} (best of "
+            f"{', '.join(BASELINES)}): {verdict} this seed"
+        ),
+        "test regret": ", ".join(f"{m} {methods[m]['regret']:.4f}" for m in ("epnas", best_base)),
     }
-    rows = [_row(space, cons, r, top) for r in results]
-    rows.append(["best feasible in the table", "(oracle)", "-", top, 0.0, True, int(stats["n_archs"])])
+    rows = []
+    for r in results:
+        m = methods[r.method]
+        best = r.best
+        valid, test = ("-", "-") if best is None else (best.perf, best.test_perf)
+        rows.append([r.method, _short(space, r.best_decoded), valid, m["val_regret"], m["rank_pct"], test,
+                     "-" if m["regret"] is None else m["regret"], m["feasible"], len(r.history)])  # fmt: skip
+    rows.append(["best feasible in the table", "(oracle)", oracle.best_valid, 0.0, 0.0, top, 0.0, True,
+                 oracle.feasible_cells])  # fmt: skip
+    lim = {c.resource: c.limit for c in cons.constraints}
     text = (
         f"Real data: NAS-Bench-Graph's table for {GRAPH_DATASET} ({int(stats['n_archs']):,} GNN cells, each with the "
-        f"validation and test accuracy, latency and parameter count its authors measured). Constraints (hard): "
-        f"latency <= {stats['median_latency_ms']:.3g} ms and params <= {stats['median_params']:,.0f}, the table's "
-        f"medians. A search sees only validation accuracy; the table reports the test accuracy of the returned cell. "
-        f"Regret = best test accuracy among the feasible cells of the whole table minus that of the returned cell."
+        f"validation and test accuracy, latency and parameter count its authors measured). Constraints (hard, the "
+        f"benchmark's tight regime): latency <= {lim['latency_ms']:.3g} ms and params <= {lim['params']:,.0f}, the "
+        f"table's lower quartiles ({oracle.feasible_cells:,} cells feasible). Every method optimises validation "
+        f"accuracy, so the headline is validation regret: best feasible validation accuracy in the table minus "
+        f"that of the returned cell; rank = % of feasible cells with a better validation accuracy. EPNAS's predictor "
+        f"was pretrained on the other eight datasets' tables (never {GRAPH_DATASET}'s); epnas_cold is the same "
+        f"search without it. Here, at {GRAPH_BUDGET} evaluations each and seed {ctx.seed}: {verdict} (EPNAS "
+        f"{ours:.4f}, {best_base} {methods[best_base]['val_regret']:.4f}). One seed is one draw; BENCHMARKS.md "
+        f"has the means over 6 other datasets x 2 regimes x several seeds with 95% intervals. Test regret is "
+        f"reported beside: on these tables validation and test rankings disagree, so even the best validation "
+        f"cell has a test regret."
     )
     return Section(
-        heading=f"NAS: EPNAS vs random on NAS-Bench-Graph ({GRAPH_DATASET})",
+        heading=f"NAS: EPNAS with transfer vs local search, BANANAS, evolution on NAS-Bench-Graph ({GRAPH_DATASET})",
         text=text,
         table=rows,
-        columns=COLUMNS,
+        columns=GRAPH_COLUMNS,
         images=["nas/graph_pareto.png", "nas/graph_best_so_far.png"],  # relative to the run directory
         captions=[
             "validation accuracy vs each resource (grey: every cell in the table; dashed: the limit; star: returned)",

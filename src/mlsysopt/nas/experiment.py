@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import RunDir
-from mlsysopt.nas.constraints import MODES, RESOURCES, Constraints
+from mlsysopt.nas.constraints import MODES, RESOURCES, Constraints, parse_name
 from mlsysopt.nas.limits import MAX_SEED, check_search_size
 from mlsysopt.nas.registry import check_method, get_method, method_config
 from mlsysopt.nas.report import best_feasible_test, eval_record, plot_search, regret, space_info
@@ -46,8 +46,11 @@ PLOTS = ("pareto.png", "best_so_far.png")
 def check_limits(mode: str, limits: dict[str, float | None]) -> None:
     """Each given limit must be a number > 0 (named by its option) and the mode hard or soft."""
     for name, v in limits.items():
-        if name not in RESOURCES:
-            raise MlsysoptError(f"unknown constraint '{name}' (choose from: {', '.join(RESOURCES)})")
+        if parse_name(name) is None:
+            raise MlsysoptError(
+                f"unknown constraint '{name}' (choose from: {', '.join(RESOURCES)}, or max_<resource> / "
+                "min_<resource> for a resource your space reports)"
+            )
         if v is not None and not (math.isfinite(v) and v > 0):
             raise MlsysoptError(f"--{name.replace('_', '-')} must be a number > 0, got {v:g}")
     if mode not in MODES:
@@ -66,16 +69,67 @@ def median_constraints(space: SearchSpace) -> Constraints:
     return Constraints.from_limits(max_latency_ms=stats["median_latency_ms"], max_params=stats["median_params"])
 
 
-def build_space(spec: str, options: dict[str, Any]) -> SearchSpace:
-    """The space of ``spec``; the CNN-only options (``epochs`` ...) are refused for NAS-Bench-Graph."""
+#: Constraint regimes of the benchmark, as quantiles of a table's (latency, params): "tight" puts both at the lower
+#: quartile (~8% of the cells are feasible), "single" only params at the 10th percentile, "median" both at the median.
+REGIMES: dict[str, tuple[float | None, float | None]] = {
+    "median": (0.5, 0.5),
+    "tight": (0.25, 0.25),
+    "single": (None, 0.10),
+}
+
+
+def table_constraints(space: SearchSpace, regime: str) -> Constraints:
+    """Hard limits at quantiles of a NAS-Bench-Graph table's latency and params (:data:`REGIMES`)."""
+    import numpy as np
+
+    if regime not in REGIMES:
+        raise MlsysoptError(f"unknown constraint regime '{regime}' (choose from: {', '.join(REGIMES)})")
+    lat_q, par_q = REGIMES[regime]
+    entries = list(space.table.values())  # type: ignore[attr-defined]
+    limits: dict[str, float | None] = {"max_latency_ms": None, "max_params": None}
+    if lat_q is not None:
+        limits["max_latency_ms"] = float(np.quantile([float(e["latency"]) for e in entries], lat_q)) * 1000.0
+    if par_q is not None:
+        limits["max_params"] = float(np.quantile([float(e["para"]) for e in entries], par_q)) * 1e6
+    return Constraints.from_limits(**limits)
+
+
+def build_space(
+    spec: str,
+    options: dict[str, Any],
+    objective: str | None = None,
+    direction: str = "maximize",
+    measures: tuple[Any, ...] = (),
+) -> SearchSpace:
+    """The space of ``spec``: a built-in one, or your own (``file.py:space`` with ``objective``, ``file.py:train``);
+    the CNN-only options (``epochs`` ...) are refused elsewhere; ``measures`` add resources (:mod:`..resources`)."""
+    from mlsysopt.nas.objective import DIRECTIONS, ObjectiveSpace, is_user_source, load_space
+    from mlsysopt.nas.resources import with_measures
     from mlsysopt.nas.spaces import get_space
 
     given = {k: v for k, v in options.items() if v is not None}
-    if given and spec.startswith("nasbench-graph"):
+    user = is_user_source(spec)
+    if given and (user or spec.startswith("nasbench-graph")):
         flags = ", ".join(SPACE_OPTIONS.get(k, k) for k in given)
         verb = "apply" if len(given) > 1 else "applies"
         raise MlsysoptError(f"{flags} {verb} only to the CNN spaces (digits, cifar10:/folder), not to '{spec}'")
-    return get_space(spec, **given)
+    if direction not in DIRECTIONS:
+        raise MlsysoptError(f"unknown --direction '{direction}' (choose from: {', '.join(DIRECTIONS)})")
+    if user:
+        if objective is None:
+            raise MlsysoptError(f"--space {spec} is your own space: give the training function with --objective "
+                                "FILE.py:train")  # fmt: skip
+        user_space = ObjectiveSpace(load_space(spec), None, spec, objective, direction)
+        _ = user_space.objective  # imported now: a missing file or name is one error before any folder exists
+        space: SearchSpace = user_space
+    else:
+        if objective is not None:
+            raise MlsysoptError(f"--objective applies to your own space (--space FILE.py:space), not to '{spec}', "
+                                "which evaluates itself")  # fmt: skip
+        if direction != "maximize":
+            raise MlsysoptError(f"--direction applies to your own space, not to '{spec}' (it maximises accuracy)")
+        space = get_space(spec, **given)
+    return with_measures(space, measures)
 
 
 @dataclass
@@ -99,6 +153,10 @@ class SearchOptions:
     knobs: dict[str, Any] = field(default_factory=dict)  # the method's config knobs (``--knob NAME=VALUE``)
     timeout: float | None = None  # wall-clock seconds per run (None: no limit)
     latency_model: str | None = None  # a cost-model run predicting latency_ms (CNN spaces; see nas/latency_model.py)
+    objective: str | None = None  # your training function (``file.py:train``) for your own space
+    direction: str = "maximize"  # "minimize" when your objective returns a loss
+    measures: tuple[Any, ...] = ()  # ResourceMeasure plug-ins adding resources constraints may read
+    prior: Any = None  # a TransferPrior for EPNAS / zero-shot (e.g. from earlier runs' records); None: the space's
 
     def __post_init__(self) -> None:
         for name, v, lo, hi in (("--budget", self.budget, 1, None), ("--workers", self.workers, 1, None),
@@ -135,6 +193,10 @@ class SearchOptions:
             "address": self.address,
             "timeout": self.timeout,
             **({"latency_model": self.latency_model} if self.latency_model else {}),
+            **({"objective": self.objective} if self.objective is not None else {}),
+            **({"direction": self.direction} if self.direction != "maximize" else {}),
+            **({"measures": [m.describe() for m in self.measures]} if self.measures else {}),
+            **({"prior": self.prior.describe()} if self.prior is not None else {}),
         }
 
 
@@ -186,6 +248,17 @@ class SearchJob:
                         pareto_title=f"{title}: {n} evaluations ({cons.describe()})", curve_title=title)  # fmt: skip
             run.write_json("result.json", record)
         return SearchOutput(result, record, ["result.json", CHECKPOINT, "settings.json", *PLOTS])
+
+    def executor(self) -> Executor:
+        """The executor the options ask for; your own objective always runs in worker processes (one at least),
+        so a crash, an exit or a signal in it ends a worker, never the search. A worker your code killed is not
+        re-run by the pool (your code would kill it again); the trial fails after the driver's one retry."""
+        from mlsysopt.runtime import LocalExecutor, make_executor
+
+        opts = self.options
+        if opts.backend == "local" and getattr(self.space, "interruptible", False):
+            return LocalExecutor(max(1, opts.workers), max_retries=0)
+        return make_executor(opts.backend, opts.workers, opts.address)
 
     def _store(self, ev: Evaluation, n: int) -> None:
         """Record evaluation ``n`` in the run's study (its result.json record, see :mod:`mlsysopt.store.records`)."""
@@ -242,12 +315,13 @@ def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False
     """
     run = RunDir(out, options.settings(), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
     cons = build_constraints(options.mode, options.limits)
-    space = build_space(options.space, options.space_options)
+    space = build_space(options.space, options.space_options, options.objective, options.direction, options.measures)
     if options.latency_model:
         from mlsysopt.nas.latency_model import predicted_space
 
         space = predicted_space(space, options.latency_model)
     check_search_size(space, options)  # budget, workers, blocks, epochs, images: bounded before anything is allocated
-    searcher = get_method(options.method, space, cons, budget=options.budget, seed=options.seed, **options.knobs)
+    searcher = get_method(options.method, space, cons, budget=options.budget, seed=options.seed,
+                          prior=options.prior, **options.knobs)  # fmt: skip
     done = len(read_checkpoint(run)["history"]) if resume else 0
     return SearchJob(run, options, space, cons, searcher, resumed_from=done)

@@ -13,6 +13,9 @@ Written to ``--out`` (a run folder; nothing is created before the inputs are che
   ``weights_only=True`` into :func:`~mlsysopt.nas.spaces.cnn_model.model_from_architecture`), ``model.onnx``
   (input ``input_0`` of shape ``[batch, C, H, W]``, output ``output_0`` ``[batch, classes]``, batch dynamic).
 * NAS-Bench-Graph: ``architecture.json`` with the cell (``link``, ``ops``), its ``valid_hash`` and its table entry.
+* Your own space (``--objective``): ``params.json`` (:data:`PARAMS_FORMAT`: the parameters your training function
+  was called with, its value and resources) and, when it returned ``state_dict`` (or ``model``), ``state_dict.pt``
+  -- the weights of the very training run that scored the recorded value.
 * ``result.json``: where it came from and what was checked.
 
 With ``verify`` (the default) the export proves itself before it keeps anything: the state dict, rebuilt from the
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     from mlsysopt.nas.spaces.base import SearchSpace
 
 TABLE_FORMAT = "mlsysopt.nas.nasbench-graph/1"
+PARAMS_FORMAT = "mlsysopt.nas.params/1"
 ONNX_BATCHES = (1, 7, 256)  # ONNX Runtime runs 8 images one by one, 28 in sevens, then each whole set in 256s
 LOGIT_TOL = 1e-4  # ONNX Runtime vs PyTorch logits: max |difference| / max(1, max |logit|)
 
@@ -72,7 +76,9 @@ class ExportJob:
                 "recorded": {"perf": self.best.perf, "test_perf": self.best.test_perf},
                 "verified": self.verify,
             }
-            if self.trained is None:
+            if "objective" in self.settings:
+                record |= _export_params(self, out)
+            elif self.trained is None:
                 record |= _export_table(self, out)
             else:
                 record |= _export_cnn(self, out)
@@ -123,14 +129,16 @@ def prepare_export(source: str | Path, out: str | Path, verify: bool = True) -> 
     best = Evaluation.from_dict(history[int(index)])
     trained = record.get("trained")
     table_space = str(settings["space"]).startswith("nasbench-graph")
-    if not table_space and trained is None:
+    user_space = "objective" in settings
+    if not table_space and not user_space and trained is None:
         raise MlsysoptError(f"{source}: the checkpoint keeps no trained weights of its best architecture")
     space = None
     if verify or table_space:
         from mlsysopt.nas.experiment import build_space
 
         try:
-            space = build_space(settings["space"], settings["space_options"])
+            space = build_space(settings["space"], settings["space_options"], settings.get("objective"),
+                                settings.get("direction", "maximize"))  # fmt: skip
         except InvalidDataset as exc:
             raise InvalidDataset(
                 f"{exc} (the export checks the model on the search's data; --no-verify skips it)"
@@ -186,6 +194,42 @@ def _export_table(job: ExportJob, out: RunDir) -> dict[str, Any]:
     out.write_json("architecture.json", arch)
     reproduced = {"perf": float(entry["valid_perf"]), "test_perf": float(entry["perf"]), "valid_hash": key}
     return {"files": ["architecture.json"], "reproduced": reproduced, "architecture": arch}
+
+
+# ---------------------------------------------------------------------------- your own space
+def _export_params(job: ExportJob, out: RunDir) -> dict[str, Any]:
+    """params.json (the best trial's parameters, value, resources) and, when the objective returned weights,
+    state_dict.pt; with ``verify`` the parameters are re-derived from the architecture by your space file."""
+    best = job.best
+    params = best.extra.get("params")
+    if job.space is not None:
+        again = job.space.decode(best.arch)
+        if params is not None and again != params:
+            raise MlsysoptError(f"{job.source}: the space now decodes the best architecture to {again}, not {params}")
+        params = again
+    if params is None:
+        why = "the checkpoint keeps no parameters of its best trial (export with --verify)"
+        raise MlsysoptError(f"{job.source}: {why}")
+    doc = {
+        "format": PARAMS_FORMAT,
+        "space": job.settings["space"],
+        "objective": job.settings["objective"],
+        "direction": job.settings.get("direction", "maximize"),
+        "params": params,
+        "value": best.extra.get("value", best.perf),
+        "test_value": best.extra.get("test_value"),
+        "resources": best.resources,
+        "arch": best.arch.to_dict(),
+    }
+    out.write_json("params.json", doc)
+    files = ["params.json"]
+    if job.trained is not None and job.trained.get("state_dict") is not None:
+        from mlsysopt.io import save_torch_atomic
+
+        save_torch_atomic(out.file("state_dict.pt"), job.trained["state_dict"])
+        files.append("state_dict.pt")
+    reproduced = {"params": params} if job.space is not None else None
+    return {"files": files, "params": doc, **({"reproduced": reproduced} if reproduced else {})}
 
 
 def _version(dist: str) -> str | None:

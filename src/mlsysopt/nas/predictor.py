@@ -172,6 +172,11 @@ class OnlinePredictor:
         """Whether the model has been fit."""
         return self.model.fitted
 
+    @property
+    def ranks_unfitted(self) -> bool:
+        """Whether it can rank before a fit (no: it has no prior)."""
+        return False
+
     def add(self, arch: Arch, reward: float) -> None:
         """One more training point."""
         self.data.append((arch, reward))

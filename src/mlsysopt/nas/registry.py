@@ -1,4 +1,4 @@
-"""The NAS methods by name: EPNAS and the five baselines, each built from its own config dataclass.
+"""The NAS methods by name: EPNAS (with transfer, and cold) and the baselines, each built from its own config.
 
 Importing this module is cheap (it names the classes; :func:`method_class` imports one on first use), so a command
 line can refuse an unknown method before it loads torch or Optuna.
@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 _CLASSES = {
     "epnas": "mlsysopt.nas.epnas:EPNAS",
+    "epnas_cold": "mlsysopt.nas.epnas:EPNASCold",
+    "local_search": "mlsysopt.nas.baselines.local_search:LocalSearch",
+    "bananas": "mlsysopt.nas.baselines.bananas:Bananas",
+    "zero_shot": "mlsysopt.nas.baselines.zero_shot:ZeroShot",
     "random": "mlsysopt.nas.baselines.random_search:RandomSearch",
     "evolution": "mlsysopt.nas.baselines.evolution:RegularizedEvolution",
     "reinforce": "mlsysopt.nas.baselines.reinforce:ReinforceSearch",
@@ -78,7 +82,13 @@ def get_method(
     constraints: Constraints | None = None,
     budget: int = 100,
     seed: int = 0,
+    prior: Any = None,
     **options: Any,
 ) -> Searcher[Any]:
-    """Build the searcher called ``name`` (one of :data:`METHOD_NAMES`); ``options`` fill its config dataclass."""
-    return method_class(name)(space, constraints, budget=budget, seed=seed, config=method_config(name, **options))
+    """Build the searcher called ``name`` (one of :data:`METHOD_NAMES`); ``options`` fill its config dataclass.
+
+    ``prior`` (a :class:`~mlsysopt.nas.prior.TransferPrior`) goes to the methods that read one (EPNAS, zero-shot);
+    without it they take the space's own (NAS-Bench-Graph: the other datasets' tables).
+    """
+    cfg = method_config(name, **options)
+    return method_class(name)(space, constraints, budget=budget, seed=seed, config=cfg, prior=prior)

@@ -72,6 +72,52 @@ def regret(top: float | None, test: float | None, feasible: bool = True) -> floa
     return top - test if feasible and test is not None else top
 
 
+class TableOracle:
+    """What a table space knows about the feasible cells, to judge a returned architecture by its *validation*
+    performance (the searcher's objective) and its test performance.
+
+    * ``val_regret(v)``: best feasible validation performance minus ``v`` (``v`` None: nothing returned, which scores
+      the whole best value, as :func:`regret` does for test);
+    * ``rank_pct(v)``: the percentage of feasible cells with a strictly better validation performance (0 = the best);
+    * ``top1(v)``: whether ``v`` is in the top 1 % of the feasible cells (``rank_pct < 1``).
+
+    Args:
+        space: a table space (``space.table`` with ``valid_perf``, ``perf``, ``latency``, ``para``).
+        cons: the constraints the cells must meet.
+    """
+
+    def __init__(self, space: SearchSpace, cons: Constraints) -> None:
+        bg = table_background(space)
+        if bg is None:
+            raise MlsysoptError(f"{space.name} has no table: no oracle")
+        table = space.table  # type: ignore[attr-defined]
+        entries = list(table.values())
+        valid = np.array([float(e["valid_perf"]) for e in entries])
+        test = np.array([float(e["perf"]) for e in entries])
+        res = [{"params": float(round(float(e["para"]) * 1e6)), "latency_ms": float(e["latency"]) * 1e3}
+               for e in entries]  # fmt: skip
+        ok = np.array([cons.feasible(r) for r in res], dtype=bool)
+        if not ok.any():
+            raise MlsysoptError(f"no cell of {space.name} meets {cons.describe()}")
+        self.valid = np.sort(valid[ok])
+        self.best_valid, self.best_test = float(self.valid[-1]), float(test[ok].max())
+        self.feasible_cells = int(ok.sum())
+
+    def val_regret(self, v: float | None) -> float:
+        """Best feasible validation performance minus ``v`` (the whole of it when nothing was returned)."""
+        return self.best_valid - (0.0 if v is None else float(v))
+
+    def rank_pct(self, v: float | None) -> float:
+        """Percentage of feasible cells strictly better than ``v`` on validation (100 when nothing was returned)."""
+        if v is None:
+            return 100.0
+        return 100.0 * float(len(self.valid) - np.searchsorted(self.valid, float(v), side="right")) / len(self.valid)
+
+    def top1(self, v: float | None) -> bool:
+        """Whether ``v`` is among the top 1 % of the feasible cells."""
+        return self.rank_pct(v) < 1.0
+
+
 # ---------------------------------------------------------------------------- records
 def _jf(v: Any) -> float | None:
     if v is None:
@@ -103,6 +149,11 @@ def space_info(space: SearchSpace) -> dict[str, Any]:
     if hasattr(space, "table_stats"):
         info["table"] = space.table_stats()
         info["data"] = "real: NAS-Bench-Graph's packaged tables (valid/test performance, latency, params)"
+    elif hasattr(space, "objective_spec"):
+        info["data"] = "your training function"
+        info["space_source"], info["objective"] = space.space_spec, space.objective_spec  # type: ignore[attr-defined]
+        info["direction"] = space.direction  # type: ignore[attr-defined]
+        info["measured"] = list(getattr(space, "measured", ()))
     else:
         info["data"] = "real training on " + ("scikit-learn's digits" if space.name == "digits" else space.name)
         info["options"] = {k: getattr(space, k) for k in ("epochs", "ops", "widths", "lr", "stem_width")}

@@ -17,7 +17,11 @@ keeps the best evaluation's index and, for spaces that train, its trained weight
 ``mlsysopt nas export`` writes out.
 
 ``timeout`` (seconds of wall clock, per call) stops the search before the next batch once it is spent, like Optuna's
-``timeout``: the batch in flight finishes, the checkpoint is written, and a later call continues it. When the
+``timeout``: the batch in flight finishes, the checkpoint is written, and a later call continues it. On a space whose
+evaluations are your own code (``space.interruptible``: :class:`~mlsysopt.nas.objective.ObjectiveSpace`) the
+timeout also stops the trials in flight: their batch is dropped (the checkpoint keeps the state before it, and a
+resumed search redoes it). Such a space also fails fast: when its first :data:`FAIL_FAST` evaluations all fail the
+search stops with one error (the objective is broken) instead of spending its budget on failures. When the
 executor is lost (:class:`~mlsysopt.runtime.ExecutorLost`: the Ray head is gone, or no worker can be started) the
 batch in flight is dropped and the driver stops with one error that says how to continue: the last checkpoint
 holds everything before that batch, and resuming redoes it.
@@ -35,7 +39,7 @@ from typing import Any
 from mlsysopt.errors import InvalidCheckpoint, MlsysoptError
 from mlsysopt.io import RunDir, load_torch, save_torch_atomic
 from mlsysopt.nas.constraints import Constraints
-from mlsysopt.nas.evaluation import evaluate_batch, executor_failed
+from mlsysopt.nas.evaluation import TIMED_OUT, evaluate_batch, executor_failed
 from mlsysopt.nas.searcher import Searcher
 from mlsysopt.nas.spaces.base import Evaluation
 from mlsysopt.runtime import Executor, ExecutorLost, SerialExecutor
@@ -45,6 +49,7 @@ PATIENCE = 3  # consecutive empty asks (or broken-executor batches) before the d
 CHECKPOINT_SPACING = 10.0  # write a checkpoint once the time since the last one is this many times its write time,
 CHECKPOINT_GROWTH = 0.05  # or once the history grew by this fraction since it was written
 STOP_REASONS = ("budget", "timeout", "exhausted")  # ``SearchResult.stopped``
+FAIL_FAST = 3  # on a space that fails fast (your objective), this many failures before any success stop the search
 
 
 @dataclass
@@ -260,12 +265,21 @@ def run_search(
         data |= {"wall_s": wall_before + time.perf_counter() - t0, "searcher": searcher.state_dict()}
         return {"version": CHECKPOINT_VERSION, **meta, "constraints": cons.to_dict(), **data, "best": tracker.state()}
 
+    # A space whose evaluations the timeout may stop in flight (your objective): the checkpoint is kept at the
+    # state before each batch, so a batch cut by the timeout is dropped whole and a resumed search redoes it.
+    interruptible = timeout is not None and bool(getattr(space, "interruptible", False))
+    if interruptible and ckpt is not None and not ckpt.exists():
+        saver.save(state, len(history), force=True)
     idle = broken = 0
     stopped = "budget"
+    dropped = False
     while len(history) < searcher.budget and idle < PATIENCE:
-        if timeout is not None and time.perf_counter() - t0 >= timeout:
+        elapsed = time.perf_counter() - t0
+        if timeout is not None and elapsed >= timeout:
             stopped = "timeout"
             break
+        if interruptible and saver.dirty:
+            saver.save(state, len(history), force=True)
         n = min(workers, searcher.budget - len(history))
         archs = list(searcher.ask(n))[:n]
         for a in archs:
@@ -273,10 +287,14 @@ def run_search(
         todo = [a for a in archs if not cons.hard or searcher.feasible(a)]
         refused = [a for a in archs if a not in todo]
         idle = 0 if todo else idle + 1
+        limit = None if not interruptible else max(timeout - elapsed, 0.0)  # type: ignore[operator]
         try:
-            evals = evaluate_batch(executor, space, todo, searcher.seed) if todo else []
+            evals = evaluate_batch(executor, space, todo, searcher.seed, limit) if todo else []
         except ExecutorLost as exc:  # the batch is dropped: the checkpoint is from before it was asked for
             raise _lost(exc, saver) from None
+        if any(ev.extra.get(TIMED_OUT) for ev in evals):
+            stopped, dropped = "timeout", True  # the checkpoint holds the state before this batch
+            break
         broken = broken + 1 if executor_failed(evals) else 0
         start = len(history)
         for ev in evals:
@@ -292,6 +310,12 @@ def run_search(
         ]
         searcher.tell(evals + infeasible)
         saver.save(state, len(history), force=broken >= PATIENCE)
+        if getattr(space, "fail_fast", False) and len(history) >= FAIL_FAST and not any(ev.ok for ev in history):
+            saver.save(state, len(history), force=True)
+            raise MlsysoptError(
+                f"the first {len(history)} evaluations all failed, so the search stopped (last: {history[-1].error}); "
+                "fix the objective and run the command again"
+            )
         if broken >= PATIENCE:
             kept = f"; {ckpt.path} keeps the search so far (run again to resume)" if ckpt is not None else ""
             raise MlsysoptError(
@@ -300,7 +324,7 @@ def run_search(
             )
     if idle >= PATIENCE:
         stopped = "exhausted"
-    if saver.dirty or (ckpt is not None and not ckpt.exists()):
+    if not dropped and (saver.dirty or (ckpt is not None and not ckpt.exists())):
         saver.save(state, len(history), force=True)
     best = tracker.best(history)
     message = _message(best, history, searcher)

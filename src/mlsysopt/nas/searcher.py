@@ -45,6 +45,8 @@ class Searcher(ABC, Generic[ConfigT]):
         budget: evaluations the driver spends.
         seed: seeds every random choice of the method.
         config: the method's knobs, an instance of its ``Config`` (default: ``Config()``).
+        prior: a transfer prior (:class:`~mlsysopt.nas.prior.TransferPrior`) for the methods that read one
+            (``uses_prior``); None lets such a method take the space's own (``space.default_prior()``).
 
     Helpers shared by every method cache each architecture's validity, resources and identity. The identity is
     ``space.key(arch)`` when the space has such a method (NAS-Bench-Graph maps isomorphic cells to one table key),
@@ -56,6 +58,11 @@ class Searcher(ABC, Generic[ConfigT]):
 
     name: ClassVar[str] = ""
     Config: ClassVar[type[SearcherConfig]] = SearcherConfig
+    #: Whether the method reads a transfer prior (EPNAS, zero-shot transfer).
+    uses_prior: ClassVar[bool] = False
+    #: Whether the first ``k`` proposals of a run with budget ``B`` are those of a run with budget ``k`` (the method
+    #: never reads its budget), so one run's best-so-far curve gives every smaller budget's result.
+    anytime: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -64,6 +71,7 @@ class Searcher(ABC, Generic[ConfigT]):
         budget: int = 100,
         seed: int = 0,
         config: ConfigT | None = None,
+        prior: Any = None,
     ) -> None:
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
             raise MlsysoptError(f"budget must be an integer >= 1 (evaluations), got {budget!r}")
@@ -75,6 +83,7 @@ class Searcher(ABC, Generic[ConfigT]):
         self.constraints = constraints if constraints is not None else Constraints()
         self.constraints.check_resources(space)
         self.budget, self.seed = budget, int(seed)
+        self.prior = prior
         self.rng = np.random.default_rng(seed)
         self.proposed: list[Arch] = []  # every architecture ever proposed, in order
         self.seen: set[Hashable] = set()  # their keys: no architecture (or table-equivalent one) is proposed twice
@@ -82,8 +91,10 @@ class Searcher(ABC, Generic[ConfigT]):
         self._cache: dict[Arch, tuple[bool, Hashable, dict[str, float]]] = {}
         needed = self.constraints.resources
         costly = set(getattr(space, "costly_resources", ()))
-        self._cheap_names = tuple(r for r in needed if r not in costly)
-        self._costly_names = tuple(r for r in needed if r in costly)
+        measured = set(getattr(space, "measured", ()))  # only an evaluation reports them: judged after it
+        self._cheap_names = tuple(r for r in needed if r not in costly and r not in measured)
+        self._costly_names = tuple(r for r in needed if r in costly and r not in measured)
+        self._before = self._cheap_names + self._costly_names  # what feasibility is judged on before evaluating
         self._full: dict[Arch, dict[str, float]] = {}  # cheap + costly resources, once the costly ones were fetched
         # constraint -> met by any architecture looked at (None: its resource was never looked at, e.g. a costly one)
         self.met: dict[str, bool | None] = dict.fromkeys(self.constraints.names)
@@ -91,6 +102,16 @@ class Searcher(ABC, Generic[ConfigT]):
 
     def setup(self) -> None:
         """Build the method's own state from ``self.cfg`` (called once, at the end of ``__init__``)."""
+
+    def resolve_prior(self, setting: str) -> Any:
+        """The prior a method with knob ``prior=setting`` uses: None for ``"none"``; for ``"auto"`` the one given
+        to the constructor, else the space's own (``space.default_prior()``), else None (nothing to transfer)."""
+        if setting == "none":
+            return None
+        if self.prior is not None:
+            return self.prior
+        default = getattr(self.space, "default_prior", None)
+        return default() if callable(default) else None
 
     # ---------------------------------------------------------------- interface
     @abstractmethod
@@ -163,10 +184,11 @@ class Searcher(ABC, Generic[ConfigT]):
         return self._full[arch]
 
     def feasible(self, arch: Arch) -> bool:
-        """Whether ``arch`` meets every constraint (costly resources are fetched only if the cheap ones pass)."""
+        """Whether ``arch`` meets every constraint the space can judge before evaluating it (costly resources are
+        fetched only if the cheap ones pass; those only an evaluation measures are judged by :meth:`usable`)."""
         if self._costly_names and not self.feasible_cheap(arch):
             return False
-        return self.constraints.feasible(self.resources(arch))
+        return self.constraints.feasible(self.resources(arch), only=self._before)
 
     def feasible_cheap(self, arch: Arch) -> bool:
         """Whether ``arch`` meets every constraint on a cheap resource (all of them when none is costly)."""
@@ -189,6 +211,24 @@ class Searcher(ABC, Generic[ConfigT]):
         for a in archs:
             self.proposed.append(a)
             self.seen.add(self.key(a))
+
+    def prior_from_histories(self, histories: list[dict[str, Any]], with_space: bool = True) -> Any:
+        """A transfer prior trained on earlier runs' history records (the study store's ``--warm-start``), together
+        with the space's own source tasks (``space.prior_tasks()``, when ``with_space``); MlsysoptError when no
+        record holds a usable evaluation."""
+        from mlsysopt.nas.prior import TransferPrior, history_tasks
+
+        tasks = history_tasks(histories)
+        if not sum(len(t.perf) for t in tasks):
+            raise MlsysoptError("--warm-start: the earlier runs hold no usable evaluation to learn a prior from")
+        base = getattr(self.space, "prior_tasks", None)
+        sources = list(base()) if with_space and callable(base) else []
+        return TransferPrior().fit(sources + tasks)
+
+    def best_evaluated(self, data: list[tuple[Arch, float]], k: int) -> list[Arch]:
+        """The ``k`` architectures of ``data`` (``(arch, reward)`` pairs) with the highest reward, best first."""
+        order = sorted(range(len(data)), key=lambda i: (-data[i][1], i))
+        return [data[i][0] for i in order[:k]]
 
     def draw(self, gen: Callable[[], Arch], n: int) -> list[Arch]:
         """Up to ``n`` admissible architectures from ``gen`` (at most ``cfg.tries`` draws), marked as proposed."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from mlsysopt.errors import MlsysoptError
 
-SPLITS = ("linear", "equal", "last")
+SPLITS = ("auto", "linear", "equal", "last")
 
 
 def check_split(split: str) -> None:
@@ -23,9 +23,20 @@ def check_split(split: str) -> None:
         raise MlsysoptError(f"unknown stage_split '{split}' (choose from: {', '.join(SPLITS)})")
 
 
-def stage_budgets(budget: int, n_stages: int, split: str = "linear") -> list[int]:
-    """Evaluations per stage, summing to ``budget`` (rounding leftovers go to the last stage)."""
+def resolve_split(space: Any, split: str) -> str:
+    """``"auto"``: ``"last"`` where a space's largest architectures contain its smaller ones (``nested_blocks``, e.g.
+    NAS-Bench-Graph, where fewer blocks are ``skip`` nodes), so earlier stages would only search a subset of the last;
+    ``"linear"`` (progressive growth) everywhere else. Any other split is returned as given."""
     check_split(split)
+    if split != "auto":
+        return split
+    return "last" if getattr(space, "nested_blocks", False) else "linear"
+
+
+def stage_budgets(budget: int, n_stages: int, split: str = "linear") -> list[int]:
+    """Evaluations per stage, summing to ``budget`` (rounding leftovers go to the last stage; ``"auto"``: linear)."""
+    check_split(split)
+    split = "linear" if split == "auto" else split
     weights = {"linear": [s + 1 for s in range(n_stages)], "equal": [1] * n_stages, "last": [0] * (n_stages - 1) + [1]}
     w = np.asarray(weights[split], dtype=float)
     out = [int(x) for x in np.floor(budget * w / w.sum())]
@@ -45,7 +56,7 @@ class Stages:
     def for_space(cls, space: Any, budget: int, split: str = "linear") -> Stages:
         """One stage per block count of ``space`` (``min_blocks`` .. ``max_blocks``), ``budget`` split by ``split``."""
         blocks = list(range(space.min_blocks, space.max_blocks + 1))
-        return cls(blocks, stage_budgets(budget, len(blocks), split))
+        return cls(blocks, stage_budgets(budget, len(blocks), resolve_split(space, split)))
 
     @property
     def blocks(self) -> int:

@@ -191,11 +191,14 @@ def _number(v: Any) -> float:
 
 def _nas_graph(res: Mapping[str, Any]) -> list[Headline]:
     space = str(_get(res, "nas_graph", "space"))
-    ours = _number(_get(res, "nas_graph", "methods", "epnas", "regret"))
-    base = _number(_get(res, "nas_graph", "methods", "random", "regret"))
+    budget = _get(res, "nas_graph", "budget")
+    base = str(_get(res, "nas_graph", "best_baseline"))
+    ours = _number(_get(res, "nas_graph", "methods", "epnas", "val_regret"))
+    theirs = _number(_get(res, "nas_graph", "methods", base, "val_regret"))
     return [
-        Headline("NAS", f"regret on {space}", "accuracy (0-1)", "EPNAS", ours,
-                 "random search", base, lower_is_better=True, data="real: NAS-Bench-Graph's table")
+        Headline("NAS", f"validation regret on {space}, {budget} evaluations (one seed)", "accuracy (0-1)",
+                 "EPNAS (transfer)", ours, f"{base} (best baseline here)", theirs, lower_is_better=True,
+                 data="real: NAS-Bench-Graph's table")
     ]  # fmt: skip
 
 
@@ -306,6 +309,8 @@ GLOSSARY: dict[str, tuple[str, tuple[str, ...]]] = {
               ("nas_graph", "nas_digits")),
     "regret": ("Best test accuracy among the feasible architectures of the whole table minus the test accuracy of "
                "the returned one (0 is perfect).", ("nas_graph",)),
+    "validation regret": ("The same on validation accuracy, which every search optimises: the headline of NAS.",
+                          ("nas_graph",)),
     "feasible": ("Meets every hard resource limit (params, FLOPs, latency).", ("nas_graph", "nas_digits")),
     "Pareto front": ("Architectures no other evaluated one beats on both accuracy and the resource.",
                      ("nas_graph", "nas_digits")),

@@ -88,6 +88,12 @@ class Source:
             return self.path.stem
         return str(self.attr or self.spec)
 
+    def load(self) -> Any:
+        """The object a ``file.py:name`` or ``module:name`` source names, of any type (this runs its module)."""
+        if self.kind != "pytorch" or self.is_zoo:
+            raise ImportFailed(f"'{self.spec}' is not a 'file.py:name' or 'module:name' source")
+        return _load_attr(self)
+
     def pytorch(self, input_shape: tuple[int, ...] | None = None) -> tuple[Any, tuple[Any, ...]]:
         """``(module in eval mode, example_inputs)`` of a PyTorch source (this runs its code)."""
         if self.kind != "pytorch":

@@ -37,6 +37,7 @@ class PNAS(Searcher[PNASConfig]):
 
     name = "pnas"
     Config: ClassVar[type[SearcherConfig]] = PNASConfig
+    anytime = False  # the stages split the budget
 
     def setup(self) -> None:
         """The method's state, built from ``self.cfg`` once the base searcher is ready."""

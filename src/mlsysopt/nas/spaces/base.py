@@ -200,6 +200,16 @@ class SearchSpace(ABC):
                 return grown
         raise InvalidArchitecture(f"{self.name}: found no valid extension of {arch}")
 
+    def neighbours(self, arch: Arch) -> list[Arch]:
+        """Every architecture one decision away from ``arch`` (same blocks; validity is the caller's to check)."""
+        opts = self.decisions(arch.blocks)
+        out = []
+        for i, n in enumerate(opts):
+            for c in range(n):
+                if c != arch.choices[i]:
+                    out.append(Arch((*arch.choices[:i], c, *arch.choices[i + 1 :]), arch.blocks))
+        return out
+
     # ------------------------------------------------------------------ encoding
     def encode_length(self) -> int:
         """Length of every :meth:`encode` vector (one-hot per decision of a max_blocks architecture)."""

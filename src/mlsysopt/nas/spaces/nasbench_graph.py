@@ -60,6 +60,7 @@ class NasBenchGraphSpace(SearchSpace):
 
     min_blocks = 1
     max_blocks = N_NODES
+    nested_blocks = True  # a cell of b < 4 blocks is a 4-block cell whose other nodes are skip (see :meth:`cell`)
     resource_names = ("params", "latency_ms")
     head_names = ("link",)
     block_names = ("op{i}",)
@@ -167,6 +168,18 @@ class NasBenchGraphSpace(SearchSpace):
         ev = Evaluation(arch, float(e["valid_perf"]), float(e["perf"]), _resources(e), 0.0, extra={"key": key})
         ev.cost_s = time.perf_counter() - t0
         return ev
+
+    def default_prior(self, config: Any = None) -> Any:
+        """The transfer prior for this dataset: pretrained on every *other* NAS-Bench-Graph table (leave one out)."""
+        from mlsysopt.nas.prior import leave_one_out
+
+        return leave_one_out(self.dataset, config)
+
+    def prior_tasks(self, config: Any = None) -> Any:
+        """The source tasks of :meth:`default_prior` (to train one prior on them and on earlier runs' records)."""
+        from mlsysopt.nas.prior import leave_one_out_tasks
+
+        return leave_one_out_tasks(self.dataset, config)
 
     # ------------------------------------------------------------------ whole-table views
     def table_stats(self) -> dict[str, float]:

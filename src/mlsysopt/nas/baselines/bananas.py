@@ -1,0 +1,119 @@
+"""BANANAS-style search (White, Neiswanger & Savani, AAAI 2021): an ensemble predictor and mutation acquisition.
+
+The first ``init`` architectures are uniform samples. After that, every round trains an ensemble of ``members``
+MLPs (:class:`~mlsysopt.nas.predictor.Predictor`, different initialisations) on every evaluated architecture,
+makes ``candidates`` new architectures by mutating the ``parents`` best evaluated ones (one decision changed,
+"Mutation is all you need": the acquisition is optimised locally around the incumbents), scores them by
+independent Thompson sampling (a draw from a normal with the ensemble's mean and spread, per candidate) and
+evaluates the top ``n``. BANANAS' path encoding is for DAG cells with ops on nodes; here the predictor reads the
+space's own one-hot encoding, hence "BANANAS-style". Architectures have ``max_blocks`` blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mlsysopt.nas.knobs import MAX_MEMBERS, MAX_POOL, MAX_PRED_EPOCHS, MAX_WIDTH, knob
+from mlsysopt.nas.predictor import Predictor
+from mlsysopt.nas.searcher import Searcher, SearcherConfig
+from mlsysopt.nas.spaces.base import Arch, Evaluation
+
+ACQUISITIONS = ("its", "ucb", "mean")
+
+
+@dataclass
+class BananasConfig(SearcherConfig):
+    """The paper's defaults scaled to these budgets: 10 random starts, 5 members, 10 parents, 100 candidates."""
+
+    init: int = knob(10, 1, MAX_POOL)
+    members: int = knob(5, 1, MAX_MEMBERS)
+    pred_hidden: int = knob(32, 1, MAX_WIDTH)
+    pred_epochs: int = knob(100, 1, MAX_PRED_EPOCHS)
+    parents: int = knob(10, 1, MAX_POOL)
+    candidates: int = knob(100, 1, MAX_POOL)
+    acquisition: str = knob("its", choices=ACQUISITIONS)
+
+
+class Bananas(Searcher[BananasConfig]):
+    """Ensemble predictor + mutation acquisition."""
+
+    name = "bananas"
+    Config: ClassVar[type[SearcherConfig]] = BananasConfig
+
+    def setup(self) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
+        cfg = self.cfg
+        self.data: list[tuple[Arch, float]] = []
+        self.model = Predictor(cfg.members, cfg.pred_hidden, cfg.pred_epochs, rank_weight=0.0, seed=self.seed)
+        self.fitted_n = 0
+
+    def _mutate(self, parent: Arch) -> Arch:
+        opts = self.space.decisions(parent.blocks)
+        movable = [i for i, k in enumerate(opts) if k > 1]
+        if not movable:
+            return self.space.sample(self.rng)
+        i = int(self.rng.choice(movable))
+        new = int(self.rng.integers(opts[i] - 1))
+        choices = list(parent.choices)
+        choices[i] = new + (new >= choices[i])
+        return Arch(tuple(choices), parent.blocks)
+
+    def _fit(self) -> None:
+        if len(self.data) != self.fitted_n and len(self.data) >= 2:
+            X = np.stack([self.space.encode(a) for a, _ in self.data])
+            self.model.fit(X, np.array([r for _, r in self.data]))
+            self.fitted_n = len(self.data)
+
+    def ask(self, n: int) -> list[Arch]:
+        """Random architectures for the first ``init``; then the ``n`` best-acquired mutations of the incumbents."""
+        cfg = self.cfg
+        if len(self.proposed) < cfg.init or len(self.data) < 2:
+            return self.draw(lambda: self.space.sample(self.rng), min(n, max(cfg.init - len(self.proposed), 1)))
+        self._fit()
+        parents = self.best_evaluated(self.data, cfg.parents)
+        pool: list[Arch] = []
+        keys: set[Any] = set()
+        for _ in range(max(1, cfg.tries // cfg.candidates)):
+            for _ in range(cfg.candidates):
+                arch = self._mutate(parents[int(self.rng.integers(len(parents)))])
+                if self.admissible(arch, costly=False) and self.key(arch) not in keys:
+                    pool.append(arch)
+                    keys.add(self.key(arch))
+            if len(pool) >= n:
+                break
+        if not pool:
+            return self.draw(lambda: self.space.sample(self.rng), n)
+        mean, std = self.model.predict_dist(np.stack([self.space.encode(a) for a in pool]))
+        if cfg.acquisition == "its":
+            score = mean + std * self.rng.standard_normal(len(pool))
+        elif cfg.acquisition == "ucb":
+            score = mean + std
+        else:
+            score = mean
+        out: list[Arch] = []
+        for i in np.argsort(-score, kind="stable"):
+            if len(out) >= n:
+                break
+            if self.admissible(pool[i]):
+                out.append(pool[i])
+                self.mark([pool[i]])
+        return out
+
+    def tell(self, evals: list[Evaluation]) -> None:
+        """Add the usable evaluations to the predictor's data (it is refit at the next ask)."""
+        for ev in evals:
+            if self.usable(ev):
+                self.data.append((ev.arch, self.reward(ev)))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Base state plus the predictor's data (the predictor is a deterministic function of it)."""
+        return {**super().state_dict(), "data": [(list(a.choices), a.blocks, r) for a, r in self.data]}
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`."""
+        super().load_state_dict(d)
+        self.data = [(Arch(tuple(c), b), float(r)) for c, b, r in d["data"]]
+        self.fitted_n = 0
