@@ -1,13 +1,22 @@
-"""GiPH at inference: policy-guided search from a start placement, and re-placement after cluster changes.
+"""GiPH at inference: the policy proposes the moves of a monotone local search from the best of a portfolio.
 
-``GiPH(policy).place(graph, cluster, budget, seed, init)`` runs the trained policy for ``budget`` simulator
-evaluations (the start placement's included), sampling one relocation per step, and keeps the best placement
-seen. By default the policy proposes each move from the best placement so far; a move that does not lower the
-makespan is evaluated, dropped, and not proposed again from that placement (policy-guided local search).
-``walk=True`` follows every move instead, as the training episodes do (GiPH's plain rollout); the benchmark
-reports both. ``adapt`` re-places after devices were added or removed, with the same policy (no retraining):
-tasks whose device disappeared are parked on their fastest feasible device, and the policy's first moves are
-restricted to them, so they are moved first; the rest of the budget is free search.
+``GiPH(policy).place(graph, cluster, budget, seed, init)`` (the default, what ``placement place`` runs):
+
+1. evaluates the portfolio (:mod:`mlsysopt.placement.portfolio`: HEFT, all on the fastest feasible device, CPOP,
+   the best of saga's schedulers; and ``init`` when given), one evaluation per distinct placement;
+2. improves the best of them with :func:`~mlsysopt.placement.local_search.local_search`, the policy scoring every
+   relocation, swap and chain move of the current placement (one forward pass per accepted move) and the search
+   evaluating the best-scored K of them in one batch per step, restarting from the next member when stuck.
+
+The result is the best placement evaluated, never worse than the best portfolio member; ``result.info`` has the
+portfolio's makespans and what the search did. ``paper=True`` is the paper's GiPH instead: from ``init`` (or a
+random placement), one sampled relocation per evaluation from the best placement so far (a rejected move is not
+proposed again from it); ``walk=True`` follows every move, as GiPH's training episodes do.
+
+``adapt`` re-places after devices were added or removed, with the same policy (no retraining): the carried-over
+placement (tasks of removed devices parked on their fastest feasible device) joins the portfolio on the new
+cluster, so the result is never worse than keeping the placement or re-running HEFT; with ``paper=True`` the
+orphaned tasks are moved first and the rest of the budget is the paper's search.
 """
 
 from __future__ import annotations
@@ -21,34 +30,112 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement
 from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.graph.simulator import Schedule
 from mlsysopt.placement.base import Evaluator, PlacementResult, Placer, SearchContext
 from mlsysopt.placement.gpnet import GpNetBuilder
+from mlsysopt.placement.local_search import Scorer, SearchConfig, local_search
+from mlsysopt.placement.moves import MoveSet
 from mlsysopt.placement.policy import GiPHPolicy
+from mlsysopt.placement.portfolio import PORTFOLIO, run_portfolio
 from mlsysopt.placement.state import PlacementState
 from mlsysopt.runtime.threads import torch_threads
 
 
+def policy_scorer(policy: GiPHPolicy, builder: GpNetBuilder) -> Scorer:
+    """The local search's scorer of ``policy``: its logit for each move (its kind's column, or the relocation's)."""
+
+    def score(placement: np.ndarray, schedule: Schedule, moves: MoveSet) -> np.ndarray:
+        with torch.no_grad():
+            logits = policy.move_logits(builder.build(placement, schedule)).numpy()
+        column = np.minimum(moves.kind, logits.shape[1] - 1)
+        return logits[moves.node, column].astype(np.float64)
+
+    return score
+
+
 class GiPH(Placer):
-    """The learned placement policy used as a search method (one interface with the baselines)."""
+    """The learned placement policy used as a search method (one interface with the baselines).
+
+    Args:
+        policy: the trained policy.
+        greedy: (paper mode) always take the policy's top move, following it.
+        walk: (paper mode) follow every move, as GiPH's training episodes do.
+        paper: the paper's search from ``init`` or a random placement instead of the portfolio local search.
+        config: the local search's knobs (default :class:`SearchConfig`).
+        portfolio: the portfolio's members (default :data:`~mlsysopt.placement.portfolio.PORTFOLIO`).
+        saga_time_limit: seconds one saga scheduler may take by its estimate (default: saga's own default).
+    """
 
     name = "giph"
 
-    def __init__(self, policy: GiPHPolicy, greedy: bool = False, walk: bool = False) -> None:
+    def __init__(
+        self,
+        policy: GiPHPolicy,
+        greedy: bool = False,
+        walk: bool = False,
+        paper: bool = False,
+        config: SearchConfig | None = None,
+        portfolio: tuple[str, ...] = PORTFOLIO,
+        saga_time_limit: float | None = None,
+    ) -> None:
         self.policy = policy.eval()
         self.greedy = greedy
         self.walk = walk or greedy  # greedy proposals from a fixed best placement would repeat themselves
+        self.paper = paper or self.walk
+        self.config = config or SearchConfig()
+        self.portfolio = tuple(portfolio)
+        self.saga_time_limit = saga_time_limit
 
     @classmethod
-    def load(cls, path: str | Path = "pretrained", greedy: bool = False, walk: bool = False) -> GiPH:
+    def load(
+        cls, path: str | Path = "pretrained", greedy: bool = False, walk: bool = False, paper: bool = False
+    ) -> GiPH:
         """A GiPH placer from a training checkpoint, or ``"pretrained"``: the policy shipped with mlsysopt."""
         from mlsysopt.placement.checkpoint import load_policy
 
-        return cls(load_policy(path), greedy=greedy, walk=walk)
+        return cls(load_policy(path), greedy=greedy, walk=walk, paper=paper)
+
+    def variant(self, **changes: object) -> GiPH:
+        """The same policy with other search settings (``paper``, ``walk``, ``config``, ...)."""
+        keys = ("greedy", "walk", "paper", "config", "portfolio", "saga_time_limit")
+        kwargs = {k: getattr(self, k) for k in keys} | changes
+        if "paper" not in changes and changes.get("walk"):
+            kwargs["paper"] = True
+        return GiPH(self.policy, **kwargs)  # type: ignore[arg-type]
 
     def search(self, ctx: SearchContext) -> None:
-        """Policy-guided search from ``init`` (or a random feasible placement) within the budget."""
-        start = ctx.problem.random_placement(ctx.rng) if ctx.init is None else ctx.init
-        self._improve(ctx.problem, ctx.evaluate, start, ctx.seed, first=None)
+        """The portfolio local search (or, ``paper=True``, the paper's search from ``init`` or a random start)."""
+        if self.paper:
+            start = ctx.problem.random_placement(ctx.rng) if ctx.init is None else ctx.init
+            self._improve(ctx.problem, ctx.evaluate, start, ctx.seed, first=None)
+            return
+        self._portfolio_search(ctx.problem, ctx.evaluate, ctx.rng, ctx.seed, ctx.init, ctx.info)
+
+    def _portfolio_search(
+        self,
+        problem: PlacementProblem,
+        ev: Evaluator,
+        rng: np.random.Generator,
+        seed: int,
+        init: np.ndarray | None,
+        info: dict,
+        init_name: str = "init",
+    ) -> None:
+        starts = []
+        if init is not None:
+            starts.append((init_name, init, ev(init)))
+        portfolio = run_portfolio(problem, ev, seed, self.portfolio, self.saga_time_limit)
+        if init is not None:
+            portfolio.makespans[init_name] = starts[0][2]
+        info["portfolio"] = portfolio.to_dict()
+        starts += portfolio.starts
+        if init is not None:
+            info["portfolio"]["best"] = min(starts, key=lambda s: s[2])[0]
+        info["start_makespan"] = float(min(s[2] for s in starts)) if starts else None
+        scorer = policy_scorer(self.policy, GpNetBuilder(problem))
+        with torch_threads(1):
+            trace = local_search(problem, ev, starts, scorer, rng, self.config)
+        info["search"] = trace.to_dict()
 
     def adapt(
         self,
@@ -68,8 +155,13 @@ class GiPH(Placer):
         problem = PlacementProblem.of(graph, new_cluster)
         start, orphans = carry_over(graph, old_cluster, problem, placement)
         evaluator = Evaluator(problem, budget, timeout)
-        evaluator.run(lambda: self._improve(problem, evaluator, start, seed, first=orphans))
-        return evaluator.result(self.name)
+        info: dict = {}
+        if self.paper:
+            evaluator.run(lambda: self._improve(problem, evaluator, start, seed, first=orphans))
+        else:
+            rng = np.random.default_rng(seed)
+            evaluator.run(lambda: self._portfolio_search(problem, evaluator, rng, seed, start, info, "keep"))
+        return evaluator.result(self.name, info)
 
     def _improve(
         self, problem: PlacementProblem, ev: Evaluator, start: np.ndarray, seed: int, first: np.ndarray | None

@@ -51,9 +51,15 @@ def heft_schedule(
     """HEFT's placement, its tasks in planned start order (topological) and its planned makespan.
 
     Takes a (graph, cluster) pair or a :class:`PlacementProblem`.
+
+    Zero-cost tasks follow their children: a task of zero compute whose earliest finish ties on several devices
+    (a model's input, a constant) is not sent to the first of them (device 0, which dragged whole models onto a
+    slow CPU); it stays *floating* over its tied devices, its first child to be scheduled sees its data as local on
+    any of them, and it is then pinned where that child went (or to the tied device nearest it).
     """
     problem = PlacementProblem.of(graph, cluster)
     graph, mask = problem.graph, problem.mask
+    c = problem.cluster
     n, d = mask.shape
     w = problem.exec_times
     rank = upward_rank(problem)
@@ -69,24 +75,84 @@ def heft_schedule(
     busy: list[list[tuple[float, float]]] = [[] for _ in range(d)]
     busy_s: list[list[float]] = [[] for _ in range(d)]
     busy_f: list[list[float]] = [[] for _ in range(d)]
+    floating: dict[int, np.ndarray] = {}  # zero-cost task -> the devices its finish ties on
+    indptr, par, _ = graph.parents_csr
+    has_children = np.diff(graph.children_csr[0]) > 0
+
+    waiting: dict[int, list[int]] = {}  # floating task -> its floating parents, pinned when it is
+
+    def pin(i: int, dev: int, floats: list[int]) -> None:
+        """Put ``i`` on ``dev``; its floating parents follow it (each to its tied device nearest ``dev``)."""
+        placement[i] = dev
+        k = bisect.bisect_right(busy[dev], (start[i], finish[i]))
+        busy[dev].insert(k, (start[i], finish[i]))
+        busy_s[dev].insert(k, start[i])
+        busy_f[dev].insert(k, finish[i])
+        for p in floats:
+            if p not in floating:
+                continue  # pinned meanwhile by another child
+            ties = floating.pop(p)
+            if dev in ties:
+                target = dev
+            else:
+                comm = c.delay[ties, dev] + _max_bytes(problem, p, i) * c.inv_bandwidth[ties, dev]
+                target = int(ties[int(np.argmin(comm))])
+            pin(p, target, waiting.pop(p))
+
     for i in sequence:
-        ready = problem.arrival_times(i, placement, finish)
-        best_dev, best_start, best_finish = -1, 0.0, np.inf
-        for dev in np.flatnonzero(mask[i]):
-            s = earliest_slot(busy_s[dev], busy_f[dev], float(ready[dev]), float(w[i, dev]))
-            if s + w[i, dev] < best_finish:
-                best_dev, best_start, best_finish = int(dev), s, float(s + w[i, dev])
-        placement[i], start[i], finish[i] = best_dev, best_start, best_finish
-        k = bisect.bisect_right(busy[best_dev], (best_start, best_finish))
-        busy[best_dev].insert(k, (best_start, best_finish))
-        busy_s[best_dev].insert(k, best_start)
-        busy_f[best_dev].insert(k, best_finish)
+        parents = par[indptr[i] : indptr[i + 1]]
+        floats = [int(p) for p in parents if int(p) in floating]
+        ready = (
+            problem.arrival_times(i, placement, finish)
+            if not floats
+            else _ready_floating(problem, i, placement, finish, floating)
+        )
+        feasible = np.flatnonzero(mask[i])
+        eft = np.full(d, np.inf)
+        slot = np.zeros(d)
+        for dev in feasible:
+            slot[dev] = earliest_slot(busy_s[dev], busy_f[dev], float(ready[dev]), float(w[i, dev]))
+            eft[dev] = slot[dev] + w[i, dev]
+        best_dev = int(np.argmin(eft))  # strict minimum, lowest id on ties
+        placement[i], start[i], finish[i] = best_dev, slot[best_dev], eft[best_dev]
+        ties = np.flatnonzero(eft <= eft[best_dev] + 1e-12 * max(1.0, abs(eft[best_dev])))
+        if ties.size > 1 and has_children[i] and not (w[i, ties] > 0).any():
+            floating[int(i)] = ties  # decided by its first scheduled child, with its floating parents
+            waiting[int(i)] = floats
+        else:
+            pin(int(i), best_dev, floats)
+    for i in list(floating):  # only tasks whose every child floated too (never in practice): first tied device
+        if i in floating:
+            pin(i, int(floating.pop(i)[0]), waiting.pop(i))
     seq_pos = np.empty(n, np.int64)
     seq_pos[sequence] = np.arange(n)
     # by start, then finish (a zero-length task before the one starting with it on its device), then HEFT's
     # sequence: topological, and per device the plan's own order, so makespan_in_order reproduces the plan
     order = np.lexsort((seq_pos, finish, start)).astype(np.int64)
     return placement, order, float(finish.max())
+
+
+def _max_bytes(problem: PlacementProblem, parent: int, child: int) -> float:
+    """The largest edge ``parent -> child`` in bytes (parallel edges are sent separately)."""
+    parents, nbytes = problem.parent_edges[child]
+    return float(nbytes[parents == parent].max())
+
+
+def _ready_floating(
+    problem: PlacementProblem, i: int, placement: np.ndarray, finish: np.ndarray, floating: dict[int, np.ndarray]
+) -> np.ndarray:
+    """Per device, when the last input of ``i`` arrives, a floating parent sending from its best tied device."""
+    c = problem.cluster
+    parents, nbytes = problem.parent_edges[i]
+    ready = np.zeros(problem.num_devices)
+    for p, b in zip(parents.tolist(), nbytes.tolist(), strict=True):
+        if p in floating:
+            ties = floating[p]
+            arr = finish[p] + (c.delay[ties] + b * c.inv_bandwidth[ties]).min(axis=0)
+        else:
+            arr = finish[p] + c.delay[placement[p]] + b * c.inv_bandwidth[placement[p]]
+        np.maximum(ready, arr, out=ready)
+    return ready
 
 
 class HEFT(Placer):
