@@ -33,24 +33,88 @@ from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.graph.simulator import Schedule
 from mlsysopt.placement.base import Evaluator, PlacementResult, Placer, SearchContext
 from mlsysopt.placement.gpnet import GpNetBuilder
-from mlsysopt.placement.local_search import Scorer, SearchConfig, local_search
+from mlsysopt.placement.local_search import SearchConfig, local_search
 from mlsysopt.placement.moves import MoveSet
 from mlsysopt.placement.policy import GiPHPolicy
 from mlsysopt.placement.portfolio import PORTFOLIO, run_portfolio
 from mlsysopt.placement.state import PlacementState
 from mlsysopt.runtime.threads import torch_threads
 
+#: gpNet elements (nodes + edges) above which the policy scores the critical path's neighbourhood only.
+FULL_GPNET_LIMIT = 400_000
 
-def policy_scorer(policy: GiPHPolicy, builder: GpNetBuilder) -> Scorer:
-    """The local search's scorer of ``policy``: its logit for each move (its kind's column, or the relocation's)."""
 
-    def score(placement: np.ndarray, schedule: Schedule, moves: MoveSet) -> np.ndarray:
-        with torch.no_grad():
-            logits = policy.move_logits(builder.build(placement, schedule)).numpy()
+class PolicyScorer:
+    """The local search's scorer of a policy: its logit for each move (its kind's column, or the relocation's).
+
+    One forward pass per placement (the logits are kept for its further batches). On a problem whose gpNet has
+    more than :data:`FULL_GPNET_LIMIT` elements the policy sees the gpNet of the critical path's tasks with their
+    parents and children (the induced subgraph, on every device) instead; moves of other tasks then score lowest.
+    """
+
+    def __init__(self, policy: GiPHPolicy, problem: PlacementProblem) -> None:
+        from mlsysopt.placement.limits import gpnet_elements
+        from mlsysopt.placement.moves import node_ids
+
+        self.policy, self.problem = policy, problem
+        g = problem.graph
+        self.focus = gpnet_elements(g.num_nodes, g.num_edges, problem.num_devices) > FULL_GPNET_LIMIT
+        self.builder = None if self.focus else GpNetBuilder(problem)
+        self.ids = node_ids(problem)
+        self._key: bytes | None = None
+        self._logits = np.zeros((0, 1))
+
+    def __call__(self, placement: np.ndarray, schedule: Schedule, moves: MoveSet) -> np.ndarray:
+        """One score per move of ``moves``."""
+        key = placement.tobytes()
+        if key != self._key:
+            self._logits = self._focus_logits(placement, schedule) if self.focus else self._full(placement, schedule)
+            self._key = key
+        logits = self._logits
         column = np.minimum(moves.kind, logits.shape[1] - 1)
-        return logits[moves.node, column].astype(np.float64)
+        out = logits[moves.node, column]
+        return np.where(np.isfinite(out), out, np.nanmin(logits) if np.isfinite(logits).any() else 0.0)
 
-    return score
+    def _full(self, placement: np.ndarray, schedule: Schedule) -> np.ndarray:
+        with torch.no_grad():
+            return self.policy.move_logits(self.builder.build(placement, schedule)).numpy().astype(np.float64)
+
+    def _focus_logits(self, placement: np.ndarray, schedule: Schedule) -> np.ndarray:
+        from mlsysopt.graph.ir import CompGraph
+
+        p, g = self.problem, self.problem.graph
+        path = np.unique(np.asarray(schedule.critical_path, np.int64))
+        near = [path] + [g.parents(int(t)) for t in path] + [g.children(int(t)) for t in path]
+        focus = np.unique(np.concatenate(near))
+        index = np.full(g.num_nodes, -1, np.int64)
+        index[focus] = np.arange(focus.size)
+        src, dst = g.edge_index
+        keep = (index[src] >= 0) & (index[dst] >= 0)
+        sub = CompGraph(
+            [g.names[int(t)] for t in focus],
+            g.opcodes[focus],
+            g.x[focus],
+            g.feature_names,
+            np.stack([index[src[keep]], index[dst[keep]]]),
+            g.edge_bytes[keep],
+            g.hw_type[focus],
+            g.vocab,
+            g.meta,
+        )
+        builder = GpNetBuilder(PlacementProblem(sub, p.cluster))
+        sched = Schedule(
+            schedule.makespan,
+            schedule.start[focus],
+            schedule.finish[focus],
+            schedule.ready[focus],
+            placement[focus],
+            [int(index[t]) for t in schedule.critical_path],
+        )
+        with torch.no_grad():
+            logits = self.policy.move_logits(builder.build(placement[focus], sched)).numpy().astype(np.float64)
+        out = np.full((int(p.mask.sum()), logits.shape[1]), np.nan)
+        out[self.ids[focus[builder.task], builder.device]] = logits
+        return out
 
 
 class GiPH(Placer):
@@ -132,7 +196,7 @@ class GiPH(Placer):
         if init is not None:
             info["portfolio"]["best"] = min(starts, key=lambda s: s[2])[0]
         info["start_makespan"] = float(min(s[2] for s in starts)) if starts else None
-        scorer = policy_scorer(self.policy, GpNetBuilder(problem))
+        scorer = PolicyScorer(self.policy, problem)
         with torch_threads(1):
             trace = local_search(problem, ev, starts, scorer, rng, self.config)
         info["search"] = trace.to_dict()

@@ -26,7 +26,7 @@ import numpy as np
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.graph.simulator import Schedule
 from mlsysopt.placement.base import Evaluator
-from mlsysopt.placement.moves import KINDS, MoveSet, move_set, node_ids
+from mlsysopt.placement.moves import KINDS, MoveSet, move_set, node_ids, other_moves
 
 #: A scorer: (placement, its schedule, its moves) -> one score per move (higher: proposed sooner), or None.
 Scorer = Callable[[np.ndarray, Schedule, MoveSet], np.ndarray | None]
@@ -54,7 +54,8 @@ class SearchTrace:
     steps: int = 0
     restarts: int = 0
     states: list[np.ndarray] = field(default_factory=list)  # every placement moves were drawn from (for training)
-    batches: list[tuple[int, np.ndarray, np.ndarray, float]] = field(default_factory=list)  # (state, avail, picks, r)
+    # per batch: (state, tier 1 listed, the moves it could draw from, the moves drawn, makespan gain)
+    batches: list[tuple[int, bool, np.ndarray, np.ndarray, float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -94,20 +95,22 @@ def local_search(
     while evaluate.remaining > 0:
         sched = problem.simulate(current)
         moves = move_set(problem, current, sched, ids, cfg.kinds)
-        scores = scorer(current, sched, moves) if scorer is not None else None
-        if scores is None:
-            scores = np.zeros(moves.size)
+        scores = _scores(scorer, current, sched, moves)
         tried = np.zeros(moves.size, bool)
         state = len(trace.states)
         if record:
             trace.states.append(current.copy())
         stall = 0
-        improved = False
+        improved = extended = False
         while evaluate.remaining > 0:
             avail = ~tried & (moves.tier == 0)
+            if not avail.any() and not extended:  # tier 0 spent: add the other tasks' relocations
+                moves, extended = other_moves(problem, current, moves, ids), True
+                scores = _scores(scorer, current, sched, moves)
+                tried = np.concatenate([tried, np.zeros(moves.size - tried.size, bool)])
             if not avail.any():
                 avail = ~tried
-            if not avail.any() or (stall >= cfg.patience and not (~tried & (moves.tier == 0)).any()):
+            if not avail.any() or stall >= cfg.patience:
                 break
             idx = np.flatnonzero(avail)
             picks = idx[gumbel_top_k(scores[idx], cfg.proposals, cfg.temperature, rng)]
@@ -124,10 +127,10 @@ def local_search(
                 cur_ms = float(ms[j])
                 improved = True
             if record:
-                trace.batches.append((state, avail.copy(), picks.copy(), gain))
+                trace.batches.append((state, extended, avail.copy(), picks.copy(), gain))
             if improved:
                 break
-            if not (~tried & (moves.tier == 0)).any():
+            if extended:
                 stall += 1
         if improved or evaluate.remaining <= 0:
             continue
@@ -141,6 +144,11 @@ def local_search(
             current = _kick(problem, evaluate.best_placement, sched if cur_ms == best_ms else None, cfg.kick, rng)
             cur_ms = evaluate(current)
     return trace
+
+
+def _scores(scorer: Scorer | None, placement: np.ndarray, sched: Schedule, moves: MoveSet) -> np.ndarray:
+    scores = scorer(placement, sched, moves) if scorer is not None else None
+    return np.zeros(moves.size) if scores is None else scores
 
 
 def _kick(

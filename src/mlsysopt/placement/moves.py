@@ -8,8 +8,9 @@ Every move is named by a gpNet node ``(task, device)`` and a *kind*:
 * ``chain`` (kind 2): move ``task`` together with its *critical-path chain* — the run of consecutive critical-path
   tasks around it linked by data edges — to ``device``, so the transfers inside the chain disappear at once.
 
-:class:`MoveSet` lists the moves of one placement in two tiers: tier 0 holds every move of a critical-path task
-(the only tasks whose move can shorten the makespan directly), tier 1 the relocations of every other task. A move
+:class:`MoveSet` lists the moves of one placement in two tiers: tier 0 (:func:`move_set`) holds every move of a
+critical-path task (the only tasks whose move can shorten the makespan directly), tier 1 (:func:`other_moves`,
+built only when tier 0 is spent) the relocations of every other task. A move
 that would repeat another (a swap with no partner, a chain of one task) or break a hardware type is invalid.
 """
 
@@ -87,53 +88,65 @@ def move_set(
     schedule: Schedule,
     ids: np.ndarray,
     kinds: tuple[int, ...] = (RELOCATE, SWAP, CHAIN),
-    others: bool = True,
 ) -> MoveSet:
-    """Every valid move of ``placement`` (tier 0: critical-path tasks; tier 1: the others' relocations if ``others``).
+    """Every valid tier-0 move of ``placement``: relocations, swaps and chain moves of its critical-path tasks.
 
     ``ids`` is :func:`node_ids` of the problem; ``kinds`` the move kinds to list.
     """
-    mask, n, d = problem.mask, problem.num_tasks, problem.num_devices
+    mask, d = problem.mask, problem.num_devices
     path = list(dict.fromkeys(schedule.critical_path))
     cp = np.asarray(path, np.int64)
-    on_path = np.zeros(n, bool)
-    on_path[cp] = True
     parts: list[tuple[np.ndarray, ...]] = []
     chains: list[np.ndarray] = []
-    # tier 0, relocations (and the pairs every other kind is built from): path task x other feasible device
+    # path task x other feasible device: the pairs every kind is built from
     t0, d0 = np.nonzero(mask[cp] & (np.arange(d)[None, :] != placement[cp][:, None]))
     tasks, devs = cp[t0], d0.astype(np.int64)
-    empty = np.full(tasks.size, -1, np.int64)
+    none = np.zeros(0, np.int64)
     if RELOCATE in kinds:
-        parts.append((np.full(tasks.size, RELOCATE), tasks, devs, np.zeros(tasks.size, np.int64), empty))
-        chains += [np.zeros(0, np.int64)] * tasks.size
+        parts.append((np.full(tasks.size, RELOCATE), tasks, devs, np.full(tasks.size, -1)))
+        chains += [none] * tasks.size
     if SWAP in kinds and tasks.size:
         partner = _swap_partners(placement, schedule, tasks, devs)
         ok = partner >= 0
         ok[ok] = mask[partner[ok], placement[tasks[ok]]]
-        parts.append(
-            (np.full(int(ok.sum()), SWAP), tasks[ok], devs[ok], np.zeros(int(ok.sum()), np.int64), partner[ok])
-        )
-        chains += [np.zeros(0, np.int64)] * int(ok.sum())
-    if CHAIN in kinds and tasks.size:
+        parts.append((np.full(int(ok.sum()), SWAP), tasks[ok], devs[ok], partner[ok]))
+        chains += [none] * int(ok.sum())
+    if CHAIN in kinds and cp.size > 1:
         chain_id = critical_chains(problem, path)
-        pos = {int(t): k for k, t in enumerate(path)}
-        keep = []
-        for j, (t, dev) in enumerate(zip(tasks.tolist(), devs.tolist(), strict=True)):
-            k = pos[t]
-            members = cp[(chain_id == chain_id[k]) & (np.abs(np.arange(cp.size) - k) <= MAX_CHAIN)]
-            members = members[mask[members, dev] & (placement[members] != dev)]
-            if members.size > 1:
-                keep.append(j)
-                chains.append(members)
-        sel = np.asarray(keep, np.int64)
-        parts.append((np.full(sel.size, CHAIN), tasks[sel], devs[sel], np.zeros(sel.size, np.int64), empty[sel]))
-    if others and RELOCATE in kinds:
-        t1, d1 = np.nonzero(mask & ~on_path[:, None] & (np.arange(d)[None, :] != placement[:, None]))
-        parts.append((np.full(t1.size, RELOCATE), t1, d1, np.ones(t1.size, np.int64), np.full(t1.size, -1)))
-        chains += [np.zeros(0, np.int64)] * t1.size
-    kind, task, device, tier, partner = (np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(5))
-    return MoveSet(kind, task, device, ids[task, device], tier, partner, chains)
+        positions = np.arange(cp.size)
+        for k in range(cp.size):
+            members = cp[(chain_id == chain_id[k]) & (np.abs(positions - k) <= MAX_CHAIN)]
+            if members.size < 2:
+                continue
+            movable = mask[members] & (placement[members][:, None] != np.arange(d)[None, :])
+            ok = movable.sum(axis=0) > 1
+            ok &= mask[cp[k]] & (np.arange(d) != placement[cp[k]])
+            for dev in np.flatnonzero(ok).tolist():
+                chains.append(members[movable[:, dev]])
+            sel = np.flatnonzero(ok)
+            parts.append((np.full(sel.size, CHAIN), np.full(sel.size, cp[k]), sel, np.full(sel.size, -1)))
+    if not parts:
+        parts.append((none, none, none, none))
+    kind, task, device, partner = (np.concatenate([p[i] for p in parts]).astype(np.int64) for i in range(4))
+    return MoveSet(kind, task, device, ids[task, device], np.zeros(kind.size, np.int64), partner, chains)
+
+
+def other_moves(problem: PlacementProblem, placement: np.ndarray, moves: MoveSet, ids: np.ndarray) -> MoveSet:
+    """``moves`` with tier 1 appended: the relocations of every task not on the critical path."""
+    on_path = np.zeros(problem.num_tasks, bool)
+    on_path[moves.task[moves.tier == 0]] = True
+    d = problem.num_devices
+    t1, d1 = np.nonzero(problem.mask & ~on_path[:, None] & (np.arange(d)[None, :] != placement[:, None]))
+    t1, d1 = t1.astype(np.int64), d1.astype(np.int64)
+    return MoveSet(
+        np.concatenate([moves.kind, np.full(t1.size, RELOCATE)]),
+        np.concatenate([moves.task, t1]),
+        np.concatenate([moves.device, d1]),
+        np.concatenate([moves.node, ids[t1, d1]]),
+        np.concatenate([moves.tier, np.ones(t1.size, np.int64)]),
+        np.concatenate([moves.partner, np.full(t1.size, -1)]),
+        moves.chain + [np.zeros(0, np.int64)] * t1.size,
+    )
 
 
 def _swap_partners(placement: np.ndarray, schedule: Schedule, tasks: np.ndarray, devs: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 
+import numba
 import numpy as np
 
 from mlsysopt.graph.cluster import DeviceCluster
@@ -45,6 +46,54 @@ def earliest_slot(starts: list[float], finishes: list[float], ready: float, dura
     return max(ready, prev_finish)
 
 
+@numba.njit(cache=True, nogil=True)
+def _slots(
+    starts: np.ndarray,
+    finishes: np.ndarray,
+    count: np.ndarray,
+    ready: np.ndarray,
+    duration: np.ndarray,
+    feasible: np.ndarray,
+    slot: np.ndarray,
+    eft: np.ndarray,
+) -> None:
+    """:func:`earliest_slot` on every feasible device at once (rows of ``starts``/``finishes``: busy slots)."""
+    for dev in range(ready.shape[0]):
+        if not feasible[dev]:
+            eft[dev] = np.inf
+            continue
+        m = count[dev]
+        r = ready[dev]
+        k = np.searchsorted(finishes[dev, :m], r, side="right")
+        prev = finishes[dev, k - 1] if k > 0 else 0.0
+        t = r if r > prev else prev
+        found = False
+        for j in range(k, m):
+            t = r if r > prev else prev
+            if t + duration[dev] <= starts[dev, j]:
+                found = True
+                break
+            prev = finishes[dev, j]
+        if not found:
+            t = r if r > prev else prev
+        slot[dev] = t
+        eft[dev] = t + duration[dev]
+
+
+@numba.njit(cache=True, nogil=True)
+def _insert(starts: np.ndarray, finishes: np.ndarray, count: np.ndarray, dev: int, s: float, f: float) -> None:
+    """Insert the busy slot (s, f) into ``dev``'s rows, keeping them sorted by (start, finish)."""
+    m = count[dev]
+    k = m
+    while k > 0 and (starts[dev, k - 1] > s or (starts[dev, k - 1] == s and finishes[dev, k - 1] > f)):
+        starts[dev, k] = starts[dev, k - 1]
+        finishes[dev, k] = finishes[dev, k - 1]
+        k -= 1
+    starts[dev, k] = s
+    finishes[dev, k] = f
+    count[dev] = m + 1
+
+
 def heft_schedule(
     graph: CompGraph | PlacementProblem, cluster: DeviceCluster | None = None
 ) -> tuple[np.ndarray, np.ndarray, float]:
@@ -70,24 +119,28 @@ def heft_schedule(
     placement = np.full(n, -1, np.int64)
     start = np.zeros(n)
     finish = np.zeros(n)
-    # per device: busy slots sorted by (start, finish) (a zero-length slot goes before a slot starting with it,
-    # which keeps the finishes sorted too) and those finishes, for earliest_slot's bisection
-    busy: list[list[tuple[float, float]]] = [[] for _ in range(d)]
-    busy_s: list[list[float]] = [[] for _ in range(d)]
-    busy_f: list[list[float]] = [[] for _ in range(d)]
+    # per device (row): busy slots sorted by (start, finish) (a zero-length slot goes before a slot starting with
+    # it, which keeps the finishes sorted too), for earliest_slot's bisection; rows grow by doubling
+    busy_s = np.zeros((d, 16))
+    busy_f = np.zeros((d, 16))
+    count = np.zeros(d, np.int64)
     floating: dict[int, np.ndarray] = {}  # zero-cost task -> the devices its finish ties on
     indptr, par, _ = graph.parents_csr
     has_children = np.diff(graph.children_csr[0]) > 0
+    slot, eft = np.zeros(d), np.zeros(d)
+    w = np.ascontiguousarray(w)
+    mask = np.ascontiguousarray(mask)
 
     waiting: dict[int, list[int]] = {}  # floating task -> its floating parents, pinned when it is
 
     def pin(i: int, dev: int, floats: list[int]) -> None:
         """Put ``i`` on ``dev``; its floating parents follow it (each to its tied device nearest ``dev``)."""
+        nonlocal busy_s, busy_f
         placement[i] = dev
-        k = bisect.bisect_right(busy[dev], (start[i], finish[i]))
-        busy[dev].insert(k, (start[i], finish[i]))
-        busy_s[dev].insert(k, start[i])
-        busy_f[dev].insert(k, finish[i])
+        if count[dev] == busy_s.shape[1]:
+            busy_s = np.concatenate([busy_s, np.zeros_like(busy_s)], axis=1)
+            busy_f = np.concatenate([busy_f, np.zeros_like(busy_f)], axis=1)
+        _insert(busy_s, busy_f, count, dev, float(start[i]), float(finish[i]))
         for p in floats:
             if p not in floating:
                 continue  # pinned meanwhile by another child
@@ -107,12 +160,7 @@ def heft_schedule(
             if not floats
             else _ready_floating(problem, i, placement, finish, floating)
         )
-        feasible = np.flatnonzero(mask[i])
-        eft = np.full(d, np.inf)
-        slot = np.zeros(d)
-        for dev in feasible:
-            slot[dev] = earliest_slot(busy_s[dev], busy_f[dev], float(ready[dev]), float(w[i, dev]))
-            eft[dev] = slot[dev] + w[i, dev]
+        _slots(busy_s, busy_f, count, np.ascontiguousarray(ready, np.float64), w[i], mask[i], slot, eft)
         best_dev = int(np.argmin(eft))  # strict minimum, lowest id on ties
         placement[i], start[i], finish[i] = best_dev, slot[best_dev], eft[best_dev]
         ties = np.flatnonzero(eft <= eft[best_dev] + 1e-12 * max(1.0, abs(eft[best_dev])))
