@@ -183,12 +183,18 @@ def seconds(v: float) -> str:
 def print_training(history: list[dict[str, float]], data: str, out: Path, stopped_by: str) -> None:
     """The training summary table and the files written."""
     rows = [("data", data), ("updates", str(len(history)))]
+    imitation = [h for h in history if h.get("stage") == "imitation"]
+    if imitation:
+        rows.append(("imitation epochs", str(len(imitation))))
+        rows.append(("teacher agreement, last epoch", f"{imitation[-1]['agreement']:.1%}"))
+        history = [h for h in history if h.get("stage") != "imitation"]
     if history:
         k = max(1, min(5, len(history) // 2))
         first = sum(h["improvement"] for h in history[:k]) / k
         last = sum(h["improvement"] for h in history[-k:]) / k
         rows += [(f"improvement, first {k} updates", f"{first:.1%}"), (f"improvement, last {k} updates", f"{last:.1%}")]
-        rows.append(("entropy, last update", f"{history[-1]['entropy']:.3f}"))
+        if history[-1].get("stage") != "reinforce":
+            rows.append(("entropy, last update", f"{history[-1]['entropy']:.3f}"))
     show("training", rows)
     if stopped_by == "timeout":
         console.print(f"stopped by --timeout after {len(history)} updates: --resume continues")
