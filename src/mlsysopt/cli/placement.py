@@ -162,7 +162,14 @@ def placement_place(
     devices: pio.DevicesOpt = None,
     method: Annotated[str, typer.Option("--method", help="A method of 'placement compare'.")] = "giph",
     policy: pio.PolicyOpt = "pretrained",
-    init: Annotated[str, typer.Option("--init", help="giph/annealing start placement: heft | random.")] = "random",
+    init: Annotated[
+        str | None,
+        typer.Option(
+            "--init",
+            help="A start placement: heft | random (giph adds it to its portfolio; giph_paper and annealing start "
+            "from it) [default: the method's own: giph's portfolio, a random one for the others].",
+        ),
+    ] = None,
     budget: pio.BudgetOpt = None,
     timeout: TimeoutOpt = None,
     seed: SeedOpt = 0,
@@ -171,14 +178,18 @@ def placement_place(
 ) -> None:
     """Place a graph on a cluster with one method (GiPH with the shipped policy by default).
 
-    Writes result.json, placement.json, cluster.json, gantt.png, search.png, and device_map.json for a PyTorch
-    model. The search ends after --budget simulator evaluations or --timeout seconds, whichever comes first.
+    GiPH starts from the best of a portfolio (HEFT, all on the fastest feasible device, CPOP, the best of saga's
+    schedulers) and improves it with a local search whose moves its policy proposes: never worse than that start.
+    The table compares the result with each portfolio member (or, for another method, with HEFT and the fastest
+    device), and says when one of them is better. Writes result.json, placement.json, cluster.json, gantt.png,
+    search.png, and device_map.json for a PyTorch model. The search ends after --budget simulator evaluations or
+    --timeout seconds, whichever comes first.
     """
     options = dict(locals())
-    from mlsysopt.placement.experiment import get_method, heft_placement, run_method
+    from mlsysopt.placement.experiment import comparison, get_method, heft_placement, run_method
 
     needs_policy = get_method(method).needs_policy
-    if init not in ("heft", "random"):
+    if init not in (None, "heft", "random"):
         raise MlsysoptError(f"unknown --init '{init}' (choose from: heft, random)")
     if needs_policy:
         pio.check_policy(policy)
@@ -186,15 +197,22 @@ def placement_place(
     run = pio.one_shot_run("placement place", options)
     giph = pio.load_giph(policy) if needs_policy else None
     problem, about, owners = pio.load_problem(options, giph=giph)
-    if init == "heft" and method not in ("giph", "annealing"):
+    if init is not None and method not in ("giph", "giph_paper", "annealing", "local_search"):
         err_console.print(f"note: --init is ignored by {method}")
+    from mlsysopt.placement.base import default_budget
+
     graph, cluster = problem.graph, problem.cluster
-    spend = 2 * graph.num_nodes if budget is None else budget
+    spend = default_budget(graph) if budget is None else budget
     t0 = time.perf_counter()
     with err_console.status(f"placing {graph.num_nodes} tasks with {method} (budget {spend} evaluations)"):
+        import numpy as np
+
         start = heft_placement(problem) if init == "heft" else None
+        if init == "random":
+            start = problem.random_placement(np.random.default_rng(seed))
         res = run_method(method, problem, spend, seed, giph, start, timeout)
     seconds = time.perf_counter() - t0
+    compared = comparison(problem, res)
     from mlsysopt.report.gantt import plot_gantt
     from mlsysopt.report.search import plot_search
 
@@ -202,6 +220,7 @@ def placement_place(
     result = {"command": "placement place", "source": graph_source, "seed": seed, "budget": spend, "init": init}
     result.update(policy=policy if needs_policy else None, **res.to_dict(graph, cluster), seconds=seconds)
     result.update({k: v for k, v in problem.describe(sched).items() if k != "placement"}, **about)
+    result["comparison"] = compared
     result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
     files = ["result.json", "placement.json", "cluster.json", "gantt.png", "search.png"]
     with run:
@@ -266,7 +285,7 @@ def placement_compare(
         from mlsysopt.report.search import plot_search
 
         result = {"command": "placement compare", "source": graph_source, "policy": policy if needs_policy else None}
-        result.update(cmp.to_dict(), skipped={}, **about, workers=workers, backend=backend)
+        result.update(cmp.to_dict(), **about, workers=workers, backend=backend)
         result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
         curves = {name: r["curve"] for name, r in result["results"].items()}
         plot_search(curves, run.file("search.png"), title=f"{graph_source}: mean over {seeds} seed(s)")
@@ -321,10 +340,12 @@ def placement_adapt(
 
     giph = pio.load_giph(policy)
     problem, about, owners = pio.load_problem(options, runs=seeds, giph=giph)
+    from mlsysopt.placement.base import default_budget
+
     graph, old = problem.graph, problem.cluster
     start = heft_placement(problem) if placement_path is None else load_placement(placement_path, graph, old)
     new, added = change_cluster(graph, old, removed, add, seed)
-    spend = 2 * graph.num_nodes if budget is None else budget
+    spend = default_budget(graph) if budget is None else budget
     seed_list = [seed + k for k in range(seeds)]
     with pio.interruptible(lambda: "nothing was written"), run:
         with make_executor(backend, workers, address) as executor:

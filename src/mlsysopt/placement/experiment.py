@@ -130,6 +130,36 @@ def run_method(
     return result
 
 
+def comparison(problem: PlacementProblem, result: PlacementResult) -> dict[str, Any]:
+    """What ``placement place`` reports beside a result: the portfolio's members, the start, the final placement.
+
+    A method that ran the portfolio (``giph``, ``local_search``) reports its members; for any other method HEFT
+    and the all-on-the-fastest-device placement are evaluated here for reference. ``better`` lists the members
+    that beat the result (empty for the portfolio methods, which never return worse than their start).
+    """
+    from mlsysopt.placement.baselines.fastest_device import fastest_placement
+    from mlsysopt.placement.portfolio import PORTFOLIO
+
+    portfolio = result.info.get("portfolio", {})
+    given = portfolio.get("makespans", {})
+    members = {k: float(v) for k, v in given.items() if k in PORTFOLIO or k in ("init", "keep")}
+    if "heft" not in members:
+        members["heft"] = problem.makespan(heft_placement(problem))
+    if "fastest_device" not in members:
+        members["fastest_device"] = problem.makespan(fastest_placement(problem))
+    start = portfolio.get("best")
+    out = {
+        "members": members,
+        "saga_best_scheduler": portfolio.get("saga_best_scheduler"),
+        "start": start,
+        "start_makespan": given.get(start) if start else None,
+        "final": float(result.makespan),
+        "final_over_heft": float(result.makespan / members["heft"]) if members["heft"] > 0 else float("nan"),
+        "better": sorted(k for k, v in members.items() if v < result.makespan * (1 - 1e-12)),
+    }
+    return out
+
+
 def heft_placement(problem: PlacementProblem) -> np.ndarray:
     """HEFT's placement (no simulator evaluation)."""
     from mlsysopt.placement.baselines import heft_schedule
@@ -184,7 +214,7 @@ def compare(
     executor: Executor | None = None,
     timeout: float | None = None,
 ) -> Comparison:
-    """Every method × every seed with one simulator budget (default 2·|V|) on one problem.
+    """Every method × every seed with one simulator budget (default: ``default_budget``) on one problem.
 
     Args:
         problem: a PlacementProblem, or a graph (then give ``cluster``).

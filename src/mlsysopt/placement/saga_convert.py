@@ -15,6 +15,9 @@ mlsysopt's problems have more than that, and the converter says how each differe
   ``repaired`` counts them.
 * **Parallel edges** ``u -> v`` (the simulator sends each one) become one dependency of the largest size: the last
   of them to arrive decides when ``v`` may start.
+* **Time unit.** saga compares times with an absolute tolerance of 1e-9, which a DNN's nanosecond kernels fall
+  under; node and link speeds are divided by :func:`time_scale` (the median task duration) so that saga works in
+  units of a typical task, and saga's makespan is converted back to seconds.
 
 saga's objects are built with index-based names (``t3``, ``d1``) and deterministic hashes, so a scheduler's
 iteration order over tasks and nodes (its tie-breaks) is the same in every process (saga's own objects hash their
@@ -30,11 +33,11 @@ import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import saga
-from pydantic import PrivateAttr
 
 from mlsysopt.graph.problem import PlacementProblem
 
@@ -82,10 +85,13 @@ def _name(value: Any) -> str:
 class FastTaskGraph(saga.TaskGraph):
     """saga's TaskGraph with memoized look-ups (same results; saga's scan every task on every call)."""
 
-    _memo: dict = PrivateAttr(default_factory=dict)
+    @cached_property
+    def memo(self) -> dict:
+        """The look-ups computed so far (in the instance's dict: no pydantic attribute machinery per call)."""
+        return {}
 
     def _cached(self, key: Any, make: Callable[[], Any]) -> Any:
-        memo = self._memo
+        memo = self.memo
         if key not in memo:
             memo[key] = make()
         return memo[key]
@@ -131,11 +137,14 @@ class FastTaskGraph(saga.TaskGraph):
 class FastNetwork(saga.Network):
     """saga's Network with memoized node and link look-ups."""
 
-    _memo: dict = PrivateAttr(default_factory=dict)
+    @cached_property
+    def memo(self) -> dict:
+        """The look-ups computed so far."""
+        return {}
 
     def get_node(self, node: Any) -> saga.NetworkNode:
         """The node of that name (ValueError if there is none, as saga's)."""
-        memo = self._memo
+        memo = self.memo
         if "nodes" not in memo:
             memo["nodes"] = {n.name: n for n in self.nodes}
         key = _name(node)
@@ -146,7 +155,7 @@ class FastNetwork(saga.Network):
     def get_edge(self, source: Any, target: Any) -> saga.NetworkEdge:
         """The link between two nodes."""
         key = (_name(source), _name(target))
-        memo = self._memo
+        memo = self.memo
         if key not in memo:
             memo[key] = super().get_edge(*key)
         return memo[key]
@@ -176,12 +185,20 @@ def effective_link_speeds(problem: PlacementProblem) -> np.ndarray:
     return speed
 
 
+def time_scale(problem: PlacementProblem) -> float:
+    """The time unit saga works in: the median positive task duration on the mean device (1 if there is none)."""
+    w = problem.exec_times[problem.mask]
+    w = w[w > 0]
+    return float(np.median(w)) if w.size else 1.0
+
+
 def to_saga(problem: PlacementProblem) -> tuple[FastNetwork, FastTaskGraph]:
     """saga's (Network, TaskGraph) of ``problem`` (see the module docstring for what is approximated)."""
     g, c = problem.graph, problem.cluster
     d = c.num_devices
-    speed = effective_link_speeds(problem)
-    nodes = [_Node(name=device_name(i), speed=float(c.speed[i]), idx=i) for i in range(d)]
+    unit = time_scale(problem)
+    speed = effective_link_speeds(problem) * unit
+    nodes = [_Node(name=device_name(i), speed=float(c.speed[i] * unit), idx=i) for i in range(d)]
     links = []
     for i in range(d):
         for j in range(i, d):
@@ -204,7 +221,7 @@ class SagaPlacement:
     """What one saga schedule means for mlsysopt: the placement, saga's own makespan, the tasks repaired."""
 
     placement: np.ndarray
-    saga_makespan: float  # in saga's model (no delay, effective link speeds, no hardware types)
+    saga_makespan: float  # seconds, in saga's model (no delay, effective link speeds, no hardware types)
     repaired: int  # tasks moved to a feasible device (or placed because the scheduler left them out)
 
 
@@ -225,7 +242,7 @@ def from_saga(schedule: saga.Schedule, problem: PlacementProblem) -> SagaPlaceme
     repaired = int((~ok).sum())
     if repaired:
         placement = _repair(problem, placement, ok, start)
-    return SagaPlacement(problem.check(placement), float(schedule.makespan), repaired)
+    return SagaPlacement(problem.check(placement), float(schedule.makespan) * time_scale(problem), repaired)
 
 
 def _repair(problem: PlacementProblem, placement: np.ndarray, ok: np.ndarray, start: np.ndarray) -> np.ndarray:

@@ -3,9 +3,9 @@
 Each saga scheduler runs on the problem converted by :mod:`mlsysopt.placement.saga_convert` (delay folded into
 effective link speeds, hardware types repaired afterwards); its task -> device map is evaluated once in
 mlsysopt's simulator (that makespan is the result), and saga's own makespan (its model of the same problem) is
-reported beside it in ``result.info``. saga's exponential schedulers (brute force, SMT) and its hybrid (a
-portfolio, which ``saga_best`` is) are left out; DPS, whose ranks recurse over every path of the graph (its run
-time grows with their number), runs only on graphs with fewer than :data:`DPS_MAX_PATHS` paths.
+reported beside it in ``result.info``. saga's exponential schedulers (brute force, SMT, and DPS, whose priorities
+recurse over every path of the graph) and its hybrid (a portfolio, which ``saga_best`` is) are left out
+(:data:`LEFT_OUT`).
 
 saga's schedulers are pure Python; several are quadratic in the number of tasks (a 1,000-task workflow on 8
 devices takes MinMin about a minute here). Each has a run-time estimate (:data:`SAGA_SCHEDULERS`, calibrated on
@@ -30,24 +30,20 @@ from mlsysopt.placement.base import Placer, SearchContext
 
 #: Default limit on one scheduler's estimated run time (seconds).
 TIME_LIMIT_S = 20.0
-#: DPS recurses over every path from a source and to a sink; it runs only below this many paths.
-DPS_MAX_PATHS = 20_000
 
 
 @dataclass(frozen=True)
 class SagaSpec:
-    """One saga scheduler: its class, what it does, and its run-time model ``coef * tasks**power * devices``
-    (times the number of source-to-sink paths for ``per_path`` ones)."""
+    """One saga scheduler: its class, what it does, and its run-time model ``coef * tasks**power * devices``."""
 
     cls: str
     about: str
     coef: float
     power: float
-    per_path: bool = False
 
-    def estimate(self, tasks: int, devices: int, paths: int = 1) -> float:
-        """Estimated seconds on this machine for a graph of ``tasks`` tasks (and ``paths`` paths) on ``devices``."""
-        return self.coef * float(tasks) ** self.power * devices * (paths if self.per_path else 1)
+    def estimate(self, tasks: int, devices: int) -> float:
+        """Estimated seconds on this machine for a graph of ``tasks`` tasks on ``devices`` devices."""
+        return self.coef * float(tasks) ** self.power * devices
 
 
 #: saga's schedulers by method name (``saga_<name>``), in the order ``saga_best`` tries them (cheap and strong
@@ -76,7 +72,6 @@ SAGA_SCHEDULERS: dict[str, SagaSpec] = {
     "msbc": SagaSpec("MsbcScheduler", "multi-stage bottleneck clustering", 4.1e-05, 1.4),
     "gdl": SagaSpec("GDLScheduler", "generalized dynamic level", 0.00013, 1.4),
     "hbmct": SagaSpec("HbmctScheduler", "hybrid balanced minimum completion time", 1.4e-05, 1.5),
-    "dps": SagaSpec("DPSScheduler", "dynamic priority scheduling (ranks recurse over every path)", 1e-5, 1.0, True),
     "fastest_node": SagaSpec("FastestNodeScheduler", "every task on the fastest node (saga's)", 2.5e-05, 1.0),
 }
 #: saga's schedulers that are not run, and why.
@@ -84,6 +79,8 @@ LEFT_OUT: dict[str, str] = {
     "BruteForceScheduler": "exponential: enumerates every schedule",
     "SMTScheduler": "exponential: an SMT search over schedules",
     "HybridScheduler": "a portfolio of other schedulers (saga_best is that)",
+    "DPSScheduler": "exponential: its priorities recurse over every path of the graph, unmemoized (6 minutes for a "
+    "56-task transformer here)",
 }
 
 
@@ -108,25 +105,9 @@ class SagaRun:
 _RUNS: weakref.WeakKeyDictionary[PlacementProblem, dict[tuple[str, int], SagaRun]] = weakref.WeakKeyDictionary()
 
 
-def count_paths(problem: PlacementProblem, cap: int) -> int:
-    """Number of source-to-sink paths of the graph, counted up to ``cap`` (``cap`` when there are more)."""
-    g = problem.graph
-    indptr, par, _ = g.parents_csr
-    paths = np.zeros(g.num_nodes)
-    for i in g.topo_order:
-        ps = par[indptr[i] : indptr[i + 1]]
-        paths[i] = min(float(cap), paths[ps].sum()) if ps.size else 1.0
-    sinks = np.flatnonzero(np.diff(g.children_csr[0]) == 0)
-    return int(min(cap, paths[sinks].sum()))
-
-
 def check_runnable(name: str, problem: PlacementProblem, time_limit: float | None) -> float:
     """The estimated seconds of saga scheduler ``name`` on ``problem``; SagaSkipped when it should not run."""
-    spec = SAGA_SCHEDULERS[name]
-    paths = count_paths(problem, DPS_MAX_PATHS) if spec.per_path else 1
-    if spec.per_path and paths >= DPS_MAX_PATHS:
-        raise SagaSkipped(f"saga_{name}: the graph has >= {DPS_MAX_PATHS:,} paths ({name} recurses over every one)")
-    est = spec.estimate(problem.num_tasks, problem.num_devices, paths)
+    est = SAGA_SCHEDULERS[name].estimate(problem.num_tasks, problem.num_devices)
     if time_limit is not None and est > time_limit:
         raise SagaSkipped(
             f"saga_{name}: estimated {est:.0f} s on {problem.num_tasks} tasks x {problem.num_devices} devices, over "
