@@ -15,7 +15,7 @@ from cli_helpers import PNG_MAGIC, assert_user_error, run
 ALL = "dev0,dev1,dev2,dev3,dev4"  # every device of the fixture cluster
 ADAPT_WITH_BAD_PLACEMENT = "adapt g.npz --devices 3 --policy untrained.pt --remove dev1 --placement p_unknown_task.json"
 TINY_TRAIN = (
-    "--updates", "2", "--episodes-per-update", "1", "--min-tasks", "8", "--max-tasks", "12",
+    "--stages", "reinforce", "--updates", "2", "--episodes-per-update", "1", "--min-tasks", "8", "--max-tasks", "12",
     "--min-devices", "4", "--max-devices", "6",
 )  # fmt: skip
 
