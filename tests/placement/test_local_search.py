@@ -15,7 +15,8 @@ from mlsysopt.placement.portfolio import run_portfolio
 
 
 def problem(seed: int = 0, n: int = 18, d: int = 4) -> PlacementProblem:
-    return PlacementProblem(layered_dag(n, alpha=0.4, num_types=2, seed=seed), random_cluster(d, num_types=2, seed=seed))
+    graph = layered_dag(n, alpha=0.4, num_types=2, seed=seed)
+    return PlacementProblem(graph, random_cluster(d, num_types=2, seed=seed))
 
 
 def test_moves_are_valid_and_apply_as_named() -> None:

@@ -15,7 +15,8 @@ from mlsysopt.placement.optimality import exact_optimum, gap, lower_bound, place
 
 
 def small(seed: int) -> PlacementProblem:
-    return PlacementProblem(layered_dag(7, alpha=0.5, num_types=2, seed=seed), random_cluster(3, num_types=2, seed=seed))
+    graph = layered_dag(7, alpha=0.5, num_types=2, seed=seed)
+    return PlacementProblem(graph, random_cluster(3, num_types=2, seed=seed))
 
 
 def test_exact_optimum_is_the_best_of_every_placement() -> None:
