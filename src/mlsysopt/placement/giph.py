@@ -47,16 +47,18 @@ FULL_GPNET_LIMIT = 400_000
 class PolicyScorer:
     """The local search's scorer of a policy: its logit for each move (its kind's column, or the relocation's).
 
-    One forward pass per placement (the logits are kept for its further batches). On a problem whose gpNet has
+    One forward pass per ``refresh`` placements (the logits are kept for further batches and, with ``refresh`` >
+    1, for the next placements: the search spends less time in the policy per move). On a problem whose gpNet has
     more than :data:`FULL_GPNET_LIMIT` elements the policy sees the gpNet of the critical path's tasks with their
     parents and children (the induced subgraph, on every device) instead; moves of other tasks then score lowest.
     """
 
-    def __init__(self, policy: GiPHPolicy, problem: PlacementProblem) -> None:
+    def __init__(self, policy: GiPHPolicy, problem: PlacementProblem, refresh: int = 1) -> None:
         from mlsysopt.placement.limits import gpnet_elements
         from mlsysopt.placement.moves import node_ids
 
-        self.policy, self.problem = policy, problem
+        self.policy, self.problem, self.refresh = policy, problem, max(1, int(refresh))
+        self._age = 0  # placements scored with the current logits
         g = problem.graph
         self.focus = gpnet_elements(g.num_nodes, g.num_edges, problem.num_devices) > FULL_GPNET_LIMIT
         self.builder = None if self.focus else GpNetBuilder(problem)
@@ -68,7 +70,13 @@ class PolicyScorer:
         """One score per move of ``moves``."""
         key = placement.tobytes()
         if key != self._key:
-            self._logits = self._focus_logits(placement, schedule) if self.focus else self._full(placement, schedule)
+            self._age += 1
+            if self._age >= self.refresh or self._logits.size == 0:  # gpNet node ids are fixed per problem: an
+                # older placement's logits still score every move, a little stale
+                self._logits = (
+                    self._focus_logits(placement, schedule) if self.focus else self._full(placement, schedule)
+                )
+                self._age = 0
             self._key = key
         logits = self._logits
         column = np.minimum(moves.kind, logits.shape[1] - 1)
@@ -128,6 +136,8 @@ class GiPH(Placer):
         config: the local search's knobs (default :class:`SearchConfig`).
         portfolio: the portfolio's members (default :data:`~mlsysopt.placement.portfolio.PORTFOLIO`).
         saga_time_limit: seconds one saga scheduler may take by its estimate (default: saga's own default).
+        refresh: the policy scores every ``refresh``-th placement the search moves to (the others reuse its
+            scores; see :class:`PolicyScorer`).
     """
 
     name = "giph"
@@ -141,8 +151,10 @@ class GiPH(Placer):
         config: SearchConfig | None = None,
         portfolio: tuple[str, ...] = PORTFOLIO,
         saga_time_limit: float | None = None,
+        refresh: int = 1,
     ) -> None:
         self.policy = policy.eval()
+        self.refresh = int(refresh)
         self.greedy = greedy
         self.walk = walk or greedy  # greedy proposals from a fixed best placement would repeat themselves
         self.paper = paper or self.walk
@@ -161,7 +173,7 @@ class GiPH(Placer):
 
     def variant(self, **changes: object) -> GiPH:
         """The same policy with other search settings (``paper``, ``walk``, ``config``, ...)."""
-        keys = ("greedy", "walk", "paper", "config", "portfolio", "saga_time_limit")
+        keys = ("greedy", "walk", "paper", "config", "portfolio", "saga_time_limit", "refresh")
         kwargs = {k: getattr(self, k) for k in keys} | changes
         if "paper" not in changes and changes.get("walk"):
             kwargs["paper"] = True
@@ -196,7 +208,7 @@ class GiPH(Placer):
         if init is not None:
             info["portfolio"]["best"] = min(starts, key=lambda s: s[2])[0]
         info["start_makespan"] = float(min(s[2] for s in starts)) if starts else None
-        scorer = PolicyScorer(self.policy, problem)
+        scorer = PolicyScorer(self.policy, problem, self.refresh)
         with torch_threads(1):
             trace = local_search(problem, ev, starts, scorer, rng, self.config)
         info["search"] = trace.to_dict()

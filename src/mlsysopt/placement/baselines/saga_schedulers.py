@@ -47,32 +47,30 @@ class SagaSpec:
 
 
 #: saga's schedulers by method name (``saga_<name>``), in the order ``saga_best`` tries them (cheap and strong
-#: first). Run-time models fitted to montage workflows of 291 and 991 tasks on 8 devices, measured on this
-#: machine's 2 cores while they were shared (a quiet machine runs them faster: the estimates are conservative).
+#: first). Run-time models fitted to montage workflows of 291 and 994 tasks on 8 devices (through the converter's
+#: memoized look-ups), measured on this machine's 2 cores while they were shared: conservative on a quiet one.
 SAGA_SCHEDULERS: dict[str, SagaSpec] = {
-    "heft": SagaSpec("HeftScheduler", "saga's HEFT (upward rank, insertion, earliest finish)", 4.6e-05, 1.2),
+    "heft": SagaSpec("HeftScheduler", "saga's HEFT (upward rank, insertion, earliest finish)", 3.3e-5, 1.2),
     "cpop": SagaSpec(
-        "CpopScheduler", "CPOP: critical-path tasks on one device, the rest by earliest finish", 8.2e-05, 1.2
+        "CpopScheduler", "CPOP: critical-path tasks on one device, the rest by earliest finish", 5.9e-8, 2.2
     ),
-    "mct": SagaSpec("MCTScheduler", "minimum completion time, tasks in topological order", 2.4e-05, 1.2),
-    "olb": SagaSpec("OLBScheduler", "opportunistic load balancing: earliest-free device", 2.4e-06, 1.3),
-    "fcp": SagaSpec("FCPScheduler", "fast critical path: a bounded choice of devices per task", 8.9e-06, 1.2),
-    "flb": SagaSpec("FLBScheduler", "fast load balancing: earliest-start task-device pair", 7.9e-06, 1.2),
-    "mst": SagaSpec("MSTScheduler", "minimum start time, tasks in topological order", 2.4e-05, 1.2),
-    "met": SagaSpec("METScheduler", "minimum execution time: each task on its fastest device", 3.5e-06, 1.5),
-    "bil": SagaSpec("BILScheduler", "best imaginary level (a lookahead list scheduler)", 2e-06, 2),
-    "etf": SagaSpec("ETFScheduler", "earliest time first over every ready task-device pair", 1.4e-05, 1.6),
-    "minmin": SagaSpec(
-        "MinMinScheduler", "MinMin: the ready task with the smallest completion time first", 2.5e-06, 2.2
-    ),
-    "maxmin": SagaSpec("MaxMinScheduler", "MaxMin: the ready task with the largest completion time first", 4.2e-06, 2),
-    "duplex": SagaSpec("DuplexScheduler", "the better of MinMin and MaxMin", 4.7e-06, 2.1),
-    "sufferage": SagaSpec("SufferageScheduler", "the task that loses most without its best device first", 4.5e-06, 2.2),
-    "wba": SagaSpec("WBAScheduler", "workflow-based allocation (randomized, seeded)", 6.5e-06, 2),
-    "msbc": SagaSpec("MsbcScheduler", "multi-stage bottleneck clustering", 4.1e-05, 1.4),
-    "gdl": SagaSpec("GDLScheduler", "generalized dynamic level", 0.00013, 1.4),
-    "hbmct": SagaSpec("HbmctScheduler", "hybrid balanced minimum completion time", 1.4e-05, 1.5),
-    "fastest_node": SagaSpec("FastestNodeScheduler", "every task on the fastest node (saga's)", 2.5e-05, 1.0),
+    "mct": SagaSpec("MCTScheduler", "minimum completion time, tasks in topological order", 4.1e-6, 1.2),
+    "olb": SagaSpec("OLBScheduler", "opportunistic load balancing: earliest-free device", 2.5e-6, 1.2),
+    "fcp": SagaSpec("FCPScheduler", "fast critical path: a bounded choice of devices per task", 4.4e-6, 1.2),
+    "flb": SagaSpec("FLBScheduler", "fast load balancing: earliest-start task-device pair", 5.8e-8, 2.0),
+    "mst": SagaSpec("MSTScheduler", "minimum start time, tasks in topological order", 4.7e-6, 1.2),
+    "met": SagaSpec("METScheduler", "minimum execution time: each task on its fastest device", 1.35e-6, 1.4),
+    "bil": SagaSpec("BILScheduler", "best imaginary level (a lookahead list scheduler)", 5.6e-7, 2.0),
+    "etf": SagaSpec("ETFScheduler", "earliest time first over every ready task-device pair", 1.2e-7, 2.0),
+    "minmin": SagaSpec("MinMinScheduler", "MinMin: the ready task with the smallest completion first", 2.4e-8, 2.6),
+    "maxmin": SagaSpec("MaxMinScheduler", "MaxMin: the ready task with the largest completion first", 2.7e-9, 3.0),
+    "duplex": SagaSpec("DuplexScheduler", "the better of MinMin and MaxMin", 4.1e-9, 3.0),
+    "sufferage": SagaSpec("SufferageScheduler", "the task that loses most without its best device first", 1.9e-6, 2.0),
+    "wba": SagaSpec("WBAScheduler", "workflow-based allocation (randomized, seeded)", 1.1e-6, 2.1),
+    "msbc": SagaSpec("MsbcScheduler", "multi-stage bottleneck clustering", 3.1e-7, 2.0),
+    "gdl": SagaSpec("GDLScheduler", "generalized dynamic level", 1.3e-7, 2.3),
+    "hbmct": SagaSpec("HbmctScheduler", "hybrid balanced minimum completion time", 1.3e-6, 2.0),
+    "fastest_node": SagaSpec("FastestNodeScheduler", "every task on the fastest node (saga's)", 1.3e-6, 1.4),
 }
 #: saga's schedulers that are not run, and why.
 LEFT_OUT: dict[str, str] = {
