@@ -42,6 +42,8 @@ from mlsysopt.runtime.threads import torch_threads
 
 #: gpNet elements (nodes + edges) above which the policy scores the critical path's neighbourhood only.
 FULL_GPNET_LIMIT = 400_000
+#: Elements of that neighbourhood's gpNet: the critical path, then its tasks' parents and children, latest first.
+FOCUS_ELEMENTS = 100_000
 
 
 class PolicyScorer:
@@ -50,7 +52,8 @@ class PolicyScorer:
     One forward pass per ``refresh`` placements (the logits are kept for further batches and, with ``refresh`` >
     1, for the next placements: the search spends less time in the policy per move). On a problem whose gpNet has
     more than :data:`FULL_GPNET_LIMIT` elements the policy sees the gpNet of the critical path's tasks with their
-    parents and children (the induced subgraph, on every device) instead; moves of other tasks then score lowest.
+    parents and children (the induced subgraph, on every device; the neighbours that finish latest first, up to
+    :data:`FOCUS_ELEMENTS` elements) instead; moves of other tasks then score lowest.
     """
 
     def __init__(self, policy: GiPHPolicy, problem: PlacementProblem, refresh: int = 1) -> None:
@@ -92,8 +95,14 @@ class PolicyScorer:
 
         p, g = self.problem, self.problem.graph
         path = np.unique(np.asarray(schedule.critical_path, np.int64))
-        near = [path] + [g.parents(int(t)) for t in path] + [g.children(int(t)) for t in path]
-        focus = np.unique(np.concatenate(near))
+        near = np.unique(np.concatenate([g.parents(int(t)) for t in path] + [g.children(int(t)) for t in path]))
+        near = near[~np.isin(near, path)]
+        near = near[np.argsort(-schedule.finish[near], kind="stable")]
+        degree = np.bincount(g.edge_index.ravel(), minlength=g.num_nodes)
+        per_task = p.num_devices * (1 + 2 * degree)  # a task's nodes and (at most) its edges' share
+        room = FOCUS_ELEMENTS - int(per_task[path].sum())
+        take = int(np.searchsorted(np.cumsum(per_task[near]), room, side="right")) if room > 0 else 0
+        focus = np.unique(np.concatenate([path, near[:take]]))
         index = np.full(g.num_nodes, -1, np.int64)
         index[focus] = np.arange(focus.size)
         src, dst = g.edge_index
