@@ -230,12 +230,14 @@ def test_heft_slot_search_matches_earliest_slot() -> None:
             assert slot[k] == pytest.approx(want)
 
 
-def test_fastest_device_puts_each_task_on_its_fastest_feasible_device() -> None:
+def test_fastest_device_puts_everything_on_one_device_when_it_can() -> None:
     from mlsysopt.placement.baselines import FastestDevice
 
     graph = layered_dag(12, num_types=2, seed=0)
-    supports = np.array([[1, 1], [1, 0], [0, 1]], bool)
-    cluster = DeviceCluster([1.0, 5.0, 3.0], supports, np.ones((3, 3)), np.zeros((3, 3)))
+    supports = np.array([[1, 1], [1, 0], [0, 1], [1, 1]], bool)
+    cluster = DeviceCluster([1.0, 5.0, 3.0, 2.0], supports, np.ones((4, 4)), np.zeros((4, 4)))
     res = FastestDevice().place(graph, cluster)
-    assert res.evaluations == 1
+    assert res.evaluations == 1 and (res.placement == 3).all()  # the fastest device that runs both types
+    split = DeviceCluster([1.0, 5.0, 3.0], supports[:3] & [[0, 1], [1, 0], [0, 1]], np.ones((3, 3)), np.zeros((3, 3)))
+    res = FastestDevice().place(graph, split)  # nobody runs both: each task on its fastest feasible device
     assert np.array_equal(res.placement, np.where(graph.hw_type == 0, 1, 2))
