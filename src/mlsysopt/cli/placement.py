@@ -110,8 +110,8 @@ def placement_train(
     from mlsysopt.report.search import plot_training
 
     run, cfg, first = training_run(out, given, resume)
-    data = MIXED if cfg.distribution == "mixed" else SYNTHETIC
     paper = cfg.stages == "reinforce"
+    data = MIXED if cfg.distribution == "mixed" and not paper else SYNTHETIC  # the paper's stage: layered DAGs
     sizes = (
         f"{cfg.min_tasks}-{cfg.max_tasks} tasks, {cfg.min_devices}-{cfg.max_devices} devices"
         if paper

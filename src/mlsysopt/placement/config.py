@@ -39,7 +39,9 @@ class TrainConfig:
     critical-path move evaluated and scored), for ``imitation_epochs`` epochs; then ``updates`` REINFORCE updates of
     ``episodes_per_update`` local-search episodes (``search_budget_per_task`` evaluations per task, rewards = the
     makespan decrease of each batch of proposals) fine-tune it at ``finetune_lr``. ``stages="reinforce"`` is the
-    paper's training: REINFORCE on relocation walks from random placements, from scratch, at ``lr``.
+    paper's training: REINFORCE on relocation walks from random placements, from scratch, at ``lr``, on GiPH's
+    layered DAGs (``min_tasks``..``max_tasks`` tasks, ``min_devices``..``max_devices`` devices) whatever the
+    ``distribution``.
     """
 
     stages: str = "imitation+reinforce"
