@@ -33,12 +33,13 @@ class PolicySpec:
     walk: bool = False
     paper: bool = False
     search: SearchConfig | None = None
+    refresh: int = 1
 
     @classmethod
     def of(cls, giph: GiPH) -> PolicySpec:
         """The spec of a GiPH placer (weights copied to CPU tensors)."""
         state = {k: v.detach().cpu().clone() for k, v in giph.policy.state_dict().items()}
-        return cls(giph.policy.config.to_dict(), state, giph.greedy, giph.walk, giph.paper, giph.config)
+        return cls(giph.policy.config.to_dict(), state, giph.greedy, giph.walk, giph.paper, giph.config, giph.refresh)
 
     def placer(self) -> GiPH:
         """The GiPH placer again."""
@@ -47,7 +48,9 @@ class PolicySpec:
 
         policy = GiPHPolicy(PolicyConfig(**self.config))
         policy.load_state_dict(self.state)
-        return GiPH(policy, greedy=self.greedy, walk=self.walk, paper=self.paper, config=self.search)
+        return GiPH(
+            policy, greedy=self.greedy, walk=self.walk, paper=self.paper, config=self.search, refresh=self.refresh
+        )
 
 
 @dataclass(frozen=True)
