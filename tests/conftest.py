@@ -34,3 +34,17 @@ def ray_cluster() -> Iterator[object]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[object]:
+    """A real PostgreSQL server of this machine's Debian package: a throwaway cluster on a loopback port and a Unix
+    socket, started once per test session (per xdist worker; the store's server tests share one ``xdist_group``)
+    and stopped afterwards. Its ``url`` and ``socket_url`` reach the database; tests use their own study names."""
+    from mlsysopt.store.local_postgres import LocalPostgres  # PostgreSQL is a tested dependency: no skip
+
+    server = LocalPostgres(durable=False).start()
+    try:
+        yield server
+    finally:
+        server.stop()

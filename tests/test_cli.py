@@ -153,7 +153,7 @@ def test_simulate_with_a_placement_file(files: dict[str, Path], tmp_path: Path) 
         "placement": str(files["p_ok.json"]),
     }
     files_written = sorted(p.name for p in (tmp_path / "run").iterdir())
-    assert files_written == ["cluster.json", "gantt.png", "result.json", "settings.json"]
+    assert files_written == ["cluster.json", "gantt.png", "log.txt", "result.json", "settings.json"]
     # the cluster it ran on, usable outside mlsysopt and by --cluster again
     saved = DeviceCluster.load(tmp_path / "run" / "cluster.json")
     assert saved.names == ["gpu", "cpu"] and saved.speed.tolist() == [1.0, 2.0]
@@ -218,7 +218,7 @@ def test_simulate_refuses_a_busy_run_folder(files: dict[str, Path], tmp_path: Pa
     with RunDir(tmp_path / "busy", {"command": "held by the test"}, checkpoint=None):
         proc = run("graph", "simulate", files["g.npz"], "--cluster", files["c.json"], "--out", "busy", cwd=tmp_path)
         assert_user_error(proc, f"--out busy is in use by process {os.getpid()}")
-    assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["settings.json"]
+    assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["log.txt", "settings.json"]
 
 
 @pytest.mark.parametrize(("cluster", "needle"), [("c_speed.json", "speed"), ("c_bandwidth.json", "bandwidth")])

@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 from cli_helpers import run_inprocess
 from mlsysopt.cli import app
 from mlsysopt.cli.common import _annotation, harden
+from mlsysopt.cli.runs import add_storage_option
 from mlsysopt.graph.generate import homogeneous_cluster, layered_dag
 from mlsysopt.io import RunDir
 
@@ -62,7 +63,7 @@ class Param:
 
 
 def _walk() -> list[tuple[str, Any]]:
-    out, stack = [], [("", harden(typer.main.get_command(app)))]
+    out, stack = [], [("", harden(add_storage_option(typer.main.get_command(app))))]
     while stack:
         path, cmd = stack.pop()
         subs = getattr(cmd, "commands", None)
@@ -93,13 +94,33 @@ BASELINE: dict[str, list[str]] = {
     "placement place": ["{graph}", "--devices", "2", "--policy", "pretrained"],
     "placement compare": ["{graph}", "--devices", "2"],
     "placement adapt": ["{graph}", "--devices", "3", "--remove", "dev0", "--policy", "pretrained"],
-    "serving tune": ["--model", "zoo:cnn"],
+    "serving tune": ["--model", "zoo:cnn", "--storage", "{store}"],
+    "nas search": ["--storage", "{store}"],
     "nas export": ["{nas_run}"],
+    "runs list": ["--storage", "{store}"],
+    "runs show": ["nas_run", "--storage", "{store}"],
+    "runs export": ["nas_run", "--storage", "{store}"],
+    "runs compare": ["nas_run", "serve1", "--storage", "{store}"],
+    "runs dashboard": ["--storage", "{store}", "--port", "{port}"],
 }
 #: Where --out is a file, not a run folder (the value is a file name).
-OUT_FILES = {"graph import": "out.npz", "graph generate": "out.npz"}
+OUT_FILES = {
+    "graph import": "out.npz",
+    "graph generate": "out.npz",
+    "runs export": "out.csv",
+    "runs compare": "out.png",
+}
 #: Commands that write plain files instead of a run folder: their first atomic write is "work".
-WRITES_FILES = {"graph import", "graph generate", "costmodel synth"}
+WRITES_FILES = {"graph import", "graph generate", "costmodel synth", "runs export", "runs compare"}
+#: Commands whose work is something else: what starts it.
+WORK = {"runs dashboard": "optuna_dashboard.run_server"}
+#: Values of one option beyond its type's table (placeholders are inputs): unreachable, unsupported and newer
+#: study stores for every command, a study of another system for the warm starts.
+SPECIFIC: dict[str, list[str]] = {
+    "--storage": ["postgresql://nobody:pw@127.0.0.1:1/db", "mysql://u:pw@h/db", "{newer_store}"],
+    "nas search:--warm-start": ["serve1"],
+    "serving tune:--warm-start": ["nas_run"],
+}
 #: Baselines that cannot be valid cheaply (a trained cost model is needed): their cases still check the error
 #: contract, but cannot tell an unchecked option from the missing run.
 WEAK_BASELINE = {"costmodel evaluate": "needs a trained run", "costmodel predict": "needs a trained run"}
@@ -172,12 +193,28 @@ def make_inputs(d: Path) -> dict[str, Path]:
         (broken / f"list{ext}").write_text("[1, 2, 3]")
         with open(broken / f"huge{ext}", "wb") as f:  # sparse: 600 MiB on paper, nothing on disk
             f.truncate(600 * 2**20)
+    with RunDir(d / "serve1", {"command": "serving serve"}, checkpoint=None).check():  # a study of another system
+        from mlsysopt.store import record_trial
+
+        record_trial({"instances": 1}, 3.0, record={"config": {"instances": 1}}, key=0)
+    import socket
+    import sqlite3
+
+    newer = sqlite3.connect(d / "newer.db")  # a store written by a newer mlsysopt: its schema is refused
+    newer.execute("CREATE TABLE mlsysopt_meta (key VARCHAR(64) PRIMARY KEY, value TEXT)")
+    newer.execute("INSERT INTO mlsysopt_meta VALUES ('schema_version', '999')")
+    newer.commit()
+    newer.close()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     whole = (d / "g.npz").read_bytes()
     (broken / "truncated.npz").write_bytes(whole[: len(whole) // 2])
     with zipfile.ZipFile(broken / "notgraph.npz", "w") as z:
         z.writestr("x.npy", b"\x93NUMPY")
     return {"graph": d / "g.npz", "cluster": d / "c.json", "data": data, "broken": broken,
-            "missing_run": d / "no-such-run", "nas_run": d / "nas_run"}  # fmt: skip
+            "missing_run": d / "no-such-run", "nas_run": d / "nas_run", "store": d, "newer_store": d / "newer.db",
+            "port": port}  # fmt: skip
 
 
 def _argv(command: str, inputs: dict[str, Path], case: Path, override: tuple[Param, str] | None) -> list[str]:
@@ -245,13 +282,20 @@ def _snapshot(*folders: Path) -> set[str]:
     return {str(p) for f in folders for p in f.rglob("*")}
 
 
+def _sentinel(command: str) -> str:
+    """What starts a command's work (a case that reaches it was not refused)."""
+    if command in WORK:
+        return WORK[command]
+    return "os.replace" if command in WRITES_FILES else "mlsysopt.io.rundir.RunDir.open"
+
+
 def check_refused(param: Param, value: str, inputs: dict[str, Path]) -> None:
     """Run the baseline with ``param`` = ``value``: it must be refused before any work, in one error line."""
     with tempfile.TemporaryDirectory(dir=inputs["graph"].parent) as tmp:
         case = Path(tmp)
         before = _snapshot(case, inputs["broken"])
         argv = _argv(param.command, inputs, case, (param, value))
-        sentinel = "os.replace" if param.command in WRITES_FILES else "mlsysopt.io.rundir.RunDir.open"
+        sentinel = _sentinel(param.command)
 
         def reached(*a: Any, **k: Any) -> None:
             raise ReachedWork(f"{' '.join(argv)}: the bad value reached the work ({sentinel})")
@@ -286,7 +330,7 @@ def values_for(p: Param) -> list[str]:
         values = list(STR_BAD)
     if p.name in SIZES:
         values.append(HUGE)
-    return values
+    return values + SPECIFIC.get(p.flag or "", []) + SPECIFIC.get(p.id, [])
 
 
 def junk(p: Param) -> st.SearchStrategy[str]:
@@ -308,7 +352,7 @@ FILE_PARAMS = [p for p in PARAMS if (p.kind is Path and p.flag != "--out") or p.
 def test_every_option_refuses_malformed_and_extreme_values(param: Param, inputs: dict[str, Path]) -> None:
     for value in values_for(param):
         if _key(param, value) not in KNOWN:
-            check_refused(param, value, inputs)
+            check_refused(param, value.format(**{k: str(v) for k, v in inputs.items()}), inputs)
     if _key(param, JUNK) not in KNOWN:
         refuse_junk(param, inputs)
 
@@ -399,7 +443,7 @@ def test_every_baseline_is_valid_up_to_the_work(command: str, inputs: dict[str, 
     """Without an override the baseline must reach the work (or finish): else the cases above would prove nothing."""
     with tempfile.TemporaryDirectory(dir=inputs["graph"].parent) as tmp:
         argv = _argv(command, inputs, Path(tmp), None)
-        sentinel = "os.replace" if command in WRITES_FILES else "mlsysopt.io.rundir.RunDir.open"
+        sentinel = _sentinel(command)
 
         def reached(*a: Any, **k: Any) -> None:
             raise ReachedWork(sentinel)
@@ -414,7 +458,7 @@ def test_every_baseline_is_valid_up_to_the_work(command: str, inputs: dict[str, 
 
 def test_the_harness_covers_every_command_family() -> None:
     families = {c.split()[0] for c, _ in COMMANDS}
-    assert families == {"costmodel", "demo", "graph", "nas", "placement", "serving"}
+    assert families == {"costmodel", "demo", "graph", "nas", "placement", "runs", "serving"}
     assert len(VALUE_PARAMS) > 100 and len(FILE_PARAMS) >= 10
     ids = {p.id for p in PARAMS}
     assert all(k.partition("=")[0] in ids for k in KNOWN), "a KNOWN entry names an option that no longer exists"

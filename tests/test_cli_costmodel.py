@@ -222,7 +222,7 @@ def test_a_busy_run_folder_is_refused_naming_its_holder(layout_root: Path, tmp_p
     with RunDir(tmp_path / "busy", {"who": "test"}, checkpoint=None):
         proc = run("costmodel", "train", "--data", layout_root / "data", "--out", "busy", *TINY, cwd=tmp_path)
         assert_user_error(proc, "--out", "busy", "in use by process", str(os.getpid()))
-    assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["settings.json"]
+    assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["log.txt", "settings.json"]
 
 
 def test_train_killed_with_sigkill_resumes_bit_identically(tmp_path: Path) -> None:

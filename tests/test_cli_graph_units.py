@@ -78,7 +78,8 @@ def test_simulate_with_a_preset_saves_its_cluster_and_states_units(project: Path
                         "--out", "run", cwd=project)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     run = project / "run"
-    assert sorted(p.name for p in run.iterdir()) == ["cluster.json", "gantt.png", "result.json", "settings.json"]
+    written = sorted(p.name for p in run.iterdir())
+    assert written == ["cluster.json", "gantt.png", "log.txt", "result.json", "settings.json"]
     assert (run / "gantt.png").read_bytes()[:8] == PNG_MAGIC
     cluster = DeviceCluster.load(run / "cluster.json")
     assert cluster.units == "dnn" and cluster.names == ["cpu0", "gpu0", "gpu1", "gpu2", "gpu3"]

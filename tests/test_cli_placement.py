@@ -83,7 +83,8 @@ def test_train_writes_checkpoint_result_and_plot(trained: tuple[Path, str], tmp_
     assert {"improvement", "entropy", "loss"} <= set(result["history"][0])
     settings = json.loads((run_dir / "settings.json").read_text())
     assert settings["updates"] == 2 and settings["max_tasks"] == 12 and settings["lr"] == 0.01
-    assert sorted(p.name for p in run_dir.iterdir()) == ["policy.pt", "result.json", "settings.json", "training.png"]
+    written = sorted(p.name for p in run_dir.iterdir())
+    assert written == ["log.txt", "policy.pt", "result.json", "settings.json", "training.png"]
 
     # --resume continues the saved run; a fresh train refuses to overwrite it
     shutil.copytree(run_dir, tmp_path / "run")
@@ -330,7 +331,7 @@ def test_a_busy_run_folder_is_refused_naming_the_process(files: dict[str, Path],
         for args in commands:
             proc = run("placement", *args, "--out", busy, cwd=tmp_path)
             assert_user_error(proc, f"--out {busy} is in use by process {os.getpid()}")
-    assert sorted(p.name for p in busy.iterdir()) == ["settings.json"]
+    assert sorted(p.name for p in busy.iterdir()) == ["log.txt", "settings.json"]
     assert json.loads((busy / "settings.json").read_text()) == {"command": "held by the test"}
 
 

@@ -227,6 +227,9 @@ def run_demo(
     result = {"command": "demo", "seed": seed, "sections": names, **results, "timings_s": timings}
     write_json_atomic(out / "result.json", result)
     rows, errors = headlines(result)
+    from mlsysopt.store.records import record_headlines, store_links
+
+    record_headlines(rows)  # the summary rows as trials of the demo's study (when a run folder and a store are open)
     env = environment()
     write_json_atomic(
         out / "summary.json",
@@ -241,6 +244,7 @@ def run_demo(
         "seed": seed,
         "section timings (s)": " · ".join(f"{n} {t:.1f}" for n, t in timings.items()),
         "total (s)": round(sum(timings.values()), 1),
+        **store_links(),
     }
     write_index(out, "mlsysopt demo", page, subtitle=f"seed {seed} · sections: {', '.join(names)}", footer=footer)
     return result

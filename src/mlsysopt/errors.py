@@ -69,6 +69,11 @@ class WriteFailed(MlsysoptError):
     """An output file could not be written: the disk is full or read-only, or the folder is not writable."""
 
 
+class StoreError(MlsysoptError):
+    """The study store cannot be used: a malformed or unreachable ``--storage``, a store of a newer schema, SQLite
+    used unsafely (a network file system, another host, locked past its timeout), a study that does not fit."""
+
+
 class MissingSplit(InvalidDataFile):
     """A cost-model data root has no such split (no ``split/*.npz`` folder, no ``split_info/split.txt``)."""
 

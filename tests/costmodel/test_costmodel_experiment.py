@@ -98,7 +98,7 @@ def test_train_in_a_folder_resumes_with_more_epochs_exactly(roots: Path, tmp_pat
     out = tmp_path / "run"
     first = train(roots / "layout", out, tc(mode="gst+e", epochs=1, finetune_epochs=0), **MODEL)
     assert sorted(p.name for p in out.iterdir()) == [
-        "checkpoint.pt", "memory.png", "result.json", "settings.json", "training.png"
+        "checkpoint.pt", "log.txt", "memory.png", "result.json", "settings.json", "training.png"
     ]  # fmt: skip
     assert json.loads((out / "result.json").read_text())["history"][0]["loss"] == first["history"][0]["loss"]
     with pytest.raises(InvalidRunDir, match="pass --resume"):

@@ -77,7 +77,7 @@ def test_prepare_writes_nothing_and_run_writes_the_run_folder(tmp_path: Path) ->
     job = prepare_search(out, _options(seed=3))
     assert not out.exists() and job.resumed_from == 0
     done = job.run()
-    assert sorted(p.name for p in out.iterdir()) == sorted(done.files)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*done.files, "log.txt"])
     record = json.loads((out / "result.json").read_text())
     assert record == json.loads(json.dumps(done.record))
     assert json.loads((out / "settings.json").read_text()) == job.options.settings() == record["settings"]
@@ -105,7 +105,7 @@ def test_crash_before_the_first_checkpoint_leaves_nothing_after_it_resumes_exact
     assert not out.exists()
     with pytest.raises(Crash):
         prepare_search(out, _options(budget=10)).run(on_eval=crash_at(5))  # after two batches were checkpointed
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "settings.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "log.txt", "settings.json"]
     with pytest.raises(InvalidRunDir, match=r"other settings: method 'epnas' \(now 'random'\)"):
         prepare_search(out, _options(budget=10, method="random"), resume=True)
     job = prepare_search(out, _options(budget=10, workers=3), resume=True)  # workers may change on resume

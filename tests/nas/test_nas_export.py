@@ -46,7 +46,8 @@ def test_the_exported_cnn_reloads_in_onnx_runtime_and_pytorch_with_the_recorded_
     assert record["reproduced"]["pytorch"] == {"perf": best["perf"], "test_perf": best["test_perf"]}
     out = tmp_path / "x"
     assert sorted(p.name for p in out.iterdir()) == [
-        "architecture.json", "model.onnx", "model_state_dict.pt", "result.json", "settings.json"]  # fmt: skip
+        "architecture.json", "log.txt", "model.onnx", "model_state_dict.pt", "result.json",
+        "settings.json"]  # fmt: skip
     arch = json.loads((out / "architecture.json").read_text())
     assert [(b["op_a"], b["op_b"], b["width"]) for b in arch["blocks"]] == [
         (b["op_a"], b["op_b"], b["width"]) for b in best["decoded"]["blocks"]]  # fmt: skip

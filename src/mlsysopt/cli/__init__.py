@@ -35,6 +35,7 @@ from mlsysopt.cli.demo import demo
 from mlsysopt.cli.graph import graph_app
 from mlsysopt.cli.nas import nas_app
 from mlsysopt.cli.placement import placement_app
+from mlsysopt.cli.runs import add_storage_option, runs_app
 from mlsysopt.cli.serving import serving_app
 from mlsysopt.errors import MlsysoptError, MlsysoptWarning
 
@@ -50,6 +51,7 @@ app.add_typer(costmodel_app, name="costmodel")
 app.add_typer(placement_app, name="placement")
 app.add_typer(serving_app, name="serving")
 app.add_typer(nas_app, name="nas")
+app.add_typer(runs_app, name="runs")
 app.command("demo")(demo)
 
 #: Exit code of a refused input; of a Ctrl-C (128 + SIGINT, as shells report it).
@@ -137,15 +139,23 @@ def _command() -> Any:
     (typer builds the whole tree, with a validator per option, on every call otherwise)."""
     global _COMMAND
     if _COMMAND is None:
-        _COMMAND = harden(typer.main.get_command(app))
+        _COMMAND = harden(add_storage_option(typer.main.get_command(app)))
     return _COMMAND
 
 
 def run(argv: list[str] | None = None) -> int:
     """Run the app on ``argv`` and return its exit code (see the module docstring); nothing raises but debug."""
     debug = debug_enabled()
+    from mlsysopt.io.runlog import session
+    from mlsysopt.store.run import set_command, use_storage
+
     try:
-        rv = _command().main(args=argv, prog_name="mlsysopt", standalone_mode=False)
+        with session(sys.argv[1:] if argv is None else argv):
+            try:
+                rv = _command().main(args=argv, prog_name="mlsysopt", standalone_mode=False)
+            finally:
+                use_storage(None)
+                set_command(None)
         code = rv if isinstance(rv, int) else 0
         if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into Exit(130)
             return _fail("interrupted (Ctrl-C)", EXIT_INTERRUPTED)

@@ -98,6 +98,9 @@ def nas_search(
     ] = None,
     seed: SeedOpt = 0,
     resume: Annotated[bool, _opt("--resume/--no-resume", "Continue RUN_DIR/checkpoint.pt after a stop.")] = False,
+    warm_start: Annotated[
+        str | None, _opt("--warm-start", "STUDY or auto: pretrain the predictor on earlier runs' evaluations.")
+    ] = None,
 ) -> None:
     """Search the space for the best architecture that meets every resource constraint.
 
@@ -122,6 +125,10 @@ def nas_search(
                             knobs=parse_method_knobs(method, knobs), timeout=timeout)  # fmt: skip
     with err_console.status(f"loading the space {escape(space)}"):
         job = prepare_search(out, options, resume)  # every input checked; nothing written yet
+    from mlsysopt.store.history import warm_start_search
+
+    if note := warm_start_search(job, warm_start):  # earlier runs from the study store; nothing written yet
+        err_console.print(note)
     check_parallel(workers, backend, address)  # after the limits, so a refused --workers gets no warning first
     with make_executor(backend, workers, address) as executor:  # an unreachable Ray head fails here, before any file
         cons = job.constraints

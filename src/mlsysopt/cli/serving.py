@@ -123,6 +123,9 @@ def serving_tune(
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Continue RUN_DIR/checkpoint.json after a kill.")
     ] = False,
+    warm_start: Annotated[
+        str | None, typer.Option("--warm-start", help="STUDY or auto: RRL learns from earlier runs' measurements.")
+    ] = None,
 ) -> None:
     """Measure the noise, search the (reduced) space, confirm the top candidates against the default, and report.
 
@@ -144,6 +147,10 @@ def serving_tune(
             timeout=timeout, confirm_top=confirm_top, confirm_rounds=confirm_rounds, noise_windows=noise_windows,
         )  # fmt: skip
     with job:
+        from mlsysopt.store.history import warm_start_tuning
+
+        if note := warm_start_tuning(job, warm_start):  # earlier runs from the study store; nothing written yet
+            err_console.print(note)
         err_console.print(job.describe())
         with progress_bar() as progress:
             task = progress.add_task("noise", total=job.total)

@@ -127,6 +127,10 @@ def train(
                 result = fit_run(None, trainer=trainer, datasets=(train_ds, valid_ds, test_ds), run=run,
                                  progress=progress, **payload)  # fmt: skip
         if run is not None:
+            from mlsysopt.store.records import costmodel_trial, record
+
+            # the training as a trial of the run's study, each epoch's validation metric an intermediate value
+            record(costmodel_trial(settings, result["history"], result["stopped"] is None, result), "maximize", True)
             _write_train_outputs(run, settings, result)
     return result
 

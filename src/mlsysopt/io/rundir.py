@@ -8,6 +8,13 @@ first step leaves no folder and no file; once a checkpoint exists it is kept for
 
 On ``--resume`` the saved settings must equal the current ones except for the names in ``resumable`` (a larger
 budget, more epochs, other workers); the error names every setting that differs.
+
+Every run also has a study in the study store (:mod:`mlsysopt.store`; ``--storage``, ``MLSYSOPT_STORAGE`` or
+``mlsysopt.db`` beside the folder): :meth:`check` resolves and reaches the store before anything exists,
+:meth:`record_trial` adds a trial to the run's study, every checkpoint is preceded by a flush of the recorded trials
+and copied into the store, so ``--resume`` works from the store when the folder lost its checkpoint; closing
+records the run's status and headline figure. ``log.txt`` keeps what the run printed, its warnings and timings
+(:mod:`mlsysopt.io.runlog`).
 """
 
 from __future__ import annotations
@@ -17,16 +24,22 @@ import fcntl
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidRunDir, MlsysoptError, WriteFailed
-from mlsysopt.io.files import load_torch, remove_stale_temps, save_torch_atomic
-from mlsysopt.io.jsonio import read_json, to_jsonable, write_json_atomic
+from mlsysopt.io.files import load_torch, remove_stale_temps, save_torch_atomic, write_atomic
+from mlsysopt.io.jsonio import loads_json, read_json, to_jsonable, write_json_atomic
+
+if TYPE_CHECKING:
+    from mlsysopt.io.runlog import RunLog
+    from mlsysopt.store.run import RunStore
 
 SETTINGS = "settings.json"
 LOCK = ".lock"
+LOG = "log.txt"
 
 
 class RunDir:
@@ -59,6 +72,20 @@ class RunDir:
         self._created_folder = False
         self._before: set[str] = set()
         self.previous_settings: dict[str, Any] | None = None
+        self._store: RunStore | None = None
+        self._stored: tuple[str, bytes, dict[str, Any]] | None = None  # the store's copy of the checkpoint
+        self.log: RunLog | None = None
+        self.status = "done"
+        self._opened_at = 0.0
+
+    @property
+    def store(self) -> RunStore:
+        """The run's link to the study store (:class:`mlsysopt.store.RunStore`)."""
+        if self._store is None:
+            from mlsysopt.store.run import RunStore
+
+            self._store = RunStore(self.path, self.settings)
+        return self._store
 
     # ------------------------------------------------------------------------ paths
     def file(self, name: str) -> Path:
@@ -77,6 +104,11 @@ class RunDir:
         """Whether the folder holds a checkpoint (one saved earlier, or by this run)."""
         return self.checkpoint_name is not None and self.checkpoint.is_file()
 
+    @property
+    def can_resume(self) -> bool:
+        """Whether there is a checkpoint to continue: in the folder, or (the folder lost it) in the store."""
+        return self.has_checkpoint or self._stored is not None
+
     # ------------------------------------------------------------------------ checks (no side effects)
     def check(self) -> RunDir:
         """Refuse a folder that cannot be used, before anything is created: a file, busy, or a resume mismatch."""
@@ -86,6 +118,7 @@ class RunDir:
         holder = _lock_holder(p / LOCK)
         if holder is not None:
             raise InvalidRunDir(f"--out {p} is in use by {holder}: wait for it to finish, or choose another --out")
+        spec = self.store.check()
         if self.checkpoint_name is None:
             return self
         ckpt = self.checkpoint
@@ -93,9 +126,16 @@ class RunDir:
             if ckpt.exists():
                 raise InvalidRunDir(f"{ckpt} exists: pass --resume to continue it, or choose another --out")
             return self
-        if not ckpt.is_file():
-            raise InvalidRunDir(f"--resume: no checkpoint at {ckpt} (run without --resume first)")
-        saved = read_json(p / SETTINGS, InvalidRunDir)
+        if ckpt.is_file():
+            saved = read_json(p / SETTINGS, InvalidRunDir)
+        else:
+            if self._stored is None:
+                stored = self.store.stored_checkpoint()
+                self._stored = stored if stored is not None and stored[0] == self.checkpoint_name else None
+            if self._stored is None:
+                also = f" nor a copy in the study store {spec.display}" if spec.enabled else ""
+                raise InvalidRunDir(f"--resume: no checkpoint at {ckpt}{also} (run without --resume first)")
+            saved = self._stored[2]
         self.previous_settings = saved
         diff = [k for k in self.settings if k not in self.resumable and saved.get(k) != self.settings[k]]
         if diff:
@@ -126,15 +166,35 @@ class RunDir:
         self._lock_fd = fd
         remove_stale_temps(self.path)
         self._before = {p.name for p in self.path.iterdir()}
+        self._opened_at = time.time()
+        from mlsysopt.io.runlog import RunLog
+
         try:
             write_json_atomic(self.path / SETTINGS, self.settings)
+            if self.resume and not self.has_checkpoint and self._stored is not None:
+                write_atomic(self.checkpoint, self._stored[1])  # the folder is the source of truth again
+            self.log = RunLog(self.path / LOG, resumed=self.resume).start()
+            self.store.open(self.resume)
+            if self.store.study_name is not None:
+                self.log.note(f"study '{self.store.study_name}' in {self.store.spec.display}")  # type: ignore[union-attr]
         except MlsysoptError:
             self.close(failed=True)
             raise
         return self
 
     def close(self, failed: bool = False) -> None:
-        """Release the lock; after a failure with no checkpoint, remove what this run created."""
+        """Release the lock; after a failure with no checkpoint, remove what this run created.
+
+        Before that the study store gets the run's status (``done``, ``failed``, ``interrupted``) and headline
+        figure, and ``log.txt`` its timings; a run removed for want of a checkpoint leaves no study either.
+        """
+        keep = not failed or self.has_checkpoint
+        status = "done" if not failed else ("failed" if self.status == "done" else self.status)
+        if self._store is not None and self._lock_fd is not None:
+            self._store.close(status, self._result() if keep else None, keep=keep)
+        if self.log is not None:
+            self.log.stop(status, keep=keep)
+            self.log = None
         if failed and not self.has_checkpoint:
             self._roll_back()
         if self._lock_fd is not None:
@@ -164,7 +224,22 @@ class RunDir:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self.status = "interrupted"
+        elif exc_type is not None and self.log is not None:
+            self.log.note(f"failed: {type(exc).__name__}: {' '.join(str(exc).split())[:400]}")
         self.close(failed=exc_type is not None)
+
+    def _result(self) -> dict[str, Any] | None:
+        """This run's result.json, if it wrote one (for the store's headline figure)."""
+        path = self.path / "result.json"
+        if "result.json" in self._before and not self.resume and path.stat().st_mtime < self._opened_at:
+            return None  # an older run's result, not this one's
+        try:
+            data = loads_json(path.read_text(), where=str(path)) if path.is_file() else None
+        except (OSError, MlsysoptError):
+            return None
+        return data if isinstance(data, dict) else None
 
     # ------------------------------------------------------------------------ reading and writing
     def write_json(self, name: str, data: Any) -> Path:
@@ -176,16 +251,46 @@ class RunDir:
         return read_json(self.path / name, error)
 
     def save_checkpoint(self, state: Any) -> Path:
-        """Write the checkpoint atomically (torch for ``.pt``, JSON otherwise)."""
+        """Write the checkpoint atomically (torch for ``.pt``, JSON otherwise), after the store has every trial
+        recorded so far; then copy it into the store."""
+        if self._store is not None:
+            self._store.flush()
         if self.checkpoint.suffix == ".pt":
-            return save_torch_atomic(self.checkpoint, state)
-        return write_json_atomic(self.checkpoint, state)
+            path = save_torch_atomic(self.checkpoint, state)
+        else:
+            path = write_json_atomic(self.checkpoint, state)
+        if self._store is not None and self._store.enabled:
+            with contextlib.suppress(OSError):
+                self._store.mirror_checkpoint(path.name, path.read_bytes())
+        return path
 
     def load_checkpoint(self, error: type[MlsysoptError] = InvalidRunDir) -> Any:
-        """Read the checkpoint (torch weights-only for ``.pt``, guarded JSON otherwise)."""
+        """Read the checkpoint (torch weights-only for ``.pt``, guarded JSON otherwise); the store's copy when the
+        folder lost its own on ``--resume``."""
+        if not self.checkpoint.is_file() and self._stored is not None:
+            return _load_bytes(self._stored[1], self.checkpoint, error)
         if self.checkpoint.suffix == ".pt":
             return load_torch(self.checkpoint, error)
         return read_json(self.checkpoint, error)
+
+    # ------------------------------------------------------------------------ the study store
+    def record_trial(self, *args: Any, **kwargs: Any) -> bool:
+        """Record a trial in this run's study (the arguments of :func:`mlsysopt.store.record_trial`)."""
+        from mlsysopt.store.run import record_trial
+
+        return record_trial(*args, run=self.store, **kwargs) if self._lock_fd is not None else False
+
+
+def _load_bytes(data: bytes, name: Path, error: type[MlsysoptError]) -> Any:
+    """A checkpoint's contents from its bytes (the store's copy), read as safely as the file would be."""
+    import tempfile
+
+    if name.suffix != ".pt":
+        return loads_json(data.decode("utf-8", errors="replace"), error, f"{name} (the study store's copy)")
+    with tempfile.TemporaryDirectory(prefix="mlsysopt-ckpt-") as tmp:
+        path = Path(tmp) / name.name
+        path.write_bytes(data)
+        return load_torch(path, error)
 
 
 def _lock_holder(lock: Path) -> str | None:

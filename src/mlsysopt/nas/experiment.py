@@ -166,7 +166,7 @@ class SearchJob:
         """Open the run folder, search to the budget (checkpointing every batch), write result.json and the plots."""
         with self.run_dir as run:
             opts = self.options
-            result = run_search(self.searcher, executor, opts.workers, checkpoint=run, on_eval=on_eval,
+            result = run_search(self.searcher, executor, opts.workers, checkpoint=run, on_eval=self._stored(on_eval),
                                 timeout=opts.timeout)  # fmt: skip
             record = self._record(result)
             sp, cons = self.space, self.constraints
@@ -176,6 +176,18 @@ class SearchJob:
                         pareto_title=f"{title}: {n} evaluations ({cons.describe()})", curve_title=title)  # fmt: skip
             run.write_json("result.json", record)
         return SearchOutput(result, record, ["result.json", CHECKPOINT, "settings.json", *PLOTS])
+
+    def _stored(self, on_eval: Callable[[Evaluation, int], None] | None) -> Callable[[Evaluation, int], None]:
+        """``on_eval`` that first records the evaluation in the run's study (its result.json record, see
+        :mod:`mlsysopt.store.records`)."""
+        from mlsysopt.store.records import nas_trial, record
+
+        def stored(ev: Evaluation, n: int) -> None:
+            record(nas_trial(eval_record(n - 1, ev, self.space, self.constraints)), "maximize")
+            if on_eval is not None:
+                on_eval(ev, n)
+
+        return stored
 
     def _record(self, result: SearchResult) -> dict[str, Any]:
         """result.json: the settings, the space, every evaluation, the best feasible one and its regret."""

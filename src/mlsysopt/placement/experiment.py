@@ -26,6 +26,7 @@ from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import PlacementResult, default_budget
+from mlsysopt.store.records import record_comparison
 
 if TYPE_CHECKING:
     from mlsysopt.placement.giph import GiPH
@@ -256,6 +257,7 @@ def compare(
             result.seconds[name] = time.perf_counter() - t0
             if name in result.skipped:
                 del result.runs[name], result.seconds[name]
+        record_comparison(result)  # each search a trial of the open run's study (mlsysopt.store)
         return result
     from mlsysopt.placement.tasks import PolicySpec, SearchTask, run_search
 
@@ -278,6 +280,7 @@ def compare(
     for name in list(result.skipped):
         result.runs.pop(name, None)
         result.seconds.pop(name, None)
+    record_comparison(result)
     return result
 
 

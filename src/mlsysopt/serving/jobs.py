@@ -204,12 +204,14 @@ class ServeJob(Job):
     def run(self, on_measure: Callable[[Measurement], None] | None = None) -> list[Measurement]:
         """Measure at every rate in turn (windows until stable); write result.json and curve.png."""
         from mlsysopt.report.serving import plot_curve
+        from mlsysopt.store.records import record, serving_trial
 
         with self.run_dir as run:
             self._keep_model(run)
             rows = []
             for w in self.workloads:
                 rows.append(self.backend.measure(self.config, w))
+                record(serving_trial(rows[-1].to_dict(), rows[-1].p99_ms, len(rows) - 1, "serve"), "minimize")
                 if on_measure is not None:
                     on_measure(rows[-1])
             plot_curve(rows, run.file("curve.png"), slo_ms=self.slo_ms, title=f"serving {self.config.label()}")

@@ -177,7 +177,8 @@ class TuningJob(Job):
             def until(s: Step) -> bool:
                 return self.timeout is not None and time.perf_counter() - t_search > self.timeout
 
-            result, replayed = run_tuning(self.tuner, self.backend, self.schedule, run, on_step, until, ck)
+            stored = self._stored(on_step)
+            result, replayed = run_tuning(self.tuner, self.backend, self.schedule, run, stored, until, ck)
             if replayed < len(result.steps):
                 ck.drop("confirm")  # the search went further: its old confirmation does not stand
             search_s = time.perf_counter() - t_search
@@ -193,6 +194,18 @@ class TuningJob(Job):
                 )  # fmt: skip
             report = self._report(run, result, confirmations, noise, replayed, time.perf_counter() - t0, search_s)
         return report
+
+    def _stored(self, on_step: Callable[[Step], None] | None) -> Callable[[Step], None]:
+        """``on_step`` that first records the step's measurement in the run's study (:mod:`mlsysopt.store`);
+        replayed steps of a resumed run are recorded once (a step's index is its key)."""
+        from mlsysopt.store.records import record, serving_trial
+
+        def stored(s: Step) -> None:
+            record(serving_trial(s.measurement.to_dict(), s.score, s.index), "minimize")
+            if on_step is not None:
+                on_step(s)
+
+        return stored
 
     def _report(
         self,

@@ -247,6 +247,29 @@ class RRL(Tuner):
         self._pin_measured()
         self.steps += 1
 
+    def warm_start(self, histories: list[dict]) -> int:
+        """Pretrain the latency estimator on earlier runs' measurements (the store's history records, each
+        ``Measurement.to_dict()``) of configurations in this space, under their own workloads; returns how many it
+        used. Nothing counts as measured in this run: Q and the exploration start as before, the estimates differ."""
+        from mlsysopt.errors import MlsysoptError
+
+        used = 0
+        for h in histories:
+            for rec in h.get("records", []):
+                try:
+                    m = Measurement.from_dict(rec)
+                    i = self.space.index(m.config)
+                except (MlsysoptError, KeyError, TypeError, ValueError):
+                    continue  # another space's configuration, or not a measurement
+                if not math.isfinite(self.objective.primary(m)):
+                    continue
+                x = self._inputs(m.workload, np.array([i]))[0]
+                self.estimator.add(x, self.objective.primary(m), m.p99_ms, self._weight(m))
+                used += 1
+        if used:
+            self.estimator.fit()
+        return used
+
     def _pin_measured(self) -> None:
         # a measured score (every measurement of it merged) beats any estimate of it
         for c, m in self.measured.items():

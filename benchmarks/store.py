@@ -1,0 +1,170 @@
+"""Study-store benchmark: trials written per second to SQLite and to PostgreSQL by 1 and 8 writers, trials lost,
+and what the store costs a NAS table search.
+
+* **Throughput.** ``W`` writer processes (spawned, each connected before the clock starts) write ``N`` trials each
+  into one study, each trial its own transaction (as Optuna's ``create_new_trial`` commits one trial), and again
+  in batches of 50 (what a run's background writer does with a queue). SQLite is the default file store (WAL,
+  ``synchronous=NORMAL``); PostgreSQL is a real server started here (Debian's package, durable: fsync on).
+  Trials/s = every writer's trials / (last writer's end - the start signal). Afterwards every study is read back
+  through Optuna's API: ``lost_trials`` counts trials missing or doubled (must be 0).
+* **Overhead.** ``nas search`` on NAS-Bench-Graph's real Cora table (EPNAS, the default method), the library's
+  ``prepare_search(...).run()`` with the store on (SQLite beside the run folder: study, every evaluation, the
+  checkpoint copies) and off (``--storage none``), interleaved, over seeds; ``overhead_fraction`` = mean extra wall
+  time / mean time without the store, with a 95% interval over seeds. Random search (only table look-ups, ~0.5 ms
+  an evaluation) is measured too, as the worst case.
+
+    python benchmarks/store.py [--quick] --out FILE.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mlsysopt.io import write_json_atomic
+from mlsysopt.store import StudyHandle, TrialRecord, parse_storage, storage
+from mlsysopt.store.database import Store
+from mlsysopt.store.writer import machine_id
+
+
+def _trials(writer: int, n: int) -> list[TrialRecord]:
+    rec = {"arch": {"choices": [1, 2, 3, 4, 5], "blocks": 4}, "perf": 0.8, "resources": {"params": 1e6}}
+    return [
+        TrialRecord(
+            {"choice_0": i % 9, "choice_1": writer, "blocks": 4},
+            [0.5 + (i % 97) / 1000],
+            key=f"{writer}:{i}",
+            record={**rec, "index": i},
+            attrs={"test_perf": 0.7, "feasible": True},
+        )
+        for i in range(n)
+    ]
+
+
+def _writer(handle: StudyHandle, writer: int, n: int, batch: int, ready: Any, go: Any, out: Any) -> None:
+    Store.connect(handle.spec)  # connected before the clock starts
+    trials = _trials(writer, n)
+    ready.put(writer)
+    go.wait()
+    for lo in range(0, n, batch):
+        handle.write(trials[lo : lo + batch])
+    out.put((writer, time.time()))
+
+
+def throughput(url: str, writers: int, per_writer: int, batch: int) -> dict[str, Any]:
+    """Trials/s of ``writers`` processes writing ``per_writer`` trials each in batches of ``batch``."""
+    spec = parse_storage(url)
+    store = Store.open(spec)
+    sid, name = store.create_study(f"bench-{writers}w-{batch}b", "maximize", {"mlsysopt.command": "benchmark"})
+    handle = StudyHandle(spec, sid, name, machine_id())
+    ctx = mp.get_context("spawn")
+    ready, out, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_writer, args=(handle, w, per_writer, batch, ready, go, out)) for w in range(writers)]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=300)
+    t0 = time.time()
+    go.set()
+    ends = [out.get(timeout=900)[1] for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    seconds = max(ends) - t0
+    expected = writers * per_writer
+    trials = store.trials(sid)
+    keys = [t.user_attrs.get("key") for t in trials]
+    numbers = sorted(t.number for t in trials)
+    lost = (expected - len(set(keys))) + (len(keys) - len(set(keys))) + (numbers != list(range(len(numbers))))
+    return {"writers": writers, "trials": expected, "batch": batch, "seconds": seconds,
+            "trials_per_s": expected / seconds, "stored": len(trials), "lost": int(lost)}  # fmt: skip
+
+
+def nas_overhead(method: str, budget: int, seeds: list[int], root: Path) -> dict[str, Any]:
+    """Wall seconds of a NAS table search with and without the store (interleaved), over ``seeds``."""
+    from mlsysopt.nas.experiment import SearchOptions, prepare_search
+
+    def once(seed: int, url: str, tag: str) -> float:
+        out = root / f"{method}-{tag}-{seed}"
+        with storage(url):
+            t0 = time.perf_counter()
+            prepare_search(
+                out, SearchOptions(space="nasbench-graph:cora", method=method, budget=budget, seed=seed)
+            ).run()
+            return time.perf_counter() - t0
+
+    once(seeds[0], "none", "warm")  # the table, torch and the store's libraries loaded once before timing
+    once(seeds[0], str(root / "warm.db"), "warm-store")
+    on, off = [], []
+    for k, seed in enumerate(seeds):
+        pair = [("none", off), (str(root / f"{method}.db"), on)]
+        for url, sink in pair if k % 2 == 0 else pair[::-1]:
+            sink.append(once(seed, url, "on" if sink is on else "off"))
+    extra = [a - b for a, b in zip(on, off, strict=True)]
+    mean_off = statistics.fmean(off)
+    frac = [e / mean_off for e in extra]
+    half = _t95(len(frac)) * statistics.stdev(frac) / len(frac) ** 0.5 if len(frac) > 1 else float("nan")
+    mean = statistics.fmean(frac)
+    return {"method": method, "budget": budget, "seeds": seeds, "seconds_with_store": on, "seconds_without": off,
+            "overhead_fraction": mean, "overhead_fraction_ci95": [mean - half, mean + half],
+            "overhead_ms_per_trial": 1000 * statistics.fmean(extra) / budget}  # fmt: skip
+
+
+def _t95(n: int) -> float:
+    """Two-sided 95% Student t quantile for n samples (n - 1 degrees of freedom)."""
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, n - 1))
+
+
+def main() -> None:
+    """Run the benchmark and write its JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="Small sizes (about a minute).")
+    ap.add_argument("--out", type=Path, default=Path("runs/bench/store.json"))
+    args = ap.parse_args()
+    quick = args.quick
+    per_writer = {1: 200 if quick else 1000, 8: 40 if quick else 250}
+    from mlsysopt.store.local_postgres import LocalPostgres
+
+    started = time.perf_counter()
+    result: dict[str, Any] = {"benchmark": "store", "quick": quick, "date": dt.date.today().isoformat(),
+                              "machine": f"{os.cpu_count()} CPUs, {platform.platform()}",
+                              "trials_per_s": {}, "batched_trials_per_s": {}, "runs": []}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="mlsysopt-bench-store-") as tmp, LocalPostgres(durable=True) as pg:
+        root = Path(tmp)
+        urls = {"sqlite": f"sqlite:///{root / 'bench.db'}", "postgres": pg.url}
+        for kind, url in urls.items():
+            result["trials_per_s"][kind], result["batched_trials_per_s"][kind] = {}, {}
+            for writers in (1, 8):
+                for batch, key in ((1, "trials_per_s"), (50, "batched_trials_per_s")):
+                    r = throughput(url, writers, per_writer[writers], batch)
+                    result["runs"].append({"store": kind, **r})
+                    result[key][kind][str(writers)] = r["trials_per_s"]
+                    print(f"{kind:8s} {writers} writer(s), batch {batch:2d}: {r['trials_per_s']:8.1f} trials/s, "
+                          f"lost {r['lost']}", flush=True)  # fmt: skip
+        result["lost_trials"] = sum(r["lost"] for r in result["runs"])
+        seeds = [0, 1, 2] if quick else [0, 1, 2, 3, 4]
+        budget = 30 if quick else 100
+        epnas = nas_overhead("epnas", budget, seeds, root)
+        result["overhead_fraction"] = epnas["overhead_fraction"]
+        result["overhead"] = {"epnas": epnas}
+        if not quick:
+            result["overhead"]["random"] = nas_overhead("random", 200, seeds, root)
+        print(f"NAS table search (epnas, {budget} evaluations): store overhead {epnas['overhead_fraction']:+.1%} "
+              f"({epnas['overhead_ms_per_trial']:.2f} ms per trial)", flush=True)  # fmt: skip
+    result["targets"] = {"lost_trials": "must be 0", "overhead_fraction": "<= 0.05"}
+    result["wall_s"] = time.perf_counter() - started
+    write_json_atomic(args.out, result)
+    print(f"wrote {args.out} ({result['wall_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

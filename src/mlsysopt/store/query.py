@@ -1,0 +1,225 @@
+"""Reading the study store: every run as a summary, one run with its trials, exports, a comparison's data.
+
+What ``mlsysopt runs list|show|compare|export`` print and write; each function takes an open
+:class:`~mlsysopt.store.Store` and reads it with a few queries (``list_runs`` costs three, however many runs).
+A run is named by its study name (``nas1``), its run folder's path, or ``#ID`` (the study id).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mlsysopt.errors import StoreError
+from mlsysopt.store.run import ATTR, SETTING, process_alive
+from mlsysopt.store.trials import KEY_ATTR, RECORD_ATTR
+from mlsysopt.store.url import DEFAULT_FILE, StorageSpec, resolve_storage
+from mlsysopt.store.writer import machine_id
+
+if TYPE_CHECKING:
+    from mlsysopt.store.database import Store
+
+
+def reading_spec(explicit: str | None) -> StorageSpec:
+    """The store ``mlsysopt runs`` reads: ``--storage``, ``MLSYSOPT_STORAGE``, else ``./mlsysopt.db`` or
+    ``./runs/mlsysopt.db`` (the default store of runs made with ``--out runs/NAME``), whichever exists."""
+    spec = resolve_storage(explicit)
+    if spec.source == "default":
+        for candidate in (Path.cwd() / DEFAULT_FILE, Path.cwd() / "runs" / DEFAULT_FILE):
+            if candidate.is_file():
+                return resolve_storage(str(candidate))
+        raise StoreError(
+            f"no study store here (no ./{DEFAULT_FILE} nor ./runs/{DEFAULT_FILE}): pass --storage URL or set "
+            "MLSYSOPT_STORAGE"
+        )
+    if not spec.enabled:
+        raise StoreError(f"{spec.where()}: the study store is off, so there are no runs to read")
+    return spec
+
+
+def open_existing(spec: StorageSpec) -> Store:
+    """The store at ``spec``, which must exist (reading never creates one)."""
+    from mlsysopt.store.database import Store
+
+    if not Store.probe(spec):
+        raise StoreError(f"{spec.where()}: no study store there yet (no run has written to it)")
+    return Store.open(spec)
+
+
+#: Every status a run can have (``optuna study``: a study not made by mlsysopt).
+STATUSES = ("running", "done", "failed", "interrupted", "killed", "optuna study")
+
+
+@dataclass
+class RunSummary:
+    """One run as ``runs list`` shows it."""
+
+    study_id: int
+    name: str
+    system: str
+    command: str
+    started: str
+    finished: str
+    status: str
+    trials: int
+    complete: int
+    headline: str
+    run_dir: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return asdict(self)
+
+
+def status_of(attrs: dict[str, Any]) -> str:
+    """The run's status; ``killed`` for a ``running`` run whose process is gone from this machine."""
+    status = str(attrs.get(ATTR + "status", "unknown"))
+    if status == "running" and attrs.get(ATTR + "machine") == machine_id():
+        pid = attrs.get(ATTR + "pid")
+        if isinstance(pid, int) and pid != os.getpid() and not process_alive(pid):
+            return "killed"
+    return status
+
+
+def _summary(sid: int, name: str, attrs: dict[str, Any], counts: dict[str, int]) -> RunSummary:
+    head = attrs.get(ATTR + "headline") or {}
+    return RunSummary(
+        study_id=sid,
+        name=name,
+        system=str(attrs.get(ATTR + "system") or "optuna"),
+        command=str(attrs.get(ATTR + "command") or ""),
+        started=str(attrs.get(ATTR + "started", "")),
+        finished=str(attrs.get(ATTR + "finished", "")),
+        status=status_of(attrs) if attrs else "optuna study",
+        trials=sum(counts.values()),
+        complete=counts.get("complete", 0),
+        headline=str(head.get("text", "")) if isinstance(head, dict) else "",
+        run_dir=str(attrs.get(ATTR + "run_dir", "")),
+    )
+
+
+def list_runs(store: Store, system: str | None = None, status: str | None = None) -> list[RunSummary]:
+    """Every run of the store (studies not made by mlsysopt too, as system ``optuna``), oldest first."""
+    names, attrs, counts = store.study_names(), store.all_study_attrs(ATTR), store.trial_counts()
+    rows = [_summary(sid, names[sid], attrs.get(sid, {}), counts.get(sid, {})) for sid in names]
+    rows = [r for r in rows if (system is None or r.system == system) and (status is None or r.status == status)]
+    return sorted(rows, key=lambda r: (r.started or "~", r.study_id))
+
+
+def find_run(store: Store, ref: str) -> tuple[int, str]:
+    """(study id, name) of the run ``ref``: a study name, a run folder's path, or ``#ID``; one clear error else."""
+    names = store.study_names()
+    if ref.startswith("#") and ref[1:].isdigit() and int(ref[1:]) in names:
+        return int(ref[1:]), names[int(ref[1:])]
+    by_name = {n: i for i, n in names.items()}
+    if ref in by_name:
+        return by_name[ref], ref
+    path = str(Path(os.path.abspath(ref)))
+    ids = [i for i in store.study_ids(ATTR + "run_dir", path) if i in names]
+    if ids:
+        return ids[-1], names[ids[-1]]
+    import difflib
+
+    close = difflib.get_close_matches(ref, list(by_name), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else f" ({len(names)} runs: see 'mlsysopt runs list')"
+    raise StoreError(f"no run '{ref}' in {store.spec.display}{hint}")
+
+
+def run_details(store: Store, study_id: int) -> dict[str, Any]:
+    """A run's attributes, settings, direction and trials (Optuna ``FrozenTrial`` objects)."""
+    attrs = store.study_attrs(study_id)
+    direction = store.storage.get_study_directions(study_id)[0].name.lower()
+    trials = store.trials(study_id)
+    counts: dict[str, int] = {}
+    for t in trials:
+        counts[t.state.name.lower()] = counts.get(t.state.name.lower(), 0) + 1
+    name = store.storage.get_study_name_from_id(study_id)
+    return {
+        "summary": _summary(study_id, name, {k: v for k, v in attrs.items() if k.startswith(ATTR)}, counts),
+        "attrs": {k[len(ATTR) :]: v for k, v in attrs.items() if k.startswith(ATTR)},
+        "settings": {k[len(SETTING) :]: v for k, v in attrs.items() if k.startswith(SETTING)},
+        "direction": direction,
+        "trials": trials,
+    }
+
+
+def best_trial(trials: list[Any], direction: str) -> Any | None:
+    """The best complete trial (first objective), None when none completed."""
+    done = [t for t in trials if t.state.name == "COMPLETE" and t.values]
+    if not done:
+        return None
+    pick = max if direction == "maximize" else min
+    return pick(done, key=lambda t: t.values[0])
+
+
+def trial_row(t: Any, with_record: bool = False) -> dict[str, Any]:
+    """One trial as a flat row: number, state, value(s), params, figures, times (and its record when asked)."""
+    row: dict[str, Any] = {"number": t.number, "state": t.state.name.lower()}
+    for k, v in enumerate(t.values or []):
+        row["value" if k == 0 else f"value_{k}"] = v
+    if not t.values:
+        row["value"] = None
+    row |= {f"params.{k}": v for k, v in t.params.items()}
+    for k, v in t.user_attrs.items():
+        if k == RECORD_ATTR:
+            if with_record:
+                row[k] = v
+        elif k != KEY_ATTR:
+            row[k if k.startswith("param.") else f"attrs.{k}"] = v
+    if t.intermediate_values:
+        row["intermediate_values"] = {int(s): v for s, v in sorted(t.intermediate_values.items())}
+    row["datetime_start"] = t.datetime_start.isoformat() if t.datetime_start else None
+    row["datetime_complete"] = t.datetime_complete.isoformat() if t.datetime_complete else None
+    row["duration_s"] = t.duration.total_seconds() if t.duration is not None else None
+    return row
+
+
+def export_run(store: Store, study_id: int, fmt: str) -> str:
+    """A run as CSV (one row per trial, flat columns) or JSON (its attributes, settings and every trial)."""
+    from mlsysopt.io import dumps
+
+    d = run_details(store, study_id)
+    if fmt == "json":
+        trials = [trial_row(t, True) for t in d["trials"]]
+        data = {"run": d["summary"].to_dict(), "attrs": d["attrs"], "settings": d["settings"],
+                "direction": d["direction"], "trials": trials}  # fmt: skip
+        return dumps(data) + "\n"
+    if fmt != "csv":
+        raise StoreError(f"--format {fmt}: choose csv or json")
+    rows = [trial_row(t) for t in d["trials"]]
+    columns: list[str] = []
+    for r in rows:
+        columns += [c for c in r if c not in columns]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns or ["number"], extrasaction="ignore")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: _cell(v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+def _cell(v: Any) -> Any:
+    from mlsysopt.io import dumps
+
+    if isinstance(v, (dict, list)):
+        return dumps(v, indent=None)
+    if isinstance(v, float) and not math.isfinite(v):
+        return ""
+    return v
+
+
+def best_so_far(trials: list[Any], direction: str) -> list[float]:
+    """Best first-objective value after each trial (NaN until the first complete one)."""
+    out, cur = [], math.nan
+    better = (lambda a, b: a > b) if direction == "maximize" else (lambda a, b: a < b)
+    for t in sorted(trials, key=lambda t: t.number):
+        if t.state.name == "COMPLETE" and t.values and math.isfinite(t.values[0]):
+            v = t.values[0]
+            cur = v if math.isnan(cur) or better(v, cur) else cur
+        out.append(cur)
+    return out

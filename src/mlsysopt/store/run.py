@@ -1,0 +1,329 @@
+"""A run folder's link to the study store: one study per run, its attributes, its trials, its checkpoint copy.
+
+:class:`~mlsysopt.io.RunDir` drives a :class:`RunStore`: ``check`` resolves and probes the store (before any folder
+exists: a bad or unreachable ``--storage`` is refused like any other input), ``open`` creates the run's study
+(named after the folder, ``NAME-2``... when taken) with the settings as study attributes and status ``running``,
+``flush`` runs before every checkpoint, ``close`` records the status and the headline figure, or removes the study
+again when the run failed before its first checkpoint (the folder is removed then too).
+
+A system's experiment layer records a trial with one call, :func:`record_trial`, which writes to the study of the
+innermost open run (nothing happens when no run is open or the store is off). The store is a copy: if it stops
+accepting writes in the middle of a run, the run goes on (its folder keeps everything) after one warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import socket
+import threading
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mlsysopt.errors import MlsysoptWarning, StoreError
+from mlsysopt.store.systems import direction_of, headline, result_trials, system_of
+from mlsysopt.store.trials import TrialRecord
+from mlsysopt.store.url import StorageSpec, resolve_storage
+from mlsysopt.store.writer import StudyHandle, StudyWriter, machine_id
+
+if TYPE_CHECKING:
+    from mlsysopt.store.database import Store
+
+ATTR = "mlsysopt."  # prefix of the run attributes of a study
+SETTING = "settings."  # prefix of the run's settings
+MAX_MIRROR = 64 * 2**20  # checkpoints larger than this are not copied into the store
+
+_explicit: str | None = None  # --storage of the command being run (None: MLSYSOPT_STORAGE or the default)
+_command: str | None = None  # the command being run ("nas search"), when the CLI runs one
+_open: list[RunStore] = []
+_lock = threading.Lock()
+
+
+def use_storage(url: str | None) -> None:
+    """Make ``url`` the store of the runs this process opens next (None: ``MLSYSOPT_STORAGE`` or the default)."""
+    global _explicit
+    _explicit = url
+
+
+@contextlib.contextmanager
+def storage(url: str | None) -> Iterator[None]:
+    """Runs opened inside write to ``url`` (``none``: to no store)."""
+    global _explicit
+    before, _explicit = _explicit, url
+    try:
+        yield
+    finally:
+        _explicit = before
+
+
+def set_command(command: str | None) -> None:
+    """The command the CLI is running (its study's ``command`` attribute and objective direction)."""
+    global _command
+    _command = command
+
+
+def current_storage(run_path: str | Path | None = None) -> StorageSpec:
+    """The store a run in ``run_path`` would write to now."""
+    return resolve_storage(_explicit, run_path)
+
+
+def current_run() -> RunStore | None:
+    """The innermost open run of this process (None when none is open)."""
+    with _lock:
+        return _open[-1] if _open else None
+
+
+def record_trial(
+    params: dict[str, Any] | None = None,
+    value: float | None = None,
+    *,
+    values: list[float] | None = None,
+    state: str = "complete",
+    record: dict[str, Any] | None = None,
+    attrs: dict[str, Any] | None = None,
+    intermediate: dict[int, float] | None = None,
+    key: str | int | None = None,
+    distributions: dict[str, Any] | None = None,
+    direction: str | None = None,
+    live: bool = False,
+    run: RunStore | None = None,
+) -> bool:
+    """Record one trial in the study of the innermost open run (see :class:`~mlsysopt.store.TrialRecord`).
+
+    ``direction`` (``minimize``/``maximize``) is the study's, when this trial is the one that creates it; ``live``
+    updates the running trial of ``key`` (a training's new epochs) instead of adding one; ``run`` is the run to
+    record in (default: the innermost open one). Returns whether a store took it (False: no run is open, or the
+    store is off).
+    """
+    run = run if run is not None else current_run()
+    if run is None:
+        return False
+    vals = values if values is not None else (None if value is None else [value])
+    trial = TrialRecord(dict(params or {}), vals, state, record, dict(attrs or {}), dict(intermediate or {}),
+                        None if key is None else str(key), dict(distributions or {}))  # fmt: skip
+    return run.record(trial, direction, live)
+
+
+def _now() -> str:
+    return dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunStore:
+    """The study of one run folder.
+
+    Args:
+        path: the run folder.
+        settings: the run's settings (recorded as ``settings.KEY`` study attributes).
+    """
+
+    def __init__(self, path: Path, settings: dict[str, Any]) -> None:
+        self.path = Path(os.path.abspath(path))
+        self.settings = settings
+        self.spec: StorageSpec | None = None
+        self.store: Store | None = None
+        self.study_id: int | None = None
+        self.study_name: str | None = None
+        self.writer: StudyWriter | None = None
+        self.command: str | None = None
+        self.existed = False  # whether the store existed when this run was checked
+        self.created_study = False
+        self.disabled: str | None = None
+        self.recorded = 0
+        self.pid = os.getpid()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this run writes to a store (checked, on, and not stopped by an error)."""
+        return self.spec is not None and self.spec.enabled and self.disabled is None
+
+    # ------------------------------------------------------------------------ before the folder exists
+    def check(self) -> StorageSpec:
+        """Resolve and probe the store (no side effects); a bad or unreachable one is one StoreError."""
+        from mlsysopt.store.database import Store
+
+        spec = resolve_storage(_explicit, self.path)
+        if spec != self.spec:
+            self.existed = Store.probe(spec, must_have_parent=spec.source != "default")
+            self.spec = spec
+        return spec
+
+    def stored_checkpoint(self) -> tuple[str, bytes, dict[str, Any]] | None:
+        """The latest checkpoint the store keeps for this folder: (file name, bytes, settings), or None."""
+        from mlsysopt.store.database import Store
+
+        spec = self.check()
+        if not spec.enabled or not self.existed:
+            return None
+        store = Store.open(spec)
+        for sid in reversed(store.study_ids(ATTR + "run_dir", str(self.path))):
+            ck = store.load_checkpoint(sid)
+            if ck is not None:
+                attrs = store.study_attrs(sid)
+                settings = {k[len(SETTING) :]: v for k, v in attrs.items() if k.startswith(SETTING)}
+                return ck[0], ck[1], settings
+        return None
+
+    # ------------------------------------------------------------------------ open, record, close
+    def open(self, resume: bool = False) -> None:
+        """Open the store and the run's study (the study waits for its first trial when its direction is unknown)."""
+        from mlsysopt.store.database import Store
+
+        spec = self.check()
+        with _lock:
+            _open.append(self)
+        if not spec.enabled:
+            return
+        self.command = _command or self.settings.get("command")
+        self.store = Store.open(spec)
+        if resume:
+            for sid in reversed(self.store.study_ids(ATTR + "run_dir", str(self.path))):
+                attrs = self.store.study_attrs(sid)
+                if self.command is None or attrs.get(ATTR + "command") in (None, self.command):
+                    self.study_id, self.study_name = sid, self.store.storage.get_study_name_from_id(sid)
+                    self.command = self.command or attrs.get(ATTR + "command")
+                    resumed = int(attrs.get(ATTR + "resumed", 0)) + 1
+                    self.store.set_study_attrs(sid, {**self._process_attrs(), ATTR + "resumed": resumed,
+                                                     ATTR + "status": "running"})  # fmt: skip
+                    self.writer = StudyWriter(self.store, sid)
+                    return
+        direction = direction_of(self.command)
+        if direction is not None:
+            self._create(direction)
+
+    def _process_attrs(self) -> dict[str, Any]:
+        return {ATTR + "host": socket.gethostname(), ATTR + "pid": os.getpid(), ATTR + "machine": machine_id()}
+
+    def _create(self, direction: str) -> None:
+        assert self.store is not None
+        from mlsysopt import __version__
+
+        attrs: dict[str, Any] = {
+            ATTR + "run_dir": str(self.path),
+            ATTR + "run": self.path.name,
+            ATTR + "command": self.command,
+            ATTR + "system": system_of(self.command),
+            ATTR + "status": "running",
+            ATTR + "started": _now(),
+            ATTR + "version": __version__,
+            ATTR + "direction": direction,
+            **self._process_attrs(),
+            **{SETTING + str(k): v for k, v in self.settings.items()},
+        }
+        self.study_id, self.study_name = self.store.create_study(self.path.name or "run", direction, attrs)
+        self.created_study = True
+        self.writer = StudyWriter(self.store, self.study_id)
+
+    def _guard(self, what: str, fn: Any, *args: Any) -> bool:
+        """Run ``fn``; a store error stops the store for this run (one warning), never the run."""
+        try:
+            fn(*args)
+            return True
+        except StoreError as exc:
+            self.disabled = str(exc)
+            warnings.warn(
+                f"the study store stopped taking this run's {what}: {exc}; the run goes on, its folder keeps "
+                "everything",
+                MlsysoptWarning,
+                stacklevel=3,
+            )
+            return False
+
+    def record(self, trial: TrialRecord, direction: str | None = None, live: bool = False) -> bool:
+        """Queue ``trial`` for the run's study (created now when it waited for its direction)."""
+        if not self.enabled:
+            return False
+        if os.getpid() != self.pid:  # a forked worker: write directly, now
+            if self.study_id is None:
+                return False
+            return self._guard("trials", self.handle().write, [trial])
+
+        def add() -> None:
+            if self.study_id is None:
+                self._create(direction or "minimize")
+            assert self.writer is not None
+            self.writer.add(trial, live)
+
+        ok = self._guard("trials", add)
+        self.recorded += ok
+        return ok
+
+    def handle(self) -> StudyHandle:
+        """A picklable handle on the run's study for worker processes."""
+        if self.spec is None or self.study_id is None or self.study_name is None:
+            raise StoreError("the run has no study yet")
+        return StudyHandle(self.spec, self.study_id, self.study_name, machine_id())
+
+    def flush(self) -> None:
+        """Wait until every trial recorded so far is stored (called before each checkpoint)."""
+        if self.enabled and self.writer is not None:
+            self._guard("trials", self.writer.flush)
+
+    def mirror_checkpoint(self, name: str, data: bytes) -> None:
+        """Keep a copy of the run's checkpoint in the store (for ``--resume`` without the folder's copy)."""
+        if not self.enabled or len(data) > MAX_MIRROR:
+            return
+        if self.study_id is None:
+            self._guard("checkpoint", self._create, direction_of(self.command) or "minimize")
+        if self.writer is not None:
+            self._guard("checkpoint", self.writer.add_checkpoint, name, data)
+
+    def close(self, status: str, result: dict[str, Any] | None, keep: bool = True) -> None:
+        """Flush, then record ``status`` and the headline (``keep=False``: remove the study this run created)."""
+        with _lock:
+            if self in _open:
+                _open.remove(self)
+        if not self.enabled or self.store is None:
+            return
+        if not keep:
+            self._discard()
+            return
+        command = self.command or (result or {}).get("command")
+        if self.study_id is None:
+            self.command = command
+            if not self._guard("study", self._create, direction_of(command) or "minimize"):
+                return
+        assert self.writer is not None and self.study_id is not None
+        if result is not None and self.recorded == 0:
+            for trial in result_trials(command, result):
+                self._guard("trials", self.writer.add, trial)
+        if not self._guard("trials", self.writer.close):
+            return
+        attrs: dict[str, Any] = {ATTR + "status": status, ATTR + "finished": _now()}
+        if command and not self.command:
+            attrs |= {ATTR + "command": command, ATTR + "system": system_of(command)}
+        if result is not None:
+            attrs[ATTR + "headline"] = headline(command, result)
+        self._guard("status", self.store.set_study_attrs, self.study_id, attrs)
+
+    def _discard(self) -> None:
+        """Remove what this run put in the store (a run that failed before its first checkpoint leaves nothing)."""
+        assert self.store is not None
+        with contextlib.suppress(StoreError):
+            if self.writer is not None:
+                self.writer.close()
+        if self.created_study and self.study_id is not None:
+            with contextlib.suppress(StoreError):
+                self.store.delete_study(self.study_id)
+        spec = self.store.spec
+        if spec.kind == "sqlite" and not self.existed:
+            from mlsysopt.store.database import forget
+
+            with contextlib.suppress(StoreError):
+                if not self.store.study_names():
+                    forget(spec)
+                    for suffix in ("", "-wal", "-shm"):
+                        Path(f"{spec.path}{suffix}").unlink(missing_ok=True)

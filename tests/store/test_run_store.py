@@ -1,0 +1,124 @@
+"""A run folder and its study: created with the run's settings, trials recorded in one call, status and headline at
+the end, nothing left behind by a run that failed early, --resume from the store, log.txt."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import optuna
+import pytest
+
+from mlsysopt.errors import InvalidRunDir, StoreError
+from mlsysopt.io import RunDir
+from mlsysopt.store import record_trial, storage
+
+SETTINGS = {"command": "nas search", "budget": 5, "space": "nasbench-graph:cora"}
+
+
+def _study(db: Path, name: str = "run") -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{db}")
+
+
+def test_a_run_writes_its_study_beside_the_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = RunDir(tmp_path / "run", SETTINGS, checkpoint="checkpoint.json").check()
+    assert not any(tmp_path.iterdir())  # checking creates nothing, the store included
+    with run:
+        print("evaluating 5 architectures")
+        for i in range(5):
+            assert record_trial({"choice_0": i}, 0.5 + i / 10, record={"index": i, "perf": 0.5 + i / 10}, key=i)
+        run.save_checkpoint({"history": list(range(5))})
+        run.write_json("result.json", {"command": "nas search", "best": {"perf": 0.9, "test_perf": 0.88}})
+    study = _study(tmp_path / "mlsysopt.db")
+    assert study.direction == optuna.study.StudyDirection.MAXIMIZE and study.best_value == pytest.approx(0.9)
+    attrs = study.user_attrs
+    assert attrs["settings.budget"] == 5 and attrs["settings.space"] == "nasbench-graph:cora"
+    assert attrs["mlsysopt.run_dir"] == str(tmp_path / "run") and attrs["mlsysopt.system"] == "nas"
+    assert attrs["mlsysopt.status"] == "done" and attrs["mlsysopt.headline"]["value"] == 0.9
+    assert [t.user_attrs["record"]["index"] for t in study.trials] == [0, 1, 2, 3, 4]
+    log = (tmp_path / "run" / "log.txt").read_text()
+    assert "evaluating 5 architectures" in log and "study 'run' in sqlite:///" in log
+    assert log.rstrip().endswith("s") and "=== done" in log
+    assert "evaluating 5 architectures" in capsys.readouterr().out  # the terminal still got it
+
+
+def test_a_run_that_fails_before_its_checkpoint_leaves_no_study_and_no_store(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError), RunDir(tmp_path / "run", SETTINGS, checkpoint="c.json").check():
+        record_trial({"x": 1}, 1.0)
+        raise RuntimeError("crash in the first step")
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_failed_run_with_a_checkpoint_keeps_its_study_as_failed(tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt), RunDir(tmp_path / "run", SETTINGS, checkpoint="c.json").check() as run:
+        record_trial({"x": 1}, 1.0, key=0)
+        run.save_checkpoint({"n": 1})
+        raise KeyboardInterrupt
+    study = _study(tmp_path / "mlsysopt.db")
+    assert study.user_attrs["mlsysopt.status"] == "interrupted" and len(study.trials) == 1
+
+
+def test_resume_continues_the_same_study_and_the_store_can_stand_in_for_a_lost_checkpoint(tmp_path: Path) -> None:
+    with RunDir(tmp_path / "run", SETTINGS, checkpoint="checkpoint.json").check() as run:
+        for i in range(3):
+            record_trial({"x": i}, float(i), key=i)
+        run.save_checkpoint({"done": 3})
+    (tmp_path / "run" / "checkpoint.json").unlink()  # the folder lost its checkpoint (a node's disk went away)
+    again = RunDir(tmp_path / "run", SETTINGS, resume=True, checkpoint="checkpoint.json").check()
+    assert again.load_checkpoint() == {"done": 3}  # from the store, before the folder is touched
+    with again:
+        assert (tmp_path / "run" / "checkpoint.json").is_file()  # the folder is the source of truth again
+        for i in range(2, 6):  # the resumed search redoes step 2: its key makes the rewrite exact
+            record_trial({"x": i}, float(i), key=i)
+    study = _study(tmp_path / "mlsysopt.db")
+    assert [t.params["x"] for t in study.trials] == [0, 1, 2, 3, 4, 5]
+    assert study.user_attrs["mlsysopt.resumed"] == 1 and study.user_attrs["mlsysopt.status"] == "done"
+    assert (tmp_path / "run" / "log.txt").read_text().count("=== ") == 4  # started, done, resumed, done
+
+
+def test_resume_without_a_checkpoint_anywhere_says_so(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRunDir, match=r"no checkpoint at .* nor a copy in the study store"):
+        RunDir(tmp_path / "run", SETTINGS, resume=True, checkpoint="checkpoint.json").check()
+    assert not any(tmp_path.iterdir())
+
+
+def test_storage_none_and_an_explicit_store(tmp_path: Path) -> None:
+    with storage("none"), RunDir(tmp_path / "a", SETTINGS, checkpoint=None).check():
+        assert not record_trial({"x": 1}, 1.0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
+    with storage(str(tmp_path / "team.db")), RunDir(tmp_path / "b", SETTINGS, checkpoint=None).check():
+        record_trial({"x": 1}, 1.0)
+    assert len(_study(tmp_path / "team.db", "b").trials) == 1
+
+
+def test_a_bad_store_is_refused_before_the_folder_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLSYSOPT_STORAGE", "postgresql://nobody@127.0.0.1:1/db")
+    with pytest.raises(
+        StoreError, match=r"MLSYSOPT_STORAGE=postgresql\+psycopg2://nobody@127.0.0.1:1/db: cannot reach"
+    ):
+        RunDir(tmp_path / "run", SETTINGS, checkpoint=None).check()
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_store_failing_mid_run_stops_the_store_not_the_run(tmp_path: Path) -> None:
+    warned = pytest.warns(UserWarning, match="stopped taking this run's trials")
+    with warned, RunDir(tmp_path / "run", SETTINGS, checkpoint=None).check() as run:
+        record_trial({"x": 1}, 1.0)
+        run.store.flush()
+        record_trial({"x": 1.5}, 2.0)  # another kind of parameter: the store refuses it
+        run.store.flush()
+        assert not record_trial({"x": 3}, 3.0)
+        run.write_json("result.json", {"ok": True})
+    assert (tmp_path / "run" / "result.json").is_file()
+
+
+def test_a_run_records_from_a_forked_worker_directly(tmp_path: Path) -> None:
+    with RunDir(tmp_path / "run", SETTINGS, checkpoint=None).check() as run:
+        record_trial({"x": 0}, 0.0, key="parent")
+        run.store.flush()
+        pid = os.fork()
+        if pid == 0:  # the child writes through its own connection, synchronously
+            code = 0 if record_trial({"x": 1}, 1.0, key="child") else 1
+            os._exit(code)
+        assert os.waitpid(pid, 0)[1] == 0
+    assert sorted(t.user_attrs["key"] for t in _study(tmp_path / "mlsysopt.db").trials) == ["child", "parent"]
