@@ -124,7 +124,7 @@ def test_sqlite_refuses_a_writer_it_cannot_admit_with_one_clear_error(tmp_path: 
 def test_sqlite_takes_concurrent_writers_of_one_machine_in_turn(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/s.db"
     handle = _handle(url)
-    with LocalExecutor(4) as ex:
+    with LocalExecutor(2) as ex:  # two processes, four writers' trials
         out = ex.map(write_task, _items(handle)[:4])
     assert sorted(n for numbers, _ in out for n in numbers) == list(range(4 * PER_WRITER))
     _check_consistent(url, handle.study_name, 4 * PER_WRITER)

@@ -3,6 +3,7 @@ the end, nothing left behind by a run that failed early, --resume from the store
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -122,3 +123,48 @@ def test_a_run_records_from_a_forked_worker_directly(tmp_path: Path) -> None:
             os._exit(code)
         assert os.waitpid(pid, 0)[1] == 0
     assert sorted(t.user_attrs["key"] for t in _study(tmp_path / "mlsysopt.db").trials) == ["child", "parent"]
+
+
+_KILLED_RUN = """
+import sys, time
+from mlsysopt.io import RunDir
+from mlsysopt.store import record_trial
+with RunDir(sys.argv[1], {"command": "nas search"}, checkpoint="checkpoint.json").check() as run:
+    for i in range(1000):
+        record_trial({"x": i}, float(i), key=i)
+        if i % 10 == 9:
+            run.save_checkpoint({"done": i + 1})
+            print(i + 1, flush=True)
+        time.sleep(0.01)
+"""
+
+
+def test_a_killed_run_is_listed_as_killed_and_keeps_what_its_checkpoint_has(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from mlsysopt.store import Store, parse_storage
+    from mlsysopt.store.query import list_runs
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_RUN, str(tmp_path / "run")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(3):
+            assert proc.stdout is not None and proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    (summary,) = list_runs(Store.open(parse_storage(str(tmp_path / "mlsysopt.db"))))
+    assert summary.status == "killed" and summary.name == "run"
+    done = json.loads((tmp_path / "run" / "checkpoint.json").read_text())["done"]
+    numbers = sorted(t.number for t in _study(tmp_path / "mlsysopt.db").trials)
+    assert numbers == list(range(len(numbers)))  # whole trials, no gap: what was written before the kill
+    with RunDir(tmp_path / "run", {"command": "nas search"}, resume=True, checkpoint="checkpoint.json").check():
+        for i in range(done + 5):  # as a resumed search does: its checkpoint's history again, then new steps
+            record_trial({"x": i}, float(i), key=i)
+    study = _study(tmp_path / "mlsysopt.db")
+    assert sorted(t.params["x"] for t in study.trials)[: done + 5] == list(range(done + 5))
+    assert len({t.params["x"] for t in study.trials}) == len(study.trials)  # one copy of each
+    assert study.user_attrs["mlsysopt.status"] == "done"

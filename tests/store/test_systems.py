@@ -70,3 +70,14 @@ def test_costmodel_training_records_its_epochs_as_intermediate_values(tmp_path: 
     assert trial.state.name == "COMPLETE" and sorted(trial.intermediate_values) == [1, 2]
     assert trial.value == pytest.approx(result["history"][-1]["valid_opa"])
     assert trial.user_attrs["metric"] == "valid_opa" and trial.params["segment_size"] == 40
+
+
+def test_the_demo_records_its_summary_and_its_page_names_the_store(tmp_path: Path) -> None:
+    from mlsysopt.demo import run_demo
+
+    with RunDir(tmp_path / "demo", {"command": "demo", "seed": 0}, checkpoint=None).check():
+        run_demo(tmp_path / "demo", seed=0, only=["montage"])
+    study = _study(tmp_path, "demo")
+    assert study.trials and study.trials[0].user_attrs["system"]  # a summary row of the page, as a trial
+    page = (tmp_path / "demo" / "index.html").read_text()
+    assert "study store" in page and "mlsysopt runs show demo" in page and "mlsysopt runs dashboard" in page

@@ -11,10 +11,10 @@ budget, more epochs, other workers); the error names every setting that differs.
 
 Every run also has a study in the study store (:mod:`mlsysopt.store`; ``--storage``, ``MLSYSOPT_STORAGE`` or
 ``mlsysopt.db`` beside the folder): :meth:`check` resolves and reaches the store before anything exists,
-:meth:`record_trial` adds a trial to the run's study, every checkpoint is preceded by a flush of the recorded trials
-and copied into the store, so ``--resume`` works from the store when the folder lost its checkpoint; closing
-records the run's status and headline figure. ``log.txt`` keeps what the run printed, its warnings and timings
-(:mod:`mlsysopt.io.runlog`).
+:meth:`record_trial` adds a trial to the run's study (written within half a second, off the caller's thread),
+every checkpoint is copied into the store, so ``--resume`` works from the store when the folder lost its
+checkpoint; closing records the run's status and headline figure. ``log.txt`` keeps what the run printed, its
+warnings and timings (:mod:`mlsysopt.io.runlog`).
 """
 
 from __future__ import annotations
@@ -233,10 +233,10 @@ class RunDir:
     def _result(self) -> dict[str, Any] | None:
         """This run's result.json, if it wrote one (for the store's headline figure)."""
         path = self.path / "result.json"
-        if "result.json" in self._before and not self.resume and path.stat().st_mtime < self._opened_at:
-            return None  # an older run's result, not this one's
         try:
-            data = loads_json(path.read_text(), where=str(path)) if path.is_file() else None
+            if not path.is_file() or ("result.json" in self._before and path.stat().st_mtime < self._opened_at):
+                return None  # none, or an older run's result, not this one's
+            data = loads_json(path.read_text(), where=str(path))
         except (OSError, MlsysoptError):
             return None
         return data if isinstance(data, dict) else None
@@ -251,17 +251,13 @@ class RunDir:
         return read_json(self.path / name, error)
 
     def save_checkpoint(self, state: Any) -> Path:
-        """Write the checkpoint atomically (torch for ``.pt``, JSON otherwise), after the store has every trial
-        recorded so far; then copy it into the store."""
-        if self._store is not None:
-            self._store.flush()
+        """Write the checkpoint atomically (torch for ``.pt``, JSON otherwise); the store gets a copy of it."""
         if self.checkpoint.suffix == ".pt":
             path = save_torch_atomic(self.checkpoint, state)
         else:
             path = write_json_atomic(self.checkpoint, state)
-        if self._store is not None and self._store.enabled:
-            with contextlib.suppress(OSError):
-                self._store.mirror_checkpoint(path.name, path.read_bytes())
+        if self._store is not None:
+            self._store.mirror_checkpoint(path)
         return path
 
     def load_checkpoint(self, error: type[MlsysoptError] = InvalidRunDir) -> Any:

@@ -155,8 +155,13 @@ class RunLog(_Capture):
 
     def start(self) -> RunLog:
         """Open the log, write its header (and what the command printed so far) and start copying."""
-        self._fh = open(self.path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed in end)
-        self._bytes = self.path.stat().st_size
+        try:
+            self._fh = open(self.path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed in end)
+            self._bytes = self.path.stat().st_size
+        except OSError as exc:
+            from mlsysopt.errors import WriteFailed
+
+            raise WriteFailed(f"cannot write {self.path}: {exc.strerror or exc}") from None
         from mlsysopt import __version__
 
         when = dt.datetime.now().astimezone().isoformat(timespec="seconds")

@@ -28,10 +28,11 @@ from mlsysopt.nas.limits import MAX_SEED, check_search_size
 from mlsysopt.nas.registry import check_method, get_method, method_config
 from mlsysopt.nas.report import best_feasible_test, eval_record, plot_search, regret, space_info
 from mlsysopt.nas.search import SearchResult, read_checkpoint, run_search
+from mlsysopt.nas.spaces.base import Evaluation
 
 if TYPE_CHECKING:
     from mlsysopt.nas.searcher import Searcher
-    from mlsysopt.nas.spaces.base import Evaluation, SearchSpace
+    from mlsysopt.nas.spaces.base import SearchSpace
     from mlsysopt.runtime import Executor
 
 #: Settings that may change when a run is resumed (everything else must match the run being continued).
@@ -166,6 +167,9 @@ class SearchJob:
         """Open the run folder, search to the budget (checkpointing every batch), write result.json and the plots."""
         with self.run_dir as run:
             opts = self.options
+            if self.resumed_from:  # the store may lack the last trials before a kill: their keys keep one copy
+                for i, d in enumerate(read_checkpoint(run)["history"]):
+                    self._store(Evaluation.from_dict(d), i + 1)
             result = run_search(self.searcher, executor, opts.workers, checkpoint=run, on_eval=self._stored(on_eval),
                                 timeout=opts.timeout)  # fmt: skip
             record = self._record(result)
@@ -177,13 +181,17 @@ class SearchJob:
             run.write_json("result.json", record)
         return SearchOutput(result, record, ["result.json", CHECKPOINT, "settings.json", *PLOTS])
 
-    def _stored(self, on_eval: Callable[[Evaluation, int], None] | None) -> Callable[[Evaluation, int], None]:
-        """``on_eval`` that first records the evaluation in the run's study (its result.json record, see
-        :mod:`mlsysopt.store.records`)."""
+    def _store(self, ev: Evaluation, n: int) -> None:
+        """Record evaluation ``n`` in the run's study (its result.json record, see :mod:`mlsysopt.store.records`)."""
         from mlsysopt.store.records import nas_trial, record
 
+        record(nas_trial(eval_record(n - 1, ev, self.space, self.constraints)), "maximize")
+
+    def _stored(self, on_eval: Callable[[Evaluation, int], None] | None) -> Callable[[Evaluation, int], None]:
+        """``on_eval`` that first records the evaluation in the run's study."""
+
         def stored(ev: Evaluation, n: int) -> None:
-            record(nas_trial(eval_record(n - 1, ev, self.space, self.constraints)), "maximize")
+            self._store(ev, n)
             if on_eval is not None:
                 on_eval(ev, n)
 

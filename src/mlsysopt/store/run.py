@@ -3,8 +3,9 @@
 :class:`~mlsysopt.io.RunDir` drives a :class:`RunStore`: ``check`` resolves and probes the store (before any folder
 exists: a bad or unreachable ``--storage`` is refused like any other input), ``open`` creates the run's study
 (named after the folder, ``NAME-2``... when taken) with the settings as study attributes and status ``running``,
-``flush`` runs before every checkpoint, ``close`` records the status and the headline figure, or removes the study
-again when the run failed before its first checkpoint (the folder is removed then too).
+every checkpoint is copied into the store (:meth:`RunStore.mirror_checkpoint`), ``close``
+flushes and records the status and the headline figure, or removes the study again when the run failed before its
+first checkpoint (the folder is removed then too).
 
 A system's experiment layer records a trial with one call, :func:`record_trial`, which writes to the study of the
 innermost open run (nothing happens when no run is open or the store is off). The store is a copy: if it stops
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 import os
 import socket
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 ATTR = "mlsysopt."  # prefix of the run attributes of a study
 SETTING = "settings."  # prefix of the run's settings
 MAX_MIRROR = 64 * 2**20  # checkpoints larger than this are not copied into the store
+MIRROR_EVERY_S = 5.0  # the checkpoint is copied into the store at most this often (and when the run closes)
 
 _explicit: str | None = None  # --storage of the command being run (None: MLSYSOPT_STORAGE or the default)
 _command: str | None = None  # the command being run ("nas search"), when the CLI runs one
@@ -144,6 +148,8 @@ class RunStore:
         self.disabled: str | None = None
         self.recorded = 0
         self.pid = os.getpid()
+        self._mirrored_at = -math.inf  # when the checkpoint was last copied into the store
+        self._unmirrored: Path | None = None  # a newer checkpoint not copied yet
 
     @property
     def enabled(self) -> bool:
@@ -193,7 +199,7 @@ class RunStore:
             for sid in reversed(self.store.study_ids(ATTR + "run_dir", str(self.path))):
                 attrs = self.store.study_attrs(sid)
                 if self.command is None or attrs.get(ATTR + "command") in (None, self.command):
-                    self.study_id, self.study_name = sid, self.store.storage.get_study_name_from_id(sid)
+                    self.study_id, self.study_name = sid, self.store.study_names()[sid]
                     self.command = self.command or attrs.get(ATTR + "command")
                     resumed = int(attrs.get(ATTR + "resumed", 0)) + 1
                     self.store.set_study_attrs(sid, {**self._process_attrs(), ATTR + "resumed": resumed,
@@ -268,18 +274,39 @@ class RunStore:
         return StudyHandle(self.spec, self.study_id, self.study_name, machine_id())
 
     def flush(self) -> None:
-        """Wait until every trial recorded so far is stored (called before each checkpoint)."""
+        """Wait until every trial recorded so far is stored."""
         if self.enabled and self.writer is not None:
             self._guard("trials", self.writer.flush)
 
-    def mirror_checkpoint(self, name: str, data: bytes) -> None:
-        """Keep a copy of the run's checkpoint in the store (for ``--resume`` without the folder's copy)."""
-        if not self.enabled or len(data) > MAX_MIRROR:
+    def urge(self) -> None:
+        """Start writing what is queued (called at each checkpoint; nobody waits for it)."""
+        if self.enabled and self.writer is not None:
+            self.writer.urge()
+
+    def mirror_checkpoint(self, path: Path, force: bool = False) -> None:
+        """Keep a copy of the run's checkpoint file in the store (for ``--resume`` without the folder's copy).
+
+        At most one copy every :data:`MIRROR_EVERY_S` seconds (a search may checkpoint every batch), and the last
+        one when the run closes; a store copy is therefore at most that old, and a run resumed from it redoes the
+        steps after it (their trials' keys make the rewrite exact).
+        """
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self._mirrored_at < MIRROR_EVERY_S:
+            self._unmirrored = path
+            return
+        self._unmirrored, self._mirrored_at = None, now
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return
+        if len(data) > MAX_MIRROR:
             return
         if self.study_id is None:
             self._guard("checkpoint", self._create, direction_of(self.command) or "minimize")
         if self.writer is not None:
-            self._guard("checkpoint", self.writer.add_checkpoint, name, data)
+            self._guard("checkpoint", self.writer.add_checkpoint, path.name, data)
 
     def close(self, status: str, result: dict[str, Any] | None, keep: bool = True) -> None:
         """Flush, then record ``status`` and the headline (``keep=False``: remove the study this run created)."""
@@ -297,6 +324,8 @@ class RunStore:
             if not self._guard("study", self._create, direction_of(command) or "minimize"):
                 return
         assert self.writer is not None and self.study_id is not None
+        if self._unmirrored is not None and self._unmirrored.is_file():
+            self.mirror_checkpoint(self._unmirrored, force=True)
         if result is not None and self.recorded == 0:
             for trial in result_trials(command, result):
                 self._guard("trials", self.writer.add, trial)

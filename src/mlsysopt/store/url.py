@@ -47,6 +47,7 @@ class StorageSpec:
     path: Path | None = None
     source: str = "--storage"
     timeout: float = 60.0  # SQLite: seconds a writer waits for the file's lock (``sqlite:///F.db?timeout=S``)
+    beside: str | None = None  # the default store: the run folder it is beside (messages name the --out)
 
     @property
     def enabled(self) -> bool:
@@ -68,6 +69,8 @@ class StorageSpec:
             return f"{ENV}={self.display}"
         if self.source == "--storage":
             return f"--storage {self.display}"
+        if self.beside:
+            return f"the study store beside --out {self.beside} ({self.path})"
         return f"the study store {self.display}"
 
 
@@ -174,8 +177,10 @@ def resolve_storage(explicit: str | None, run_path: str | Path | None = None) ->
     env = os.environ.get(ENV, "").strip()
     if env:
         return parse_storage(env, ENV)
-    folder = Path(os.path.abspath(run_path)).parent if run_path is not None else Path.cwd()
-    return _sqlite(folder / DEFAULT_FILE, "default")
+    if run_path is None:
+        return _sqlite(Path.cwd() / DEFAULT_FILE, "default")
+    spec = _sqlite(Path(os.path.abspath(run_path)).parent / DEFAULT_FILE, "default")
+    return StorageSpec(spec.url, spec.kind, spec.path, spec.source, spec.timeout, str(run_path))
 
 
 # ---------------------------------------------------------------------------- file system checks (SQLite)
@@ -239,5 +244,15 @@ def check_sqlite_path(spec: StorageSpec, must_have_parent: bool) -> bool:
             raise StoreError(f"{where}: {path} is not writable (SQLite also needs to write beside it)")
         return bool(head)
     if not os.access(folder, os.W_OK):
-        raise StoreError(f"{where}: cannot create {path}: {folder} is not writable")
+        raise StoreError(f"{where}: cannot create {path}: {_why_not_writable(folder)}")
     return False
+
+
+def _why_not_writable(folder: Path) -> str:
+    """Why ``folder`` cannot be written: a read-only file system, or its permissions."""
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return f"Read-only file system at {folder} (choose another --out, or --storage elsewhere)"
+    except OSError:
+        pass
+    return f"Permission denied: {folder} is not writable (choose another --out, or --storage elsewhere)"

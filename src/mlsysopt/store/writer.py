@@ -2,9 +2,9 @@
 
 :class:`StudyWriter` is the writer of one run: :meth:`~StudyWriter.add` queues a trial and returns at once, a
 background thread writes what is queued in batches (one transaction each, see :mod:`mlsysopt.store.trials`), and
-:meth:`~StudyWriter.flush` waits until everything queued is stored. The run folder calls ``flush`` before each
-checkpoint, so the store always holds every trial the checkpoint holds; a killed run loses at most trials its
-checkpoint does not have either, and a resumed run writes them again (their keys make the rewrite exact).
+:meth:`~StudyWriter.flush` waits until everything queued is stored; otherwise what is queued is written every
+:data:`WAKE_S` seconds (one transaction, however many trials), so the store lags the folder by half a second at
+most; a killed run's resume records its checkpoint's history again and the keys keep exactly one copy of each trial.
 
 :class:`StudyHandle` is a picklable reference to a study that a worker process writes to directly and
 synchronously. A SQLite handle refuses to write from another machine (a Ray node elsewhere): the file is not
@@ -91,6 +91,12 @@ class StudyWriter:
                 self._thread.start()
             if len(self._queue) >= BATCH:  # else the thread wakes by itself: no thread switch per trial
                 self._cond.notify_all()
+
+    def urge(self) -> None:
+        """Have the thread write what is queued now, without waiting for it."""
+        with self._cond:
+            self._urgent = True
+            self._cond.notify_all()
 
     def flush(self) -> None:
         """Wait until every queued write is stored; raise the first error a write met (once)."""
