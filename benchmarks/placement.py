@@ -15,23 +15,27 @@ schedulers are one-shot and take what they take). Stochastic methods: 3 seeds (m
 geomean ratio to HEFT with a 95% bootstrap interval over problems, ratio to saga_best, win/tie/loss counts (a tie
 is within 0.1%), the worst ratio; the optimality gap on small problems (exact optimum by enumeration) and a
 CP-SAT lower bound on 30-task ones; a 10,000-task montage on 64 devices (time and peak memory in a child process).
+Each finished problem is saved in ``FILE.parts/`` (atomically): a killed run resumes where it stopped (``--fresh``
+starts over).
 
-    python benchmarks/placement.py [--quick] [--workers 2] [--policy pretrained] --out FILE.json
+    python benchmarks/placement.py [--quick] [--workers 2] [--policy pretrained] [--fresh] --out FILE.json
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import resource
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mlsysopt.io import write_json_atomic
+from mlsysopt.io import read_json, write_json_atomic
 
 #: The methods of each mode. One-shot methods are deterministic: one run serves both modes.
 ONE_SHOT = ["heft", "fastest_device", "saga_best"]
@@ -100,6 +104,57 @@ def label(spec: dict[str, Any], problem: Any) -> str:
     d = spec["d"] if isinstance(spec["d"], str) else f"{spec['d']}dev"
     what = spec.get("recipe") or spec.get("model") or spec["kind"]
     return f"{what}-{problem.num_tasks}t-{d}"
+
+
+# ---------------------------------------------------------------------------- checkpoints (one file per item)
+def cached(fn: Any) -> Any:
+    """``fn(args)`` saved as ``parts/<hash of args>.json`` (the last element of ``args``): computed once per run."""
+
+    def run(args: tuple[Any, ...]) -> Any:
+        *inner, _ = args
+        path = _part_path(fn, args)
+        if path.exists():
+            return read_json(path)
+        t0 = time.perf_counter()
+        out = fn(tuple(inner))
+        write_json_atomic(path, out)
+        print(f"  done {fn.__name__} {json.dumps(inner[0])[:90]} in {time.perf_counter() - t0:.0f} s", flush=True)
+        return out
+
+    run.__name__ = f"cached_{fn.__name__}"
+    return run
+
+
+def _call(item: tuple[Any, tuple[Any, ...]]) -> Any:
+    fn, args = item
+    return fn(args)
+
+
+def _saved(fn: Any, args: tuple[Any, ...]) -> bool:
+    """Whether the item ``fn(args)`` has its checkpoint."""
+    inner = {run_problem_part: run_problem, run_small_part: run_small, scale_run_part: scale_run}[fn]
+    return _part_path(inner, args).exists()
+
+
+def _part_path(fn: Any, args: tuple[Any, ...]) -> Path:
+    *inner, parts = args
+    key = hashlib.sha256(json.dumps([fn.__name__, *inner], sort_keys=True).encode()).hexdigest()[:16]
+    return Path(parts) / f"{fn.__name__}-{key}.json"
+
+
+def run_problem_part(args: tuple[Any, ...]) -> dict[str, Any]:
+    """:func:`run_problem`, checkpointed."""
+    return cached(run_problem)(args)
+
+
+def run_small_part(args: tuple[Any, ...]) -> dict[str, Any]:
+    """:func:`run_small`, checkpointed."""
+    return cached(run_small)(args)
+
+
+def scale_run_part(args: tuple[Any, ...]) -> dict[str, Any]:
+    """:func:`scale_run`, checkpointed."""
+    return cached(scale_run)(args)
 
 
 # ---------------------------------------------------------------------------- one problem, every method
@@ -289,7 +344,14 @@ def main() -> None:
     ap.add_argument("--policy", default="pretrained", help="GiPH checkpoint (default: the shipped policy)")
     ap.add_argument("--bound-seconds", type=float, default=10.0, help="CP-SAT time per 30-task problem")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/placement.json"))
+    ap.add_argument("--fresh", action="store_true", help="ignore the saved problems of an earlier run (FILE.parts)")
+    ap.add_argument("--partial", action="store_true", help="summarize only the items saved so far (a stopped run)")
     args = ap.parse_args()
+    parts = args.out.with_suffix(".parts")
+    if args.fresh:
+        shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir(parents=True, exist_ok=True)
+    p = str(parts)
     from mlsysopt.placement import DEFAULT_METHOD
     from mlsysopt.runtime import make_executor
 
@@ -300,15 +362,25 @@ def main() -> None:
              for k in range(3 if args.quick else 10)]  # fmt: skip
     small += [{"kind": "small", "n": 28, "d": 4, "seed": 70_000 + k, "exact": False, "set": "small"}
               for k in range(1 if args.quick else 5)]  # fmt: skip
+    # one pool for every item: the optimality set and the scale run first, then the problems (cheapest first)
+    items: list[Any] = [(run_small_part, (s, args.policy, args.bound_seconds, p)) for s in small]
+    if not args.quick:
+        items.append((scale_run_part, (args.policy, 45.0, p)))
+    order = sorted(specs, key=lambda s: s.get("n", 60) if s["kind"] != "zoo" else 60)
+    items += [(run_problem_part, (s, seeds, args.policy, p)) for s in order]
+    missing: list[Any] = []
+    if args.partial:  # summarize the saved items only
+        missing = [a[0] for fn, a in items if not _saved(fn, a)]
+        print(f"--partial: {len(items) - len(missing)} of {len(items)} items were saved; the others are left out")
+        items = [(fn, a) for fn, a in items if _saved(fn, a)]
     with make_executor("local", args.workers) as pool:
-        # biggest first, so that the two workers finish together
-        order = sorted(specs, key=lambda s: -(s.get("n", 60) if s["kind"] != "zoo" else 60))
-        rows = pool.map(run_problem, [(s, seeds, args.policy) for s in order])
-        for r in rows:
-            e = r["evaluations"]
-            print(f"  {r['spec']['set']:17s} {r['label']:34s} " + " ".join(f"{m} {e[m] / e['heft']:.3f}" for m in e))
-        opt = pool.map(run_small, [(s, args.policy, args.bound_seconds) for s in small])
-        scale = None if args.quick else pool.map(scale_run, [(args.policy, 45.0)])[0]
+        outs = pool.map(_call, items)
+    opt = [o for (fn, _), o in zip(items, outs, strict=True) if fn is run_small_part]
+    scale = next((o for (fn, _), o in zip(items, outs, strict=True) if fn is scale_run_part), None)
+    rows = [o for (fn, _), o in zip(items, outs, strict=True) if fn is run_problem_part]
+    for r in rows:
+        e = r["evaluations"]
+        print(f"  {r['spec']['set']:17s} {r['label']:34s} " + " ".join(f"{m} {e[m] / e['heft']:.3f}" for m in e))
     adapt = adaptivity_run(args.policy, 4 if args.quick else 20)
     one = [m for m in ONE_SHOT if all(m in r["evaluations"] for r in rows)]
     result: dict[str, Any] = {"default_method": DEFAULT_METHOD}
@@ -342,6 +414,7 @@ def main() -> None:
     result["optimality_problems"] = opt
     result["setup"] = {
         "quick": args.quick,
+        "partial": {"left_out": missing} if args.partial else None,
         "seeds": seeds,
         "policy": args.policy,
         "budget": "equal evaluations: default_budget (10 x tasks within 100-20,000); wall clock: 1 s per search",

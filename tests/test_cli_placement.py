@@ -156,6 +156,7 @@ def test_compare_two_seeds(files: dict[str, Path], tmp_path: Path) -> None:
     assert {"fastest_device", "saga_heft", "saga_cpop", "saga_best", "local_search", "giph"} <= set(methods)
     assert list(result["results"]) == methods and result["seeds"] == [0, 1]
     assert result["results"]["saga_cpop"]["info"][0]["saga_makespan"] > 0  # saga's own makespan, beside ours
+    assert "saga's" in proc.stdout  # its column (the header may wrap in 80 columns)
     assert result["results"]["giph"]["stopped_by"] == ["budget", "budget"]
     for name, r in result["results"].items():
         assert len(r["makespans"]) == 2 and r["min_makespan"] <= r["mean_makespan"]
