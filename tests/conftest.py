@@ -48,3 +48,28 @@ def postgres() -> Iterator[object]:
         yield server
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------------------- README run times (tests/test_readme.py)
+_README_TIMES = Path(__file__).resolve().parents[1] / "runs" / "readme-times.txt"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A fresh table of README run times per session (the controller clears it; xdist workers append)."""
+    if not hasattr(session.config, "workerinput"):
+        _README_TIMES.unlink(missing_ok=True)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the wall time of every README command test_readme.py ran (``*``: with the README's substitutions)."""
+    import json
+
+    if not _README_TIMES.is_file():
+        return
+    rows = [json.loads(line) for line in _README_TIMES.read_text().splitlines() if line.strip()]
+    if not rows:
+        return
+    terminalreporter.section("README run times (s; * = run with the README's readme-test substitutions)")
+    for r in rows:
+        terminalreporter.write_line(f"{r['s']:7.1f}{'*' if r['sub'] else ' '}  [{r['section']}] {r['command'][:150]}")
+    terminalreporter.write_line(f"{sum(r['s'] for r in rows):7.1f}   total")

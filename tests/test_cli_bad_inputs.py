@@ -293,23 +293,29 @@ def check_refused(param: Param, value: str, inputs: dict[str, Path]) -> None:
     """Run the baseline with ``param`` = ``value``: it must be refused before any work, in one error line."""
     with tempfile.TemporaryDirectory(dir=inputs["graph"].parent) as tmp:
         case = Path(tmp)
-        before = _snapshot(case, inputs["broken"])
-        argv = _argv(param.command, inputs, case, (param, value))
-        sentinel = _sentinel(param.command)
+        check_argv_refused(param.command, _argv(param.command, inputs, case, (param, value)), case, inputs)
 
-        def reached(*a: Any, **k: Any) -> None:
-            raise ReachedWork(f"{' '.join(argv)}: the bad value reached the work ({sentinel})")
 
-        with mock.patch(sentinel, reached), _time_limit(CASE_SECONDS, argv), _memory_cap(CASE_MEMORY):
-            ran = run_inprocess(*argv, cwd=case)
-        lines = [ln for ln in ran.stderr.splitlines() if ln.strip()]
-        errors = [ln for ln in lines if ln.startswith("error:")]
-        what = f"{' '.join(argv)!r} -> exit {ran.returncode}, stderr {ran.stderr[-600:]!r}"
-        assert ran.returncode == 2, what
-        assert len(errors) == 1 and lines[-1] == errors[0], what
-        assert "Traceback" not in ran.stderr + ran.stdout, what
-        assert "\x1b" not in ran.stderr and "\U0001f525" not in ran.stderr, what  # no escape codes, no emoji
-        assert _snapshot(case, inputs["broken"]) == before, f"{what}: left files behind"
+def check_argv_refused(command: str, argv: list[str], case: Path, inputs: dict[str, Path], *needles: str) -> None:
+    """Run ``argv`` in ``case``: refused before any work, in one error line holding every one of ``needles``."""
+    before = _snapshot(case, inputs["broken"])
+    sentinel = _sentinel(command)
+
+    def reached(*a: Any, **k: Any) -> None:
+        raise ReachedWork(f"{' '.join(argv)}: the bad value reached the work ({sentinel})")
+
+    with mock.patch(sentinel, reached), _time_limit(CASE_SECONDS, argv), _memory_cap(CASE_MEMORY):
+        ran = run_inprocess(*argv, cwd=case)
+    lines = [ln for ln in ran.stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    what = f"{' '.join(argv)!r} -> exit {ran.returncode}, stderr {ran.stderr[-600:]!r}"
+    assert ran.returncode == 2, what
+    assert len(errors) == 1 and lines[-1] == errors[0], what
+    assert "Traceback" not in ran.stderr + ran.stdout, what
+    assert "\x1b" not in ran.stderr and "\U0001f525" not in ran.stderr, what  # no escape codes, no emoji
+    assert _snapshot(case, inputs["broken"]) == before, f"{what}: left files behind"
+    for needle in needles:
+        assert needle in errors[0], (needle, what)
 
 
 # ---------------------------------------------------------------------------- values by type
@@ -464,3 +470,153 @@ def test_the_harness_covers_every_command_family() -> None:
     assert all(k.partition("=")[0] in ids for k in KNOWN), "a KNOWN entry names an option that no longer exists"
     assert RunDir.open is not None  # the sentinel's target exists
     assert os.replace is not None
+
+
+# ---------------------------------------------------------------------------- named cases (issue 25)
+USER_PY = """
+import os, sys, time
+
+def loop():
+    while True:
+        time.sleep(0.05)
+
+def exits():
+    sys.exit(0)
+
+def aborts():
+    os.abort()
+
+def hard_exit():
+    os._exit(3)
+"""
+
+#: Bad inputs no table of values produces: id -> (argv, needles of the one error line). Placeholders: the
+#: :func:`inputs` names plus ``{user}`` (misbehaving factories), ``{lie}`` (an .npz whose header claims 10^11 rows),
+#: ``{cycle}``/``{selfloop}``/``{hugefeat}`` (TpuGraphs data roots with one bad train file), ``{dangling}``.
+NAMED: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    "factory-loops-past-timeout": (
+        ["placement", "place", "{user}:loop", "--devices", "2", "--timeout", "2", "--out", "{case}/out"],
+        ("did not return within 2 s (--timeout 2)",),
+    ),
+    "factory-sys-exit": (["graph", "info", "{user}:exits"], ("called sys.exit(0) at", "user.py:9")),
+    "factory-os-abort": (["graph", "import", "{user}:aborts", "--out", "{case}/g.npz"], ("killed by SIGABRT",)),
+    "factory-os-exit": (
+        ["serving", "tune", "--model", "{user}:hard_exit", "--out", "{case}/out"],
+        ("exited with code 3 before returning",),
+    ),
+    "placement-hidden-10000": (
+        ["placement", "train", "--hidden", "10000", "--min-tasks", "5", "--max-tasks", "8", "--out", "{case}/out"],
+        ("--hidden 10,000 is above the limit of 4,096",),
+    ),
+    "sim-rate-1e-300": (
+        ["serving", "tune", "--engine", "sim", "--rate", "1e-300", "--out", "{case}/out"],
+        ("--rate 1e-300 req/s", "at least 1 req/s"),
+    ),
+    "study-rate-1e-300": (["serving", "study", "--rate", "1e-300,5", "--out", "{case}/out"], ("--rate 1e-300",)),
+    "batch-timeout-1e308": (
+        ["serving", "serve", "--batch-timeout-ms", "1e308", "--out", "{case}/out"],
+        ("batch_timeout_ms=1e+308 is above the limit of 10000 ms",),
+    ),
+    "batch-timeout-in-a-config-file": (
+        ["serving", "serve", "--config", "{slow_config}", "--out", "{case}/out"],
+        ("slow_config.json", "batch_timeout_ms=1e+12"),
+    ),
+    "tpugraphs-cycle": (
+        ["costmodel", "train", "--data", "{cycle}", "--epochs", "1", "--out", "{case}/out"],
+        ("cycle/train/", ".npz: key 'edge_index' has a cycle"),
+    ),
+    "tpugraphs-self-loop": (
+        ["costmodel", "train", "--data", "{selfloop}", "--epochs", "1", "--out", "{case}/out"],
+        ("selfloop/train/", "is a self-loop"),
+    ),
+    "tpugraphs-feature-3e38": (
+        ["costmodel", "train", "--data", "{hugefeat}", "--epochs", "1", "--out", "{case}/out"],
+        ("hugefeat/train/", "key 'node_feat' row 0 column 0 is 3e+38"),
+    ),
+    "npz-header-lies": (["graph", "info", "{lie}"], ("lie.npz: key 'x' claims shape (100000000000, 3)",)),
+    "npz-header-lies-small": (
+        ["graph", "simulate", "{lie_small}", "--devices", "2", "--out", "{case}/out"],
+        ("lie_small.npz: key 'x' claims shape (1000000, 3)", "but holds"),
+    ),
+    "out-is-a-dangling-symlink": (
+        ["graph", "simulate", "{graph}", "--devices", "2", "--random", "--out", "{dangling}"],
+        ("is a symbolic link to", "which does not exist"),
+    ),
+}
+
+
+def _lying_npz(src: Path, dst: Path, key: str, shape: tuple[int, ...]) -> None:
+    """``src`` with the array header of ``key`` claiming ``shape`` (its data unchanged)."""
+    import io
+
+    import numpy as np
+
+    fmt = np.lib.format
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename == f"{key}.npy":
+                f = io.BytesIO(data)
+                version = fmt.read_magic(f)
+                _, fortran, dtype = (fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0)(f)
+                header = io.BytesIO()
+                fmt.write_array_header_1_0(header, {"descr": fmt.dtype_to_descr(dtype), "fortran_order": fortran,
+                                                    "shape": shape})  # fmt: skip
+                data = header.getvalue() + data[f.tell() :]
+            zout.writestr(info.filename, data)
+
+
+def _bad_tpugraphs(data: Path, dst: Path, change: Any) -> Path:
+    """A copy of the data root ``data`` whose first train file is changed by ``change(arrays)``."""
+    import shutil
+
+    import numpy as np
+
+    from mlsysopt.costmodel.data.tpugraphs import save_npz
+
+    shutil.copytree(data, dst)
+    first = sorted((dst / "train").glob("*.npz"))[0]
+    with np.load(first) as z:
+        arrays = {k: z[k] for k in z.files}
+    change(arrays)
+    save_npz(first, arrays)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def named(inputs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The inputs of :data:`NAMED` (written once, never written to by a case)."""
+    import numpy as np
+
+    d = tmp_path_factory.mktemp("named")
+    (d / "user.py").write_text(USER_PY)
+    _lying_npz(inputs["graph"], d / "lie.npz", "x", (10**11, 3))
+    _lying_npz(inputs["graph"], d / "lie_small.npz", "x", (10**6, 3))
+    (d / "slow_config.json").write_text('{"max_batch": 4, "batch_timeout_ms": 1e12}')
+
+    def cycle(a: dict) -> None:
+        a["edge_index"] = np.concatenate([a["edge_index"], a["edge_index"][:1, ::-1]])
+
+    def selfloop(a: dict) -> None:
+        a["edge_index"] = np.concatenate([a["edge_index"], [[3, 3]]])
+
+    def hugefeat(a: dict) -> None:
+        a["node_feat"][0, 0] = 3e38
+
+    for name, change in (("cycle", cycle), ("selfloop", selfloop), ("hugefeat", hugefeat)):
+        _bad_tpugraphs(inputs["data"], d / name, change)
+    (d / "dangling").symlink_to(d / "no-such-folder")
+    return {**{k: d / k for k in ("cycle", "selfloop", "hugefeat", "dangling")}, "user": d / "user.py",
+            "lie": d / "lie.npz", "lie_small": d / "lie_small.npz", "slow_config": d / "slow_config.json"}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", NAMED)
+def test_named_bad_inputs_are_refused_naming_what_was_wrong(
+    case: str, inputs: dict[str, Path], named: dict[str, Path]
+) -> None:
+    template, needles = NAMED[case]
+    with tempfile.TemporaryDirectory(dir=inputs["graph"].parent) as tmp:
+        values = {k: str(v) for k, v in {**inputs, **named, "case": Path(tmp)}.items()}
+        argv = [a.format(**values) for a in template]
+        command = " ".join(argv[:2]) if argv[0] != "demo" else "demo"
+        check_argv_refused(command, argv, Path(tmp), inputs, *needles)

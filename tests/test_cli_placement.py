@@ -163,6 +163,7 @@ def test_compare_two_seeds(files: dict[str, Path], tmp_path: Path) -> None:
         assert r["min_makespan"] >= result["cp_min"] * (1 - 1e-9)
         assert r["mean_ratio_to_heft"] == pytest.approx(r["mean_makespan"] / result["heft_makespan"])
         assert 1 <= r["mean_steps_to_best"] <= 20, name
+        assert r["stopped_by"] == ["budget", "budget"], name  # per search (seed), as the README says
     assert result["results"]["giph"]["mean_makespan"] <= result["results"]["heft"]["mean_makespan"]
     assert result["results"]["heft"]["mean_ratio_to_heft"] == pytest.approx(1.0)
     assert (tmp_path / "cmp" / "search.png").read_bytes()[:8] == PNG_MAGIC

@@ -68,7 +68,9 @@ def test_compare_prints_a_table_and_writes_one_figure(store: Path, tmp_path: Pat
     assert ran.returncode == 0, ran.stderr
     for word in ("nas1", "nas2", "best value", "0.55", "0.62", "budget"):  # budget: the setting that differs
         assert word in ran.stdout, word
-    assert out.read_bytes()[:8] == PNG_MAGIC
+    assert out.read_bytes()[:8] == PNG_MAGIC and "not comparable" not in ran.stderr
+    ran = run_inprocess("runs", "compare", "nas1", "tune1", "--out", out, cwd=store)  # a NAS and a serving run
+    assert ran.returncode == 0 and "optimize different objectives" in ran.stderr and "tune1: serving" in ran.stderr
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from tests.cli_helpers import PNG_MAGIC, assert_user_error, run
 
 SIM = ("--engine", "sim", "--profile", "synthetic:4", "--requests", "60")
-SMALL = ("--instances", "1,2", "--max-batch", "1,4", "--timeout-ms", "0,2", "--intra", "1,2", "--inter", "1")
+SMALL = ("--instances", "1,2", "--max-batch", "1,4", "--batch-timeout-ms", "0,2", "--intra", "1,2", "--inter", "1")
 QUICK = ("--confirm-top", "2", "--confirm-rounds", "2", "--noise-windows", "2")
 
 # a model whose batch is fixed inside: every exporter's file fails at a batch > 1 (a Reshape to 1 x 768)
@@ -105,7 +105,7 @@ def test_tune_cost_objective_with_an_unmeetable_slo_says_slo_missed(tmp_path: Pa
 
 @pytest.mark.quiet
 def test_tune_then_serve_on_a_zoo_model_reproduces_the_confirmed_value(tmp_path: Path) -> None:
-    one = ("--instances", "1", "--max-batch", "1,4", "--timeout-ms", "0", "--intra", "1", "--inter", "1")
+    one = ("--instances", "1", "--max-batch", "1,4", "--batch-timeout-ms", "0", "--intra", "1", "--inter", "1")
     proc = run(
         "serving", "tune", "--engine", "real", "--model", "zoo:cnn", *one, "--rate", "200", "--requests", "40",
         "--budget", "2", "--confirm-top", "1", "--confirm-rounds", "3", "--noise-windows", "2", "--out", "t",

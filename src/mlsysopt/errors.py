@@ -29,6 +29,10 @@ class ImportFailed(MlsysoptError):
     """An importer could not turn a model or workflow into a CompGraph (e.g. torch.fx cannot trace it)."""
 
 
+class UserCodeFailed(ImportFailed):
+    """User code (a factory or an objective, run in a child process) exited, crashed, was killed or ran too long."""
+
+
 class InvalidSpace(MlsysoptError):
     """A configuration space or workload is malformed: empty, a knob outside the machine, a bad rate or SLO."""
 

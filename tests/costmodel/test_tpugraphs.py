@@ -28,7 +28,7 @@ from mlsysopt.costmodel.data import (
     to_compgraph,
 )
 from mlsysopt.costmodel.data.synthetic import layout_durations
-from mlsysopt.errors import InvalidDataFile, InvalidGraph, InvalidOption
+from mlsysopt.errors import InvalidDataFile, InvalidOption
 from mlsysopt.graph import longest_path
 
 
@@ -249,12 +249,23 @@ def test_compgraph_critical_path_equals_synthetic_runtime() -> None:
         tile_to_compgraph(r)
 
 
-def test_compgraph_rejects_a_cycle(tmp_path: Path) -> None:
+def test_loading_refuses_a_cycle_a_self_loop_and_a_huge_feature_naming_the_file(tmp_path: Path) -> None:
     a = _layout()
     a["edge_index"] = np.array([[1, 0], [0, 1]])
     save_npz(tmp_path / "c.npz", a)
-    with pytest.raises(InvalidGraph, match="cycle"):
-        layout_to_compgraph(load_layout_npz(tmp_path / "c.npz"))
+    with pytest.raises(InvalidDataFile, match=r"c.npz: key 'edge_index' has a cycle through node"):
+        load_layout_npz(tmp_path / "c.npz")
+    a = _layout()
+    a["edge_index"] = np.array([[1, 0], [2, 2]])
+    save_npz(tmp_path / "s.npz", a)
+    with pytest.raises(InvalidDataFile, match=r"s.npz: key 'edge_index' row 1 \(\[2, 2\]\) is a self-loop"):
+        load_layout_npz(tmp_path / "s.npz")
+    a = _layout()
+    a["node_feat"] = a["node_feat"].copy()
+    a["node_feat"][1, 3] = 3e38
+    save_npz(tmp_path / "f.npz", a)
+    with pytest.raises(InvalidDataFile, match=r"f.npz: key 'node_feat' row 1 column 3 is 3e\+38"):
+        load_layout_npz(tmp_path / "f.npz")
 
 
 def test_save_npz_is_atomic_and_overwrites(tmp_path: Path) -> None:

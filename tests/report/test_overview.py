@@ -104,3 +104,35 @@ def test_environment_and_commit(tmp_path: Path) -> None:
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout")
     assert git_commit(source).split(" ")[0] == head  # type: ignore[union-attr]
+
+
+def test_the_simulator_rows_say_which_placement_won_and_why() -> None:
+    """Issue 25: 'all on the fastest device' losing to random needs its reason on the row itself."""
+
+    def section(fast: float, rand: float, tasks: int, depth: int) -> dict[str, Any]:
+        return {"graph": {"tasks": tasks, "depth": depth},
+                "placements": {"fastest device": {"makespan": fast}, "random": {"makespan": rand}}}  # fmt: skip
+
+    rows, errors = headlines({"cnn": section(0.0046, 0.0101, 30, 30), "montage": section(12669, 8060, 62, 8)})
+    assert errors == []
+    chain, wide = rows
+    assert chain.verdict().startswith("yes") and "the fastest device won: 30 tasks in 30 levels" in chain.note
+    assert wide.verdict().startswith("no")
+    assert "the random spread won: 62 tasks in 8 levels (7.8 per level)" in wide.note
+    assert chain.row()[-1] == chain.note and COLUMNS[-1] == "note"
+    text = summary_section(rows).text
+    assert "same budget" not in text and "not the benchmark's confirmed figures" in text
+
+
+def test_the_placement_rows_say_which_method_won_the_section() -> None:
+    """Issue 25: a headline where GiPH did not win names the method that did (EFT-greedy in the demo)."""
+    res = placement_and_serving()
+    rows, _ = headlines(res)
+    assert rows[0].note == "the section's best of 3 methods: giph_from_heft (SLR 1.800)"
+    res["placement"]["methods"]["eft_greedy"] = {"makespan": 2400.0}
+    res["placement"]["methods"]["broken"] = {"makespan": float("nan")}
+    rows, errors = headlines(res)
+    assert errors == []
+    slr = [r for r in rows if r.measure.startswith("SLR")]
+    assert len(slr) == 2 and all("a baseline won the section: eft_greedy (SLR 1.600" in r.note for r in slr)
+    assert "not GiPH" in slr[0].row()[-1]

@@ -13,6 +13,8 @@ exit  meaning
       this machine's limits, a missing dependency, input nested too deeply
 1     an internal error (a bug in mlsysopt, not a refused input): one line too; ``MLSYSOPT_DEBUG=1`` shows it
 130   interrupted (Ctrl-C); a run that keeps a checkpoint continues with ``--resume``
+143   stopped by SIGTERM (``kill``, systemd, Slurm, Kubernetes), handled like Ctrl-C: checkpoint kept, lock
+      released, one line; 129 for SIGHUP (the terminal closed)
 ====  =====================================================================================================
 
 ``MLSYSOPT_DEBUG=1`` (or ``true``/``yes``) re-raises instead, with the traceback. Library warnings
@@ -23,13 +25,17 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
 
-from mlsysopt.cli.common import Interrupted, err_console, harden, safe_text
+from mlsysopt.cli.common import Interrupted, apply_aliases, err_console, harden, safe_text
 from mlsysopt.cli.costmodel import costmodel_app
 from mlsysopt.cli.demo import demo
 from mlsysopt.cli.graph import graph_app
@@ -59,6 +65,51 @@ EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 #: Exit code of an unexpected exception (a bug): still one line; MLSYSOPT_DEBUG=1 shows the traceback.
 EXIT_INTERNAL = 1
+#: Signals handled like Ctrl-C (exit code 128 + the signal's number: 143 for SIGTERM, 129 for SIGHUP).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread: every path that keeps a checkpoint on Ctrl-C runs for it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+_stopped_by: int | None = None  # the signal that stopped the command (None: Ctrl-C or still running)
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    global _stopped_by
+    if _stopped_by is not None:  # a second signal while cleaning up: let the cleanup finish
+        return
+    _stopped_by = signum
+    raise Stopped(signum)
+
+
+@contextmanager
+def stop_signals_as_interrupts() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise :class:`Stopped` (a KeyboardInterrupt) like Ctrl-C does."""
+    global _stopped_by
+    _stopped_by = None
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
+        yield
+        return
+    old = {sig: signal.signal(sig, _on_stop_signal) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _interrupted(detail: str = "") -> int:
+    """The one line (and exit code) of a command stopped by Ctrl-C, SIGTERM or SIGHUP."""
+    what = f": {detail}" if detail else ""
+    if _stopped_by is not None:
+        return _fail(f"stopped by {signal.Signals(_stopped_by).name}{what}", 128 + _stopped_by)
+    return _fail(f"interrupted (Ctrl-C){what}", EXIT_INTERRUPTED)
 
 
 def _print_version(value: bool) -> None:
@@ -150,18 +201,19 @@ def run(argv: list[str] | None = None) -> int:
     from mlsysopt.store.run import set_command, use_storage
 
     try:
-        with session(sys.argv[1:] if argv is None else argv):
+        args = apply_aliases(list(sys.argv[1:] if argv is None else argv))
+        with session(args):
             try:
-                rv = _command().main(args=argv, prog_name="mlsysopt", standalone_mode=False)
+                rv = _command().main(args=args, prog_name="mlsysopt", standalone_mode=False)
             finally:
                 use_storage(None)
                 set_command(None)
         code = rv if isinstance(rv, int) else 0
         if code == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt inside a command into Exit(130)
-            return _fail("interrupted (Ctrl-C)", EXIT_INTERRUPTED)
+            return _interrupted()
         return code
     except Interrupted as exc:
-        return _fail(f"interrupted (Ctrl-C): {exc}", EXIT_INTERRUPTED)
+        return _interrupted(str(exc))
     except MlsysoptError as exc:
         if debug:
             raise
@@ -185,7 +237,7 @@ def run(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         if debug:
             raise
-        return _fail("interrupted (Ctrl-C)", EXIT_INTERRUPTED)
+        return _interrupted()
     except Exception as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare 'mlsysopt graph': the help, as typer prints it
             exc.show()  # type: ignore[attr-defined]
@@ -201,8 +253,8 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app and exit with its code (0 done, 2 refused, 130 interrupted)."""
-    with warnings.catch_warnings():
+    """Console entry point: run the app and exit with its code (0 done, 2 refused, 130 Ctrl-C, 143 SIGTERM)."""
+    with warnings.catch_warnings(), stop_signals_as_interrupts():
         warnings.simplefilter("always", MlsysoptWarning)
         warnings.showwarning = _show_warning
         code = run(argv)

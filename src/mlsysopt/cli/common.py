@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.text import plural
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -33,6 +34,10 @@ class Interrupted(Exception):
     """Ctrl-C inside a command; the message says what was kept (the app prints it as its one line, exit 130)."""
 
 
+#: Widest a table may print into a pipe or a file (where no terminal sets the width).
+PIPE_WIDTH = 200
+
+
 class SafeConsole(Console):
     """A rich Console that passes every string it renders (print arguments, table cells, status lines) through
     :func:`safe_text` first; markup written by mlsysopt itself still works, emoji codes are never expanded."""
@@ -45,6 +50,30 @@ class SafeConsole(Console):
             return super().render_str(safe_text(text), **kwargs)
         except MarkupError:  # e.g. a user's '[/red]' that a caller forgot to escape: print it, do not crash
             return super().render_str(safe_text(text), **{**kwargs, "markup": False})
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """Print like rich, but a table never cuts a cell (``giph_from_…``). In a pipe or a file (no terminal, no
+        ``COLUMNS``) a table gets the width it needs, up to :data:`PIPE_WIDTH`; where it still does not fit (a
+        terminal, or ``COLUMNS``), cells wrap instead of being cut."""
+        from rich.measure import Measurement
+        from rich.table import Table
+
+        tables = [obj for obj in objects if isinstance(obj, Table)]
+        for table in tables:
+            for column in table.columns:
+                column.overflow = "fold"
+        if tables and not self.is_terminal and "COLUMNS" not in os.environ:
+            options = self.options.update(width=PIPE_WIDTH)
+            need = min(PIPE_WIDTH, max(Measurement.get(self, options, t).maximum for t in tables))
+            if need > self.width:  # rich caps a print's width at the console's: widen the console for this one
+                before = self.width
+                self.width = need
+                try:
+                    super().print(*objects, **kwargs)
+                finally:
+                    self.width = before
+                return
+        super().print(*objects, **kwargs)
 
     def status(self, status: Any, **kwargs: Any) -> Any:
         """A spinner line; its text goes through :meth:`render_str` like everything else."""
@@ -102,6 +131,43 @@ TimeoutOpt = Annotated[
 ]
 
 
+# ---------------------------------------------------------------------------- one vocabulary, old spellings kept
+#: Old option spellings still accepted, per command: ``old -> (new, values)``. A use is rewritten to ``new`` with one
+#: note on stderr; with ``values``, only those values are (``serving tune --backend sim`` was ``--engine sim``;
+#: ``--backend`` is where parallel work runs, local | ray, everywhere else).
+ALIASES: dict[str, dict[str, tuple[str, tuple[str, ...] | None]]] = {
+    "serving tune": {"--timeout-ms": ("--batch-timeout-ms", None), "--backend": ("--engine", ("real", "sim"))},
+    "serving serve": {"--timeout-ms": ("--batch-timeout-ms", None)},
+}
+
+
+def apply_aliases(argv: list[str]) -> list[str]:
+    """``argv`` with the old spellings of :data:`ALIASES` replaced by the new ones (one note per replacement)."""
+    words = [a for a in argv[:2] if not a.startswith("-")]
+    table = ALIASES.get(" ".join(words[:2]), {})
+    if not table:
+        return list(argv)
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=")
+        if name in table and i >= 2:
+            new, allowed = table[name]
+            given = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            if allowed is not None and given not in allowed:
+                raise InvalidOption(
+                    f"{name} {given}: '{' '.join(words)}' has no {name} (where parallel work runs, local | ray, in "
+                    f"other commands); {new} {' | '.join(allowed)} chooses what measures"
+                )
+            warn(f"{name} is the old spelling of {new}: read as {new}")
+            out.append(f"{new}={value}" if eq else new)
+        else:
+            out.append(arg)
+        i += 1
+    return out
+
+
 # ---------------------------------------------------------------------------- parsing and checks
 def parse_shape(value: str | None, option: str = "--input-shape") -> tuple[int, ...] | None:
     """``"1,3,32,32"`` (or ``1x3x32x32``) -> ``(1, 3, 32, 32)``; one clear error naming ``option`` otherwise."""
@@ -124,8 +190,11 @@ def parse_shape(value: str | None, option: str = "--input-shape") -> tuple[int, 
     return shape
 
 
-def load_source(source: str, num_tasks: int = 100, seed: int = 0, input_shape: str | None = None) -> CompGraph:
-    """The CompGraph of any source (see :mod:`mlsysopt.graph.importers.source`)."""
+def load_source(
+    source: str, num_tasks: int = 100, seed: int = 0, input_shape: str | None = None, timeout: float | None = None
+) -> CompGraph:
+    """The CompGraph of any source (see :mod:`mlsysopt.graph.importers.source`); a user's factory runs in a child
+    process bounded by ``timeout`` (the command's ``--timeout``; None: the default bound for user code)."""
     from mlsysopt.graph.importers.source import resolve_source
 
     src = resolve_source(source)
@@ -133,7 +202,7 @@ def load_source(source: str, num_tasks: int = 100, seed: int = 0, input_shape: s
         from mlsysopt.graph.limits import check_recipe_tasks
 
         check_recipe_tasks(num_tasks, "--num-tasks")
-    return src.graph(num_tasks=num_tasks, seed=seed, input_shape=parse_shape(input_shape))
+    return src.graph(num_tasks=num_tasks, seed=seed, input_shape=parse_shape(input_shape), timeout=timeout)
 
 
 def check_suffix(path: Path, suffix: str, option: str) -> None:
@@ -155,7 +224,19 @@ def check_parallel(workers: int, backend: str, address: str | None) -> None:
         where = "local worker processes (each needs ~256 MiB)" if backend == "local" else "Ray tasks in flight"
         raise InvalidOption(f"--workers {workers:,} is above the limit of {limit:,} {where}")
     if backend == "local" and workers > cores:
-        warn(f"--workers {workers} is more than this machine's {cores} cores: they will share them")
+        warn(f"--workers {workers} is more than this machine's {plural(cores, 'core')}: they will share them")
+
+
+def check_threads(threads: int, workers: int = 1, backend: str = "local", option: str = "--threads") -> None:
+    """Warn when ``threads`` per worker x local ``workers`` is more than this machine's cores (they would share)."""
+    cores = os.cpu_count() or 1
+    total = threads * (workers if backend == "local" else 1)
+    if total > cores:
+        each = f" x {workers} workers" if backend == "local" and workers > 1 else ""
+        warn(
+            f"{option} {threads}{each} = {total} threads on this machine's {plural(cores, 'core')}: they will share "
+            "them (slower than one thread per core)"
+        )
 
 
 #: Most Ray tasks one command keeps in flight (a cluster may have many more cores than this machine).

@@ -19,6 +19,7 @@ from mlsysopt.cli.common import (
     TimeoutOpt,
     WorkersOpt,
     check_parallel,
+    check_threads,
     console,
     err_console,
     progress_bar,
@@ -95,6 +96,7 @@ def costmodel_train(
 ) -> None:
     """Train a cost model; writes RUN_DIR/result.json, checkpoint.pt (every epoch), training.png, memory.png."""
     check_parallel(workers, backend, address)
+    check_threads(threads, workers, backend)
     tc = cm.TrainConfig(mode=mode, segment_size=segment_size, segmenter=segmenter, k=k, sed_p=sed_p,
                         sed_policy=sed_policy, memory_budget_mb=memory_budget_mb, history_key=history_key,
                         refresh=refresh, sample=sample, epochs=epochs, finetune_epochs=finetune_epochs, lr=lr,

@@ -108,6 +108,11 @@ def nas_search(
     architecture), checkpoint.pt (after every batch, with the best model's weights; --resume continues it, also
     with a larger --budget or after --timeout), settings.json, pareto.png and best_so_far.png.
     `mlsysopt nas export RUN_DIR` writes the best architecture out.
+
+    A NAS-Bench-Graph cell prints as link [0, 1, 1, 2] ops gcn/gat/skip/fc: node i (1-4) reads the node the i-th
+    entry of link names (0 = the cell's input) and applies the i-th op. Ops: gcn graph convolution, gat graph
+    attention, sage GraphSAGE, gin graph isomorphism network, cheb Chebyshev convolution, arma ARMA convolution,
+    graph k-GNN GraphConv, fc a linear layer, skip identity (`mlsysopt nas spaces` lists them).
     """
     from mlsysopt.nas.experiment import SearchOptions, prepare_search
     from mlsysopt.nas.registry import check_method, parse_method_knobs
@@ -165,6 +170,10 @@ def _print_result(done: Any, job: Any, out: Path) -> None:
         console.print(f"[yellow]no architecture returned: {escape(result.message)}[/yellow]")
     else:
         console.print(f"best architecture: {escape(json.dumps(result.best_decoded))}")
+        if "link" in (result.best_decoded or {}):
+            from mlsysopt.report.labels import NAS_CELL, gnn_ops_text
+
+            console.print(f"[dim]{escape(NAS_CELL)}; ops: {escape(gnn_ops_text())}[/dim]")
         test = "-" if best.test_perf is None else f"{best.test_perf:.4g}"
         line = f"validation {best.perf:.4g}, test {test}"
         if regret is not None:
@@ -237,6 +246,9 @@ def nas_spaces() -> None:
     res = cat["resources"]
     console.print(f"resources: {', '.join(res['nasbench-graph'])} (NAS-Bench-Graph); {', '.join(res['cnn'])} (CNN).")
     console.print(f"CNN ops: {', '.join(cat['cnn_ops'])}; widths {', '.join(map(str, cat['cnn_widths']))}.")
+    from mlsysopt.report.labels import NAS_CELL, gnn_ops_text
+
+    console.print(f"NAS-Bench-Graph cells: {escape(NAS_CELL)}; GNN ops: {escape(gnn_ops_text())}.")
     src = cat["sources"]
     console.print(
         f"NAS-Bench-Graph: {src['nasbench-graph']} (read in {cat['load_s']:.1f} s); digits: {src['digits']}; "

@@ -120,13 +120,10 @@ def load_problem(
     owners = None
     with err_console.status("loading graph and cluster"):
         src = resolve_source(o["graph_source"])
-        if src.kind == "pytorch":
-            from mlsysopt.graph.importers.torch_fx import from_module
-            from mlsysopt.placement.devicemap import node_owners
-
-            module, inputs = src.pytorch(parse_shape(o["input_shape"]))
-            graph = from_module(module, inputs, name=src.name)
-            owners = node_owners(module)
+        if src.runs_user_code:  # the user's factory runs in a child process, bounded by --timeout
+            graph, owners = src.isolated(graph_and_owners, src, parse_shape(o["input_shape"]), timeout=o.get("timeout"))
+        elif src.kind == "pytorch":
+            graph, owners = graph_and_owners(src, parse_shape(o["input_shape"]))
         else:
             graph = src.graph(num_tasks=o["num_tasks"], seed=o["seed"], input_shape=parse_shape(o["input_shape"]))
         given = o["cluster_path"]
@@ -140,6 +137,15 @@ def load_problem(
             how = str(cluster.meta.get("source", how))
     about = {"graph": graph_summary(graph, name=str(graph.meta.get("name") or o["graph_source"]))}
     return problem, {**about, "cluster_source": how, "cluster": problem.cluster.to_dict()}, owners
+
+
+def graph_and_owners(src: Any, input_shape: tuple[int, ...] | None) -> tuple[Any, dict[str, Any]]:
+    """The CompGraph of a PyTorch source and its fx node owners, from one build of the model."""
+    from mlsysopt.graph.importers.torch_fx import from_module
+    from mlsysopt.placement.devicemap import node_owners
+
+    module, inputs = src.pytorch(input_shape)
+    return from_module(module, inputs, name=src.name), node_owners(module)
 
 
 def check_policy(policy: str) -> None:

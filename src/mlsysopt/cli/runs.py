@@ -233,6 +233,11 @@ def runs_compare(
     from mlsysopt.report.runs import plot_compare
 
     curves = {n: best_so_far(d["trials"], d["direction"]) for n, d in zip(names, details, strict=True)}
+    objectives = {(d["summary"].system, d["direction"]) for d in details}
+    if len(objectives) > 1:  # one axis for a makespan and an accuracy is no comparison: say so rather than hide it
+        pairs = zip(names, details, strict=True)
+        what = ", ".join(f"{n}: {d['summary'].system or '?'}, {d['direction']}" for n, d in pairs)
+        err_console.print(f"note: these runs optimize different objectives ({what}); their curves are not comparable")
     plot_compare(["", *names], rows, curves, out, title=f"{' vs '.join(names)} ({store.spec.display})")
     err_console.print(f"wrote {out}")
 

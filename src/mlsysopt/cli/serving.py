@@ -33,6 +33,7 @@ from mlsysopt.cli.serving_io import (
     print_measurements,
     print_tuning,
 )
+from mlsysopt.text import plural
 
 serving_app = typer.Typer(
     help="RRL: SLO-aware tuning of request- and op-level parallelism of a served model (ONNX Runtime).",
@@ -77,7 +78,8 @@ def serving_profile(
         result = job.run(lambda _s: progress.update(task, advance=1))
     prof = result["profile"]
     console.print(
-        f"fitted {prof['model']} on {prof['cores']} cores: median fit error {result['fit_median_rel_error']:.1%}; "
+        f"fitted {prof['model']} on {plural(prof['cores'], 'core')}: median fit error "
+        f"{result['fit_median_rel_error']:.1%}; "
         f"dispatch overhead {prof['dispatch_ms']:.3g} ms per batch"
     )
     for warning in result["warnings"]:
@@ -110,7 +112,10 @@ def serving_tune(
     requests: RequestsOpt = 200,
     instances: Annotated[str | None, typer.Option("--instances", help="Comma-separated instance counts.")] = None,
     max_batch: Annotated[str | None, typer.Option("--max-batch", help="Comma-separated max batch sizes.")] = None,
-    timeout_ms: Annotated[str | None, typer.Option("--timeout-ms", help="Comma-separated batch timeouts (ms).")] = None,
+    timeout_ms: Annotated[
+        str | None,
+        typer.Option("--batch-timeout-ms", help="Comma-separated batch timeouts (ms; old spelling --timeout-ms)."),
+    ] = None,
     intra: KnobListOpt = None,
     inter: KnobListOpt = None,
     execution_mode: Annotated[
@@ -128,6 +133,9 @@ def serving_tune(
     ] = None,
 ) -> None:
     """Measure the noise, search the (reduced) space, confirm the top candidates against the default, and report.
+
+    A configuration prints as n2 b8 t5ms i1 o1 seq: 2 instances (sessions), max batch 8, batch timeout 5 ms,
+    1 intra-op and 1 inter-op thread, sequential execution (par: parallel).
 
     Writes RUN_DIR/result.json (search-time and confirmed values, per rate), checkpoint.json (after each
     measurement), steps.png, heatmap.png, confirm.png, ort_session_options.json and config.pbtxt (Triton).
@@ -178,7 +186,9 @@ def serving_serve(
     ] = None,
     instances: Annotated[int, typer.Option("--instances", min=1, help="Instances (sessions).")] = 1,
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Largest dynamic batch.")] = 1,
-    timeout_ms: Annotated[float, typer.Option("--timeout-ms", min=0.0, help="Batch timeout (ms).")] = 0.0,
+    timeout_ms: Annotated[
+        float, typer.Option("--batch-timeout-ms", min=0.0, help="Batch timeout (ms; old spelling --timeout-ms).")
+    ] = 0.0,
     intra: Annotated[int, typer.Option("--intra", min=1, help="Intra-op threads per session.")] = 1,
     inter: Annotated[int, typer.Option("--inter", min=1, help="Inter-op threads per session.")] = 1,
     execution_mode: Annotated[
@@ -189,6 +199,9 @@ def serving_serve(
     seed: SeedOpt = 0,
 ) -> None:
     """Serve the model with one configuration at each rate; draw latency vs throughput with the SLO, mark saturation.
+
+    A configuration prints as n2 b8 t5ms i1 o1 seq: 2 instances (sessions), max batch 8, batch timeout 5 ms,
+    1 intra-op and 1 inter-op thread, sequential execution (par: parallel).
 
     Writes RUN_DIR/result.json (every rate: windows, intervals, state) and curve.png.
     """

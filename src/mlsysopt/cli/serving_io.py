@@ -84,6 +84,7 @@ def print_measurements(rows: list[Measurement], title: str, slo_ms: float | None
             windows, viol, shown,
         )  # fmt: skip
     console.print(table)
+    print_label_legend()
 
 
 def print_tuning(report: dict[str, Any], out: Path) -> None:
@@ -106,11 +107,21 @@ def print_tuning(report: dict[str, Any], out: Path) -> None:
             f"{fmt(r['rate'])}", _label(r["search_best"]), r["search"], _label(r["confirmed_best"]), r["confirmed"], slo
         )
     console.print(table)
+    print_label_legend()
     colour = "yellow" if report["slo_met"] is False else "white"
     console.print(f"[{colour}]{report['message']}[/{colour}]")
     if report["stopped"] == "timeout":
         console.print("[yellow]the search stopped at --timeout; --resume with a larger one continues it[/yellow]")
     console.print(f"wrote {out / 'result.json'}, " + ", ".join(str(out / f) for f in report["files"]))
+
+
+def print_label_legend() -> None:
+    """One dim line defining a configuration label (``n2 b8 t5ms i1 o1 seq``)."""
+    from rich.markup import escape
+
+    from mlsysopt.report.labels import SERVING_LABEL
+
+    console.print(f"[dim]configuration: {escape(SERVING_LABEL)}[/dim]")
 
 
 def _label(config: dict[str, Any]) -> str:

@@ -237,6 +237,7 @@ def _train_result(settings: dict[str, Any], trainer: Any, history: list[dict[str
         "valid": {k[6:]: v for k, v in last.items() if k.startswith("valid_")},
         "test": test,
         "stopped": "timeout" if getattr(trainer, "stopped", False) else None,
+        "stopped_by": "timeout" if getattr(trainer, "stopped", False) else "epochs",  # as every search says it
         "peak_step_mb": max((h.get("peak_step_mb", 0.0) for h in history), default=0.0),
         "table_mb": trainer.table.nbytes / 2**20 if hasattr(trainer, "table") else 0.0,
         "train_s": sum(h.get("epoch_s", 0.0) for h in history) + getattr(trainer, "refresh_s", 0.0),

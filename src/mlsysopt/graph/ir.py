@@ -338,6 +338,9 @@ class CompGraph:
         path = Path(path)
         if not path.is_file():
             raise InvalidGraph(f"{path}: no such file")
+        from mlsysopt.io.npz import check_npz_headers
+
+        check_npz_headers(path, InvalidGraph)  # a lying array header: an error naming the file, not a MemoryError
         try:
             with np.load(path, allow_pickle=False) as z:
                 missing = [k for k in _NPZ_KEYS if k not in z.files]

@@ -12,6 +12,9 @@ from mlsysopt.errors import ConstraintViolation, InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 
+#: The ``format`` prefix of the device maps ``placement place`` writes for PyTorch models.
+DEVICE_MAP_FORMAT = "mlsysopt.device_map/"
+
 
 def check_placement(graph: CompGraph, cluster: DeviceCluster, placement: Any) -> np.ndarray:
     """Return ``placement`` as an int64 array, or raise naming the first bad task.
@@ -44,11 +47,20 @@ def check_placement(graph: CompGraph, cluster: DeviceCluster, placement: Any) ->
 def placement_from_dict(
     graph: CompGraph, cluster: DeviceCluster, data: Mapping[str, Any], where: str = "placement"
 ) -> np.ndarray:
-    """Read ``{task name: device name or id}`` (every task once) into a checked device-id array."""
+    """Read ``{task name: device name or id}`` (every task once) into a checked device-id array.
+
+    Also reads what mlsysopt writes: a ``result.json`` (its ``placement``) and a ``device_map.json`` (format
+    ``mlsysopt.device_map/N``: each of its ``nodes`` has a ``device``).
+    """
     if not isinstance(data, Mapping):
         raise InvalidPlacement(f"{where}: expected a JSON object mapping task names to devices")
     if "placement" in data and isinstance(data["placement"], Mapping):
         data = data["placement"]
+    elif str(data.get("format", "")).startswith(DEVICE_MAP_FORMAT):
+        nodes = data.get("nodes")
+        if not isinstance(nodes, Mapping) or not all(isinstance(v, Mapping) and "device" in v for v in nodes.values()):
+            raise InvalidPlacement(f"{where}: a device map needs 'nodes': {{node: {{'device': ...}}}}")
+        data = {name: node["device"] for name, node in nodes.items()}
     names = {s: i for i, s in enumerate(graph.names)}
     devices = {s: i for i, s in enumerate(cluster.names)}
     p = np.full(graph.num_nodes, -1, np.int64)

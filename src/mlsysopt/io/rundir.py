@@ -113,6 +113,11 @@ class RunDir:
     def check(self) -> RunDir:
         """Refuse a folder that cannot be used, before anything is created: a file, busy, or a resume mismatch."""
         p = self.path
+        if p.is_symlink() and not p.exists():
+            raise InvalidRunDir(
+                f"--out {p} is a symbolic link to {os.readlink(p)}, which does not exist: create that folder, or "
+                "choose another --out"
+            )
         if p.exists() and not p.is_dir():
             raise InvalidRunDir(f"--out {p} exists and is not a folder")
         holder = _lock_holder(p / LOCK)

@@ -67,6 +67,7 @@ class Adaptation:
             "giph_seeds": {
                 "seeds": self.seeds,
                 "makespans": [r.makespan for r in runs],
+                "stopped_by": [r.stopped_by for r in runs],  # per seed: "budget" or "timeout"
                 "mean_makespan": float(np.mean([r.makespan for r in runs])),
             },
             "giph": self.giph.to_dict(graph, new),

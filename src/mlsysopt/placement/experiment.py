@@ -319,7 +319,7 @@ def method_summary(runs: list[PlacementResult], heft_makespan: float, seconds: f
         "steps_to_best": steps,
         "makespans": ms.tolist(),
         "evaluations": [r.evaluations for r in runs],
-        "stopped_by": [r.stopped_by for r in runs],
+        "stopped_by": [r.stopped_by for r in runs],  # per seed: "budget" or "timeout"
         "seconds": seconds,
         "curve": mean_curve([r.history for r in runs]),
         **({"info": [r.info for r in runs]} if any(r.info for r in runs) else {}),

@@ -47,6 +47,16 @@ SIM_NS = 500
 RECIPE_BYTES_PER_TASK = 20_000
 #: Beyond these the estimates are not computed (the value is refused at once): they keep the arithmetic small.
 HARD_MAX = 10**12
+#: Widest policy (as ``costmodel train --hidden``): wider gpNets are not policies a CPU trains.
+MAX_HIDDEN = 4096
+#: Training memory that grows with hidden x hidden: gpNet's ~9 weight matrices, their grads, Adam's two moments and
+#: temporaries (measured RSS growth ~360 bytes per hidden^2 at hidden 1024-2048 on 8-task graphs, 20 devices).
+PARAM_BYTES_PER_HIDDEN2 = 400
+#: Wide policies are bound by arithmetic, not per-op overhead: ~90 hidden^2 FLOPs per element per training step
+#: (forward + backward of ~15 hidden x hidden products), at ~5e10 FLOP/s (measured: ~2 s per step at hidden 2048
+#: on 440 gpNet elements, 2 shared cores).
+STEP_FLOPS_PER_HIDDEN2 = 90
+FLOPS_PER_S = 5e10
 
 
 def memory_limit() -> int:
@@ -74,11 +84,21 @@ def episode_bytes(tasks: int, devices: int, hidden: int, steps_per_task: int = 2
     return REPLAY_BYTES * steps_per_task * tasks * elements * hidden
 
 
+def training_bytes(tasks: int, devices: int, hidden: int, steps_per_task: int = 2, edge_p: float = 0.2) -> int:
+    """Estimated peak memory of a training: one replayed episode plus the policy's weights, grads and Adam state."""
+    return episode_bytes(tasks, devices, hidden, steps_per_task, edge_p) + PARAM_BYTES_PER_HIDDEN2 * hidden * hidden
+
+
+def step_seconds(elements: int, hidden: int) -> float:
+    """Estimated time of one training step on a gpNet of ``elements`` (per-op overhead or arithmetic, the larger)."""
+    return elements * max(STEP_NS * hidden * 1e-9, STEP_FLOPS_PER_HIDDEN2 * hidden * hidden / FLOPS_PER_S)
+
+
 def training_seconds(cfg: TrainConfig) -> float:
     """Estimated run time of a training (every episode at the largest sizes: an upper estimate)."""
     steps = cfg.steps_per_task * cfg.max_tasks
     elements = gpnet_elements(cfg.max_tasks, layered_edges(cfg.max_tasks, cfg.edge_p), cfg.max_devices)
-    return cfg.updates * cfg.episodes_per_update * steps * elements * cfg.hidden * STEP_NS * 1e-9
+    return cfg.updates * cfg.episodes_per_update * steps * step_seconds(elements, cfg.hidden)
 
 
 def human_bytes(n: float) -> str:
@@ -126,12 +146,17 @@ def check_training(cfg: TrainConfig) -> None:
         max_devices=cfg.max_devices,
         hidden=cfg.hidden,
     )
+    if cfg.hidden > MAX_HIDDEN:
+        raise InvalidOption(
+            f"--hidden {cfg.hidden:,} is above the limit of {MAX_HIDDEN:,} (wider policies do not fit a CPU "
+            "training step: their weights alone grow with hidden x hidden)"
+        )
     limit = memory_limit()
     n, d, h, k, p = cfg.max_tasks, cfg.max_devices, cfg.hidden, cfg.steps_per_task, cfg.edge_p
-    need = episode_bytes(n, d, h, k, p)
+    need = training_bytes(n, d, h, k, p)
     if need > limit:
-        tasks = _largest(lambda t: episode_bytes(t, d, h, k, p) <= limit, 2)
-        hidden = _largest(lambda u: episode_bytes(n, d, u, k, p) <= limit, 1)
+        tasks = _largest(lambda t: training_bytes(t, d, h, k, p) <= limit, 2)
+        hidden = _largest(lambda u: training_bytes(n, d, u, k, p) <= limit, 1)
         hints = [f"--max-tasks {tasks}" if tasks >= 2 else "", f"--hidden {hidden}" if hidden >= 1 else ""]
         hint = " or ".join(filter(None, hints)) or "fewer devices"
         hint = f"at most {hint} (the other sizes kept)" if tasks >= 2 or hidden >= 1 else hint

@@ -16,8 +16,10 @@ from typing import Any
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.report.figures import time_unit
 from mlsysopt.report.html import Section, fmt_value
+from mlsysopt.report.labels import NAS_CELL, SERVING_LABEL, gnn_ops_text
 
-COLUMNS = ["system", "measure", "unit", "method", "value", "baseline", "value", "better than the baseline?", "data"]
+COLUMNS = ["system", "measure", "unit", "method", "value", "baseline", "value", "better than the baseline?", "data",
+           "note"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class Headline:
     baseline_value: float | None
     lower_is_better: bool
     data: str
+    #: What the two numbers alone do not say: the chance level, why the winner won, unequal budgets, who won.
+    note: str = ""
 
     def verdict(self) -> str:
         """``yes``/``no``/``tie`` with the relative difference, or ``no baseline``."""
@@ -52,7 +56,7 @@ class Headline:
         """The table row (numbers stay numbers so the page right-aligns them)."""
         base = "-" if self.baseline_value is None else self.baseline_value
         return [self.system, self.measure, self.unit, self.ours, self.ours_value, self.baseline or "-", base,
-                self.verdict(), self.data]  # fmt: skip
+                self.verdict(), self.data, self.note]  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with the verdict."""
@@ -70,24 +74,55 @@ def _get(result: Mapping[str, Any], key: str, *path: str) -> Any:
 
 
 def _placements(key: str, system: str, data: str) -> Callable[[Mapping[str, Any]], list[Headline]]:
-    """The simulator sections: everything on the fastest device vs a random placement."""
+    """The simulator sections: everything on the fastest device vs a random placement, and why the winner won.
+
+    Neither is a method of mlsysopt's: the row shows what the simulator charges for. One device pays no transfer
+    but runs every task one after another; a random spread overlaps parallel tasks but pays for moving data. A
+    chain (one task per level) has nothing to overlap, a wide graph much; the note says which this graph is.
+    """
 
     def rows(res: Mapping[str, Any]) -> list[Headline]:
         fast = float(_get(res, key, "placements", "fastest device", "makespan"))
         rand = float(_get(res, key, "placements", "random", "makespan"))
+        tasks, depth = int(_get(res, key, "graph", "tasks")), int(_get(res, key, "graph", "depth"))
+        width = tasks / max(depth, 1)
+        shape = f"{tasks} tasks in {depth} levels ({width:.1f} per level)"
+        if fast <= rand:
+            why = (f"the fastest device won: {shape}, little to run in parallel, so one device saves every "
+                   "transfer a spread pays for")  # fmt: skip
+        else:
+            why = (f"the random spread won: {shape}, so one device runs parallel tasks one after another while a "
+                   "spread overlaps them, transfers included")  # fmt: skip
         scale, unit = time_unit(max(fast, rand))
         return [
             Headline(system, "makespan", unit, "all on the fastest device", fast * scale,
-                     "random placement", rand * scale, lower_is_better=True, data=data)
+                     "random placement", rand * scale, lower_is_better=True, data=data, note=why)
         ]  # fmt: skip
 
     return rows
+
+
+def _section_best(methods: Mapping[str, Any], bound: float, learned: tuple[str, ...]) -> str:
+    """Which method of the placement section had the lowest makespan, said on the SLR rows (issue 25: a headline
+    where the learned method did not win says which method did)."""
+    spans = {m: float(r["makespan"]) for m, r in methods.items() if isinstance(r, Mapping) and "makespan" in r}
+    spans = {m: v for m, v in spans.items() if math.isfinite(v)}
+    if not spans:
+        return ""
+    best = min(spans, key=lambda m: (spans[m], m))
+    ties = sorted(m for m, v in spans.items() if math.isclose(v, spans[best], rel_tol=1e-9))
+    who = ", ".join(ties)
+    if any(m in learned for m in ties):
+        return f"the section's best of {len(spans)} methods: {who} (SLR {spans[best] / bound:.3f})"
+    return (f"a baseline won the section: {who} (SLR {spans[best] / bound:.3f}, best of {len(spans)} methods), "
+            "not GiPH")  # fmt: skip
 
 
 def _placement(res: Mapping[str, Any]) -> list[Headline]:
     data = "synthetic cluster, WfCommons Montage recipe (60 tasks)"
     heft = float(_get(res, "placement", "methods", "heft", "makespan"))
     bound = float(_get(res, "placement", "cp_min"))
+    note = _section_best(_get(res, "placement", "methods"), bound, learned=("giph", "giph_from_heft", "giph_walk"))
     out = []
     shipped = "demo-trained" not in str(_get(res, "placement", "training", "policy_used"))
     giph = "GiPH (shipped policy)" if shipped else "GiPH (demo-trained policy)"
@@ -95,7 +130,7 @@ def _placement(res: Mapping[str, Any]) -> list[Headline]:
         ms = float(_get(res, "placement", "methods", method, "makespan"))
         out.append(
             Headline("placement", "SLR (makespan / CP_MIN)", "ratio", label, ms / bound,
-                     "HEFT", heft / bound, lower_is_better=True, data=data)
+                     "HEFT", heft / bound, lower_is_better=True, data=data, note=note)
         )  # fmt: skip
     giph = float(_get(res, "placement", "adaptation", "makespans", "GiPH adapt"))
     rerun = float(_get(res, "placement", "adaptation", "makespans", "HEFT re-run"))
@@ -201,9 +236,12 @@ def headlines(result: Mapping[str, Any]) -> tuple[list[Headline], list[str]]:
 def summary_section(rows: Iterable[Headline], errors: Sequence[str] = ()) -> Section:
     """The page's first section: every headline in one table (and any section the summary could not read)."""
     text = (
-        "Each system's headline result against its baseline, from the sections below (same seed, same budget). "
-        "The last comparison column reads the two values in the direction that is better for that measure. "
-        "Terms are defined in the glossary at the end."
+        "Each row compares two methods of one section below on the same problem with the same seed; the budget "
+        "each method got is stated in its section, and the note says when the budgets differ, what chance is, "
+        "or which method won where the first-named one did not. 'better than the baseline?' reads the two values "
+        "in the direction that is better for that measure. These are single demo runs at small budgets, not the "
+        "benchmark's confirmed figures (BENCHMARKS.md has those, with intervals over seeds). Terms are defined in "
+        "the glossary at the end."
     )
     if errors:
         text += "\n\n" + " ".join(f"{e}." for e in errors)
@@ -235,6 +273,11 @@ GLOSSARY: dict[str, tuple[str, tuple[str, ...]]] = {
                              ("serving_real",)),
     "RRL": ("Region-based reinforcement learning: tunes serving parallelism from few measurements.",
             ("serving_real", "serving_sim")),
+    "configuration label": (f"{SERVING_LABEL}.", ("serving_real", "serving_sim")),
+    "cell (link, ops)": (f"A NAS-Bench-Graph architecture, printed as {NAS_CELL}.", ("nas_graph",)),
+    "GNN ops": (f"The ops of a NAS-Bench-Graph cell: {gnn_ops_text()}.", ("nas_graph",)),
+    "note": ("The summary's last column: what the two numbers alone do not say (the chance level, why the "
+             "winner won, unequal budgets, which method won the section).", ()),
     "EPNAS": ("Efficient progressive NAS: a controller trained with REINFORCE plus a performance predictor.",
               ("nas_graph", "nas_digits")),
     "regret": ("Best test accuracy among the feasible architectures of the whole table minus the test accuracy of "

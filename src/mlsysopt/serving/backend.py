@@ -16,6 +16,7 @@ import numpy as np
 
 from mlsysopt.errors import InvalidSpace
 from mlsysopt.serving.space import Config, Workload
+from mlsysopt.text import plural
 
 STATS = ("mean", "p50", "p95", "p99")
 _LATENCIES = tuple(f"{s}_ms" for s in STATS)
@@ -159,7 +160,7 @@ class Backend(ABC):
 
     def describe(self) -> str:
         """One line saying what serves and what the numbers are (real measurements or a model)."""
-        return f"{type(self).__name__} on {self.cores} cores"
+        return f"{type(self).__name__} on {plural(self.cores, 'core')}"
 
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Release threads, sessions and processes (no-op by default)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.report.html import Section
+from mlsysopt.text import plural
 
 if TYPE_CHECKING:
     from mlsysopt.demo import DemoContext
@@ -87,7 +88,8 @@ def _real(ctx: DemoContext) -> Section:
         name = "confirmed pick" if c is confirmed.pick else ("confirmed default" if c.is_default else "confirmed")
         rows.append([name, c.config.label(), c.value, c.measurement.p99_ms, c.measurement.saturated])
     text = (
-        f"The zoo ResNet exported to ONNX and served by ONNX Runtime on this machine ({cores} cores): a shared "
+        f"The zoo ResNet exported to ONNX and served by ONNX Runtime on this machine ({plural(cores, 'core')}): "
+        "a shared "
         f"request queue, dynamic batching and worker sessions, under open-loop Poisson load at {rate:.0f} "
         f"requests/s. RRL measured {len(measured)} of the {space.size} configurations; latency is real, "
         f"measured here. SLO (p99): {slo:.1f} ms. {result.message} Then its pick and the default were re-measured "

@@ -38,6 +38,7 @@ from mlsysopt.serving.backend import Backend, Measurement, summarize
 from mlsysopt.serving.loadgen import LoadGenerator, workload_arrivals
 from mlsysopt.serving.model import ServedModel
 from mlsysopt.serving.space import Config, Workload
+from mlsysopt.text import plural
 
 
 class _Request:
@@ -316,7 +317,8 @@ class Engine(Backend):
     def describe(self) -> str:
         """What serves, on how many cores; the numbers are real measurements."""
         return (
-            f"ONNX Runtime engine serving {self.model.path.name} on {self.cores} cores, load generator in its own "
+            f"ONNX Runtime engine serving {self.model.path.name} on {plural(self.cores, 'core')}, load generator in "
+            "its own "
             "process (real measurements)"
         )
 

@@ -75,24 +75,13 @@ def _check_example_shape(spec: str, inputs: tuple[Any, ...], input_shape: tuple[
     )
 
 
-def export_served(
-    source: Source,
-    folder: Path,
-    check: Callable[[ServedModel], None],
-    input_shape: tuple[int, ...] | None = None,
-    exporters: Sequence[str] = tuple(EXPORTERS),
-) -> tuple[ServedModel, dict[str, Any]]:
-    """Export a PyTorch source into ``folder`` and return the first exporter's model that passes ``check``.
-
-    ``input_shape`` is the example input's full shape (batch dim first) for a factory returning a bare module.
-    Returns the model and what happened (``exporter`` used, ``failed``: what each earlier exporter's file did).
-    """
+def export_first(
+    source: Source, folder: Path, input_shape: tuple[int, ...] | None, exporters: Sequence[str]
+) -> tuple[str | None, Path | None, dict[str, str]]:
+    """Build the source's model and export it with the first of ``exporters`` that can; ``(exporter, path,
+    what each earlier exporter failed on)``, ``(None, None, ...)`` when none could (runs the user's factory)."""
     from mlsysopt.runtime.threads import torch_threads
-    from mlsysopt.serving.model import ServedModel
 
-    unknown = [e for e in exporters if e not in EXPORTERS]
-    if unknown or not exporters:
-        raise InvalidModel(f"unknown ONNX exporter(s) {unknown or '(none)'} (choose from: {', '.join(EXPORTERS)})")
     module, inputs = source.pytorch(input_shape)
     _check_example_shape(source.spec, inputs, input_shape)
     failed: dict[str, str] = {}
@@ -104,6 +93,40 @@ def export_served(
         except Exception as exc:  # an exporter that cannot trace the model: try the next
             failed[exporter] = f"export failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
             continue
+        return exporter, path, failed
+    return None, None, failed
+
+
+def export_served(
+    source: Source,
+    folder: Path,
+    check: Callable[[ServedModel], None],
+    input_shape: tuple[int, ...] | None = None,
+    exporters: Sequence[str] = tuple(EXPORTERS),
+    timeout: float | None = None,
+) -> tuple[ServedModel, dict[str, Any]]:
+    """Export a PyTorch source into ``folder`` and return the first exporter's model that passes ``check``.
+
+    ``input_shape`` is the example input's full shape (batch dim first) for a factory returning a bare module.
+    ``timeout`` bounds a user's factory and its export (seconds; None: the default bound for user code).
+    Returns the model and what happened (``exporter`` used, ``failed``: what each earlier exporter's file did).
+    """
+    from mlsysopt.serving.model import ServedModel
+
+    unknown = [e for e in exporters if e not in EXPORTERS]
+    if unknown or not exporters:
+        raise InvalidModel(f"unknown ONNX exporter(s) {unknown or '(none)'} (choose from: {', '.join(EXPORTERS)})")
+    failed: dict[str, str] = {}
+    todo = list(exporters)
+    while todo:
+        # a user's factory runs (and is exported) in a child process bounded by ``timeout``; the zoo runs here
+        args = (source, Path(folder), input_shape, tuple(todo))
+        done = source.isolated(export_first, *args, timeout=timeout) if source.runs_user_code else export_first(*args)
+        exporter, path, tried = done
+        failed.update(tried)
+        if exporter is None:
+            break
+        todo = todo[todo.index(exporter) + 1 :]
         try:
             model = ServedModel(path)
             check(model)

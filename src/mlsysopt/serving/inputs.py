@@ -32,7 +32,7 @@ BACKENDS = ("real", "sim")
 KNOB_OPTIONS = {
     "instances": "--instances",
     "max_batch": "--max-batch",
-    "batch_timeout_ms": "--timeout-ms",
+    "batch_timeout_ms": "--batch-timeout-ms",
     "intra_threads": "--intra",
     "inter_threads": "--inter",
     "execution_mode": "--execution-mode",
@@ -82,10 +82,12 @@ def resolve_model(
     max_seconds: float = MAX_SECONDS,
     option: str = "--max-batch",
     exporters: Sequence[str] | None = None,
+    timeout: float | None = None,
 ) -> tuple[ServedModel, dict[str, Any]]:
     """A checked, servable model from any source (``input_shape``: the full example shape, batch dim first).
 
-    A PyTorch source is exported into ``workdir``. Returns the model and how it was made (``exporter``, ``failed``).
+    A PyTorch source is exported into ``workdir`` (a user's factory in a child process bounded by ``timeout``).
+    Returns the model and how it was made (``exporter``, ``failed``).
     """
     from mlsysopt.graph.importers.source import resolve_source
     from mlsysopt.serving.export import EXPORTERS, export_served
@@ -101,7 +103,7 @@ def resolve_model(
         check(model)
         return model, {"exporter": None, "failed": {}, "path": str(src.path)}
     if src.kind == "pytorch":
-        return export_served(src, Path(workdir), check, input_shape, tuple(exporters or EXPORTERS))
+        return export_served(src, Path(workdir), check, input_shape, tuple(exporters or EXPORTERS), timeout)
     raise InvalidModel(
         f"'{spec}' is a {src.kind} source (a graph, not a model): serving needs an .onnx file or a PyTorch model "
         "(zoo:NAME, file.py:factory or module:factory)"

@@ -75,13 +75,16 @@ class Job:
 
 
 def check_rates(rates: Sequence[float], real: bool, max_seconds: float = MAX_SECONDS) -> list[Workload]:
-    """Workloads of ``rates`` (positive, at most the load generator's pace; on the real engine not too low)."""
+    """Workloads of ``rates`` (positive, at most the load generator's pace, not too low for a window).
+
+    The floor is the same on both engines (``real`` is kept for callers): the simulator is fitted to the real
+    engine, so a rate it could not measure is no answer of the simulator's either (1e-300 req/s gave "inf ms").
+    """
     workloads = [Workload(float(r)) for r in rates]
     if not workloads:
         raise MlsysoptError("--rate lists no rates")
-    if real:
-        for w in workloads:
-            check_rate(w.rate, max_seconds)
+    for w in workloads:
+        check_rate(w.rate, max_seconds)
     return workloads
 
 

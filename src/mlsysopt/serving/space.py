@@ -28,6 +28,8 @@ import numpy as np
 
 from mlsysopt.errors import InvalidSpace
 
+#: Longest batch timeout (ms): the 10 s a measurement window of the real engine may last.
+MAX_BATCH_TIMEOUT_MS = 10_000.0
 KNOBS = ("instances", "max_batch", "batch_timeout_ms", "intra_threads", "inter_threads", "execution_mode")
 INT_KNOBS = tuple(k for k in KNOBS if k != "batch_timeout_ms")
 MAX_RATE = 1e6  # requests/s: the load generator paces arrivals at best ~1 us apart
@@ -101,7 +103,10 @@ class Config:
             raise InvalidSpace(f"{where}: unknown knob(s) {', '.join(unknown)} (knobs: {', '.join(KNOBS)})")
         values = {k: _cast(k, v, f"{where}: knob {k}") for k, v in data.items()}
         cfg = cls(**values)  # type: ignore[arg-type]
-        cfg.check()
+        try:
+            cfg.check()
+        except InvalidSpace as exc:
+            raise InvalidSpace(f"{where}: {exc}") from None
         return cfg
 
     def check(self, max_threads: int | None = None) -> None:
@@ -113,6 +118,11 @@ class Config:
             raise InvalidSpace(f"knob execution_mode={self.execution_mode} must be 0 (sequential) or 1 (parallel)")
         if not (math.isfinite(self.batch_timeout_ms) and self.batch_timeout_ms >= 0):
             raise InvalidSpace(f"knob batch_timeout_ms={self.batch_timeout_ms} must be a finite number >= 0")
+        if self.batch_timeout_ms > MAX_BATCH_TIMEOUT_MS:
+            raise InvalidSpace(
+                f"knob batch_timeout_ms={self.batch_timeout_ms:g} is above the limit of {MAX_BATCH_TIMEOUT_MS:g} ms "
+                "(a batch may not wait longer than a measurement window lasts)"
+            )
         if max_threads is not None:
             for name in ("instances", "intra_threads", "inter_threads"):
                 if getattr(self, name) > max_threads:

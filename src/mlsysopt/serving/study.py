@@ -207,6 +207,12 @@ class StudyJob:
         check_requests(requests)
         if rates is not None and (len(rates) != 2 or not all(Workload(r) for r in rates)):
             raise MlsysoptError(f"--rate {rates}: give two rates A,B (tune at A, then re-tune at B)")
+        if rates is not None:
+            from mlsysopt.serving.inputs import MAX_SECONDS
+            from mlsysopt.serving.limits import check_rate
+
+            for r in rates:  # the floor of every serving command (a window must see some requests)
+                check_rate(float(r), MAX_SECONDS)
         self.profile = resolve_profile(DEFAULT_PROFILE if profile is None else profile)
         self.space = Space.for_machine(self.profile.cores, DEFAULT_MAX_BATCH["sim"])
         self.tuners, self.seeds = list(tuners), list(range(seed, seed + seeds))

@@ -21,6 +21,7 @@ from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Workload
 from mlsysopt.serving.tuners.base import Tuner
 from mlsysopt.serving.windows import merge
+from mlsysopt.text import plural
 
 
 @dataclass
@@ -177,7 +178,7 @@ def answer(workload: Workload, measured: dict[Config, Measurement], objective: O
         best = min(feasible, key=objective.score)
         msg = (
             f"best {best.config.label()}: {objective.describe(objective.score(best))}, p99 {best.p99_ms:.3g} ms "
-            f"<= SLO {objective.slo_ms:g} ms, {best.config.threads} cores at {where}"
+            f"<= SLO {objective.slo_ms:g} ms, {plural(best.config.threads, 'core')} at {where}"
         )
         return RateAnswer(workload, best.config, best, objective.score(best), True, msg, measured)
     best = min(ms, key=lambda m: (m.p99_ms if math.isfinite(m.p99_ms) else math.inf, str(m.config)))

@@ -101,6 +101,7 @@ class TuningJob(Job):
                 most = {
                     "largest": max(space_probe.values["max_batch"]),
                     "instances": max(space_probe.values["instances"]),
+                    "timeout": timeout,  # bounds a user's factory too
                 }
                 served = self._load_model(model, input_shape, **most)  # type: ignore[arg-type]
             prof = resolve_profile(DEFAULT_PROFILE if profile is None else profile) if engine == "sim" else None
@@ -263,6 +264,7 @@ class TuningJob(Job):
                 "seconds": seconds,
                 "search_seconds": search_s,
                 "stopped": "timeout" if result.stopped == "until" else result.stopped,
+                "stopped_by": "timeout" if result.stopped == "until" else result.stopped,  # the name every search uses
                 "replayed_from_checkpoint": replayed,
                 "noise": noise,
                 "space": self.space.reduction,

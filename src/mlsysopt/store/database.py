@@ -22,13 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptError, StoreError
 from mlsysopt.store.engine import (
-    check_meta,
     check_optuna_schema,
     create_sqlite,
     db_error,
     engine_kwargs,
-    pg_connect_args,
     pg_schema_lock,
+    probe,
     quiet_optuna,
     revision,
 )
@@ -39,10 +38,9 @@ from mlsysopt.store.schema import (
     own_tables,
     read_schema_version,
     reflect_optuna,
-    written_by,
 )
 from mlsysopt.store.trials import TrialRecord, dumps_attr, write_batch
-from mlsysopt.store.url import StorageSpec, check_sqlite_path
+from mlsysopt.store.url import StorageSpec
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -88,51 +86,8 @@ class Store:
         return self._storage
 
     # ------------------------------------------------------------------------ opening
-    @staticmethod
-    def probe(spec: StorageSpec, must_have_parent: bool = True) -> bool:
-        """Check ``spec`` without writing anything; returns whether the store exists already.
-
-        SQLite: the file-system checks of :func:`~mlsysopt.store.url.check_sqlite_path`, then (if the file exists)
-        its schema versions. PostgreSQL: a connection and, if the tables exist, their schema versions.
-        """
-        if spec.kind == "none":
-            return False
-        if spec.kind == "sqlite":
-            if not check_sqlite_path(spec, must_have_parent):
-                return False
-            url = f"file:{spec.path}?mode=ro"
-            try:
-                con = sqlite3.connect(url, uri=True, timeout=spec.timeout)
-                try:
-                    names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                    meta = dict(con.execute("SELECT key, value FROM mlsysopt_meta").fetchall()) if (
-                        "mlsysopt_meta" in names) else {}  # fmt: skip
-                finally:
-                    con.close()
-            except sqlite3.Error as exc:
-                raise db_error(spec, exc, "reading it") from None
-            check_meta(spec, meta)
-            return True
-        import sqlalchemy as sa
-
-        engine = sa.create_engine(spec.url, poolclass=sa.pool.NullPool, **pg_connect_args())
-        try:
-            with engine.connect() as conn:
-                conn.execute(sa.text("SELECT 1"))
-                version = read_schema_version(conn)
-                by = written_by(conn)
-                exists = sa.inspect(conn).has_table("studies")
-        except MlsysoptError as exc:
-            raise StoreError(f"{spec.where()}: {exc}") from None
-        except sa.exc.SQLAlchemyError as exc:
-            raise db_error(spec, exc) from None
-        finally:
-            engine.dispose()
-        try:
-            check_schema_version(version, by)
-        except StoreError as exc:
-            raise StoreError(f"{spec.where()}: {exc}") from None
-        return exists
+    #: Check a spec without writing anything; returns whether the store exists (:func:`~mlsysopt.store.engine.probe`).
+    probe = staticmethod(probe)
 
     @classmethod
     def open(cls, spec: StorageSpec) -> Store:

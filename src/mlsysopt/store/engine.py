@@ -19,8 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptError, StoreError
-from mlsysopt.store.schema import SCHEMA_VERSION, check_schema_version, ensure_own_tables
-from mlsysopt.store.url import StorageSpec
+from mlsysopt.store.schema import (
+    SCHEMA_VERSION,
+    check_schema_version,
+    ensure_own_tables,
+    read_schema_version,
+    written_by,
+)
+from mlsysopt.store.url import StorageSpec, check_sqlite_path
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -176,6 +182,52 @@ def check_meta(spec: StorageSpec, meta: dict[str, Any]) -> None:
         check_schema_version(version, meta.get("written_by"))
     except StoreError as exc:
         raise StoreError(f"{spec.where()}: {exc}") from None
+
+
+def probe(spec: StorageSpec, must_have_parent: bool = True) -> bool:
+    """Check ``spec`` without writing anything; returns whether the store exists already.
+
+    SQLite: the file-system checks of :func:`~mlsysopt.store.url.check_sqlite_path`, then (if the file exists)
+    its schema versions. PostgreSQL: a connection and, if the tables exist, their schema versions.
+    """
+    if spec.kind == "none":
+        return False
+    if spec.kind == "sqlite":
+        if not check_sqlite_path(spec, must_have_parent):
+            return False
+        url = f"file:{spec.path}?mode=ro"
+        try:
+            con = sqlite3.connect(url, uri=True, timeout=spec.timeout)
+            try:
+                names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                meta = dict(con.execute("SELECT key, value FROM mlsysopt_meta").fetchall()) if (
+                    "mlsysopt_meta" in names) else {}  # fmt: skip
+            finally:
+                con.close()
+        except sqlite3.Error as exc:
+            raise db_error(spec, exc, "reading it") from None
+        check_meta(spec, meta)
+        return True
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(spec.url, poolclass=sa.pool.NullPool, **pg_connect_args())
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+            version = read_schema_version(conn)
+            by = written_by(conn)
+            exists = sa.inspect(conn).has_table("studies")
+    except MlsysoptError as exc:
+        raise StoreError(f"{spec.where()}: {exc}") from None
+    except sa.exc.SQLAlchemyError as exc:
+        raise db_error(spec, exc) from None
+    finally:
+        engine.dispose()
+    try:
+        check_schema_version(version, by)
+    except StoreError as exc:
+        raise StoreError(f"{spec.where()}: {exc}") from None
+    return exists
 
 
 def pg_connect_args() -> dict[str, Any]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import pytest
+import torch
 from onnx import TensorProto, helper, numpy_helper
+from torch import nn
 
 from mlsysopt import zoo
 from mlsysopt.errors import ImportFailed, UnsupportedFormat
@@ -138,3 +141,43 @@ def test_garbage_file_raises_unsupported_format(tmp_path: Path) -> None:
 def test_missing_file_raises(tmp_path: Path) -> None:
     with pytest.raises(ImportFailed, match="no such"):
         from_onnx(tmp_path / "nope.onnx")
+
+
+class _Attention(nn.Module):
+    """One nn.MultiheadAttention block: the TorchScript exporter writes its reshapes from Shape ops."""
+
+    def __init__(self, dim: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+
+    def forward(self, x: Any) -> Any:
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def test_dynamic_batch_attention_counts_the_flops_of_the_static_export(tmp_path: Path) -> None:
+    """Issue 25: a dynamic batch axis left the QK^T and AV MatMuls at 2 FLOPs each (a ViT 29% short)."""
+    module, x = _Attention().eval(), torch.randn(1, 12, 16)
+    static = from_onnx(export_onnx(module, (x,), tmp_path / "static.onnx"))
+    dynamic = from_onnx(export_onnx(module, (x,), tmp_path / "dynamic.onnx", dynamic_batch=True))
+    scores = 2 * 2 * 12 * 12 * 8  # heads x L x L x head dim, one multiply-add = 2 FLOPs, for QK^T (AV the same)
+    assert _op_flops(static, ("matmul",)) >= 2 * scores
+    # the dynamic file also computes its reshapes (a few scalar Mul/Div ops): equal up to those
+    assert dynamic.total_flops == pytest.approx(static.total_flops, abs=0.01 * scores)
+    assert _op_flops(dynamic, ("matmul",)) == _op_flops(static, ("matmul",))
+    assert dynamic.meta["dynamic_shapes"] is True and dynamic.meta["dynamic_dims"] == {"input_0": ["batch"]}
+    assert dynamic.meta["shape_inference"] in ("onnxruntime-symbolic", "onnxruntime-run")
+    assert "unresolved_shapes" not in dynamic.meta and "unresolved_shapes" not in static.meta
+
+
+def test_a_dynamic_sequence_dim_is_named_in_a_warning(tmp_path: Path) -> None:
+    from mlsysopt.errors import MlsysoptWarning
+
+    module, x = _Attention().eval(), torch.randn(1, 12, 16)
+    path = tmp_path / "seq.onnx"
+    torch.onnx.export(module, (x,), str(path), dynamo=False, input_names=["tokens"], output_names=["out"],
+                      dynamic_axes={"tokens": {0: "batch", 1: "seq"}, "out": {0: "batch", 1: "seq"}})  # fmt: skip
+    with pytest.warns(
+        MlsysoptWarning, match=r"seq.onnx: dynamic dimensions counted as 1: input 'tokens' dim 1 \('seq'\)"
+    ):
+        g = from_onnx(path)
+    assert g.meta["dynamic_dims"] == {"tokens": ["batch", "seq"]}

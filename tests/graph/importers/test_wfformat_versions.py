@@ -213,6 +213,28 @@ def test_a_15_task_without_execution_entry_warns(tmp_path: Path) -> None:
     assert g.compute.tolist() == [13.25, 0.0, 1.75, 0.5]
 
 
+def test_a_15_execution_entry_without_runtime_is_handled_like_a_14_task_without_one(tmp_path: Path) -> None:
+    """1.4 and 1.5 agree (issue 25): a missing runtimeInSeconds is compute 0 and one warning, never a refusal."""
+    data = v15()
+    del data["workflow"]["execution"]["tasks"][2]["runtimeInSeconds"]
+    with pytest.warns(MlsysoptWarning, match=r"1 of 4 tasks \('mDiffFit_ID0000003'\) have no execution entry"):
+        g = _load(tmp_path, data)
+    assert g.compute.tolist() == [13.25, 12.5, 0.0, 0.5] and g.meta["tasks_without_runtime"] == 1
+    old = v14()
+    del old["workflow"]["tasks"][2]["runtimeInSeconds"]
+    with pytest.warns(MlsysoptWarning, match="have no runtime"):
+        assert _load(tmp_path, old).compute.tolist() == g.compute.tolist()
+
+
+@pytest.mark.parametrize("version", ["1.7", "2.0", "banana"])
+def test_an_unknown_schema_version_is_read_by_its_layout_with_a_warning(tmp_path: Path, version: str) -> None:
+    for layout in (v14, v15):
+        data = layout()
+        data["schemaVersion"] = version
+        with pytest.warns(MlsysoptWarning, match=f"unknown WfFormat schemaVersion '{version}'.*read as the"):
+            assert _load(tmp_path, data).num_nodes == 4
+
+
 def test_a_file_without_any_size_names_both_keys(tmp_path: Path) -> None:
     data = v14()
     del data["workflow"]["tasks"][1]["files"][0]["sizeInBytes"]

@@ -11,7 +11,8 @@ Published layout (``npz_layout_{source}_{search}_{split}.tar`` and ``npz_tile_xl
 
 Loading flips ``edge_index`` into the library's ``(2, m)`` producer -> consumer form, casts to the record's dtypes
 and validates everything: a missing key, a wrong shape or dtype, an empty graph, zero configurations, an edge or a
-configurable-node id out of range, a non-finite feature or runtime, or a runtime <= 0 raises
+configurable-node id out of range, a non-finite feature or runtime, a feature beyond ``MAX_FEATURE`` (1e15), a
+self-loop or a cycle in ``edge_index`` (HLO graphs are DAGs), or a runtime <= 0 raises
 :class:`~mlsysopt.errors.InvalidDataFile` naming the file and the key. The tile target is
 ``config_runtime / config_runtime_normalizers`` (as in the TpuGraphs tile baseline).
 
@@ -55,6 +56,11 @@ TILE_KEYS: tuple[str, ...] = (
 )
 
 
+#: Largest |node feature| a file may hold: real TpuGraphs features (dims, sizes, strides) stay far below it; 3e38
+#: (float32's limit) would overflow the first product the model or the tree baselines compute.
+MAX_FEATURE = 1e15
+
+
 def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray], compress: bool = True) -> Path:
     """Write ``arrays`` as one ``.npz`` atomically (temp file in the same folder, then ``os.replace``)."""
     path = Path(path)
@@ -75,6 +81,9 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise InvalidDataFile(f"{path}: no such file")
+    from mlsysopt.io.npz import check_npz_headers
+
+    check_npz_headers(path, InvalidDataFile)  # a lying array header: an error naming the file, not a MemoryError
     try:
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
@@ -163,8 +172,37 @@ def _graph(a: Mapping[str, np.ndarray], where: str) -> tuple[np.ndarray, np.ndar
         raise InvalidDataFile(f"{where}: key 'edge_index' has shape {ei.shape}, expected (m, 2)")
     ei = _ints(ei, "edge_index", where)
     _in_range(ei, "edge_index", n, where, "the graph")
+    big = np.abs(x) > MAX_FEATURE
+    if big.any():
+        r, c = (int(v[0]) for v in np.nonzero(big))
+        raise InvalidDataFile(
+            f"{where}: key 'node_feat' row {r} column {c} is {x[r, c]:.3g}, beyond the {MAX_FEATURE:.0e} no TpuGraphs "
+            "feature (dims, sizes, strides) comes near: a corrupt file"
+        )
+    loops = np.flatnonzero(ei[:, 0] == ei[:, 1])
+    if loops.size:
+        k = int(loops[0])
+        raise InvalidDataFile(
+            f"{where}: key 'edge_index' row {k} ({ei[k].tolist()}) is a self-loop: HLO graphs are DAGs"
+        )
+    _acyclic(ei, n, where)
     # TpuGraphs row [u, v]: u consumes v, i.e. data flows v -> u.
     return x, op, np.ascontiguousarray(ei[:, ::-1].T)
+
+
+def _acyclic(ei: np.ndarray, n: int, where: str) -> None:
+    """InvalidDataFile naming a node on a cycle of ``edge_index`` (rows ``[consumer, producer]``)."""
+    from mlsysopt.graph.topology import build_csr, kahn_levels
+
+    indptr, child, _ = build_csr(ei[:, 1], ei[:, 0], n)
+    indeg = np.bincount(ei[:, 0], minlength=n).astype(np.int64)
+    _, ordered = kahn_levels(indptr, child, indeg)
+    if ordered < n:
+        node = int(np.flatnonzero(indeg > 0)[0])
+        raise InvalidDataFile(
+            f"{where}: key 'edge_index' has a cycle through node {node} ({n - ordered} nodes on or after cycles): "
+            "HLO graphs are DAGs"
+        )
 
 
 def _runtime(a: Mapping[str, np.ndarray], key: str, where: str) -> np.ndarray:

@@ -7,9 +7,10 @@ each kind of source looks like), so the CLI and every system accept the same inp
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlsysopt.graph.ir import CompGraph
+if TYPE_CHECKING:  # numba, through the IR: not for a child process that only runs a user's function
+    from mlsysopt.graph.ir import CompGraph
 
 
 def load_graph(source: str | Path, **kwargs: Any) -> CompGraph:

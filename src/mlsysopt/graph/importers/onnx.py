@@ -2,8 +2,12 @@
 
 One node per ONNX ``NodeProto`` plus an ``input`` node per graph input and one ``output`` node; initializers
 are not nodes, their elements count as ``params`` of their first consumer. An edge ``u -> v`` carries the
-bytes of the tensors ``v`` reads from ``u`` (inferred shape x dtype size). Dims that shape inference cannot
-resolve count as 1 and set ``meta["dynamic_shapes"] = True``.
+bytes of the tensors ``v`` reads from ``u`` (shape x dtype size). Shapes come from
+:func:`~mlsysopt.graph.importers.onnx_shapes.resolve_shapes`: the inputs' dynamic dims (a batch axis) count as 1,
+and the shapes that follow are inferred (onnx, then ONNX Runtime's symbolic inference) or, where inference gives
+up, measured in one ONNX Runtime run; ``meta["shape_inference"]`` says which. A dynamic input dim sets
+``meta["dynamic_shapes"] = True`` (``meta["dynamic_dims"]`` names them); a dynamic dim other than an input's first,
+and any dim still unknown (counted as 1), give a :class:`~mlsysopt.errors.MlsysoptWarning` naming them.
 
 FLOPs follow the torch.fx importer (a multiply-add is 2 FLOPs): Conv ``2*numel(Y)*prod(W.shape[1:])``
 (+ numel(Y) bias; grouped and depthwise convolutions through W's ``Cin/groups``), ConvTranspose the same per
@@ -26,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import onnx
-from onnx import helper, shape_inference
+from onnx import helper
 
-from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, UnsupportedFormat
+from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, MlsysoptWarning, UnsupportedFormat
 from mlsysopt.graph.importers import flop_formulas as ff
 from mlsysopt.graph.ir import CompGraph
 
@@ -125,16 +129,25 @@ def from_onnx(path: str | Path) -> CompGraph:
     # Protobuf decodes some junk (an empty file, for one) into an empty ModelProto: reject that too.
     if model.ir_version <= 0 or not model.graph.node:
         raise UnsupportedFormat(f"{path}: not a valid ONNX model (no IR version or no graph nodes)")
-    # If inference fails, shapes stay as the file declares them; unknown ones count as dynamic.
-    with contextlib.suppress(Exception):
-        model = shape_inference.infer_shapes(model)
-    return _build(model, path)
+    from mlsysopt.graph.importers.onnx_shapes import resolve_shapes, shape_warnings
+
+    shapes = resolve_shapes(model)
+    for message in shape_warnings(shapes, str(path)):
+        warnings.warn(message, MlsysoptWarning, stacklevel=2)
+    graph = _build(shapes.model, path, shapes.measured)
+    graph.meta["dynamic_shapes"] = bool(shapes.dynamic_inputs) or bool(shapes.unresolved)
+    graph.meta["dynamic_dims"] = {name: [n for _, n in dims] for name, dims in shapes.dynamic_inputs.items()}
+    graph.meta["shape_inference"] = shapes.method
+    if shapes.unresolved:
+        graph.meta["unresolved_shapes"] = len(shapes.unresolved)
+    return graph
 
 
-def _build(model: onnx.ModelProto, path: Path) -> CompGraph:
+def _build(model: onnx.ModelProto, path: Path, measured: dict[str, tuple[int, ...]] | None = None) -> CompGraph:
     g = model.graph
     inits = {t.name: (tuple(int(d) for d in t.dims), t.data_type) for t in g.initializer}
     types: dict[str, Any] = {v.name: v.type for v in [*g.input, *g.output, *g.value_info]}
+    measured = measured or {}
     dynamic = False
 
     def shape(name: str) -> Shape | None:
@@ -142,6 +155,8 @@ def _build(model: onnx.ModelProto, path: Path) -> CompGraph:
         nonlocal dynamic
         if name in inits:
             return inits[name][0]
+        if name in measured:
+            return measured[name]
         t = types.get(name)
         if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
             dynamic = True
@@ -159,6 +174,8 @@ def _build(model: onnx.ModelProto, path: Path) -> CompGraph:
         s = shape(name)
         if s is None:
             return 0.0
+        if name not in inits and name not in types:  # measured, not typed: assume 32-bit
+            return float(math.prod(s) * 4)
         elem = inits[name][1] if name in inits else types[name].tensor_type.elem_type
         return float(math.prod(s) * _itemsize(elem))
 

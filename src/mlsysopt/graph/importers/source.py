@@ -16,6 +16,12 @@ A *source* is what a user types where mlsysopt wants a model or a workflow:
 ``python file.py`` would. Give only sources you trust. No other kind executes anything: ``.npz`` files are read with
 ``allow_pickle=False`` and ONNX/JSON files are parsed, not run.
 
+**Isolation:** :meth:`Source.graph` runs a user's factory (and the tracing) in a child process
+(:func:`mlsysopt.runtime.isolated.run_isolated`), bounded by ``timeout`` (a command's ``--timeout``, else 600 s):
+a factory that loops, calls ``sys.exit`` or crashes the interpreter becomes one :class:`~mlsysopt.errors.ImportFailed`
+(:class:`~mlsysopt.errors.UserCodeFailed`), and the caller never imports the user's code. :meth:`Source.pytorch`
+(the module itself, for Python callers) runs it in the calling process.
+
 A factory is a function (or class) called with no arguments that returns an ``nn.Module`` or a pair
 ``(module, example_inputs)``; a module-level ``nn.Module`` instance works too. A bare module needs
 ``input_shape`` (a random float input of that shape is used).
@@ -69,6 +75,11 @@ class Source:
         return self.kind == "pytorch" and self.module == "mlsysopt.zoo"
 
     @property
+    def runs_user_code(self) -> bool:
+        """Whether reading this source runs a user's Python code (a file or module factory, not the zoo)."""
+        return self.kind == "pytorch" and not self.is_zoo
+
+    @property
     def name(self) -> str:
         """A short name for titles and file names (the file stem, the factory or the recipe)."""
         if self.kind == "pytorch":
@@ -91,8 +102,17 @@ class Source:
         factory = _load_attr(self)
         return _call_factory(self.spec, factory, input_shape)
 
-    def graph(self, num_tasks: int = 100, seed: int = 0, input_shape: tuple[int, ...] | None = None) -> CompGraph:
-        """The CompGraph of this source (``num_tasks``/``seed`` for recipes, ``input_shape`` for bare modules)."""
+    def graph(
+        self,
+        num_tasks: int = 100,
+        seed: int = 0,
+        input_shape: tuple[int, ...] | None = None,
+        timeout: float | None = None,
+    ) -> CompGraph:
+        """The CompGraph of this source (``num_tasks``/``seed`` for recipes, ``input_shape`` for bare modules).
+
+        A user's factory runs in a child process, stopped after ``timeout`` seconds (None: the default bound).
+        """
         if self.kind == "npz":
             from mlsysopt.graph.ir import CompGraph
 
@@ -109,10 +129,41 @@ class Source:
             from mlsysopt.graph.importers.wfcommons import from_recipe
 
             return from_recipe(str(self.attr), num_tasks=num_tasks, seed=seed)
-        from mlsysopt.graph.importers.torch_fx import from_module
+        if self.runs_user_code:
+            return self.isolated(pytorch_graph, self, input_shape, timeout=timeout)
+        return pytorch_graph(self, input_shape)
 
-        module, inputs = self.pytorch(input_shape)
-        return from_module(module, inputs, name=self.name)
+    def isolated(self, fn: Any, *args: Any, timeout: float | None = None) -> Any:
+        """``fn(*args)`` in a child process bounded by ``timeout`` (:func:`~mlsysopt.runtime.isolated.run_isolated`),
+        errors naming this source; ``fn`` is a module-level function that loads the user's code itself."""
+        from mlsysopt.runtime.isolated import run_isolated, user_code_timeout
+
+        seconds, bound = user_code_timeout(timeout)
+        return run_isolated(fn, *args, timeout=seconds, what=f"'{self.spec}'", bound=bound)
+
+
+def pytorch_graph(src: Source, input_shape: tuple[int, ...] | None = None) -> CompGraph:
+    """The torch.fx CompGraph of a PyTorch source, in this process (what :meth:`Source.graph` runs in its child)."""
+    from mlsysopt.graph.importers.torch_fx import from_module
+
+    module, inputs = src.pytorch(input_shape)
+    return from_module(module, inputs, name=src.name)
+
+
+def user_attr(spec: str) -> Any:
+    """The object ``file.py:name`` or ``module:name`` names, imported in this process (this runs the user's file)."""
+    src = resolve_source(spec)
+    if not src.runs_user_code:
+        raise ImportFailed(f"'{spec}': expected 'file.py:name' or 'package.module:name'")
+    return _load_attr(src)
+
+
+def call_user(spec: str, *args: Any, **kwargs: Any) -> Any:
+    """Import ``file.py:name`` / ``module:name`` and call it; meant to run in a child process::
+
+    run_isolated(call_user, "./objective.py:score", params, timeout=60, what="'./objective.py:score'")
+    """
+    return user_attr(spec)(*args, **kwargs)
 
 
 def resolve_source(spec: str | Path) -> Source:

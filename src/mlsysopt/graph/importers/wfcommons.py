@@ -42,6 +42,14 @@ from mlsysopt.graph.ir import CompGraph
 from mlsysopt.io import read_json
 
 
+def _import_wfcommons(module: str) -> Any:
+    """Import a wfcommons module with the caller's warning filters kept: ``wfcommons.utils`` runs
+    ``warnings.filterwarnings('ignore')`` when imported, which would silence every later warning of the process
+    (mlsysopt's own included)."""
+    with warnings.catch_warnings():
+        return importlib.import_module(module)
+
+
 class _RecipeRegistry(Mapping[str, type]):
     """Recipe name -> WfChef recipe class; names come from the installed package without importing it."""
 
@@ -65,9 +73,8 @@ class _RecipeRegistry(Mapping[str, type]):
         if name not in self._keys():
             raise KeyError(name)
         if name not in self._classes:
-            from wfcommons.wfchef.wfchef_abstract_recipe import WfChefWorkflowRecipe
-
-            module = importlib.import_module(f"wfcommons.wfchef.recipes.{name}")
+            WfChefWorkflowRecipe = _import_wfcommons("wfcommons.wfchef.wfchef_abstract_recipe").WfChefWorkflowRecipe
+            module = _import_wfcommons(f"wfcommons.wfchef.recipes.{name}")
             found = [
                 obj
                 for obj in vars(module).values()
@@ -93,8 +100,12 @@ RECIPES: Mapping[str, type] = _RecipeRegistry()
 
 
 def from_recipe(name: str, num_tasks: int = 100, seed: int = 0) -> CompGraph:
-    """A real-trace-based workflow from a WfChef recipe, with at most ``num_tasks`` tasks (often 2-5 fewer).
+    """A real-trace-based workflow from a WfChef recipe with ``num_tasks`` tasks, or the nearest size it can build.
 
+    WfChef grows a real base graph by whole patterns, so it builds only some sizes (montage: 58, 62, 66, ...; asked
+    for N it returns up to 5 fewer). The request is raised until the recipe reaches ``num_tasks``: the graph has
+    exactly ``num_tasks`` tasks when the recipe can build that, else the nearest size it can (the smaller on a
+    tie), with a :class:`~mlsysopt.errors.MlsysoptWarning` naming both (``meta["num_tasks_requested"]``).
     Each recipe has a smallest size it can build (its smallest real base graph, e.g. 60 for montage);
     asking for fewer raises ImportFailed naming it. The same ``seed`` gives the same graph; Python's and
     numpy's global random states are seeded for the call and restored afterwards.
@@ -110,13 +121,24 @@ def from_recipe(name: str, num_tasks: int = 100, seed: int = 0) -> CompGraph:
 
     check_recipe_tasks(int(num_tasks), "num_tasks")
     recipe_cls = RECIPES[key]
-    from wfcommons import WorkflowGenerator
+    WorkflowGenerator = _import_wfcommons("wfcommons").WorkflowGenerator
+
+    def build(request: int) -> Any:
+        random.seed(int(seed))
+        np.random.seed(int(seed) % 2**32)
+        return WorkflowGenerator(recipe_cls.from_num_tasks(request)).build_workflow()
 
     py_state, np_state = random.getstate(), np.random.get_state()
-    random.seed(int(seed))
-    np.random.seed(int(seed) % 2**32)
+    want = int(num_tasks)
     try:
-        workflow = WorkflowGenerator(recipe_cls.from_num_tasks(int(num_tasks))).build_workflow()
+        workflow = build(want)  # at most ``want`` tasks
+        if len(workflow.nodes) < want:  # raise the request until the recipe reaches ``want`` (a few patterns)
+            for request in range(want + 1, want + max(16, want // 10) + 1):
+                larger = build(request)
+                if len(larger.nodes) >= want:
+                    if len(larger.nodes) - want < want - len(workflow.nodes):
+                        workflow = larger
+                    break
         workflow.generate_json()
     except ValueError as exc:
         base = re.search(r"base graph with (\d+) nodes", str(exc))
@@ -130,6 +152,14 @@ def from_recipe(name: str, num_tasks: int = 100, seed: int = 0) -> CompGraph:
         random.setstate(py_state)
         np.random.set_state(np_state)
     meta = {"name": f"{key}-n{num_tasks}-s{seed}", "recipe": key, "num_tasks_requested": int(num_tasks)}
+    built = len(workflow.nodes)
+    if built != want:
+        warnings.warn(
+            f"recipe '{key}' built {built} tasks for num_tasks={want}: the nearest size it can build (WfChef grows "
+            "its real base graph by whole patterns)",
+            MlsysoptWarning,
+            stacklevel=2,
+        )
     return _convert(workflow.workflow_json, f"recipe '{key}'", meta)
 
 
@@ -149,6 +179,8 @@ def from_wfformat(path: str | Path) -> CompGraph:
 def _convert(data: Any, where: str, meta: dict[str, Any]) -> CompGraph:
     """Shared by files and recipes: a parsed WfFormat dict -> CompGraph; errors start with ``where``."""
     parsed = parse(data, where)
+    for note in parsed.notes:
+        warnings.warn(note, MlsysoptWarning, stacklevel=3)
     tasks, lookup = parsed.tasks, parsed.lookup
     edges: dict[tuple[int, int], None] = {}
     for i, t in enumerate(tasks):
@@ -182,7 +214,9 @@ def _convert(data: Any, where: str, meta: dict[str, Any]) -> CompGraph:
     except InvalidGraph as exc:
         raise InvalidGraph(f"{where}: {exc}") from None
     if missing:
-        what = "have no execution entry" if parsed.layout == "1.5" else "have no runtime"
+        what = (
+            "have no execution entry (or one without runtimeInSeconds)" if parsed.layout == "1.5" else "have no runtime"
+        )
         warnings.warn(
             f"{where}: {len(missing)} of {len(tasks)} tasks ({_examples(missing)}) {what}: "
             "they count as compute 0 (they take no time on any device)",

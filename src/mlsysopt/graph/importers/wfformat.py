@@ -13,8 +13,10 @@ READMEs of each release):
 
 Up to 1.4 a file is known by its ``path`` + ``name`` (as the migration tool does) and tasks list their files with a
 ``link`` of ``input`` or ``output``; ``children`` and ``id`` are optional extras that are honoured when present.
-The runtime is optional up to 1.4 and a 1.5 task may lack an execution entry: such tasks get compute 0 and are
-counted in :attr:`Parsed.no_runtime`, so the importer can warn instead of silently timing them at zero.
+The runtime is optional in every layout: a task without ``runtime``/``runtimeInSeconds`` (up to 1.4), without an
+execution entry or with an entry that has no ``runtimeInSeconds`` (1.5+) gets compute 0 and is counted in
+:attr:`Parsed.no_runtime`, so the importer warns instead of silently timing it at zero. A ``schemaVersion`` this
+module does not know (:data:`KNOWN_VERSIONS`) is read by its layout and noted in :attr:`Parsed.notes` (a warning).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 from mlsysopt.errors import InvalidGraph, UnsupportedFormat
 
 _COUNTER_SUFFIX = re.compile(r"_(?:ID)?\d+$")
+#: The WfFormat schema versions whose layout this module reads (a later one is read by its layout, with a note).
+KNOWN_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6")
 
 
 @dataclass
@@ -49,6 +53,7 @@ class Parsed:
     tasks: list[Task]
     lookup: dict[str, int]
     layout: str
+    notes: list[str] = field(default_factory=list)  # what a user should know (an unknown schemaVersion)
 
     @property
     def no_runtime(self) -> list[str]:
@@ -64,12 +69,23 @@ def parse(data: Any, where: str) -> Parsed:
     if not isinstance(wf, dict):
         raise UnsupportedFormat(f"{where}: not a WfFormat instance (no 'workflow' object)")
     if "specification" in wf:
-        return _parse_v15(wf, where)
+        return _noted(_parse_v15(wf, where), data, where)
     if "tasks" in wf or "jobs" in wf:
-        return _parse_legacy(wf, where)
+        return _noted(_parse_legacy(wf, where), data, where)
     raise UnsupportedFormat(
         f"{where}: 'workflow' has neither 'specification' (schema 1.5+) nor 'tasks' (1.3, 1.4) nor 'jobs' (1.0-1.2)"
     )
+
+
+def _noted(parsed: Parsed, data: dict[str, Any], where: str) -> Parsed:
+    """Add a note when ``schemaVersion`` is missing from :data:`KNOWN_VERSIONS` (it is read by its layout)."""
+    version = data.get("schemaVersion")
+    if version is not None and str(version) not in KNOWN_VERSIONS:
+        parsed.notes.append(
+            f"{where}: unknown WfFormat schemaVersion {version!r} (known: {', '.join(KNOWN_VERSIONS)}): read as the "
+            f"{parsed.layout} layout; check the tasks, runtimes and file sizes it gives"
+        )
+    return parsed
 
 
 def _parse_v15(wf: dict[str, Any], where: str) -> Parsed:
@@ -109,7 +125,8 @@ def _parse_v15(wf: dict[str, Any], where: str) -> Parsed:
             if tid not in lookup:
                 raise InvalidGraph(f"{where}: {at} has id '{tid}', which no specification task has")
             task = tasks[lookup[tid]]
-            task.runtime = _size(_need(e, "runtimeInSeconds", where, at), where, f"{at}.runtimeInSeconds")
+            if "runtimeInSeconds" in e:  # optional, as ``runtimeInSeconds`` of a 1.4 task: missing -> no_runtime
+                task.runtime = _size(e["runtimeInSeconds"], where, f"{at}.runtimeInSeconds")
             if isinstance(e.get("category"), str) and e["category"]:
                 task.kind = e["category"]
     return Parsed(tasks, lookup, "1.5")

@@ -1,0 +1,83 @@
+"""SIGTERM and SIGHUP stop a command like Ctrl-C: the checkpoint is kept, the lock released, one line, exit 128+N.
+
+These start the real command (a signal needs a process of its own) and signal only its main process, as ``kill``,
+systemd, Slurm and Kubernetes do: what it started (pool workers, a user factory's child process) must go with it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+DEADLINE_S = 180
+SIZES = ["--episodes-per-update", "2", "--min-tasks", "8", "--max-tasks", "12", "--min-devices", "4",
+         "--max-devices", "6", "--seed", "3"]  # fmt: skip
+
+
+def _start(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k != "MLSYSOPT_DEBUG"}
+    return subprocess.Popen([sys.executable, "-m", "mlsysopt.cli", *args], cwd=cwd, env={**env, "COLUMNS": "80"},
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+def _wait_for(what: str, ready, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"the command ended (exit {proc.returncode}) before {what}: {proc.stderr.read()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _alive(pids: set[int]) -> set[int]:
+    return {p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE}
+
+
+def test_sigterm_keeps_the_checkpoint_releases_the_lock_and_stops_the_workers(tmp_path: Path) -> None:
+    proc = _start(tmp_path, "placement", "train", *SIZES, "--updates", "400", "--workers", "2", "--out", "run")
+    ckpt = tmp_path / "run" / "policy.pt"
+    try:
+        _wait_for("the first checkpoint", ckpt.exists, proc)
+        workers = {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
+        proc.send_signal(signal.SIGTERM)  # the main process only, as `kill PID` does
+        _, err = proc.communicate(timeout=DEADLINE_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert [ln for ln in lines if ln.startswith("error:")] == lines[-1:], err
+    assert lines[-1].startswith("error: stopped by SIGTERM: ") and "--resume continues" in lines[-1], err
+    assert ckpt.exists() and not (tmp_path / "run" / ".lock").exists()
+    assert not (tmp_path / "run" / "result.json").exists()
+    deadline = time.monotonic() + 30
+    while _alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(workers), "pool workers outlived the command"
+
+
+def test_sighup_stops_a_factory_and_its_child_process(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(
+        "import os, pathlib, time\n\ndef model():\n    pathlib.Path('pid').write_text(str(os.getpid()))\n"
+        "    time.sleep(120)\n"
+    )
+    proc = _start(tmp_path, "graph", "info", "./slow.py:model")
+    _wait_for("the factory to start", lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text(), proc)
+    child = int((tmp_path / "pid").read_text())
+    assert child != proc.pid  # the factory runs in a child process
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 129 and lines == ["error: stopped by SIGHUP"], err
+    assert not _alive({child})
