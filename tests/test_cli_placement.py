@@ -15,7 +15,7 @@ from cli_helpers import PNG_MAGIC, assert_user_error, run
 ALL = "dev0,dev1,dev2,dev3,dev4"  # every device of the fixture cluster
 ADAPT_WITH_BAD_PLACEMENT = "adapt g.npz --devices 3 --policy untrained.pt --remove dev1 --placement p_unknown_task.json"
 TINY_TRAIN = (
-    "--updates", "2", "--episodes-per-update", "1", "--min-tasks", "8", "--max-tasks", "12",
+    "--stages", "reinforce", "--updates", "2", "--episodes-per-update", "1", "--min-tasks", "8", "--max-tasks", "12",
     "--min-devices", "4", "--max-devices", "6",
 )  # fmt: skip
 
@@ -124,6 +124,10 @@ def test_place_with_giph_and_heft(files: dict[str, Path], trained: tuple[Path, s
         assert len(placement) == 24 and set(placement.values()) <= set(result["cluster"]["names"])
     assert len(json.loads((tmp_path / "heft" / "result.json").read_text())["cluster"]["names"]) == 4
     assert "makespan (s)" in proc.stdout and "CP_MIN, lower bound (s)" in proc.stdout
+    assert "comparison" in proc.stdout and "all on the fastest device" in proc.stdout
+    giph = json.loads((tmp_path / "giph" / "result.json").read_text())
+    assert set(giph["comparison"]["members"]) >= {"heft", "fastest_device", "saga_cpop", "saga_best"}
+    assert giph["comparison"]["better"] == [] and giph["makespan"] <= min(giph["comparison"]["members"].values())
     # the drawn cluster is saved: with placement.json it reproduces the makespan outside the run
     from mlsysopt.graph import CompGraph, DeviceCluster, simulate
     from mlsysopt.graph.placement import load_placement
@@ -146,14 +150,21 @@ def test_compare_two_seeds(files: dict[str, Path], tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "cmp" / "result.json").read_text())
-    methods = ["heft", "random", "annealing", "eft_greedy", "giph", "giph_from_heft"]
+    from mlsysopt.placement import METHODS
+
+    methods = [m for m, spec in METHODS.items() if spec.default and m not in result["skipped"]]
+    assert {"fastest_device", "saga_heft", "saga_cpop", "saga_best", "local_search", "giph"} <= set(methods)
     assert list(result["results"]) == methods and result["seeds"] == [0, 1]
+    assert result["results"]["saga_cpop"]["info"][0]["saga_makespan"] > 0  # saga's own makespan, beside ours
+    assert "saga's" in proc.stdout  # its column (the header may wrap in 80 columns)
+    assert result["results"]["giph"]["stopped_by"] == ["budget", "budget"]
     for name, r in result["results"].items():
         assert len(r["makespans"]) == 2 and r["min_makespan"] <= r["mean_makespan"]
         assert r["min_makespan"] >= result["cp_min"] * (1 - 1e-9)
         assert r["mean_ratio_to_heft"] == pytest.approx(r["mean_makespan"] / result["heft_makespan"])
         assert 1 <= r["mean_steps_to_best"] <= 20, name
         assert r["stopped_by"] == ["budget", "budget"], name  # per search (seed), as the README says
+    assert result["results"]["giph"]["mean_makespan"] <= result["results"]["heft"]["mean_makespan"]
     assert result["results"]["heft"]["mean_ratio_to_heft"] == pytest.approx(1.0)
     assert (tmp_path / "cmp" / "search.png").read_bytes()[:8] == PNG_MAGIC
 
@@ -182,6 +193,7 @@ def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) ->
     names = result["cluster"]["names"]
     assert "dev1" not in names and "dev3" not in names and result["added"] == ["dev5"] and len(names) == 4
     assert result["makespans"]["giph_adapt"] <= result["makespans"]["keep"] + 1e-9  # GiPH starts from "keep"
+    assert result["makespans"]["giph_adapt"] <= result["makespans"]["heft_rerun"] + 1e-9  # and from HEFT's
     placement = json.loads((out / "placement.json").read_text())
     assert set(placement.values()) <= set(names)
     assert (out / "gantt.png").read_bytes()[:8] == PNG_MAGIC
@@ -301,7 +313,7 @@ def test_place_with_the_pretrained_policy(files: dict[str, Path], tmp_path: Path
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "pre" / "result.json").read_text())
-    assert result["evaluations"] == 2 * 24
+    assert result["evaluations"] == 10 * 24  # the default budget
     heft = json.loads((tmp_path / "pre" / "result.json").read_text())["history"][0]
     assert result["makespan"] <= heft  # starts at HEFT's placement and keeps the best
 
@@ -323,3 +335,44 @@ def test_a_busy_run_folder_is_refused_naming_the_process(files: dict[str, Path],
             assert_user_error(proc, f"--out {busy} is in use by process {os.getpid()}")
     assert sorted(p.name for p in busy.iterdir()) == ["log.txt", "settings.json"]
     assert json.loads((busy / "settings.json").read_text()) == {"command": "held by the test"}
+
+
+def test_presets_work_in_every_placement_command(tmp_path: Path) -> None:
+    from cli_helpers import run_inprocess
+
+    ran = run_inprocess("placement", "place", "zoo:cnn", "--cluster", "preset:edge", "--out", "p", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads((tmp_path / "p" / "result.json").read_text())
+    assert result["cluster_source"] == "preset:edge" and result["method"] == "giph"
+    assert result["comparison"]["final_over_heft"] <= 1.0 + 1e-12
+    ran = run_inprocess(
+        "placement", "compare", "montage", "--num-tasks", "60", "--cluster", "preset:gpu-node-pcie",
+        "--methods", "heft,fastest_device,saga_best", "--seeds", "1", "--out", "c", cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert set(json.loads((tmp_path / "c" / "result.json").read_text())["results"]) == {
+        "heft",
+        "fastest_device",
+        "saga_best",
+    }
+    ran = run_inprocess(
+        "placement", "adapt", "zoo:cnn", "--cluster", "preset:gpu-node-nvlink", "--remove", "gpu0", "--budget", "30",
+        "--out", "a", cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "gpu0" not in json.loads((tmp_path / "a" / "result.json").read_text())["cluster"]["names"]
+    ran = run_inprocess("placement", "place", "zoo:cnn", "--cluster", "preset:nope", "--out", "x", cwd=tmp_path)
+    assert ran.returncode == 2 and "no cluster preset 'nope'" in ran.stderr and not (tmp_path / "x").exists()
+
+
+def test_place_warns_when_a_portfolio_member_beats_the_method(tmp_path: Path) -> None:
+    from cli_helpers import run_inprocess
+
+    ran = run_inprocess(
+        "placement", "place", "zoo:transformer", "--cluster", "preset:edge", "--method", "random", "--budget", "3",
+        "--out", "r", cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads((tmp_path / "r" / "result.json").read_text())
+    assert "heft" in result["comparison"]["better"] and result["comparison"]["final_over_heft"] > 1
+    assert "warning:" in ran.stdout and "worse than" in ran.stdout

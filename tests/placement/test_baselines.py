@@ -11,6 +11,7 @@ from mlsysopt.graph.generate import chain, diamond, fork, fork_join, homogeneous
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import check_placement, random_placement
 from mlsysopt.graph.simulator import Simulator
+from mlsysopt.placement.base import default_budget
 from mlsysopt.placement.baselines import BASELINES, HEFT, Annealing, get_baseline, heft_schedule
 from mlsysopt.placement.baselines.eft_greedy import random_topological_order
 from mlsysopt.placement.baselines.heft import earliest_slot
@@ -55,7 +56,7 @@ def test_budget_of_one_and_default_budget(method: str) -> None:
     assert res.evaluations == 1
     check_placement(graph, cluster, res.placement)
     res = get_baseline(method).place(graph, cluster, seed=0)
-    assert res.evaluations <= 2 * graph.num_nodes
+    assert res.evaluations <= default_budget(graph)
 
 
 @pytest.mark.parametrize("method", BASELINES)
@@ -80,7 +81,7 @@ def test_only_feasible_devices_are_used() -> None:
 
 
 def test_unknown_baseline_lists_names() -> None:
-    with pytest.raises(MlsysoptError, match="heft, random, annealing, eft_greedy"):
+    with pytest.raises(MlsysoptError, match="heft, fastest_device, random, annealing, eft_greedy"):
         get_baseline("nope")
 
 
@@ -193,3 +194,50 @@ def test_random_topological_order_is_topological_and_varies() -> None:
         pos = np.empty(graph.num_nodes, np.int64)
         pos[list(order)] = np.arange(graph.num_nodes)
         assert np.all(pos[src] < pos[dst])
+
+
+def test_heft_zero_cost_input_follows_its_children() -> None:
+    # a zero-cost input feeds a heavy chain; device 0 is slow, device 1 fast, links expensive. Every device ties
+    # for the input, and the old tie-break (lowest id) sent it, and with it the whole chain, to device 0.
+    graph = CompGraph.build(
+        ["x", "a", "b", "c"], ["input", "op", "op", "op"], {"compute": [0.0, 4.0, 4.0, 4.0]}, [(0, 1), (1, 2), (2, 3)],
+        [10.0, 10.0, 10.0],
+    )  # fmt: skip
+    cluster = DeviceCluster([1.0, 8.0], np.ones((2, 1), bool), np.ones((2, 2)), np.full((2, 2), 5.0))
+    placement, order, planned = heft_schedule(graph, cluster)
+    assert placement.tolist() == [1, 1, 1, 1]
+    assert planned == pytest.approx(1.5)
+    assert Simulator(graph, cluster).makespan_in_order(placement, order) == pytest.approx(planned)
+
+
+def test_heft_slot_search_matches_earliest_slot() -> None:
+    from mlsysopt.placement.baselines.heft import _slots
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        d, m = 3, int(rng.integers(0, 6))
+        starts = np.zeros((d, 8))
+        finishes = np.zeros((d, 8))
+        count = np.full(d, m)
+        for k in range(d):
+            edges = np.sort(rng.uniform(0, 10, 2 * m))
+            starts[k, :m], finishes[k, :m] = edges[0::2], edges[1::2]
+        ready, duration = rng.uniform(0, 10, d), rng.uniform(0, 3, d)
+        slot, eft = np.zeros(d), np.zeros(d)
+        _slots(starts, finishes, count, ready, duration, np.ones(d, bool), slot, eft)
+        for k in range(d):
+            want = earliest_slot(list(starts[k, :m]), list(finishes[k, :m]), ready[k], duration[k])
+            assert slot[k] == pytest.approx(want)
+
+
+def test_fastest_device_puts_everything_on_one_device_when_it_can() -> None:
+    from mlsysopt.placement.baselines import FastestDevice
+
+    graph = layered_dag(12, num_types=2, seed=0)
+    supports = np.array([[1, 1], [1, 0], [0, 1], [1, 1]], bool)
+    cluster = DeviceCluster([1.0, 5.0, 3.0, 2.0], supports, np.ones((4, 4)), np.zeros((4, 4)))
+    res = FastestDevice().place(graph, cluster)
+    assert res.evaluations == 1 and (res.placement == 3).all()  # the fastest device that runs both types
+    split = DeviceCluster([1.0, 5.0, 3.0], supports[:3] & [[0, 1], [1, 0], [0, 1]], np.ones((3, 3)), np.zeros((3, 3)))
+    res = FastestDevice().place(graph, split)  # nobody runs both: each task on its fastest feasible device
+    assert np.array_equal(res.placement, np.where(graph.hw_type == 0, 1, 2))

@@ -49,7 +49,7 @@ def test_round_trip_gives_identical_logits(tmp_path) -> None:
         assert k == k2 and torch.equal(a, b)
     data = load_checkpoint(path)
     assert data["kind"] == "giph-policy" and data["note"] == "hello" and data["update"] == 4
-    assert data["config"] == {"node_dim": NODE_DIM, "edge_dim": EDGE_DIM, "hidden": 12}
+    assert data["config"] == {"node_dim": NODE_DIM, "edge_dim": EDGE_DIM, "hidden": 12, "kinds": 1}
     # a str path works as well, and GiPH.load uses the same loader
     assert load_policy(str(path)).config.hidden == 12
     assert GiPH.load(path, greedy=True).greedy is True

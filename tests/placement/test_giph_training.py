@@ -29,6 +29,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def tiny(**kw) -> TrainConfig:
     base = {
+        "stages": "reinforce",  # the paper's REINFORCE stage (the shipped pipeline: test_train_search.py)
         "updates": 2,
         "episodes_per_update": 2,
         "min_tasks": 6,

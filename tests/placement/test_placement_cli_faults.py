@@ -18,7 +18,14 @@ from mlsysopt.placement import TrainConfig, load_checkpoint, train
 from mlsysopt.runtime import LocalRayCluster
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-SIZES = {"episodes_per_update": 2, "min_tasks": 8, "max_tasks": 12, "min_devices": 4, "max_devices": 6, "seed": 3}
+SIZES = {"stages": "reinforce"} | {
+    "episodes_per_update": 2,
+    "min_tasks": 8,
+    "max_tasks": 12,
+    "min_devices": 4,
+    "max_devices": 6,
+    "seed": 3,
+}
 ARGS = [a for k, v in SIZES.items() for a in (f"--{k.replace('_', '-')}", str(v))]
 DEADLINE_S = 180
 

@@ -13,7 +13,10 @@ from mlsysopt.placement.training import sample_problem
 from mlsysopt.runtime import LocalExecutor, RayExecutor
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.xdist_group("ray")]
-TINY = TrainConfig(updates=2, episodes_per_update=2, min_tasks=6, max_tasks=10, min_devices=3, max_devices=5, hidden=16)
+TINY = TrainConfig(
+    stages="reinforce", updates=2, episodes_per_update=2, min_tasks=6, max_tasks=10, min_devices=3, max_devices=5,
+    hidden=16,
+)  # fmt: skip
 METHODS = ["random", "annealing", "giph", "giph_from_heft"]
 
 

@@ -68,5 +68,5 @@ def test_env_and_giph_both_step_through_relocate(monkeypatch: pytest.MonkeyPatch
     env.step(int(np.flatnonzero(obs.action_mask.numpy())[0]))
     assert len(calls) == 1
     torch.manual_seed(0)
-    GiPH(GiPHPolicy(PolicyConfig(hidden=8))).place(g, c, budget=6, seed=0)
+    GiPH(GiPHPolicy(PolicyConfig(hidden=8)), paper=True).place(g, c, budget=6, seed=0)  # the paper's search
     assert len(calls) == 1 + 5  # one relocation per evaluation after the start placement's

@@ -70,7 +70,7 @@ def unmasked_logits(policy: GiPHPolicy, gp: GpNet) -> torch.Tensor:
 def test_config_defaults_match_gpnet_features() -> None:
     cfg = PolicyConfig()
     assert (cfg.node_dim, cfg.edge_dim) == (NODE_DIM, EDGE_DIM)
-    assert cfg.to_dict() == {"node_dim": NODE_DIM, "edge_dim": EDGE_DIM, "hidden": 32}
+    assert cfg.to_dict() == {"node_dim": NODE_DIM, "edge_dim": EDGE_DIM, "hidden": 32, "kinds": 1}
     assert GiPHPolicy().config == cfg
 
 

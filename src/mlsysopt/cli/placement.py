@@ -44,6 +44,12 @@ KNOBS = (
     "lr",
     "hidden",
     "seed",
+    "stages",
+    "distribution",
+    "imitation_problems",
+    "teacher_steps",
+    "imitation_epochs",
+    "finetune_lr",
 )
 
 
@@ -57,8 +63,24 @@ def placement_train(
     max_tasks: Annotated[int, pio.int_opt("--max-tasks", "Most tasks per training graph.", 2)] = D.max_tasks,
     min_devices: Annotated[int, pio.int_opt("--min-devices", "Fewest devices per cluster.")] = D.min_devices,
     max_devices: Annotated[int, pio.int_opt("--max-devices", "Most devices per cluster.")] = D.max_devices,
-    lr: Annotated[float, pio.float_opt("--lr", "Adam learning rate.")] = D.lr,
+    lr: Annotated[float, pio.float_opt("--lr", "Adam learning rate (the paper's REINFORCE).")] = D.lr,
     hidden: Annotated[int, pio.int_opt("--hidden", "Policy width (hidden units).")] = D.hidden,
+    stages: Annotated[
+        str, typer.Option("--stages", help="imitation+reinforce (the shipped policy's) | reinforce (the paper's).")
+    ] = D.stages,
+    distribution: Annotated[
+        str, typer.Option("--distribution", help="mixed (layered, workflows, DNNs in real units) | layered.")
+    ] = D.distribution,
+    imitation_problems: Annotated[
+        int, pio.int_opt("--imitation-problems", "Problems the steepest-descent teacher walks.", 0)
+    ] = D.imitation_problems,
+    teacher_steps: Annotated[int, pio.int_opt("--teacher-steps", "Teacher moves per start.")] = D.teacher_steps,
+    imitation_epochs: Annotated[int, pio.int_opt("--imitation-epochs", "Epochs over the teacher's samples.", 0)] = (
+        D.imitation_epochs
+    ),
+    finetune_lr: Annotated[float, pio.float_opt("--finetune-lr", "Adam learning rate of REINFORCE fine-tuning.")] = (
+        D.finetune_lr
+    ),
     seed: SeedOpt = D.seed,
     workers: WorkersOpt = 1,
     backend: BackendOpt = "local",
@@ -66,10 +88,14 @@ def placement_train(
     timeout: TimeoutOpt = None,
     resume: pio.ResumeOpt = False,
 ) -> None:
-    """Train the GiPH policy with REINFORCE on synthetic layered DAGs and random clusters.
+    """Train the GiPH policy: imitation of a steepest-descent teacher, then REINFORCE on the local search.
 
-    Writes RUN_DIR/policy.pt (checkpointed atomically after every update), result.json and training.png.
-    Rollouts run on --workers processes (or Ray tasks); every backend gives the same policy for the same seed.
+    The default --distribution mixed draws layered DAGs (synthetic), WfChef workflow recipes (fitted to real traces)
+    and traced DNNs, on preset-like and random clusters. --stages reinforce is the paper's training (REINFORCE on
+    relocation walks from scratch; --distribution layered for its synthetic layered DAGs only).
+    Writes RUN_DIR/policy.pt (checkpointed atomically after every epoch and update), teacher.pt (the teacher's
+    samples), result.json and training.png. Episodes run on --workers processes (or Ray tasks); every backend
+    gives the same policy for the same seed.
 
     With --resume the saved settings are kept; --updates, --workers, --backend, --address, --timeout may change.
     """
@@ -79,14 +105,24 @@ def placement_train(
     given = {k: values[k] for k in RUNTIME}  # the others only when typed: --resume keeps the saved ones
     sources = {k: getattr(ctx.get_parameter_source(k), "name", "DEFAULT") for k in KNOBS}
     given.update({k: values[k] for k, how in sources.items() if how not in ("DEFAULT", "DEFAULT_MAP")})
+    from mlsysopt.placement.config import MIXED
     from mlsysopt.placement.training import SYNTHETIC, train, training_run
     from mlsysopt.report.search import plot_training
 
     run, cfg, first = training_run(out, given, resume)
-    sizes = f"{cfg.min_tasks}-{cfg.max_tasks} tasks, {cfg.min_devices}-{cfg.max_devices} devices"
+    paper = cfg.stages == "reinforce"
+    data = MIXED if cfg.distribution == "mixed" and not paper else SYNTHETIC  # the paper's stage: layered DAGs
+    sizes = (
+        f"{cfg.min_tasks}-{cfg.max_tasks} tasks, {cfg.min_devices}-{cfg.max_devices} devices"
+        if paper
+        else "mixed sizes"
+    )
     what = f"{cfg.updates} updates x {cfg.episodes_per_update} episodes"
+    if not paper:
+        what = f"imitation ({cfg.imitation_problems} problems, {cfg.imitation_epochs} epochs), then REINFORCE {what}"
+    total = cfg.updates + (0 if paper or cfg.imitation_problems == 0 else cfg.imitation_epochs)
     where = "in this process" if workers == 1 and backend == "local" else f"on {workers} {backend} worker(s)"
-    err_console.print(f"training GiPH on {SYNTHETIC}: {what}, {sizes}, rollouts {where}")
+    err_console.print(f"training GiPH on {data}: {what}, {sizes}, episodes {where}")
     if first:
         err_console.print(f"resuming {escape(str(run.checkpoint))} after update {first}")
     t0 = time.perf_counter()
@@ -97,20 +133,25 @@ def placement_train(
         return "no update had finished, nothing was kept"
 
     with pio.interruptible(kept), run, progress_bar() as progress:
-        task = progress.add_task("training", total=cfg.updates, completed=min(first, cfg.updates))
+        task = progress.add_task("training", total=total, completed=min(first, total))
 
         def on_update(update: int, stats: dict[str, float]) -> None:
-            text = f"update {update + 1}: improvement {stats['improvement']:.1%}, entropy {stats['entropy']:.3f}"
+            if stats.get("stage") == "imitation":
+                text = f"imitation epoch {update + 1}: loss {stats['loss']:.3f}, agreement {stats['agreement']:.1%}"
+            elif stats.get("stage") == "reinforce":
+                text = f"update {update + 1}: improvement {stats['improvement']:.1%}"
+            else:
+                text = f"update {update + 1}: improvement {stats['improvement']:.1%}, entropy {stats['entropy']:.3f}"
             progress.update(task, completed=update + 1, description=text)
 
         trained = train(cfg, checkpoint=run, resume=resume, on_update=on_update)
-        result = {"command": "placement train", "data": SYNTHETIC, "config": asdict(cfg)}
+        result = {"command": "placement train", "data": data, "config": asdict(cfg)}
         result.update(resumed_from_update=first if resume else None, seconds=time.perf_counter() - t0)
         result.update(stopped_by=trained.stopped_by, updates_done=len(trained.history))
         result.update(history=trained.history, checkpoint="policy.pt", plot="training.png")
-        plot_training(trained.history, run.file("training.png"), title=f"GiPH training on {SYNTHETIC}")
+        plot_training(trained.history, run.file("training.png"), title="GiPH training")
         run.write_json("result.json", result)
-    pio.print_training(trained.history, SYNTHETIC, out, trained.stopped_by)
+    pio.print_training(trained.history, data, out, trained.stopped_by)
 
 
 @placement_app.command("place")
@@ -121,7 +162,14 @@ def placement_place(
     devices: pio.DevicesOpt = None,
     method: Annotated[str, typer.Option("--method", help="A method of 'placement compare'.")] = "giph",
     policy: pio.PolicyOpt = "pretrained",
-    init: Annotated[str, typer.Option("--init", help="giph/annealing start placement: heft | random.")] = "random",
+    init: Annotated[
+        str | None,
+        typer.Option(
+            "--init",
+            help="A start placement: heft | random (giph adds it to its portfolio; giph_paper and annealing start "
+            "from it) [default: the method's own: giph's portfolio, a random one for the others].",
+        ),
+    ] = None,
     budget: pio.BudgetOpt = None,
     timeout: TimeoutOpt = None,
     seed: SeedOpt = 0,
@@ -130,14 +178,18 @@ def placement_place(
 ) -> None:
     """Place a graph on a cluster with one method (GiPH with the shipped policy by default).
 
-    Writes result.json, placement.json, cluster.json, gantt.png, search.png, and device_map.json for a PyTorch
-    model. The search ends after --budget simulator evaluations or --timeout seconds, whichever comes first.
+    GiPH starts from the best of a portfolio (HEFT, all on the fastest feasible device, CPOP, the best of saga's
+    schedulers) and improves it with a local search whose moves its policy proposes: never worse than that start.
+    The table compares the result with each portfolio member (or, for another method, with HEFT and the fastest
+    device), and says when one of them is better. Writes result.json, placement.json, cluster.json, gantt.png,
+    search.png, and device_map.json for a PyTorch model. The search ends after --budget simulator evaluations or
+    --timeout seconds, whichever comes first.
     """
     options = dict(locals())
-    from mlsysopt.placement.experiment import get_method, heft_placement, run_method
+    from mlsysopt.placement.experiment import comparison, get_method, heft_placement, run_method
 
     needs_policy = get_method(method).needs_policy
-    if init not in ("heft", "random"):
+    if init not in (None, "heft", "random"):
         raise MlsysoptError(f"unknown --init '{init}' (choose from: heft, random)")
     if needs_policy:
         pio.check_policy(policy)
@@ -145,15 +197,22 @@ def placement_place(
     run = pio.one_shot_run("placement place", options)
     giph = pio.load_giph(policy) if needs_policy else None
     problem, about, owners = pio.load_problem(options, giph=giph)
-    if init == "heft" and method not in ("giph", "annealing"):
+    if init is not None and method not in ("giph", "giph_paper", "annealing", "local_search"):
         err_console.print(f"note: --init is ignored by {method}")
+    from mlsysopt.placement.base import default_budget
+
     graph, cluster = problem.graph, problem.cluster
-    spend = 2 * graph.num_nodes if budget is None else budget
+    spend = default_budget(graph) if budget is None else budget
     t0 = time.perf_counter()
     with err_console.status(f"placing {graph.num_nodes} tasks with {method} (budget {spend} evaluations)"):
+        import numpy as np
+
         start = heft_placement(problem) if init == "heft" else None
+        if init == "random":
+            start = problem.random_placement(np.random.default_rng(seed))
         res = run_method(method, problem, spend, seed, giph, start, timeout)
     seconds = time.perf_counter() - t0
+    compared = comparison(problem, res)
     from mlsysopt.report.gantt import plot_gantt
     from mlsysopt.report.search import plot_search
 
@@ -161,6 +220,7 @@ def placement_place(
     result = {"command": "placement place", "source": graph_source, "seed": seed, "budget": spend, "init": init}
     result.update(policy=policy if needs_policy else None, **res.to_dict(graph, cluster), seconds=seconds)
     result.update({k: v for k, v in problem.describe(sched).items() if k != "placement"}, **about)
+    result["comparison"] = compared
     result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
     files = ["result.json", "placement.json", "cluster.json", "gantt.png", "search.png"]
     with run:
@@ -225,7 +285,7 @@ def placement_compare(
         from mlsysopt.report.search import plot_search
 
         result = {"command": "placement compare", "source": graph_source, "policy": policy if needs_policy else None}
-        result.update(cmp.to_dict(), skipped={}, **about, workers=workers, backend=backend)
+        result.update(cmp.to_dict(), **about, workers=workers, backend=backend)
         result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
         curves = {name: r["curve"] for name, r in result["results"].items()}
         plot_search(curves, run.file("search.png"), title=f"{graph_source}: mean over {seeds} seed(s)")
@@ -280,10 +340,12 @@ def placement_adapt(
 
     giph = pio.load_giph(policy)
     problem, about, owners = pio.load_problem(options, runs=seeds, giph=giph)
+    from mlsysopt.placement.base import default_budget
+
     graph, old = problem.graph, problem.cluster
     start = heft_placement(problem) if placement_path is None else load_placement(placement_path, graph, old)
     new, added = change_cluster(graph, old, removed, add, seed)
-    spend = 2 * graph.num_nodes if budget is None else budget
+    spend = default_budget(graph) if budget is None else budget
     seed_list = [seed + k for k in range(seeds)]
     with pio.interruptible(lambda: "nothing was written"), run:
         with make_executor(backend, workers, address) as executor:

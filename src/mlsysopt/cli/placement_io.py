@@ -67,7 +67,9 @@ def check_timeout(timeout: float | None) -> None:
         raise InvalidOption(f"--timeout {timeout}: must be a finite number of seconds > 0")
 
 
-ClusterOpt = Annotated[Path | None, typer.Option("--cluster", help="Device cluster JSON (or use --devices).")]
+ClusterOpt = Annotated[
+    Path | None, typer.Option("--cluster", help="Device cluster JSON or preset:NAME (or use --devices).")
+]
 DevicesOpt = Annotated[
     int | None, int_opt("--devices", "Or a random cluster of N devices in the graph's units (saved as cluster.json).")
 ]
@@ -75,7 +77,9 @@ PolicyOpt = Annotated[
     str,
     typer.Option("--policy", help="GiPH checkpoint (from 'placement train'), or 'pretrained': the shipped policy."),
 ]
-BudgetOpt = Annotated[int | None, int_opt("--budget", "Simulator evaluations per search [default: 2 x tasks].")]
+BudgetOpt = Annotated[
+    int | None, int_opt("--budget", "Simulator evaluations per search [default: 10 x tasks, within 100-20,000].")
+]
 SeedsOpt = Annotated[int, int_opt("--seeds", "Seeds per method (--seed, --seed+1, ...), run in parallel.")]
 ResumeOpt = Annotated[bool, typer.Option("--resume/--no-resume", help="Continue the run in --out.")]
 
@@ -105,9 +109,10 @@ def load_problem(
     The owners (see :func:`~mlsysopt.placement.devicemap.node_owners`) are there for PyTorch sources: the model
     is built once, for the graph and for them.
     """
-    from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.importers.source import resolve_source
+    from mlsysopt.graph.presets import load_cluster
     from mlsysopt.graph.problem import load_problem as problem_of
+    from mlsysopt.placement.base import default_budget
     from mlsysopt.placement.limits import check_search
     from mlsysopt.report.summary import graph_summary
 
@@ -121,12 +126,15 @@ def load_problem(
             graph, owners = graph_and_owners(src, parse_shape(o["input_shape"]))
         else:
             graph = src.graph(num_tasks=o["num_tasks"], seed=o["seed"], input_shape=parse_shape(o["input_shape"]))
-        cluster = DeviceCluster.load(o["cluster_path"]) if o["cluster_path"] is not None else None
+        given = o["cluster_path"]
+        cluster = None if given is None else load_cluster(str(given), graph, o["seed"])  # a file or preset:NAME
         devices = cluster.num_devices if cluster is not None else (o["devices"] or 1)
-        budget = o.get("budget") or 2 * graph.num_nodes
+        budget = o.get("budget") or default_budget(graph)
         hidden = None if giph is None else giph.policy.config.hidden
         check_search(graph.num_nodes, graph.num_edges, devices, budget, runs, hidden, o.get("timeout"))
-        problem, how = problem_of(graph, o["cluster_path"], o["devices"], o["seed"])
+        problem, how = problem_of(graph, cluster, o["devices"], o["seed"])
+        if cluster is not None:
+            how = str(cluster.meta.get("source", how))
     about = {"graph": graph_summary(graph, name=str(graph.meta.get("name") or o["graph_source"]))}
     return problem, {**about, "cluster_source": how, "cluster": problem.cluster.to_dict()}, owners
 
@@ -189,12 +197,18 @@ def seconds(v: float) -> str:
 def print_training(history: list[dict[str, float]], data: str, out: Path, stopped_by: str) -> None:
     """The training summary table and the files written."""
     rows = [("data", data), ("updates", str(len(history)))]
+    imitation = [h for h in history if h.get("stage") == "imitation"]
+    if imitation:
+        rows.append(("imitation epochs", str(len(imitation))))
+        rows.append(("teacher agreement, last epoch", f"{imitation[-1]['agreement']:.1%}"))
+        history = [h for h in history if h.get("stage") != "imitation"]
     if history:
         k = max(1, min(5, len(history) // 2))
         first = sum(h["improvement"] for h in history[:k]) / k
         last = sum(h["improvement"] for h in history[-k:]) / k
         rows += [(f"improvement, first {k} updates", f"{first:.1%}"), (f"improvement, last {k} updates", f"{last:.1%}")]
-        rows.append(("entropy, last update", f"{history[-1]['entropy']:.3f}"))
+        if history[-1].get("stage") != "reinforce":
+            rows.append(("entropy, last update", f"{history[-1]['entropy']:.3f}"))
     show("training", rows)
     if stopped_by == "timeout":
         console.print(f"stopped by --timeout after {len(history)} updates: --resume continues")
@@ -215,7 +229,38 @@ def print_place(result: dict[str, Any], num_devices: int, out: Path, files: list
         ("search time (s)", f"{result['seconds']:.2f}"),
     ]
     show(f"placement ({result['method']})", rows)
+    print_comparison(result["comparison"], result["method"])
     console.print(f"wrote {', '.join(files)} to {escape(str(out))}")
+
+
+PORTFOLIO_LABELS = {
+    "heft": "HEFT",
+    "fastest_device": "all on the fastest device",
+    "saga_cpop": "CPOP (saga)",
+    "saga_best": "best saga scheduler",
+    "init": "--init",
+    "keep": "kept placement",
+}
+
+
+def print_comparison(compared: dict[str, Any], method: str) -> None:
+    """The result against each portfolio member (or HEFT and the fastest device); a warning when one is better."""
+    heft = compared["members"]["heft"]
+    rows, styles = [], []
+    for name, ms in compared["members"].items():
+        label = PORTFOLIO_LABELS.get(name, name)
+        if name == "saga_best" and compared.get("saga_best_scheduler"):
+            label += f" ({compared['saga_best_scheduler']})"
+        if name == compared.get("start"):
+            label += "  <- start"
+        rows.append((label, seconds(ms), f"{ms / heft:.3f}" if heft > 0 else "-"))
+        styles.append(None)
+    rows.append((f"final ({method})", seconds(compared["final"]), f"{compared['final_over_heft']:.3f}"))
+    styles.append("bold green" if not compared["better"] else "bold red")
+    show("comparison", rows, ("placement", "makespan (s)", "x HEFT"), styles)
+    if compared["better"]:
+        names = ", ".join(PORTFOLIO_LABELS.get(n, n) for n in compared["better"])
+        console.print(f"[yellow]warning:[/yellow] {method}'s placement is worse than {escape(names)} on this problem")
 
 
 def print_compare(result: dict[str, Any], out: Path) -> None:
@@ -226,9 +271,12 @@ def print_compare(result: dict[str, Any], out: Path) -> None:
     rows = []
     for name, r in result["results"].items():
         mean, low, ratio = seconds(r["mean_makespan"]), seconds(r["min_makespan"]), f"{r['mean_ratio_to_heft']:.3f}"
-        rows.append((name, mean, low, ratio, f"{r['mean_steps_to_best']:.1f}", f"{r['seconds']:.2f}"))
+        own = [i["saga_makespan"] for i in r.get("info", []) if "saga_makespan" in i]
+        saga = seconds(sum(own) / len(own)) if own else "-"  # saga's makespan in its own model, beside ours
+        rows.append((name, mean, low, ratio, saga, f"{r['mean_steps_to_best']:.1f}", f"{r['seconds']:.2f}"))
     styles = ["bold green" if r["mean_makespan"] == best else None for r in result["results"].values()]
-    columns = ("method", "mean makespan (s)", "min makespan (s)", "x HEFT", "steps to best", "search time (s)")
+    columns = ("method", "mean makespan (s)", "min makespan (s)", "x HEFT", "saga's own (s)", "steps to best")
+    columns += ("search time (s)",)
     show(title, rows, columns, styles)
     for name, why in result["skipped"].items():
         console.print(f"skipped {name}: {why}")

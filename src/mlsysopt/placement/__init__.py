@@ -65,6 +65,23 @@ _EXPORTS = {
     "select_methods": "mlsysopt.placement.experiment",
     "run_method": "mlsysopt.placement.experiment",
     "heft_placement": "mlsysopt.placement.experiment",
+    "comparison": "mlsysopt.placement.experiment",
+    "DEFAULT_METHOD": "mlsysopt.placement.experiment",
+    "FastestDevice": "mlsysopt.placement.baselines",
+    "LocalSearch": "mlsysopt.placement.baselines",
+    "SagaScheduler": "mlsysopt.placement.baselines",
+    "SagaBest": "mlsysopt.placement.baselines",
+    "SagaSkipped": "mlsysopt.placement.baselines",
+    "SagaFailed": "mlsysopt.placement.baselines",
+    "SAGA_SCHEDULERS": "mlsysopt.placement.baselines",
+    "SearchConfig": "mlsysopt.placement.local_search",
+    "local_search": "mlsysopt.placement.local_search",
+    "PORTFOLIO": "mlsysopt.placement.portfolio",
+    "run_portfolio": "mlsysopt.placement.portfolio",
+    "to_saga": "mlsysopt.placement.saga_convert",
+    "from_saga": "mlsysopt.placement.saga_convert",
+    "exact_optimum": "mlsysopt.placement.optimality",
+    "lower_bound": "mlsysopt.placement.optimality",
     "Comparison": "mlsysopt.placement.experiment",
     "compare": "mlsysopt.placement.experiment",
     "method_summary": "mlsysopt.placement.experiment",
@@ -101,9 +118,16 @@ if TYPE_CHECKING:
     from mlsysopt.placement.baselines import (
         BASELINES,
         HEFT,
+        SAGA_SCHEDULERS,
         Annealing,
         EFTGreedy,
+        FastestDevice,
+        LocalSearch,
         RandomSearch,
+        SagaBest,
+        SagaFailed,
+        SagaScheduler,
+        SagaSkipped,
         get_baseline,
         heft_schedule,
     )
@@ -118,10 +142,12 @@ if TYPE_CHECKING:
     from mlsysopt.placement.devicemap import apply_device_map, device_map, node_owners
     from mlsysopt.placement.env import PlacementEnv
     from mlsysopt.placement.experiment import (
+        DEFAULT_METHOD,
         METHODS,
         Comparison,
         Method,
         compare,
+        comparison,
         get_method,
         heft_placement,
         mean_curve,
@@ -132,7 +158,11 @@ if TYPE_CHECKING:
     from mlsysopt.placement.giph import GiPH, carry_over
     from mlsysopt.placement.gpnet import GpNet, GpNetBuilder
     from mlsysopt.placement.limits import memory_limit
+    from mlsysopt.placement.local_search import SearchConfig, local_search
+    from mlsysopt.placement.optimality import exact_optimum, lower_bound
     from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
+    from mlsysopt.placement.portfolio import PORTFOLIO, run_portfolio
+    from mlsysopt.placement.saga_convert import from_saga, to_saga
     from mlsysopt.placement.state import PlacementState
     from mlsysopt.placement.tasks import AdaptTask, PolicySpec, SearchTask, run_adapt, run_search
     from mlsysopt.placement.training import TrainResult, train, training_run

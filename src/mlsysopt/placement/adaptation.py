@@ -91,7 +91,7 @@ def adapt(
     """Re-place ``placement`` (on ``old``) after the cluster became ``new``: GiPH.adapt, HEFT re-run, keep.
 
     Args:
-        budget: simulator evaluations of each GiPH re-placement (default 2·|V|).
+        budget: simulator evaluations of each GiPH re-placement (default: ``default_budget``).
         seed: GiPH's seed (when ``seeds`` is not given).
         seeds: GiPH's seeds: one re-placement each, the best one is ``giph``.
         executor: a parallel ``mlsysopt.runtime`` executor for the seeds (the caller closes it); the result is the
@@ -129,7 +129,7 @@ def adaptivity(
 ) -> dict[str, Any]:
     """Successive cluster changes (cycling :data:`CHANGES`) from HEFT's placement; ratios to a HEFT re-run.
 
-    After each change GiPH adapts its own previous placement (budget 2·|V|), HEFT re-plans from scratch and
+    After each change GiPH adapts its own previous placement (the default budget), HEFT re-plans from scratch and
     "keep" only re-homes the orphans of its own previous placement. ``on_change(k, kind, count, new cluster,
     giph / heft, keep / heft)`` reports each change.
     """

@@ -45,6 +45,7 @@ class PlacementResult:
     evaluations: int
     history: list[float] = field(default_factory=list)  # best makespan after each simulator evaluation
     stopped_by: str = "budget"  # "budget" (evaluations spent, or the method was done) or "timeout"
+    info: dict[str, Any] = field(default_factory=dict)  # what the method reports besides (saga's makespan, ...)
 
     @property
     def steps_to_best(self) -> int:
@@ -65,6 +66,7 @@ class PlacementResult:
             "history": [float(v) for v in self.history],
             "stopped_by": self.stopped_by,
             "placement": placement_to_dict(graph, cluster, self.placement),
+            **({"info": self.info} if self.info else {}),
         }
 
 
@@ -73,7 +75,7 @@ class Evaluator:
 
     Args:
         problem: the validated problem.
-        budget: simulator evaluations (default 2·|V|).
+        budget: simulator evaluations (default :func:`default_budget`).
         timeout: seconds of wall clock from now; None: no time limit. The first evaluation always runs.
     """
 
@@ -105,6 +107,19 @@ class Evaluator:
         self._spend()
         return self._record(placement, self.simulator.makespan(placement))
 
+    def batch(self, placements: np.ndarray) -> np.ndarray:
+        """Makespans of a batch of placements, shape (B, tasks) -> (B,), one evaluation each, in one simulator call.
+
+        Only the first :attr:`remaining` rows are evaluated when the budget (or the time) does not cover them all;
+        the result is then shorter.
+        """
+        self._spend()
+        rows = np.ascontiguousarray(placements, dtype=np.int64)[: self.remaining]
+        ms = self.simulator.makespans(rows)
+        for row, value in zip(rows, ms, strict=True):
+            self._record(row, float(value))
+        return ms
+
     def schedule(self, placement: np.ndarray) -> Schedule:
         """Full schedule of ``placement`` (one evaluation, for methods that read start times)."""
         self._spend()
@@ -125,13 +140,13 @@ class Evaluator:
         self.history.append(self.best_makespan)
         return ms
 
-    def result(self, method: str) -> PlacementResult:
-        """The best placement seen, as a PlacementResult."""
+    def result(self, method: str, info: dict[str, Any] | None = None) -> PlacementResult:
+        """The best placement seen, as a PlacementResult (``info``: what the method reports besides)."""
         if self.best_placement is None:
             raise MlsysoptError(f"{method} evaluated no placement")
         stopped = "timeout" if self.timed_out else "budget"
         return PlacementResult(
-            self.best_placement, self.best_makespan, method, len(self.history), list(self.history), stopped
+            self.best_placement, self.best_makespan, method, len(self.history), list(self.history), stopped, info or {}
         )
 
     def run(self, search: Callable[[], None]) -> None:
@@ -142,9 +157,17 @@ class Evaluator:
             self.timed_out = True
 
 
+#: The default budget: BUDGET_PER_TASK evaluations per task, at least BUDGET_MIN, at most BUDGET_MAX.
+BUDGET_PER_TASK, BUDGET_MIN, BUDGET_MAX = 10, 100, 20_000
+
+
 def default_budget(graph: CompGraph) -> int:
-    """The benchmark's equal budget: 2·|V| simulator evaluations."""
-    return 2 * graph.num_nodes
+    """The default (and the benchmark's equal) budget: 10·|V| simulator evaluations, within [100, 20,000].
+
+    GiPH's paper gave each episode 2·|V| relocations; a search that starts from a portfolio of heuristics needs
+    room beyond their evaluations, and the simulator is fast (a few µs per task and evaluation).
+    """
+    return int(min(max(BUDGET_PER_TASK * graph.num_nodes, BUDGET_MIN), BUDGET_MAX))
 
 
 @dataclass
@@ -156,6 +179,7 @@ class SearchContext:
     rng: np.random.Generator  # the method's random stream, seeded with ``seed``
     seed: int  # for methods with a second random stream (GiPH's torch sampling)
     init: np.ndarray | None  # a checked start placement (a copy the method may change), or None
+    info: dict[str, Any] = field(default_factory=dict)  # the method's report, copied into the result
 
 
 class Placer(ABC):
@@ -172,7 +196,7 @@ class Placer(ABC):
         init: np.ndarray | None = None,
         timeout: float | None = None,
     ) -> PlacementResult:
-        """Best placement found with at most ``budget`` simulator evaluations (default 2·|V|).
+        """Best placement found with at most ``budget`` simulator evaluations (default :func:`default_budget`).
 
         ``init`` is a start placement for methods that improve one (checked, then ignored by constructive methods);
         ``timeout`` (seconds of wall clock) stops the search earlier.
@@ -192,7 +216,7 @@ class Placer(ABC):
         start = None if init is None else problem.check(init).copy()
         ctx = SearchContext(problem, evaluator, np.random.default_rng(seed), seed, start)
         evaluator.run(lambda: self.search(ctx))
-        return evaluator.result(self.name)
+        return evaluator.result(self.name, ctx.info)
 
     @abstractmethod
     def search(self, ctx: SearchContext) -> None:

@@ -10,8 +10,9 @@ from mlsysopt.io import load_torch, save_torch_atomic
 from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 
-#: The policy shipped with mlsysopt: trained by ``benchmarks/placement.py`` (80 updates x 4 episodes, synthetic
-#: layered DAGs of 10-50 tasks on 10-20 random devices). ``--policy pretrained`` selects it on the CLI.
+#: The policy shipped with mlsysopt: imitation of the steepest-descent teacher on 300 problems of the mixed
+#: training distribution, then 60 REINFORCE updates on the local search (the command is in the README and in
+#: the checkpoint's ``trained_by``). ``--policy pretrained`` selects it on the CLI.
 PRETRAINED = Path(__file__).parent / "pretrained" / "giph.pt"
 
 

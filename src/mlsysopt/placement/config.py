@@ -20,12 +20,39 @@ CHECKPOINT = "policy.pt"
 RESUMABLE = ("updates", "workers", "backend", "address", "timeout")
 #: What the training data is, for every output that reports on a training.
 SYNTHETIC = "synthetic training data (layered DAGs + random clusters)"
+MIXED = (
+    "layered DAGs (synthetic), WfChef workflow recipes (fitted to real traces) and traced DNNs, on preset-like "
+    "(real device figures) and random clusters"
+)
+#: The training pipelines: the shipped policy's (imitation of a steepest-descent teacher, then REINFORCE on the
+#: local search) and the paper's (REINFORCE on relocation walks from scratch).
+STAGES = ("imitation+reinforce", "reinforce")
+DISTRIBUTIONS = ("mixed", "layered")
 
 
 @dataclass
 class TrainConfig:
-    """Every knob of GiPH training (defaults follow the GiPH reference where it has one)."""
+    """Every knob of GiPH training (the paper's stage follows the GiPH reference where it has one).
 
+    ``stages="imitation+reinforce"`` (default): the policy first imitates a steepest-descent teacher on
+    ``imitation_problems`` problems of ``distribution`` (``teacher_steps`` moves each from two starts, every
+    critical-path move evaluated and scored), for ``imitation_epochs`` epochs; then ``updates`` REINFORCE updates of
+    ``episodes_per_update`` local-search episodes (``search_budget_per_task`` evaluations per task, rewards = the
+    makespan decrease of each batch of proposals) fine-tune it at ``finetune_lr``. ``stages="reinforce"`` is the
+    paper's training: REINFORCE on relocation walks from random placements, from scratch, at ``lr``, on GiPH's
+    layered DAGs (``min_tasks``..``max_tasks`` tasks, ``min_devices``..``max_devices`` devices) whatever the
+    ``distribution``.
+    """
+
+    stages: str = "imitation+reinforce"
+    distribution: str = "mixed"
+    imitation_problems: int = 120
+    teacher_steps: int = 8
+    imitation_epochs: int = 6
+    imitation_lr: float = 3e-3
+    finetune_lr: float = 1e-3
+    search_budget_per_task: int = 4
+    kinds: int = 3
     updates: int = 50
     episodes_per_update: int = 4
     min_tasks: int = 10
@@ -53,17 +80,32 @@ class TrainConfig:
         """Raise MlsysoptError on a knob outside its range or of the wrong type, or a size over its limit."""
         ints = ("updates", "episodes_per_update", "min_tasks", "max_tasks", "min_devices", "max_devices")
         ints += ("num_types", "steps_per_task", "hidden", "seed", "workers", "checkpoint_every")
+        ints += ("imitation_problems", "teacher_steps", "imitation_epochs", "search_budget_per_task", "kinds")
         for name in ints:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, Integral):
                 raise InvalidOption(f"{name} must be an integer, got {value!r}")
-        numbers = {k: getattr(self, k) for k in ("gamma", "lr", "entropy", "baseline_momentum", "edge_p", "q")}
+        keys = ("gamma", "lr", "entropy", "baseline_momentum", "edge_p", "q", "imitation_lr", "finetune_lr")
+        numbers = {k: getattr(self, k) for k in keys}
         numbers.update({f"alphas[{i}]": a for i, a in enumerate(self.alphas)}, timeout=self.timeout or 1.0)
         for name, value in numbers.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
                 raise InvalidOption(f"{name} must be a number, got {value!r}")
-        if self.updates < 1 or self.episodes_per_update < 1:
-            raise MlsysoptError("updates and episodes_per_update must be >= 1")
+        if self.stages not in STAGES:
+            raise InvalidOption(f"unknown stages '{self.stages}' (choose from: {', '.join(STAGES)})")
+        if self.distribution not in DISTRIBUTIONS:
+            raise InvalidOption(f"unknown distribution '{self.distribution}' (choose from: {', '.join(DISTRIBUTIONS)})")
+        if min(self.imitation_problems, self.teacher_steps, self.imitation_epochs) < 0:
+            raise InvalidOption("imitation_problems, teacher_steps and imitation_epochs must be >= 0")
+        if self.search_budget_per_task < 1 or self.kinds not in (1, 3):
+            raise InvalidOption("need search_budget_per_task >= 1 and kinds 1 or 3")
+        for name in ("imitation_lr", "finetune_lr"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise InvalidOption(f"{name} must be a finite number > 0, got {getattr(self, name)}")
+        if self.updates < 0 or self.episodes_per_update < 1:
+            raise MlsysoptError("need updates >= 0 and episodes_per_update >= 1")
+        if self.stages == "reinforce" and self.updates < 1:
+            raise MlsysoptError("updates must be >= 1 for the paper's REINFORCE training")
         if not 2 <= self.min_tasks <= self.max_tasks or not 1 <= self.min_devices <= self.max_devices:
             raise MlsysoptError("need 2 <= min_tasks <= max_tasks and 1 <= min_devices <= max_devices")
         if min(self.num_types, self.steps_per_task, self.hidden, self.workers, self.checkpoint_every) < 1:

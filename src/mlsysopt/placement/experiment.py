@@ -1,8 +1,9 @@
 """The placement experiments the CLI, the demo and the benchmark share: methods by name, one search, compare.
 
-* :data:`METHODS` is the one registry of placement methods (the baselines, GiPH, GiPH from HEFT's placement,
-  and GiPH's plain walk); :func:`run_method` runs one of them by name on a
-  :class:`~mlsysopt.graph.problem.PlacementProblem`.
+* :data:`METHODS` is the one registry of placement methods (the baselines, saga's schedulers and ``saga_best``,
+  the plain hill climb, GiPH — the default: portfolio start + policy-proposed local search — and the paper's GiPH
+  from a random start, from HEFT's placement, and as a plain walk); :func:`run_method` runs one of them by name
+  on a :class:`~mlsysopt.graph.problem.PlacementProblem`.
 * :func:`compare` runs every method over several seeds with one simulator budget (and optionally a wall-clock
   timeout per search) and summarizes each one (:func:`method_summary`: makespans, ratio to HEFT, steps to best,
   the mean search curve). Given a parallel ``mlsysopt.runtime`` executor (local pool or Ray) it runs the
@@ -43,19 +44,30 @@ class Method:
     about: str = ""
 
 
-#: Every placement method, in the order tables list them.
-METHODS: dict[str, Method] = {
-    m.name: m
-    for m in (
+def _methods() -> list[Method]:
+    from mlsysopt.placement.baselines.saga_schedulers import SAGA_SCHEDULERS
+
+    saga = [Method(f"saga_{k}", f"saga {k}", about=f"saga: {spec.about}") for k, spec in SAGA_SCHEDULERS.items()]
+    return [
         Method("heft", "heft", about="HEFT with insertion (one evaluation)"),
+        Method("fastest_device", "fastest device", about="every task on the fastest device that runs it"),
         Method("random", "random", about="uniformly random feasible placements"),
         Method("annealing", "annealing", about="simulated annealing over single-task moves"),
         Method("eft_greedy", "eft_greedy", about="earliest-finish-time greedy over random topological orders"),
-        Method("giph", "GiPH", needs_policy=True, about="GiPH's policy-guided search from a random placement"),
-        Method("giph_from_heft", "GiPH from HEFT", needs_policy=True, about="GiPH's search from HEFT's placement"),
+        *saga,
+        Method("saga_best", "saga best", about="the best of saga's schedulers on this problem"),
+        Method("local_search", "local search", about="GiPH's portfolio and local search, uniform proposals"),
+        Method("giph", "GiPH", needs_policy=True, about="portfolio start + local search with the policy's proposals"),
+        Method("giph_paper", "GiPH (paper)", True, about="the paper's GiPH search from a random placement"),
+        Method("giph_from_heft", "GiPH (paper) from HEFT", True, about="the paper's GiPH search from HEFT's placement"),
         Method("giph_walk", "GiPH walk", True, default=False, about="GiPH following every move, as in training"),
-    )
-}
+    ]
+
+
+#: Every placement method, in the order tables list them.
+METHODS: dict[str, Method] = {m.name: m for m in _methods()}
+#: What ``placement place`` runs by default.
+DEFAULT_METHOD = "giph"
 
 
 def get_method(name: str) -> Method:
@@ -93,9 +105,11 @@ def run_method(
     init: np.ndarray | None = None,
     timeout: float | None = None,
 ) -> PlacementResult:
-    """One search by name; ``giph_from_heft`` starts GiPH at HEFT's placement, ``giph_walk`` follows every move.
+    """One search by name: ``giph`` the portfolio local search, ``giph_paper`` the paper's search from a random
+    placement (or ``init``), ``giph_from_heft`` from HEFT's placement, ``giph_walk`` following every move.
 
-    ``timeout`` (seconds of wall clock) ends the search before its budget is spent.
+    ``timeout`` (seconds of wall clock) ends the search before its budget is spent. saga's schedulers raise
+    :class:`~mlsysopt.placement.baselines.SagaSkipped` where they would take too long.
     """
     spec = get_method(method)
     if not spec.needs_policy:
@@ -104,13 +118,47 @@ def run_method(
         return get_baseline(method).solve(problem, budget, seed, init, timeout)
     if giph is None:
         raise MlsysoptError(f"method '{method}' needs a GiPH policy (--policy)")
-    if method == "giph_walk":
-        giph = type(giph)(giph.policy, walk=True)
+    if method == "giph":
+        giph = giph.variant(paper=False, walk=False, greedy=False)
+    elif method == "giph_walk":
+        giph = giph.variant(walk=True)
+    else:
+        giph = giph.variant(paper=True, walk=False, greedy=False)
     if method == "giph_from_heft":
         init = heft_placement(problem)
     result = giph.solve(problem, budget, seed, init, timeout)
     result.method = method
     return result
+
+
+def comparison(problem: PlacementProblem, result: PlacementResult) -> dict[str, Any]:
+    """What ``placement place`` reports beside a result: the portfolio's members, the start, the final placement.
+
+    A method that ran the portfolio (``giph``, ``local_search``) reports its members; for any other method HEFT
+    and the all-on-the-fastest-device placement are evaluated here for reference. ``better`` lists the members
+    that beat the result (empty for the portfolio methods, which never return worse than their start).
+    """
+    from mlsysopt.placement.baselines.fastest_device import fastest_placement
+    from mlsysopt.placement.portfolio import PORTFOLIO
+
+    portfolio = result.info.get("portfolio", {})
+    given = portfolio.get("makespans", {})
+    members = {k: float(v) for k, v in given.items() if k in PORTFOLIO or k in ("init", "keep")}
+    if "heft" not in members:
+        members["heft"] = problem.makespan(heft_placement(problem))
+    if "fastest_device" not in members:
+        members["fastest_device"] = problem.makespan(fastest_placement(problem))
+    start = portfolio.get("best")
+    out = {
+        "members": members,
+        "saga_best_scheduler": portfolio.get("saga_best_scheduler"),
+        "start": start,
+        "start_makespan": given.get(start) if start else None,
+        "final": float(result.makespan),
+        "final_over_heft": float(result.makespan / members["heft"]) if members["heft"] > 0 else float("nan"),
+        "better": sorted(k for k, v in members.items() if v < result.makespan * (1 - 1e-12)),
+    }
+    return out
 
 
 def heft_placement(problem: PlacementProblem) -> np.ndarray:
@@ -131,7 +179,7 @@ class Comparison:
     cp_min: float
     runs: dict[str, list[PlacementResult]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # method -> why it did not run
 
     @property
     def summary(self) -> dict[str, dict[str, Any]]:
@@ -152,6 +200,7 @@ class Comparison:
             "heft_makespan": self.heft_makespan,
             "cp_min": self.cp_min,
             "results": self.summary,
+            "skipped": self.skipped,
         }
 
 
@@ -166,7 +215,7 @@ def compare(
     executor: Executor | None = None,
     timeout: float | None = None,
 ) -> Comparison:
-    """Every method × every seed with one simulator budget (default 2·|V|) on one problem.
+    """Every method × every seed with one simulator budget (default: ``default_budget``) on one problem.
 
     Args:
         problem: a PlacementProblem, or a graph (then give ``cluster``).
@@ -186,9 +235,13 @@ def compare(
         raise MlsysoptError("compare needs at least one seed")
     spend = default_budget(problem.graph) if budget is None else int(budget)
     heft_ms = problem.makespan(heft_placement(problem))
-    result = Comparison(spend, seed_list, heft_ms, problem.cp_min, skipped=skipped)
+    no_policy = "needs a GiPH policy (--policy)"
+    result = Comparison(spend, seed_list, heft_ms, problem.cp_min, skipped=dict.fromkeys(skipped, no_policy))
+    names = _runnable(names, problem, result.skipped)
     pairs = [(name, s) for name in names for s in seed_list]
     if executor is None or executor.workers <= 1:
+        from mlsysopt.placement.baselines.saga_schedulers import SagaFailed, SagaSkipped
+
         done = 0
         for name in names:
             t0 = time.perf_counter()
@@ -196,9 +249,14 @@ def compare(
             for s in seed_list:
                 if on_run is not None:
                     on_run(done, name, s)
-                result.runs[name].append(run_method(name, problem, spend, s, giph, timeout=timeout))
+                try:
+                    result.runs[name].append(run_method(name, problem, spend, s, giph, timeout=timeout))
+                except (SagaFailed, SagaSkipped) as exc:  # saga's bug or limit on this problem: a row, not a crash
+                    result.skipped[name] = str(exc)
                 done += 1
             result.seconds[name] = time.perf_counter() - t0
+            if name in result.skipped:
+                del result.runs[name], result.seconds[name]
         record_comparison(result)  # each search a trial of the open run's study (mlsysopt.store)
         return result
     from mlsysopt.placement.tasks import PolicySpec, SearchTask, run_search
@@ -214,10 +272,38 @@ def compare(
     for name in names:
         result.runs[name], result.seconds[name] = [], 0.0
     for (name, _), (run, seconds) in zip(pairs, outcomes, strict=True):
-        result.runs[name].append(run)
+        if isinstance(run, str):  # a saga scheduler that failed or was skipped in its worker: why
+            result.skipped[name] = run
+        else:
+            result.runs[name].append(run)
         result.seconds[name] += seconds
+    for name in list(result.skipped):
+        result.runs.pop(name, None)
+        result.seconds.pop(name, None)
     record_comparison(result)
     return result
+
+
+def _runnable(names: list[str], problem: PlacementProblem, skipped: dict[str, str]) -> list[str]:
+    """``names`` without the saga schedulers that cannot run on ``problem`` (each added to ``skipped``, with why)."""
+    from mlsysopt.placement.baselines.saga_schedulers import SAGA_SCHEDULERS, SagaSkipped, check_runnable
+
+    keep = []
+    for name in names:
+        if name.startswith("saga_") and name[5:] in SAGA_SCHEDULERS:
+            try:
+                check_runnable(name[5:], problem, _saga_limit())
+            except SagaSkipped as exc:
+                skipped[name] = str(exc)
+                continue
+        keep.append(name)
+    return keep
+
+
+def _saga_limit() -> float:
+    from mlsysopt.placement.baselines.saga_schedulers import TIME_LIMIT_S
+
+    return TIME_LIMIT_S
 
 
 def method_summary(runs: list[PlacementResult], heft_makespan: float, seconds: float) -> dict[str, Any]:
@@ -236,6 +322,7 @@ def method_summary(runs: list[PlacementResult], heft_makespan: float, seconds: f
         "stopped_by": [r.stopped_by for r in runs],  # per seed: "budget" or "timeout"
         "seconds": seconds,
         "curve": mean_curve([r.history for r in runs]),
+        **({"info": [r.info for r in runs]} if any(r.info for r in runs) else {}),
     }
 
 

@@ -28,6 +28,7 @@ class PolicyConfig:
     node_dim: int = NODE_DIM
     edge_dim: int = EDGE_DIM
     hidden: int = 32
+    kinds: int = 1  # scores per gpNet node: 1 (GiPH's relocation) or one per move kind (relocate, swap, chain)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for checkpoints."""
@@ -86,14 +87,18 @@ class GiPHPolicy(nn.Module):
         self.encode = nn.Sequential(nn.Linear(c.node_dim, c.hidden), nn.ReLU())
         self.forward_sweep = LevelSweep(c.hidden, c.edge_dim)
         self.reverse_sweep = LevelSweep(c.hidden, c.edge_dim)
-        self.score = nn.Sequential(nn.Linear(3 * c.hidden, c.hidden), nn.ReLU(), nn.Linear(c.hidden, 1))
+        self.score = nn.Sequential(nn.Linear(3 * c.hidden, c.hidden), nn.ReLU(), nn.Linear(c.hidden, c.kinds))
 
-    def forward(self, gp: GpNet) -> torch.Tensor:
-        """Masked logits, one per gpNet node (``-inf`` where the action mask forbids the move)."""
+    def move_logits(self, gp: GpNet) -> torch.Tensor:
+        """Unmasked scores, shape (gpNet nodes, kinds): column k rates move kind k to that node's device."""
         h0 = self.encode(gp.x)
         hf = self.forward_sweep(h0, gp.edge_index, gp.edge_attr, gp.level, reverse=False)
         hb = self.reverse_sweep(h0, gp.edge_index, gp.edge_attr, gp.level, reverse=True)
-        logits = self.score(torch.cat([h0, hf, hb], dim=-1)).squeeze(-1)
+        return self.score(torch.cat([h0, hf, hb], dim=-1))
+
+    def forward(self, gp: GpNet) -> torch.Tensor:
+        """Masked relocation logits, one per gpNet node (``-inf`` where the action mask forbids the move)."""
+        logits = self.move_logits(gp)[:, 0]
         return logits.masked_fill(~gp.action_mask, float("-inf"))
 
     def distribution(self, gp: GpNet, restrict: torch.Tensor | None = None) -> torch.distributions.Categorical:

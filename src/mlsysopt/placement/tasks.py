@@ -17,6 +17,7 @@ import numpy as np
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.placement.base import PlacementResult
+from mlsysopt.placement.local_search import SearchConfig
 
 if TYPE_CHECKING:
     from mlsysopt.placement.giph import GiPH
@@ -30,12 +31,15 @@ class PolicySpec:
     state: dict[str, Any]
     greedy: bool = False
     walk: bool = False
+    paper: bool = False
+    search: SearchConfig | None = None
+    refresh: int = 1
 
     @classmethod
     def of(cls, giph: GiPH) -> PolicySpec:
         """The spec of a GiPH placer (weights copied to CPU tensors)."""
         state = {k: v.detach().cpu().clone() for k, v in giph.policy.state_dict().items()}
-        return cls(giph.policy.config.to_dict(), state, giph.greedy, giph.walk)
+        return cls(giph.policy.config.to_dict(), state, giph.greedy, giph.walk, giph.paper, giph.config, giph.refresh)
 
     def placer(self) -> GiPH:
         """The GiPH placer again."""
@@ -44,7 +48,9 @@ class PolicySpec:
 
         policy = GiPHPolicy(PolicyConfig(**self.config))
         policy.load_state_dict(self.state)
-        return GiPH(policy, greedy=self.greedy, walk=self.walk)
+        return GiPH(
+            policy, greedy=self.greedy, walk=self.walk, paper=self.paper, config=self.search, refresh=self.refresh
+        )
 
 
 @dataclass(frozen=True)
@@ -74,15 +80,21 @@ class AdaptTask:
     timeout: float | None = None
 
 
-def run_search(task: SearchTask) -> tuple[PlacementResult, float]:
-    """Run one search task; its result and its seconds of wall clock."""
+def run_search(task: SearchTask) -> tuple[PlacementResult | str, float]:
+    """Run one search task; its result (or why a saga scheduler could not run) and its seconds of wall clock."""
     from mlsysopt.graph.problem import PlacementProblem
+    from mlsysopt.placement.baselines.saga_schedulers import SagaFailed, SagaSkipped
     from mlsysopt.placement.experiment import run_method
 
     t0 = time.perf_counter()
     giph = None if task.policy is None else task.policy.placer()
     problem = PlacementProblem(task.graph, task.cluster)
-    result = run_method(task.method, problem, task.budget, task.seed, giph, timeout=task.timeout)
+    try:
+        result: PlacementResult | str = run_method(
+            task.method, problem, task.budget, task.seed, giph, timeout=task.timeout
+        )
+    except (SagaFailed, SagaSkipped) as exc:
+        result = str(exc)
     return result, time.perf_counter() - t0
 
 

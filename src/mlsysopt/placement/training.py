@@ -162,6 +162,13 @@ def train(
             checkpoint), and the message says whether ``--resume`` continues.
     """
     cfg.validate()
+    if cfg.stages != "reinforce":  # the shipped policy's pipeline: imitation, then REINFORCE on the search
+        from mlsysopt.placement.train_search import train_search
+
+        state = _read_checkpoint(checkpoint) if resume else None
+        if state is not None:
+            _check_resumable(state, checkpoint, cfg)
+        return train_search(cfg, checkpoint, resume, on_update, executor, state)
     t0 = time.monotonic()
     torch.manual_seed(cfg.seed)
     policy = GiPHPolicy(PolicyConfig(hidden=cfg.hidden))
@@ -171,11 +178,7 @@ def train(
     first = 0
     data = _read_checkpoint(checkpoint) if resume else None
     if data is not None:
-        missing = [k for k in ("optimizer", "baseline", "history", "update") if k not in data]
-        if missing:
-            raise IncompatibleCheckpoint(f"{checkpoint}: holds a policy only (no {missing[0]}), so it cannot resume")
-        if data.get("train_config", {}).get("hidden", cfg.hidden) != cfg.hidden:
-            raise MlsysoptError(f"{checkpoint}: trained with hidden={data['train_config']['hidden']}, not {cfg.hidden}")
+        _check_resumable(data, checkpoint, cfg)
         policy.load_state_dict(data["policy"])
         optim.load_state_dict(data["optimizer"])
         stored = np.asarray(data["baseline"], dtype=np.float64)[: baseline.size]
@@ -233,6 +236,17 @@ def train(
         if own:
             pool.close()
     return TrainResult(policy.eval(), history, stopped_by)
+
+
+def _check_resumable(data: dict[str, Any], checkpoint: Any, cfg: TrainConfig) -> None:
+    """IncompatibleCheckpoint / MlsysoptError when ``data`` cannot continue a training with ``cfg``."""
+    missing = [k for k in ("optimizer", "baseline", "history", "update") if k not in data]
+    if missing:
+        raise IncompatibleCheckpoint(f"{checkpoint}: holds a policy only (no {missing[0]}), so it cannot resume")
+    saved = data.get("train_config", {})
+    for key in ("hidden", "stages", "kinds"):
+        if key in saved and saved[key] != getattr(cfg, key):
+            raise MlsysoptError(f"{checkpoint}: trained with {key}={saved[key]}, not {getattr(cfg, key)}")
 
 
 def _update(

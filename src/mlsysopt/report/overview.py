@@ -132,7 +132,7 @@ def _placement(res: Mapping[str, Any]) -> list[Headline]:
     out = []
     shipped = "demo-trained" not in str(_get(res, "placement", "training", "policy_used"))
     giph = "GiPH (shipped policy)" if shipped else "GiPH (demo-trained policy)"
-    for method, label in (("giph", giph), ("giph_from_heft", "GiPH from HEFT")):
+    for method, label in (("giph", giph), ("saga_best", "best saga scheduler")):
         ms = float(_get(res, "placement", "methods", method, "makespan"))
         out.append(
             Headline("placement", "SLR (makespan / CP_MIN)", "ratio", label, ms / bound,

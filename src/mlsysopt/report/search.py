@@ -41,15 +41,23 @@ def plot_search(curves: Mapping[str, Sequence[float]], path: str | Path, title: 
 
 
 def plot_training(history: Sequence[Mapping[str, float]], path: str | Path, title: str | None = None) -> Path:
-    """Mean relative makespan improvement per episode and policy entropy, per update."""
+    """Mean relative makespan improvement per episode and policy entropy, per update.
+
+    A training with an imitation stage (updates whose ``agreement`` is set) shows the teacher agreement (%) of its
+    epochs in the right panel instead of the entropy it does not measure.
+    """
     fig = new_figure(9.0, 3.6)
     left, right = fig.subplots(1, 2)
     x = np.array([h.get("update", i) for i, h in enumerate(history)], dtype=np.float64) + 1
     improvement = np.array([h.get("improvement", np.nan) for h in history], dtype=np.float64) * 100
     entropy = np.array([h.get("entropy", np.nan) for h in history], dtype=np.float64)
+    right_label = "policy entropy (nats)"
+    if any("agreement" in h for h in history):
+        entropy = np.array([h.get("agreement", np.nan) for h in history], dtype=np.float64) * 100
+        right_label = "imitation: agreement with the teacher's best move (%)"
     for ax, y, label, colour in (
         (left, improvement, "mean improvement over the start placement (%)", "tab:blue"),
-        (right, entropy, "policy entropy (nats)", "tab:orange"),
+        (right, entropy, right_label, "tab:orange"),
     ):
         marker = "o" if len(history) <= 30 else None
         ax.plot(x, y, color=colour, linewidth=1.4, marker=marker, markersize=3)

@@ -1,0 +1,171 @@
+"""The monotone local search GiPH proposes moves for: best-of-K proposals per step, restarts when stuck.
+
+Read top to bottom: :class:`SearchConfig` holds the knobs; :func:`local_search` runs the search from a list of
+start placements (the portfolio's, best first) with a *scorer* that rates the moves of a placement (GiPH's policy,
+or None: uniform proposals, a plain randomized hill climb). Each step draws ``proposals`` untried moves of the
+current placement (:mod:`mlsysopt.placement.moves`), without replacement, with probability ``softmax(score /
+temperature)`` (Gumbel top-k), evaluates them in one batch (:meth:`Evaluator.batch`, one evaluation each) and moves
+to the best if it is shorter. Critical-path moves (tier 0) are drawn first; when they are all tried the other
+tasks' relocations (tier 1) are; after ``patience`` fruitless batches in tier 1, or when every move was tried, the
+search restarts: from the next start within ``restart_within`` of the best makespan, otherwise from the best
+placement with ``kick`` random critical-path relocations (an iterated local search). The result is the best
+placement evaluated, so it is never worse than the best start.
+
+Re-simulating the accepted placement for its schedule (critical path, start times) costs no evaluation: it was
+evaluated in its batch already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.graph.simulator import Schedule
+from mlsysopt.placement.base import Evaluator
+from mlsysopt.placement.moves import KINDS, MoveSet, move_set, node_ids, other_moves
+
+#: A scorer: (placement, its schedule, its moves) -> one score per move (higher: proposed sooner), or None.
+Scorer = Callable[[np.ndarray, Schedule, MoveSet], np.ndarray | None]
+
+
+@dataclass
+class SearchConfig:
+    """The local search's knobs (defaults chosen on the training distribution's validation problems)."""
+
+    proposals: int = 8  # K: moves evaluated per step, in one batch
+    kinds: tuple[int, ...] = (0, 1, 2)  # move kinds (relocate, swap, chain)
+    temperature: float = 1.0  # of the proposal distribution softmax(score / temperature)
+    patience: int = 4  # fruitless batches of tier-1 moves before a restart
+    restart_within: float = 0.05  # restart from a start within this fraction of the best makespan
+    kick: int = 3  # critical-path relocations of a perturbation restart
+    improvement: float = 1e-9  # relative decrease that counts as better (ignores float noise)
+
+
+@dataclass
+class SearchTrace:
+    """What one local search did: accepted moves per kind, restarts, the start it began from."""
+
+    start: str = ""
+    accepted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    steps: int = 0
+    restarts: int = 0
+    states: list[np.ndarray] = field(default_factory=list)  # every placement moves were drawn from (for training)
+    # per batch: (state, tier 1 listed, the moves it could draw from, the moves drawn, makespan gain)
+    batches: list[tuple[int, bool, np.ndarray, np.ndarray, float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        return {"start": self.start, "steps": self.steps, "restarts": self.restarts, "accepted": self.accepted}
+
+
+def gumbel_top_k(scores: np.ndarray, k: int, temperature: float, rng: np.random.Generator) -> np.ndarray:
+    """``k`` indices drawn without replacement with probability softmax(scores / temperature), in draw order."""
+    g = scores / temperature - np.log(-np.log(rng.random(scores.size)))
+    k = min(k, scores.size)
+    top = np.argpartition(-g, k - 1)[:k]
+    return top[np.argsort(-g[top], kind="stable")]
+
+
+def local_search(
+    problem: PlacementProblem,
+    evaluate: Evaluator,
+    starts: list[tuple[str, np.ndarray, float]],
+    scorer: Scorer | None,
+    rng: np.random.Generator,
+    cfg: SearchConfig | None = None,
+    record: bool = False,
+) -> SearchTrace:
+    """Improve the best of ``starts`` ((name, placement, makespan), already evaluated) until the budget is spent.
+
+    ``record=True`` keeps every state and batch in the trace (the training's replay reads them).
+    """
+    cfg = cfg or SearchConfig()
+    trace = SearchTrace()
+    if not starts:
+        return trace
+    ids = node_ids(problem)
+    order = sorted(range(len(starts)), key=lambda k: (starts[k][2], k))
+    pending = [starts[k] for k in order]
+    name, current, cur_ms = pending.pop(0)
+    trace.start = name
+    while evaluate.remaining > 0:
+        sched = problem.simulate(current)
+        moves = move_set(problem, current, sched, ids, cfg.kinds)
+        scores = _scores(scorer, current, sched, moves)
+        tried = np.zeros(moves.size, bool)
+        state = len(trace.states)
+        if record:
+            trace.states.append(current.copy())
+        stall = 0
+        improved = extended = False
+        while evaluate.remaining > 0:
+            avail = ~tried & (moves.tier == 0)
+            if not avail.any() and not extended:  # tier 0 spent: add the other tasks' relocations
+                moves, extended = other_moves(problem, current, moves, ids), True
+                scores = _scores(scorer, current, sched, moves)
+                tried = np.concatenate([tried, np.zeros(moves.size - tried.size, bool)])
+            if not avail.any():
+                avail = ~tried
+            if not avail.any() or stall >= cfg.patience:
+                break
+            idx = np.flatnonzero(avail)
+            picks = idx[gumbel_top_k(scores[idx], cfg.proposals, cfg.temperature, rng)]
+            ms = evaluate.batch(moves.apply(current, picks))
+            picks = picks[: ms.size]
+            tried[picks] = True
+            trace.steps += 1
+            j = int(np.argmin(ms))
+            gain = 0.0
+            if ms[j] < cur_ms * (1 - cfg.improvement):
+                gain = cur_ms - float(ms[j])
+                trace.accepted[KINDS[int(moves.kind[picks[j]])]] += 1
+                current = moves.apply(current, picks[j : j + 1])[0]
+                cur_ms = float(ms[j])
+                improved = True
+            if record:
+                trace.batches.append((state, extended, avail.copy(), picks.copy(), gain))
+            if improved:
+                break
+            if extended:
+                stall += 1
+        if improved or evaluate.remaining <= 0:
+            continue
+        trace.restarts += 1
+        best_ms = evaluate.best_makespan
+        while pending and pending[0][2] > best_ms * (1 + cfg.restart_within):
+            pending.pop(0)
+        if pending:
+            _, current, cur_ms = pending.pop(0)
+        else:
+            current = _kick(problem, evaluate.best_placement, sched if cur_ms == best_ms else None, cfg.kick, rng)
+            cur_ms = evaluate(current)
+    return trace
+
+
+def _scores(scorer: Scorer | None, placement: np.ndarray, sched: Schedule, moves: MoveSet) -> np.ndarray:
+    scores = scorer(placement, sched, moves) if scorer is not None else None
+    return np.zeros(moves.size) if scores is None else scores
+
+
+def _kick(
+    problem: PlacementProblem, best: np.ndarray, sched: Schedule | None, k: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``best`` with ``k`` random tasks (critical-path ones when known) moved to random feasible devices."""
+    if sched is None:
+        sched = problem.simulate(best)
+    out = best.copy()
+    path = np.unique(np.asarray(sched.critical_path, np.int64))
+    movable = path[problem.mask[path].sum(axis=1) > 1]
+    if movable.size == 0:
+        movable = np.flatnonzero(problem.mask.sum(axis=1) > 1)
+    if movable.size == 0:
+        return out
+    for t in rng.choice(movable, size=min(k, movable.size), replace=False).tolist():
+        devs = np.flatnonzero(problem.mask[t])
+        devs = devs[devs != out[t]]
+        out[t] = int(devs[rng.integers(devs.size)])
+    return out
