@@ -9,7 +9,7 @@ from mlsysopt.graph.generate import layered_dag, random_cluster
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import Evaluator
 from mlsysopt.placement.baselines import LocalSearch, heft_schedule
-from mlsysopt.placement.local_search import SearchConfig, gumbel_top_k, local_search
+from mlsysopt.placement.move_search import SearchConfig, gumbel_top_k, local_search
 from mlsysopt.placement.moves import CHAIN, RELOCATE, SWAP, critical_chains, move_set, node_ids, other_moves
 from mlsysopt.placement.portfolio import run_portfolio
 

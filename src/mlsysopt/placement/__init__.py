@@ -74,8 +74,8 @@ _EXPORTS = {
     "SagaSkipped": "mlsysopt.placement.baselines",
     "SagaFailed": "mlsysopt.placement.baselines",
     "SAGA_SCHEDULERS": "mlsysopt.placement.baselines",
-    "SearchConfig": "mlsysopt.placement.local_search",
-    "local_search": "mlsysopt.placement.local_search",
+    "SearchConfig": "mlsysopt.placement.move_search",
+    "local_search": "mlsysopt.placement.move_search",
     "PORTFOLIO": "mlsysopt.placement.portfolio",
     "run_portfolio": "mlsysopt.placement.portfolio",
     "to_saga": "mlsysopt.placement.saga_convert",
@@ -158,7 +158,7 @@ if TYPE_CHECKING:
     from mlsysopt.placement.giph import GiPH, carry_over
     from mlsysopt.placement.gpnet import GpNet, GpNetBuilder
     from mlsysopt.placement.limits import memory_limit
-    from mlsysopt.placement.local_search import SearchConfig, local_search
+    from mlsysopt.placement.move_search import SearchConfig, local_search
     from mlsysopt.placement.optimality import exact_optimum, lower_bound
     from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
     from mlsysopt.placement.portfolio import PORTFOLIO, run_portfolio

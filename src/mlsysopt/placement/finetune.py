@@ -1,6 +1,6 @@
 """Stage 2 of the shipped policy's training: REINFORCE on the local search the policy proposes moves for.
 
-An episode is GiPH's own search (:func:`~mlsysopt.placement.local_search.local_search`) on a training problem,
+An episode is GiPH's own search (:func:`~mlsysopt.placement.move_search.local_search`) on a training problem,
 from the better of HEFT's and the all-on-the-fastest-device placement, with ``search_budget_per_task`` evaluations
 per task. Each batch of K proposals is one action: an ordered draw without replacement from ``softmax(score /
 temperature)`` over the untried moves, whose log-probability is the Plackett-Luce sum
@@ -21,7 +21,7 @@ import torch
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import Evaluator
 from mlsysopt.placement.gpnet import GpNetBuilder
-from mlsysopt.placement.local_search import SearchConfig, local_search
+from mlsysopt.placement.move_search import SearchConfig, local_search
 from mlsysopt.placement.moves import move_set, node_ids, other_moves
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 

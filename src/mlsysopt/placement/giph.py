@@ -4,7 +4,7 @@
 
 1. evaluates the portfolio (:mod:`mlsysopt.placement.portfolio`: HEFT, all on the fastest feasible device, CPOP,
    the best of saga's schedulers; and ``init`` when given), one evaluation per distinct placement;
-2. improves the best of them with :func:`~mlsysopt.placement.local_search.local_search`, the policy scoring every
+2. improves the best of them with :func:`~mlsysopt.placement.move_search.local_search`, the policy scoring every
    relocation, swap and chain move of the current placement (one forward pass per accepted move) and the search
    evaluating the best-scored K of them in one batch per step, restarting from the next member when stuck.
 
@@ -33,7 +33,7 @@ from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.graph.simulator import Schedule
 from mlsysopt.placement.base import Evaluator, PlacementResult, Placer, SearchContext
 from mlsysopt.placement.gpnet import GpNetBuilder
-from mlsysopt.placement.local_search import SearchConfig, local_search
+from mlsysopt.placement.move_search import SearchConfig, local_search
 from mlsysopt.placement.moves import MoveSet
 from mlsysopt.placement.policy import GiPHPolicy
 from mlsysopt.placement.portfolio import PORTFOLIO, run_portfolio

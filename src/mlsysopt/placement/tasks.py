@@ -17,7 +17,7 @@ import numpy as np
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.placement.base import PlacementResult
-from mlsysopt.placement.local_search import SearchConfig
+from mlsysopt.placement.move_search import SearchConfig
 
 if TYPE_CHECKING:
     from mlsysopt.placement.giph import GiPH

@@ -1,14 +1,14 @@
 """The plain hill climb: GiPH's portfolio start and local search with uniform proposals (no policy).
 
 The ablation that says what GiPH's policy adds: the same portfolio, the same moves (relocations, swaps and chain
-moves on the critical path), the same best-of-K batches and restarts (:mod:`mlsysopt.placement.local_search`),
+moves on the critical path), the same best-of-K batches and restarts (:mod:`mlsysopt.placement.move_search`),
 but each step's K moves drawn uniformly among the untried ones.
 """
 
 from __future__ import annotations
 
 from mlsysopt.placement.base import Placer, SearchContext
-from mlsysopt.placement.local_search import SearchConfig, local_search
+from mlsysopt.placement.move_search import SearchConfig, local_search
 from mlsysopt.placement.portfolio import PORTFOLIO, run_portfolio
 
 
