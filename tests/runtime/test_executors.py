@@ -110,6 +110,46 @@ def test_ctrl_c_reaches_only_the_main_process(tmp_path: Path) -> None:
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
 
 
+def test_workers_exit_when_the_main_process_is_killed(tmp_path: Path) -> None:
+    """A SIGKILLed parent (no clean-up runs) leaves no worker busy in its item."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from workloads import slow_echo
+        from mlsysopt.runtime import LocalExecutor
+
+        if __name__ == "__main__":
+            with LocalExecutor(2) as ex:
+                ex.map(slow_echo, [(x, {str(tmp_path)!r}, 120.0) for x in range(2)])
+        """
+    )
+    (tmp_path / "main.py").write_text(script)
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "main.py")], start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("*-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    workers = [int(p.name.split("-")[1]) for p in tmp_path.glob("*-*")]
+    assert len(workers) == 2
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [pid for pid in workers if _running(pid)]
+    assert alive == [], f"workers still running after their parent was killed: {alive}"
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
 def test_make_executor_local() -> None:
     assert BACKENDS == ("local", "ray")
     assert type(make_executor()) is SerialExecutor

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import pickle
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -24,9 +27,22 @@ class SerialExecutor(Executor):
         return [fn(x) for x in items]
 
 
-def _ignore_sigint() -> None:
-    """Pool workers leave Ctrl-C to the main process, so an interrupt prints no worker tracebacks."""
+#: How often a pool worker checks that the process that started it is still alive (seconds).
+PARENT_POLL_S = 0.5
+
+
+def _init_worker(parent: int) -> None:
+    """Leave Ctrl-C to the main process (no worker tracebacks) and exit when that process is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with_parent, args=(parent,), name="mlsysopt-parent-watch", daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    # A worker busy in a long item never reads the call queue, so a SIGKILLed parent would leave it running to the
+    # end of its item. PR_SET_PDEATHSIG would fire when the *thread* that spawned it exits, hence polling.
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 def _call_pickled(blob: bytes) -> bytes:
@@ -62,7 +78,7 @@ class LocalExecutor(Executor):
     def _ensure_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=mp.get_context("spawn"), initializer=_ignore_sigint
+                self.workers, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=(os.getpid(),)
             )
         return self._pool
 

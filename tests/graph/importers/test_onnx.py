@@ -107,6 +107,19 @@ def test_hand_built_graph_exact(tmp_path: Path) -> None:
     assert g.parents(g.index("output")).tolist() == [g.index("fc")]
 
 
+def test_an_incomplete_shape_inference_leaves_no_file_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ORT's ``infer_shapes`` saves the model into the cwd when it cannot infer a custom op's output."""
+    path = _hand_built(tmp_path / "hand.onnx")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    g = from_onnx(path)
+    assert "custom" in g.names
+    assert list(cwd.iterdir()) == []
+
+
 @pytest.mark.parametrize(("batch", "dynamic"), [("N", True), (1, False)])
 def test_dynamic_dims_count_as_one(tmp_path: Path, batch: int | str, dynamic: bool) -> None:
     g = from_onnx(_hand_built(tmp_path / "hand.onnx", batch=batch, custom=False))

@@ -104,8 +104,16 @@ def _ort_symbolic(model: onnx.ModelProto) -> onnx.ModelProto | None:
     quiet = logging.getLogger()  # the tool logs a warning per node it cannot infer
     level = quiet.level
     quiet.setLevel(logging.ERROR)
+    # The steps of ``SymbolicShapeInference.infer_shapes``, run here because on an incomplete inference that method
+    # saves the model (weights included, as external data) into the current directory before raising.
     try:
-        return SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+        inference = SymbolicShapeInference(2**31 - 1, True, False, 0)
+        complete = False
+        inference._preprocess(model)
+        while inference.run_:
+            complete = inference._infer_impl()
+        inference._update_output_from_vi()
+        return inference.out_mp_ if complete else None
     except Exception:  # it asserts on patterns it does not know (nn.MultiheadAttention's dynamic reshapes)
         return None
     finally:
