@@ -86,6 +86,25 @@ def test_costly_constraints_are_checked_lazily_in_predicted_order() -> None:
     assert 0 < space.timed - timed <= len(prefix)  # latency looked up for (at most) the checked prefix only
 
 
+def test_a_costly_limit_nothing_meets_ends_the_search_after_a_bounded_number_of_checks() -> None:
+    """A predicted latency costs ~0.05 s: walking every 500-candidate pool for an unmeetable limit took minutes."""
+    from mlsysopt.nas.constraints import Constraint, Constraints
+    from mlsysopt.nas.epnas import COSTLY_CHECKS, RESAMPLES
+    from mlsysopt.nas.search import PATIENCE
+
+    space = CostlySpace()
+    cons = Constraints([Constraint("max_params", 5), Constraint("max_latency_ms", 1e-9)], mode="hard")
+    s = EPNAS(space, cons, budget=10, seed=0)
+    pool = [a for a in space.all_archs() if a.blocks == 2 and s.admissible(a, costly=False)]
+    assert len(pool) > COSTLY_CHECKS  # 96 fake architectures pass the cheap limit
+    assert s._pick(pool, 3) == [] and space.timed == COSTLY_CHECKS  # one pool: at most COSTLY_CHECKS looked up
+    space = CostlySpace()
+    result = run_search(EPNAS(space, cons, budget=10, seed=0), workers=2)
+    assert result.history == [] and result.stopped == "exhausted"
+    assert 0 < space.timed <= PATIENCE * RESAMPLES * COSTLY_CHECKS
+    assert "never met latency_ms <= 1e-09" in result.message
+
+
 def test_infeasible_samples_get_the_penalty_in_the_controller_update() -> None:
     space, cons = FakeSpace(), constraints()
     s = EPNAS(space, cons, budget=12, seed=0, config=EPNASConfig(penalty=-2.0))

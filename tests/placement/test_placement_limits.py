@@ -87,3 +87,20 @@ def test_the_first_evaluation_always_runs_and_then_the_evaluator_refuses() -> No
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(MlsysoptError, match="timeout must be a finite number"):
             Evaluator(p, budget=10, timeout=bad)
+
+
+def test_a_batch_that_passes_its_check_is_evaluated_even_if_the_deadline_passes_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The deadline was read twice per batch: passing in between gave an empty batch (the search then crashed)."""
+    import mlsysopt.placement.base as base
+
+    p = problem()
+    rng = np.random.default_rng(0)
+    ev = Evaluator(p, budget=100, timeout=60)
+    ev(p.random_placement(rng))
+    clock = iter([0.0, 1e9, 1e9, 1e9])  # the check sees time left; any later read sees the deadline passed
+    monkeypatch.setattr(base.time, "monotonic", lambda: next(clock) + (ev.deadline or 0) - 30)
+    ms = ev.batch(np.stack([p.random_placement(rng) for _ in range(4)]))
+    assert ms.shape == (4,) and len(ev.history) == 5
+

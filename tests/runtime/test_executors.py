@@ -76,8 +76,8 @@ def test_a_worker_that_always_dies_ends_in_one_clear_error() -> None:
         ex.map(always_die, [1])
 
 
-def test_ctrl_c_reaches_only_the_main_process(tmp_path: Path) -> None:
-    """A terminal's Ctrl-C signals the whole process group: workers ignore it, so no worker traceback appears."""
+def _pool_script(tmp_path: Path, seconds: float, on_interrupt: str = "raise") -> subprocess.Popen:
+    """Start a script whose LocalExecutor(2) runs ``slow_echo`` items; return once both workers are in an item."""
     script = textwrap.dedent(
         f"""
         import sys
@@ -88,9 +88,9 @@ def test_ctrl_c_reaches_only_the_main_process(tmp_path: Path) -> None:
         if __name__ == "__main__":
             with LocalExecutor(2) as ex:
                 try:
-                    ex.map(slow_echo, [(x, {str(tmp_path)!r}, 30.0) for x in range(4)])
+                    ex.map(slow_echo, [(x, {str(tmp_path)!r}, {seconds}) for x in range(4)])
                 except KeyboardInterrupt:
-                    print("interrupted", flush=True)
+                    {on_interrupt}
         """
     )
     (tmp_path / "main.py").write_text(script)
@@ -104,6 +104,12 @@ def test_ctrl_c_reaches_only_the_main_process(tmp_path: Path) -> None:
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob("*-*"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
+    return proc
+
+
+def test_ctrl_c_reaches_only_the_main_process(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C signals the whole process group: workers ignore it, so no worker traceback appears."""
+    proc = _pool_script(tmp_path, 30.0, on_interrupt='print("interrupted", flush=True)')
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert out.strip() == "interrupted"
@@ -112,27 +118,11 @@ def test_ctrl_c_reaches_only_the_main_process(tmp_path: Path) -> None:
 
 def test_workers_exit_when_the_main_process_is_killed(tmp_path: Path) -> None:
     """A SIGKILLed parent (no clean-up runs) leaves no worker busy in its item."""
-    script = textwrap.dedent(
-        f"""
-        import sys
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
-        from workloads import slow_echo
-        from mlsysopt.runtime import LocalExecutor
-
-        if __name__ == "__main__":
-            with LocalExecutor(2) as ex:
-                ex.map(slow_echo, [(x, {str(tmp_path)!r}, 120.0) for x in range(2)])
-        """
-    )
-    (tmp_path / "main.py").write_text(script)
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "main.py")], start_new_session=True)
-    deadline = time.monotonic() + 60
-    while len(list(tmp_path.glob("*-*"))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    proc = _pool_script(tmp_path, 120.0)
     workers = [int(p.name.split("-")[1]) for p in tmp_path.glob("*-*")]
     assert len(workers) == 2
     proc.kill()
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)
     deadline = time.monotonic() + 20
     alive = workers
     while alive and time.monotonic() < deadline:

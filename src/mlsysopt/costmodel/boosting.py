@@ -38,11 +38,8 @@ def _grades(runtimes: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([grades(rt, LEVELS) for rt in runtimes])
 
 
-class LightGBMRanker(TreeRanker):
-    """LightGBM ``lambdarank`` over the configurations of each graph (``--mode lightgbm``)."""
-
-    library = "lightgbm"
-    description = "LightGBM lambdarank (every pair of a graph) on flattened configuration features (boosting.py)"
+class BoosterRanker(TreeRanker):
+    """A ranker whose model is one library booster (LightGBM's or XGBoost's), trained or loaded."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -52,6 +49,13 @@ class LightGBMRanker(TreeRanker):
     def fitted(self) -> bool:
         """Whether a booster is trained or loaded."""
         return self.booster is not None
+
+
+class LightGBMRanker(BoosterRanker):
+    """LightGBM ``lambdarank`` over the configurations of each graph (``--mode lightgbm``)."""
+
+    library = "lightgbm"
+    description = "LightGBM lambdarank (every pair of a graph) on flattened configuration features (boosting.py)"
 
     def _fit(self, x: np.ndarray, y: np.ndarray, runtimes: list[np.ndarray], sizes: list[int]) -> float | None:
         import lightgbm as lgb
@@ -78,20 +82,11 @@ class LightGBMRanker(TreeRanker):
             raise InvalidCheckpoint(f"{path}: not a readable LightGBM model ({str(exc).splitlines()[0]})") from None
 
 
-class XGBoostRanker(TreeRanker):
+class XGBoostRanker(BoosterRanker):
     """XGBoost ``rank:pairwise`` over the configurations of each graph (``--mode xgboost``)."""
 
     library = "xgboost"
     description = "XGBoost rank:pairwise on flattened configuration features (boosting.py)"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.booster: Any = None
-
-    @property
-    def fitted(self) -> bool:
-        """Whether a booster is trained or loaded."""
-        return self.booster is not None
 
     def _fit(self, x: np.ndarray, y: np.ndarray, runtimes: list[np.ndarray], sizes: list[int]) -> float | None:
         import xgboost as xgb

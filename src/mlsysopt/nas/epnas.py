@@ -27,8 +27,8 @@ The whole algorithm, read top to bottom (every knob is in :class:`EPNASConfig`):
    With a prior it ranks from the first round; cold, only once ``warmup`` architectures have been evaluated (the
    controller's own order until then). K is ``ask``'s ``n`` (the parallel batch: ``run_search`` passes its
    ``workers``), or ``round_size`` when that is > 0, so the search is the same on any number of workers. Costly
-   constraints are checked lazily in ranked order, stopping at the K-th feasible candidate; if they reject
-   candidates, up to :data:`RESAMPLES` pools are drawn.
+   constraints are checked lazily in ranked order, stopping at the K-th feasible candidate or after
+   :data:`COSTLY_CHECKS` checks; if they reject candidates, up to :data:`RESAMPLES` pools are drawn.
 5. **Updates.** Once a round is all told, ``tell`` adds every evaluated architecture to the predictor's data and
    refits it (the GP every round; the MLP once its data grew by ``refit_growth``), then takes one REINFORCE step
    (moving-average baseline, entropy bonus; :mod:`mlsysopt.nas.controller`) on the rewards of the round's
@@ -64,6 +64,9 @@ from mlsysopt.nas.spaces.base import Arch, Evaluation
 from mlsysopt.nas.stages import SPLITS, Stages
 
 RESAMPLES = 3  # candidate pools drawn per round at most, when costly constraints reject the top-ranked candidates
+#: Costly-resource checks (a timed or predicted latency) per pool at most, top-ranked first (or 4 per candidate
+#: asked for, if more): a limit that almost nothing meets ends the round instead of costing the whole 500-pool.
+COSTLY_CHECKS = 64
 PRIORS = ("auto", "none")
 PREDICTORS = ("gp", "mlp")
 
@@ -201,9 +204,14 @@ class EPNAS(Searcher[EPNASConfig]):
     def _pick(self, ranked: list[Arch], n: int) -> list[Arch]:
         """The first ``n`` of ``ranked`` that meet the costly constraints too, checked lazily in rank order."""
         out: list[Arch] = []
+        checks = 0 if self.constraints.hard and self._costly_names else None
         for arch in ranked:
             if len(out) >= n:
                 break
+            if checks is not None:
+                if checks >= max(COSTLY_CHECKS, 4 * n):
+                    break
+                checks += not self.checked_costly(arch)
             if self.constraints.hard and not self.feasible(arch):  # a no-op check without costly resources
                 self.policy.infeasible.append(arch)
             else:

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from mlsysopt.nas.online import OnlineData
+
 PRIOR_VARS = (0.3, 1.0)  # τ²: weight-variance of the per-task linear kernel
 RESIDUAL_VARS = (0.3, 1.0)  # s²: variance of the Hamming-kernel residual
 LENGTHS = (0.2, 0.4, 0.8)  # ℓ as a fraction of the number of decisions
@@ -122,7 +124,7 @@ def _solve(L: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.linalg.solve(L.T, np.linalg.solve(L, b))
 
 
-class OnlineGP:
+class OnlineGP(OnlineData):
     """:class:`TransferGP` refit on a search's growing ``(architecture, reward)`` data (the interface of
     :class:`~mlsysopt.nas.predictor.OnlinePredictor`, so EPNAS ranks with either).
 
@@ -136,10 +138,9 @@ class OnlineGP:
     """
 
     def __init__(self, space: Any, scorer: Any = None, warmup: int = 2) -> None:
+        super().__init__()
         self.space, self.scorer, self.warmup = space, scorer, max(int(warmup), 2)
         self.gp = TransferGP(len(space.decisions(space.max_blocks)))
-        self.data: list[tuple[Any, float]] = []
-        self.fitted_n = 0
         self._enc: dict[Any, np.ndarray] = {}
 
     @property
@@ -151,10 +152,6 @@ class OnlineGP:
     def ranks_unfitted(self) -> bool:
         """Whether it can rank before any fit (it has a prior)."""
         return self.scorer is not None
-
-    def add(self, arch: Any, reward: float) -> None:
-        """One more training point."""
-        self.data.append((arch, reward))
 
     def refit(self) -> None:
         """Refit on all the data once there is ``warmup`` of it (a fit costs milliseconds: every time)."""
@@ -184,14 +181,3 @@ class OnlineGP:
     def predict(self, archs: Any) -> np.ndarray:
         """Predicted performance of each architecture."""
         return self.predict_dist(archs)[0]
-
-    def state_dict(self) -> dict[str, Any]:
-        """The training data and the size of the last fit."""
-        return {"data": [(list(a.choices), a.blocks, r) for a, r in self.data], "fitted_n": self.fitted_n}
-
-    def load_state_dict(self, d: dict[str, Any]) -> None:
-        """Inverse of :meth:`state_dict`: restores the data and refits on the points of the last fit."""
-        from mlsysopt.nas.spaces.base import Arch
-
-        self.data = [(Arch(tuple(c), b), float(r)) for c, b, r in d["data"]]
-        self._fit(int(d["fitted_n"]))

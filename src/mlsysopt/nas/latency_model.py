@@ -3,10 +3,13 @@
 A CNN space measures ``latency_ms`` by timing every candidate (20 batch-1 forward passes), a *costly* resource
 that the search only checks for the few candidates it proposes. With a latency model the space predicts it
 instead (:class:`~mlsysopt.costmodel.latency.LatencyModel`, a GNN trained with ``--loss logmse`` on ``costmodel
-collect`` runtimes): the prediction is cheap, so every candidate the search looks at is filtered on it. After the
-search :func:`confirm` times the final candidates the way the space does (the best feasible by prediction, then
-the next best by validation performance, ``top`` in all) and reports predicted against measured latency and
-whether each meets the limit when measured; ``confirmed_best`` is the best of them that does.
+collect`` runtimes), where timing is not possible or not wanted (another target machine). The prediction is not
+free either (the model is traced with torch.fx twice and the GNN runs: ~0.1 s on this CPU, more than timing a
+small CNN), so it stays a costly resource: the search predicts it lazily, for the candidates its predictor ranks
+highest, until enough of them meet the limit (filtering EPNAS's 500-sample pools on it took minutes per round).
+After the search :func:`confirm` times the final candidates the way the space does (the best feasible by
+prediction, then the next best by validation performance, ``top`` in all) and reports predicted against measured
+latency and whether each meets the limit when measured; ``confirmed_best`` is the best of them that does.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from mlsysopt.nas.spaces.cnn import CnnSpace
 
 
 def predicted_space(space: Any, run: str | Path) -> Any:
-    """A copy of CNN ``space`` whose ``latency_ms`` is predicted by the cost model in ``run`` (cheap, not timed)."""
+    """A copy of CNN ``space`` whose ``latency_ms`` is predicted by the cost model in ``run`` (not timed)."""
     from mlsysopt.costmodel.latency import LatencyModel
 
     if not isinstance(space, CnnSpace):
@@ -38,7 +41,6 @@ def predicted_space(space: Any, run: str | Path) -> Any:
 class PredictedLatencyCnnSpace(CnnSpace):
     """A CNN space whose ``latency_ms`` the cost model predicts (see :func:`predicted_space`)."""
 
-    costly_resources: tuple[str, ...] = ()
     latency_run: str
     _oracle: Any
     _predicted: dict[Any, float]

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from mlsysopt.nas.knobs import MAX_MEMBERS, MAX_PRED_EPOCHS, MAX_WIDTH, knob
+from mlsysopt.nas.online import OnlineData
 from mlsysopt.nas.spaces.base import Arch, SearchSpace
 from mlsysopt.runtime.threads import torch_threads
 
@@ -148,7 +149,7 @@ class Predictor:
         }
 
 
-class OnlinePredictor:
+class OnlinePredictor(OnlineData):
     """A :class:`Predictor` refit on a search's growing ``(architecture, reward)`` data: how EPNAS and PNAS rank.
 
     The predictor is a pure function of its data, so its state is the data and the number of points it was last
@@ -162,10 +163,9 @@ class OnlinePredictor:
     """
 
     def __init__(self, space: SearchSpace, cfg: PredictorConfig, seed: int, warmup: int = 2) -> None:
+        super().__init__()
         self.space, self.cfg, self.warmup = space, cfg, max(warmup, 2)
         self.model = cfg.make_predictor(seed)
-        self.data: list[tuple[Arch, float]] = []
-        self.fitted_n = 0  # size of the data the model was last fit on
 
     @property
     def fitted(self) -> bool:
@@ -176,10 +176,6 @@ class OnlinePredictor:
     def ranks_unfitted(self) -> bool:
         """Whether it can rank before a fit (no: it has no prior)."""
         return False
-
-    def add(self, arch: Arch, reward: float) -> None:
-        """One more training point."""
-        self.data.append((arch, reward))
 
     def refit(self) -> None:
         """Refit on all the data once there is ``warmup`` of it and it grew by ``refit_growth`` since the last fit."""
@@ -200,12 +196,3 @@ class OnlinePredictor:
     def predict(self, archs: Sequence[Arch]) -> np.ndarray:
         """Predicted performance of each architecture (ensemble mean)."""
         return self.predict_dist(archs)[0]
-
-    def state_dict(self) -> dict[str, Any]:
-        """The training data and the size of the last fit."""
-        return {"data": [(list(a.choices), a.blocks, r) for a, r in self.data], "fitted_n": self.fitted_n}
-
-    def load_state_dict(self, d: dict[str, Any]) -> None:
-        """Inverse of :meth:`state_dict`: restores the data and refits on the points of the last fit."""
-        self.data = [(Arch(tuple(c), b), float(r)) for c, b, r in d["data"]]
-        self._fit(int(d["fitted_n"]))

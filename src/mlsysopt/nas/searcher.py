@@ -183,6 +183,10 @@ class Searcher(ABC, Generic[ConfigT]):
             self._note_met(self._full[arch])
         return self._full[arch]
 
+    def checked_costly(self, arch: Arch) -> bool:
+        """Whether ``arch``'s costly resources were fetched already (or it has none to fetch)."""
+        return not self._costly_names or arch in self._full
+
     def feasible(self, arch: Arch) -> bool:
         """Whether ``arch`` meets every constraint the space can judge before evaluating it (costly resources are
         fetched only if the cheap ones pass; those only an evaluation measures are judged by :meth:`usable`)."""

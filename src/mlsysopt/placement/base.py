@@ -113,8 +113,8 @@ class Evaluator:
         Only the first :attr:`remaining` rows are evaluated when the budget (or the time) does not cover them all;
         the result is then shorter.
         """
-        self._spend()
-        rows = np.ascontiguousarray(placements, dtype=np.int64)[: self.remaining]
+        left = self._spend()  # read once: the deadline can pass between two reads, which left an empty batch
+        rows = np.ascontiguousarray(placements, dtype=np.int64)[:left]
         ms = self.simulator.makespans(rows)
         for row, value in zip(rows, ms, strict=True):
             self._record(row, float(value))
@@ -127,11 +127,13 @@ class Evaluator:
         self._record(placement, sched.makespan)
         return sched
 
-    def _spend(self) -> None:
-        if self.remaining <= 0:
+    def _spend(self) -> int:
+        left = self.remaining
+        if left <= 0:
             if self.timed_out:
                 raise TimeUp(f"the timeout passed after {len(self.history)} simulator evaluations")
             raise BudgetExhausted(f"budget of {self.budget} simulator evaluations is used up")
+        return left
 
     def _record(self, placement: np.ndarray, ms: float) -> float:
         if ms < self.best_makespan:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.io import load_torch, save_torch_atomic
+from mlsysopt.io import RunDir, load_torch, save_torch_atomic
 from mlsysopt.placement.gpnet import EDGE_DIM, NODE_DIM
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 
@@ -28,6 +28,15 @@ class IncompatibleCheckpoint(MlsysoptError):
 def checkpoint_state(policy: GiPHPolicy, **extra: Any) -> dict[str, Any]:
     """The checkpoint dict of ``policy`` (and any training state in ``extra``)."""
     return {"kind": "giph-policy", "config": policy.config.to_dict(), "policy": policy.state_dict(), **extra}
+
+
+def save_training_state(target: RunDir | str | Path, policy: GiPHPolicy, optimizer: Any, **extra: Any) -> None:
+    """Write a training checkpoint (policy, optimizer state, ``extra``) into a run folder or a file, atomically."""
+    data = checkpoint_state(policy, optimizer=optimizer.state_dict(), **extra)
+    if isinstance(target, RunDir):
+        target.save_checkpoint(data)
+    else:
+        save_torch_atomic(target, data)
 
 
 def save_checkpoint(path: str | Path, policy: GiPHPolicy, **extra: Any) -> Path:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from mlsysopt.io import RunDir, load_torch, save_torch_atomic
-from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, checkpoint_state
+from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, save_training_state
 from mlsysopt.placement.config import TrainConfig
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 from mlsysopt.runtime import Executor, ExecutorLost, make_executor
@@ -81,18 +81,9 @@ def train_search(
     def save(step: int) -> None:
         if checkpoint is None:
             return
-        data = checkpoint_state(
-            policy,
-            optimizer=optim.state_dict(),
-            baseline=baseline.tolist(),
-            history=history,
-            update=step,
-            train_config=cfg_dict,
+        save_training_state(
+            checkpoint, policy, optim, baseline=baseline.tolist(), history=history, update=step, train_config=cfg_dict
         )
-        if isinstance(checkpoint, RunDir):
-            checkpoint.save_checkpoint(data)
-        else:
-            save_torch_atomic(checkpoint, data)
 
     stopped_by = "updates"
     try:

@@ -34,8 +34,8 @@ from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import layered_dag, random_cluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.io import RunDir, save_torch_atomic
-from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, check_checkpoint, checkpoint_state, load_checkpoint
+from mlsysopt.io import RunDir
+from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, check_checkpoint, load_checkpoint, save_training_state
 from mlsysopt.placement.config import CHECKPOINT, RESUMABLE, SYNTHETIC, TrainConfig
 from mlsysopt.placement.env import PlacementEnv
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
@@ -192,18 +192,9 @@ def train(
         nonlocal saved
         if checkpoint is None or update < 0 or saved == update:
             return
-        state = checkpoint_state(
-            policy,
-            optimizer=optim.state_dict(),
-            baseline=baseline.tolist(),
-            history=history,
-            update=update,
-            train_config=cfg_dict,
+        save_training_state(
+            checkpoint, policy, optim, baseline=baseline.tolist(), history=history, update=update, train_config=cfg_dict
         )
-        if isinstance(checkpoint, RunDir):
-            checkpoint.save_checkpoint(state)
-        else:
-            save_torch_atomic(checkpoint, state)
         saved = update
 
     own = executor is None

@@ -29,7 +29,7 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.runtime.threads import torch_threads
 from mlsysopt.serving.features import N_INPUTS, inputs, ref_ms
-from mlsysopt.serving.history import History
+from mlsysopt.serving.history import History, histories_from_store
 from mlsysopt.serving.objective import PENALTY, SCORE_CAP, Objective
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.space import Config, Space, Workload
@@ -269,3 +269,19 @@ def objective_scores(predict: Any, configs: Sequence[Config], workload: Workload
         still &= (lat_r[:, 3] <= slo) & (sat_r < 0.5)
         best = np.where(still, rate, best)
     return np.where(best > 0, 1000.0 / np.maximum(best, 1e-12), base)
+
+
+def prior_from_store(histories: list[dict]) -> tuple[Prior | None, int]:
+    """A prior fitted on the study store's history records (``--warm-start``) and the measurements it used.
+
+    ``None`` when the records hold no usable measurement; an error when every named run measured the real engine,
+    whose model profile the store does not keep.
+    """
+    usable, skipped = histories_from_store(histories)
+    if skipped and not usable:
+        raise MlsysoptError(
+            f"--warm-start: the {skipped} run(s) it names measured the real engine, and the store keeps no model "
+            "profile of them; give their run folders with --prior instead (result.json keeps it)"
+        )
+    used = sum(len(h.measurements) for h in usable)
+    return (Prior().fit(usable) if used else None), used

@@ -61,23 +61,13 @@ def torch_graph(module: Any, inputs: tuple[Any, ...], name: str) -> tuple[CompGr
     the attrs (output and operand-0 shapes, convolution windows, channels) from a shape-propagated trace whose
     nodes are the CompGraph's, one for one.
     """
-    import torch
     from torch import fx, nn
-    from torch.fx.passes.shape_prop import ShapeProp
 
-    from mlsysopt.errors import ImportFailed
-    from mlsysopt.graph.importers.torch_fx import from_module
+    from mlsysopt.graph.importers.torch_fx import from_traced, trace_module
 
-    graph = from_module(module, inputs, name=name)
-    try:
-        gm = fx.symbolic_trace(module)
-        with torch.no_grad():
-            ShapeProp(gm).propagate(*inputs)
-    except Exception as exc:  # from_module traced it, so this is unexpected: say what
-        raise ImportFailed(f"{name}: torch.fx could not trace it a second time ({type(exc).__name__}: {exc})") from None
+    gm = trace_module(module, inputs, name)  # traced once: the CompGraph's nodes are the trace's, one for one
+    graph = from_traced(gm, name)
     nodes = list(gm.graph.nodes)
-    if [n.name for n in nodes] != graph.names:
-        raise ImportFailed(f"{name}: the traced graph differs from the imported one")
 
     def shape(node: Any) -> tuple[int, ...] | None:
         meta = node.meta.get("tensor_meta") if isinstance(node, fx.Node) else None

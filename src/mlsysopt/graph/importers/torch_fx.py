@@ -137,13 +137,23 @@ _CALL_OPS = _table(
 
 def from_module(module: nn.Module, example_inputs: Any, name: str | None = None) -> CompGraph:
     """Trace ``module`` with torch.fx, run it on ``example_inputs`` for shapes, and build its CompGraph."""
+    name = name or type(module).__name__
+    return from_traced(trace_module(module, example_inputs, name), name)
+
+
+def trace_module(module: nn.Module, example_inputs: Any, name: str | None = None) -> fx.GraphModule:
+    """``module`` traced with torch.fx, every node's ``tensor_meta`` set by a run on ``example_inputs``."""
     if not isinstance(module, nn.Module):
         raise ImportFailed(f"expected a torch.nn.Module, got {type(module).__name__}")
     name = name or type(module).__name__
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     gm = _trace(module, name)
     _propagate_shapes(gm, inputs, name)
+    return gm
 
+
+def from_traced(gm: fx.GraphModule, name: str) -> CompGraph:
+    """The CompGraph of a shape-propagated trace (:func:`trace_module`): one node per fx node."""
     nodes = list(gm.graph.nodes)
     index = {n: i for i, n in enumerate(nodes)}
     seen_tensors: set[int] = set()

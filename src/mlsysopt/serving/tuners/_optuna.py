@@ -127,20 +127,11 @@ class OptunaTuner(Tuner):
     def warm_start(self, histories: list[dict]) -> int:
         """``--warm-start``: fit a prior on the study store's history records (other runs' measurements); the job
         binds it to this task's profile before the search (:attr:`pending_prior`). Returns the measurements used."""
-        from mlsysopt.serving.history import histories_from_store
-        from mlsysopt.serving.prior import Prior
+        from mlsysopt.serving.prior import prior_from_store
 
-        usable, skipped = histories_from_store(histories)
-        if skipped and not usable:
-            from mlsysopt.errors import MlsysoptError
-
-            raise MlsysoptError(
-                f"--warm-start: the {skipped} run(s) it names measured the real engine, and the store keeps no model "
-                "profile of them; give their run folders with --prior instead (result.json keeps it)"
-            )
-        used = sum(len(h.measurements) for h in usable)
-        if used:
-            self.pending_prior = Prior().fit(usable)
+        prior, used = prior_from_store(histories)
+        if prior is not None:
+            self.pending_prior = prior
         return used
 
     def set_workload(self, workload: Workload) -> None:
