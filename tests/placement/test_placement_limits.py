@@ -103,4 +103,3 @@ def test_a_batch_that_passes_its_check_is_evaluated_even_if_the_deadline_passes_
     monkeypatch.setattr(base.time, "monotonic", lambda: next(clock) + (ev.deadline or 0) - 30)
     ms = ev.batch(np.stack([p.random_placement(rng) for _ in range(4)]))
     assert ms.shape == (4,) and len(ev.history) == 5
-
