@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -210,14 +208,14 @@ def test_segmenter_bad_options() -> None:
 def test_contiguous_and_subgraph_scale_to_500k_nodes() -> None:
     n, m = 500_000, 1_500_000
     ei = _dag(n, m)
-    t0 = time.perf_counter()
     seg = contiguous_segments(n, 1000, node_splits=np.arange(0, n, 7919))
-    seg.subgraph(0, ei)
+    edges = 0
     for s in range(seg.num_segments):
-        seg.subgraph(s, ei)
-    elapsed = time.perf_counter() - t0
+        local, nodes = seg.subgraph(s, ei)
+        assert local.size == 0 or local.max() < nodes.size
+        edges += local.shape[1]
     assert seg.sizes.max() <= 1000 and seg.sizes.sum() == n
-    assert elapsed < 3.0, f"contiguous + all subgraphs took {elapsed:.2f}s"
+    assert 0 < edges <= m  # an edge inside a segment belongs to that segment only (speed: benchmarks/gst.py)
 
 
 def test_oversized_metis_parts_are_cut_to_the_cap() -> None:

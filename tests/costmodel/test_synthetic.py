@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -221,10 +220,9 @@ def test_bad_generator_options(tmp_path: Path) -> None:
             call()
 
 
-def test_layout_scales_to_500k_nodes_in_seconds() -> None:
-    t0 = time.perf_counter()
+def test_layout_builds_a_500k_node_graph() -> None:
+    """The size GST's memory benchmark uses (its generation time is timed there, in benchmarks/gst.py)."""
     a = synth_layout_graph(500_000, 4, _rng(0))
-    assert time.perf_counter() - t0 < 15.0  # ~2 s on one core
     assert a["node_feat"].shape[0] == 500_000 and a["config_runtime"].shape == (4,)
 
 
