@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.cli_helpers import run_inprocess
+from tests.cli_helpers import assert_user_error, run_inprocess
 
 from mlsysopt.costmodel import TrainConfig, train
 from mlsysopt.costmodel.collection import collect
@@ -82,3 +82,52 @@ def test_the_serving_prior_gives_measurement_records_for_op_level_knobs(oracle_r
     assert all(r["extra"]["source"] == SOURCE and np.isfinite(r["mean_ms"]) and r["mean_ms"] > 0 for r in records)
     with pytest.raises(MlsysoptError, match="max_batch 1"):
         serving_prior(oracle_run, path, Space(max_batch=(4,), batch_timeout_ms=(0.0, 2.0)), Workload(rate=50.0))
+
+
+def test_serving_tune_narrows_the_op_level_knobs_to_the_cost_models_fast_settings(oracle_run: Path,
+                                                                                  tmp_path: Path) -> None:  # fmt: skip
+    knobs = ("--instances", "1", "--max-batch", "1,2", "--batch-timeout-ms", "0", "--intra", "1,2", "--inter", "2")
+    quick = ("--rate", "100", "--requests", "30", "--budget", "2", "--confirm-top", "1", "--confirm-rounds", "2",
+             "--noise-windows", "2")  # fmt: skip
+    ran = run_inprocess("serving", "tune", "--engine", "real", "--model", "zoo:cnn", *knobs, *quick, "--cost-model",
+                        oracle_run, "--cost-model-tolerance", "0", "--out", tmp_path / "t")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "op-level settings" in " ".join(ran.stderr.split())
+    result = json.loads((tmp_path / "t" / "result.json").read_text())
+    cm = result["cost_model"]
+    predicted = [(p["intra_threads"], p["execution_mode"]) for p in cm["predicted"]]
+    assert sorted(predicted) == [(1, 0), (1, 1), (2, 0), (2, 1)]  # every op-level setting of the grid, best first
+    ms = [p["predicted_ms"] for p in cm["predicted"]]
+    assert ms == sorted(ms) and ms[0] > 0
+    kept = {(k["intra_threads"], k["execution_mode"]) for k in cm["kept"]}
+    default = (cm["default"]["intra_threads"], cm["default"]["execution_mode"])
+    assert kept == {predicted[0], default}  # tolerance 0: the predicted best and the default's own setting
+    space = result["settings"]["space"]
+    assert sorted(space["intra_threads"]) == sorted({i for i, _ in kept})
+    assert sorted(space["execution_mode"]) == sorted({m for _, m in kept})
+    for m in result["measurements"]:
+        assert m["config"]["intra_threads"] in space["intra_threads"]
+    assert result["settings"]["cost_model"] == str(oracle_run)
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (("--engine", "sim", "--cost-model", "{oracle}"), ("--cost-model", "--engine real")),
+        (("--engine", "real", "--model", "zoo:cnn", "--cost-model", "{tmp}/nowhere"), ("nowhere",)),
+        (
+            ("--engine", "real", "--model", "zoo:cnn", "--cost-model", "{oracle}", "--cost-model-tolerance", "-1"),
+            ("--cost-model-tolerance -1",),
+        ),
+        (
+            ("--engine", "real", "--model", "zoo:cnn", "--cost-model", "{oracle}", "--cost-model-tolerance", "nan"),
+            ("--cost-model-tolerance", "finite"),
+        ),
+    ],
+)
+def test_serving_tune_refuses_a_bad_cost_model_before_writing(oracle_run: Path, tmp_path: Path, extra: tuple[str, ...],
+                                                              expected: tuple[str, ...]) -> None:  # fmt: skip
+    args = [a.format(oracle=oracle_run, tmp=tmp_path) for a in extra]
+    ran = run_inprocess("serving", "tune", *args, "--out", tmp_path / "t")
+    assert_user_error(ran, *expected)
+    assert not (tmp_path / "t").exists()

@@ -144,6 +144,18 @@ def serving_tune(
             help="STUDY or auto: a prior fitted on earlier runs' measurements from the study store (rrl, gp, tpe).",
         ),
     ] = None,
+    cost_model: Annotated[
+        str | None,
+        typer.Option(
+            "--cost-model",
+            help="RUN of 'costmodel train --loss logmse': keep only the op-level settings (intra-op threads, "
+            "execution mode) it predicts fast, and the default's; the real engine only.",
+        ),
+    ] = None,
+    cost_model_tolerance: Annotated[
+        float,
+        typer.Option("--cost-model-tolerance", help="Keep settings predicted within this fraction of the best."),
+    ] = 0.2,
 ) -> None:
     """Measure the noise, search the (reduced) space, confirm the top candidates against the default, and report.
 
@@ -169,9 +181,12 @@ def serving_tune(
             objective=Objective(objective, slo_ms, stat), engine=engine, model=model, profile=profile,
             input_shape=parse_shape(input_shape), requests=requests, knobs=knobs, seed=seed, resume=resume,
             timeout=timeout, confirm_top=confirm_top, confirm_rounds=confirm_rounds, noise_windows=noise_windows,
-            prior=prior, export_anyway=export_anyway,
+            prior=prior, export_anyway=export_anyway, cost_model=cost_model,
+            cost_model_tolerance=cost_model_tolerance,
         )  # fmt: skip
     with job:
+        if job.shortlist is not None:
+            err_console.print(job.shortlist.describe())
         from mlsysopt.store.history import warm_start_tuning
 
         if note := warm_start_tuning(job, warm_start):  # earlier runs from the study store; nothing written yet

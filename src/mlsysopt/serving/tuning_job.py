@@ -86,6 +86,8 @@ class TuningJob(Job):
         stability: dict[str, float] | None = None,
         prior: str | None = None,
         export_anyway: bool = False,
+        cost_model: str | None = None,
+        cost_model_tolerance: float = 0.2,
     ) -> None:
         super().__init__(out, resume)
         self.objective = objective or Objective()
@@ -112,6 +114,10 @@ class TuningJob(Job):
                 raise InvalidSpace(
                     f"--profile {profile}: a profile is for --engine sim; the real engine measures --model"
                 )
+            if cost_model is not None:
+                from mlsysopt.serving.cost_model import check_cost_model
+
+                cost_model_tolerance = check_cost_model(cost_model, engine, cost_model_tolerance)
             space_probe = tuning_space(engine, _cores(engine, profile), knobs)
             served = None
             if engine == "real":
@@ -130,6 +136,13 @@ class TuningJob(Job):
             if self.objective.kind == "throughput":
                 self.backend = CapacityBackend(stable, self.objective.slo_ms)  # type: ignore[arg-type]
             self.space = tuning_space(engine, window.cores, knobs)
+            self.shortlist = None
+            if cost_model is not None:  # the op-level knobs narrowed to what the cost model predicts fast
+                from mlsysopt.serving.cost_model import op_level_shortlist
+
+                path = served.path  # type: ignore[union-attr]
+                self.shortlist = op_level_shortlist(cost_model, path, self.space, window.cores, cost_model_tolerance)
+                self.space = tuning_space(engine, window.cores, {**(knobs or {}), **self.shortlist.knobs})
             self.profile = prof
             self.prior = None
             if prior is not None:
@@ -161,6 +174,8 @@ class TuningJob(Job):
                 "prior": prior,
                 "export_anyway": export_anyway,
             }
+            if cost_model is not None:  # only then: earlier run folders resume with the settings they wrote
+                settings |= {"cost_model": cost_model, "cost_model_tolerance": cost_model_tolerance}
             # one rate: --resume may extend the budget or the timeout; several: the schedule itself depends on it
             self.run_dir = self._run_dir(settings, ("budget", "timeout") if len(self.workloads) == 1 else ())
             self.recorded = recorded_phases(self.run_dir) if resume else {}
@@ -330,6 +345,7 @@ class TuningJob(Job):
                 "replayed_from_checkpoint": replayed,
                 "task": {"profile": task.to_dict(), "source": "profile" if self.profile is not None else "probe"},
                 "prior": None if prior is None else {**prior.prior.describe(), "top": _top(prior, self, result)},
+                "cost_model": None if self.shortlist is None else self.shortlist.to_dict(),
                 "noise": noise,
                 "confirm_rounds": self.rounds,
                 "warnings": warnings,

@@ -1,0 +1,107 @@
+"""``serving tune --cost-model RUN``: a trained cost model narrows the op-level knobs before anything is measured.
+
+The cost model (:class:`~mlsysopt.costmodel.latency.LatencyModel`, a GNN trained with ``--loss logmse`` on
+``costmodel collect`` runtimes of ONNX models) predicts one inference's time under each op-level setting of ONNX
+Runtime: intra-op threads, and sequential or parallel execution. That is the part of serving it sees; instances,
+batching and queueing are the load's, which it does not. So it is used where it fits: the op-level settings whose
+predicted time is within ``tolerance`` of the predicted best are kept (plus the default's own setting, so that the
+verdict still compares against ONNX Runtime's out-of-the-box serving), and the tuner searches the request-level
+knobs over those only. A wrong prediction can cost the optimum; ``result.json["cost_model"]`` lists every
+prediction and what was kept, so the narrowing can be checked (or the tune rerun without it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlsysopt.errors import InvalidOption
+from mlsysopt.serving.space import Space
+
+DEFAULT_TOLERANCE = 0.2  # keep settings predicted at most 20% slower than the predicted best
+
+
+@dataclass(frozen=True)
+class OpLevelShortlist:
+    """The op-level settings a cost model kept: the knob values and every prediction behind them."""
+
+    run: str
+    tolerance: float
+    predicted: tuple[tuple[int, int, float], ...]  # (intra_threads, execution_mode, predicted ms), best first
+    kept: tuple[tuple[int, int], ...]  # (intra_threads, execution_mode) pairs kept, the default's included
+    default: tuple[int, int]
+
+    @property
+    def knobs(self) -> dict[str, tuple[int, ...]]:
+        """The narrowed knob lists (the pairs' values; the product may hold a few more than ``kept``)."""
+        return {
+            "intra_threads": tuple(sorted({i for i, _ in self.kept})),
+            "execution_mode": tuple(sorted({m for _, m in self.kept})),
+        }
+
+    def describe(self) -> str:
+        """One line for the console: what was kept of how many, and the predicted best."""
+        i, m, ms = self.predicted[0]
+        mode = "par" if m else "seq"
+        return (
+            f"cost model {self.run}: kept {len(self.kept)} of {len(self.predicted)} op-level settings "
+            f"(predicted best i{i} {mode} {ms:.3g} ms; within {self.tolerance:.0%}, the default's kept)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the run, the tolerance, every prediction (ms), the kept pairs and the narrowed knobs."""
+        return {
+            "run": self.run,
+            "tolerance": self.tolerance,
+            "predicted": [{"intra_threads": i, "execution_mode": m, "predicted_ms": ms} for i, m, ms in self.predicted],
+            "kept": [{"intra_threads": i, "execution_mode": m} for i, m in self.kept],
+            "default": {"intra_threads": self.default[0], "execution_mode": self.default[1]},
+            "knobs": {k: list(v) for k, v in self.knobs.items()},
+        }
+
+
+def check_tolerance(tolerance: float) -> float:
+    """``tolerance`` as a float, or :class:`InvalidOption` naming the option."""
+    if not (isinstance(tolerance, int | float) and math.isfinite(tolerance) and 0 <= tolerance <= 10):
+        raise InvalidOption(f"--cost-model-tolerance {tolerance} must be 0 to 10 (a fraction of the predicted best)")
+    return float(tolerance)
+
+
+def check_cost_model(run: str | Path, engine: str, tolerance: float) -> float:
+    """Refuse, before anything is measured or written, a run that cannot predict milliseconds, another engine than
+    the real one, or a bad tolerance; the tolerance as a float."""
+    from mlsysopt.costmodel.latency import LatencyModel
+
+    if engine != "real":
+        raise InvalidOption(f"--cost-model {run}: it predicts ONNX Runtime sessions, for --engine real (not {engine})")
+    tolerance = check_tolerance(tolerance)
+    LatencyModel(run)
+    return tolerance
+
+
+def op_level_shortlist(
+    run: str | Path, onnx_path: str | Path, space: Space, cores: int, tolerance: float = DEFAULT_TOLERANCE
+) -> OpLevelShortlist:
+    """Predict every op-level setting of ``space`` for ``onnx_path`` and keep those within ``tolerance`` of the
+    best, plus the default's (``space.default(cores)``)."""
+    from mlsysopt.costmodel.latency import LatencyModel
+
+    tolerance = check_tolerance(tolerance)
+    pairs = sorted({(c.intra_threads, c.execution_mode) for c in space.configs()})
+    ms = [float(t) for t in LatencyModel(run).session_ms(onnx_path, pairs)]
+    if not all(math.isfinite(t) and t > 0 for t in ms):
+        raise InvalidOption(f"--cost-model {run}: it predicts {ms} ms for {onnx_path}, not positive times")
+    ranked = sorted(zip(pairs, ms, strict=True), key=lambda pm: (pm[1], pm[0]))
+    best = ranked[0][1]
+    d = space.default(cores)
+    default = (d.intra_threads, d.execution_mode)
+    kept = {p for p, t in ranked if t <= best * (1 + tolerance)} | {default}
+    return OpLevelShortlist(
+        run=str(run),
+        tolerance=tolerance,
+        predicted=tuple((i, m, t) for (i, m), t in ranked),
+        kept=tuple(sorted(kept)),
+        default=default,
+    )
