@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlsysopt.errors import InvalidOption
+from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.serving.space import Space
 
 DEFAULT_TOLERANCE = 0.2  # keep settings predicted at most 20% slower than the predicted best
@@ -90,7 +90,14 @@ def op_level_shortlist(
 
     tolerance = check_tolerance(tolerance)
     pairs = sorted({(c.intra_threads, c.execution_mode) for c in space.configs()})
-    ms = [float(t) for t in LatencyModel(run).session_ms(onnx_path, pairs)]
+    oracle = LatencyModel(run)
+    try:
+        ms = [float(t) for t in oracle.session_ms(onnx_path, pairs)]
+    except MlsysoptError:
+        raise
+    except Exception as exc:  # an op or shape the cost model's features cannot read: refused, not a traceback
+        why = f"{type(exc).__name__}: {exc}"
+        raise InvalidOption(f"--cost-model {run}: it cannot predict {onnx_path} ({why})") from None
     if not all(math.isfinite(t) and t > 0 for t in ms):
         raise InvalidOption(f"--cost-model {run}: it predicts {ms} ms for {onnx_path}, not positive times")
     ranked = sorted(zip(pairs, ms, strict=True), key=lambda pm: (pm[1], pm[0]))
