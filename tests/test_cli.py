@@ -269,12 +269,18 @@ def test_demo_writes_report(tmp_path: Path) -> None:
 
 def test_demo_runs_again_into_its_own_folder(tmp_path: Path) -> None:
     # `make demo` twice: the second run regenerates the synthetic data it wrote the first time, same figures
-    first = run("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path, timeout=240)
+    first = run("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path, timeout=360)
     assert first.returncode == 0, first.stderr
-    before = json.loads((tmp_path / "demo" / "result.json").read_text())["costmodel_quality"]
-    again = run("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path, timeout=240)
+    result = json.loads((tmp_path / "demo" / "result.json").read_text())
+    before, oracle = result["costmodel_quality"], result["costmodel_oracle"]
+    again = run("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path, timeout=360)
     assert again.returncode == 0, again.stderr
-    after = json.loads((tmp_path / "demo" / "result.json").read_text())["costmodel_quality"]
+    result = json.loads((tmp_path / "demo" / "result.json").read_text())
+    after = result["costmodel_quality"]
+    # the oracle section: every op-level setting predicted and measured, the same predictions on a second run
+    predicted = oracle["shortlist"]["predicted"]
+    assert len(predicted) == len(oracle["measured_ms"]) >= 2 and all(t > 0 for t in oracle["measured_ms"].values())
+    assert result["costmodel_oracle"]["shortlist"]["predicted"] == predicted
     for res in (before, after):  # seconds per epoch are timings
         for row in res["modes"].values():
             row.pop("epoch_s")

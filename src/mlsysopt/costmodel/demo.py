@@ -8,6 +8,8 @@ Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.costmodel.demo:demo_
    x threads, runtimes measured on this project's machine). GST+EFD and full-graph training with the library's
    defaults and the SAME number of epochs in total (GST+EFD's head-finetune epochs count), and LightGBM
    lambdarank (the field's baseline), ranked on held-out graphs; OPA 0.5 is a random ranking.
+3. The cost model as serving's oracle (:mod:`mlsysopt.costmodel.demo_oracle`): predicted vs measured op-level
+   ONNX Runtime settings of the zoo CNN, and what ``serving tune --cost-model`` keeps.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ BASELINE = "lightgbm"
 
 def demo_section(ctx: DemoContext) -> list[Section]:
     """Memory per step (full vs GST) and held-out ranking quality (full vs gst+efd) on synthetic layout graphs."""
+    from mlsysopt.costmodel.demo_oracle import oracle_section
     from mlsysopt.runtime.threads import torch_threads
 
     with torch_threads(1):
-        return [_memory(ctx), _quality(ctx)]
+        return [_memory(ctx), _quality(ctx), oracle_section(ctx, ctx.out / "costmodel" / "data")]
 
 
 def _memory(ctx: DemoContext) -> Section:
