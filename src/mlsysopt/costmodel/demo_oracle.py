@@ -11,7 +11,8 @@ the predicted best, plus the default's own) and whether the measured fastest is 
 from __future__ import annotations
 
 import os
-import shutil
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,8 +20,6 @@ import numpy as np
 from mlsysopt.report.html import Section
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from mlsysopt.demo import DemoContext
 
 EPOCHS = 2
@@ -38,19 +37,17 @@ def oracle_section(ctx: DemoContext, data: Path) -> Section:
     from mlsysopt.serving.space import Space
 
     ctx.step("costmodel: a latency model (logmse) as the oracle of serving's op-level knobs")
-    folder = ctx.out / "costmodel" / "oracle"
-    if folder.exists():
-        shutil.rmtree(folder)  # trained afresh on every run, like the quality section's subset
-    folder.mkdir(parents=True)
-    run = folder / "latency"
-    tc = TrainConfig(loss="logmse", epochs=EPOCHS, finetune_epochs=0, seed=ctx.seed)
-    train(data, run, tc)
-    onnx = export_zoo_onnx("cnn", folder / "cnn.onnx")
     cores = os.cpu_count() or 1
     space = Space.for_machine(cores)
-    short = op_level_shortlist(run, onnx, space, cores, DEFAULT_TOLERANCE)
-    configs = np.array([(3, i, m) for i, m, _ in short.predicted], np.int64)
-    measured = time_configs(OrtEngine(onnx, "cnn"), configs, ROUNDS, ctx.rng(41)).mean(axis=1) * 1e3
+    # the model and the export live in a temporary folder: the page shows every PNG of the demo folder, and this
+    # run's training plots are not part of it
+    with tempfile.TemporaryDirectory(prefix="mlsysopt-demo-oracle-") as tmp:
+        run = Path(tmp) / "latency"
+        train(data, run, TrainConfig(loss="logmse", epochs=EPOCHS, finetune_epochs=0, seed=ctx.seed))
+        onnx = export_zoo_onnx("cnn", Path(tmp) / "cnn.onnx")
+        short = op_level_shortlist(run, onnx, space, cores, DEFAULT_TOLERANCE)
+        configs = np.array([(3, i, m) for i, m, _ in short.predicted], np.int64)
+        measured = time_configs(OrtEngine(onnx, "cnn"), configs, ROUNDS, ctx.rng(41)).mean(axis=1) * 1e3
     predicted = np.array([ms for _, _, ms in short.predicted])
     kept = set(short.kept)
     fastest = short.predicted[int(np.argmin(measured))][:2]
@@ -63,7 +60,7 @@ def oracle_section(ctx: DemoContext, data: Path) -> Section:
         "data": "REAL: predicted by a model trained on the shipped real:cpu subset; measured here (ONNX Runtime)",
         "model": "zoo:cnn",
         "epochs": EPOCHS,
-        "shortlist": short.to_dict(),
+        "shortlist": short.to_dict() | {"run": "a temporary run trained by the demo"},
         "measured_ms": {f"{i},{m}": float(t) for (i, m, _), t in zip(short.predicted, measured, strict=True)},
         "spearman": rho,
         "measured_fastest_kept": fastest in kept,
