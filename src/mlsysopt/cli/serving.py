@@ -34,6 +34,7 @@ from mlsysopt.cli.serving_io import (
     print_measurements,
     print_tuning,
 )
+from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE
 from mlsysopt.text import plural
 
 serving_app = typer.Typer(
@@ -155,7 +156,7 @@ def serving_tune(
     cost_model_tolerance: Annotated[
         float,
         typer.Option("--cost-model-tolerance", help="Keep settings predicted within this fraction of the best."),
-    ] = 0.2,
+    ] = DEFAULT_TOLERANCE,
 ) -> None:
     """Measure the noise, search the (reduced) space, confirm the top candidates against the default, and report.
 

@@ -32,7 +32,7 @@ def oracle_section(ctx: DemoContext, data: Path) -> Section:
 
     from mlsysopt.costmodel import TrainConfig, train
     from mlsysopt.costmodel.collection.engines import OrtEngine, time_configs
-    from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE, op_level_shortlist
+    from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE, op_label, op_level_shortlist
     from mlsysopt.serving.model import export_zoo_onnx
     from mlsysopt.serving.space import Space
 
@@ -53,7 +53,7 @@ def oracle_section(ctx: DemoContext, data: Path) -> Section:
     fastest = short.predicted[int(np.argmin(measured))][:2]
     rho = float(spearmanr(predicted, measured).statistic) if len(predicted) > 2 else float("nan")
     rows = [
-        [f"i{i} {'par' if m else 'seq'}", p, float(t), "yes" if (i, m) in kept else "no"]
+        [op_label(i, m), p, float(t), "yes" if (i, m) in kept else "no"]
         for (i, m, p), t in zip(short.predicted, measured, strict=True)
     ]
     ctx.results["costmodel_oracle"] = {

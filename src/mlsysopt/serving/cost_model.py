@@ -15,10 +15,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
-from mlsysopt.serving.space import Space
+
+if TYPE_CHECKING:  # the CLI reads DEFAULT_TOLERANCE at start-up: nothing heavy here
+    from mlsysopt.serving.space import Space
 
 DEFAULT_TOLERANCE = 0.2  # keep settings predicted at most 20% slower than the predicted best
 
@@ -44,10 +46,9 @@ class OpLevelShortlist:
     def describe(self) -> str:
         """One line for the console: what was kept of how many, and the predicted best."""
         i, m, ms = self.predicted[0]
-        mode = "par" if m else "seq"
         return (
             f"cost model {self.run}: kept {len(self.kept)} of {len(self.predicted)} op-level settings "
-            f"(predicted best i{i} {mode} {ms:.3g} ms; within {self.tolerance:.0%}, the default's kept)"
+            f"(predicted best {op_label(i, m)} {ms:.3g} ms; within {self.tolerance:.0%}, the default's kept)"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,28 +70,34 @@ def check_tolerance(tolerance: float) -> float:
     return float(tolerance)
 
 
-def check_cost_model(run: str | Path, engine: str, tolerance: float) -> float:
-    """Refuse, before anything is measured or written, a run that cannot predict milliseconds, another engine than
-    the real one, or a bad tolerance; the tolerance as a float."""
+def check_cost_model(run: str | Path, engine: str) -> Any:
+    """The :class:`~mlsysopt.costmodel.latency.LatencyModel` of ``run``, loaded once; refused before anything is
+    measured or written when the run cannot predict milliseconds or the engine is not the real one."""
     from mlsysopt.costmodel.latency import LatencyModel
 
     if engine != "real":
         raise InvalidOption(f"--cost-model {run}: it predicts ONNX Runtime sessions, for --engine real (not {engine})")
-    tolerance = check_tolerance(tolerance)
-    LatencyModel(run)
-    return tolerance
+    return LatencyModel(run)
+
+
+def op_label(intra_threads: int, execution_mode: int) -> str:
+    """An op-level setting as a configuration label prints it: ``i2 seq``, ``i1 par``."""
+    return f"i{intra_threads} {'par' if execution_mode else 'seq'}"
 
 
 def op_level_shortlist(
-    run: str | Path, onnx_path: str | Path, space: Space, cores: int, tolerance: float = DEFAULT_TOLERANCE
+    oracle: Any, onnx_path: str | Path, space: Space, cores: int, tolerance: float = DEFAULT_TOLERANCE
 ) -> OpLevelShortlist:
-    """Predict every op-level setting of ``space`` for ``onnx_path`` and keep those within ``tolerance`` of the
-    best, plus the default's (``space.default(cores)``)."""
+    """Predict every op-level setting of ``space`` for ``onnx_path`` with ``oracle`` (a run folder, or the
+    :class:`~mlsysopt.costmodel.latency.LatencyModel` :func:`check_cost_model` loaded) and keep those within
+    ``tolerance`` of the best, plus the default's (``space.default(cores)``)."""
     from mlsysopt.costmodel.latency import LatencyModel
 
     tolerance = check_tolerance(tolerance)
+    if not isinstance(oracle, LatencyModel):
+        oracle = LatencyModel(oracle)
+    run = oracle.run
     pairs = sorted({(c.intra_threads, c.execution_mode) for c in space.configs()})
-    oracle = LatencyModel(run)
     try:
         ms = [float(t) for t in oracle.session_ms(onnx_path, pairs)]
     except MlsysoptError:

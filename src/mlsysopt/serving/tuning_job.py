@@ -35,7 +35,7 @@ from mlsysopt.errors import InvalidSpace, MlsysoptError
 from mlsysopt.io import to_jsonable
 from mlsysopt.serving.capacity import CapacityBackend
 from mlsysopt.serving.confirmation import confirm, measure_noise
-from mlsysopt.serving.cost_model import check_cost_model, check_tolerance, op_level_shortlist
+from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE, check_cost_model, check_tolerance, op_level_shortlist
 from mlsysopt.serving.deploy import ort_session_json, triton_config
 from mlsysopt.serving.experiment import SEARCH, TUNING_CHECKPOINT, PhaseCheckpoint, plot_tuning, recorded_phases
 from mlsysopt.serving.inputs import DEFAULT_PROFILE, check_backend, make_backend, resolve_profile, tuning_space
@@ -88,7 +88,7 @@ class TuningJob(Job):
         prior: str | None = None,
         export_anyway: bool = False,
         cost_model: str | None = None,
-        cost_model_tolerance: float = 0.2,
+        cost_model_tolerance: float = DEFAULT_TOLERANCE,
     ) -> None:
         super().__init__(out, resume)
         self.objective = objective or Objective()
@@ -116,8 +116,7 @@ class TuningJob(Job):
                     f"--profile {profile}: a profile is for --engine sim; the real engine measures --model"
                 )
             cost_model_tolerance = check_tolerance(cost_model_tolerance)
-            if cost_model is not None:
-                check_cost_model(cost_model, engine, cost_model_tolerance)
+            oracle = None if cost_model is None else check_cost_model(cost_model, engine)
             space_probe = tuning_space(engine, _cores(engine, profile), knobs)
             served = None
             if engine == "real":
@@ -137,9 +136,9 @@ class TuningJob(Job):
                 self.backend = CapacityBackend(stable, self.objective.slo_ms)  # type: ignore[arg-type]
             self.space = tuning_space(engine, window.cores, knobs)
             self.shortlist = None
-            if cost_model is not None:  # the op-level knobs narrowed to what the cost model predicts fast
+            if oracle is not None:  # the op-level knobs narrowed to what the cost model predicts fast
                 path = served.path  # type: ignore[union-attr]
-                self.shortlist = op_level_shortlist(cost_model, path, self.space, window.cores, cost_model_tolerance)
+                self.shortlist = op_level_shortlist(oracle, path, self.space, window.cores, cost_model_tolerance)
                 self.space = tuning_space(engine, window.cores, {**(knobs or {}), **self.shortlist.knobs})
             self.profile = prof
             self.prior = None
