@@ -5,12 +5,21 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def terminal_sigint() -> None:
+    """``preexec_fn`` of a command that a test Ctrl-Cs: SIGINT at its default and unblocked, as a terminal starts
+    it. Both are inherited, and a test process of the full suite can hold SIGINT ignored; a process that starts so
+    ignores Ctrl-C, as Unix wants, and the test hangs (reproduced by running one under a parent ignoring SIGINT)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
 
 
 def run(*args: str | Path, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:

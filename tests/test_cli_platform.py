@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cli_helpers import assert_user_error, run_inprocess
+from cli_helpers import assert_user_error, run_inprocess, terminal_sigint
 from mlsysopt.cli import debug_enabled, run
 from mlsysopt.graph.generate import homogeneous_cluster, layered_dag
 from mlsysopt.graph.ir import CompGraph
@@ -204,11 +204,6 @@ def test_a_real_full_disk_and_a_real_read_only_folder(work: Path) -> None:
     assert_user_error(ro, "Read-only file system", "mnt/ro/run")
 
 
-def _terminal_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-
-
 def test_a_real_ctrl_c_is_one_line_with_exit_130(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text(
         "import pathlib, time\n\ndef model():\n    pathlib.Path('started').touch()\n    time.sleep(60)\n"
@@ -216,10 +211,7 @@ def test_a_real_ctrl_c_is_one_line_with_exit_130(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "MLSYSOPT_DEBUG"}
     argv = [sys.executable, "-m", "mlsysopt.cli", "graph", "info", "slow.py:model"]
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-    # Started as a terminal starts a command: SIGINT at its default and unblocked. Both are inherited, and a test
-    # process of the full suite can hold SIGINT ignored (a process that starts so ignores Ctrl-C, as Unix wants:
-    # the test then hung; reproduced by running this test under a parent that ignores SIGINT).
-    proc = subprocess.Popen(argv, cwd=tmp_path, text=True, env=env, preexec_fn=_terminal_sigint, **pipes)
+    proc = subprocess.Popen(argv, cwd=tmp_path, text=True, env=env, preexec_fn=terminal_sigint, **pipes)
     # The Ctrl-C must land while the user's code runs: sent earlier (a loaded machine can take a minute to import
     # torch), it tests the import of third-party libraries instead, where a bare ``except:`` may swallow it.
     deadline = time.monotonic() + 240

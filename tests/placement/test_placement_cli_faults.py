@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cli_helpers import run
+from cli_helpers import run, terminal_sigint
 from mlsysopt.placement import TrainConfig, load_checkpoint, train
 from mlsysopt.runtime import LocalRayCluster
 
@@ -35,7 +35,8 @@ def start(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k != "MLSYSOPT_DEBUG"}
     cmd = [sys.executable, "-m", "mlsysopt.cli", "placement", "train", *ARGS, "--updates", "400", "--out", "run"]
     return subprocess.Popen([*cmd, *extra], cwd=tmp_path, env={**env, "COLUMNS": "80"}, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=terminal_sigint)  # fmt: skip
 
 
 def wait_for(what: str, ready, proc: subprocess.Popen[str]):

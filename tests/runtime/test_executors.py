@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from workloads import always_die, die_once, fail_on_three, square_plus
 
+from cli_helpers import terminal_sigint
 from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.runtime import BACKENDS, Executor, ExecutorLost, LocalExecutor, SerialExecutor, make_executor
 
@@ -100,6 +101,7 @@ def _pool_script(tmp_path: Path, seconds: float, on_interrupt: str = "raise") ->
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=terminal_sigint,
     )
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob("*-*"))) < 2 and time.monotonic() < deadline:
