@@ -137,6 +137,15 @@ def test_warm_rrl_starts_at_the_prior_best_and_gp_enqueues_its_top(fitted: Prior
     rrl = get_tuner("rrl", SPACE, Objective(), seed=0, prior=bound)
     res = tune(rrl, sim, [(w, 4)])
     assert res.steps[0].config == top[0] and rrl.warm
+    # Q follows a prior-based estimate further than the paper's: its step is warm_alpha, not alpha
+    assert rrl.alpha == rrl.knobs.warm_alpha != rrl.knobs.alpha
+    assert get_tuner("rrl", SPACE, Objective(), alpha=0.4).alpha == 0.4
+    fresh = get_tuner("rrl", SPACE, Objective(), seed=0, prior=bound, warm_alpha=0.9)
+    fresh.set_workload(w)
+    q0, config = fresh.q.copy(), fresh.ask()
+    fresh.tell(config, sim.measure(config, w))
+    region = np.setdiff1d(SPACE.region(config, fresh.knobs.radius), [SPACE.index(config)])
+    np.testing.assert_allclose(fresh.q[region], 0.1 * q0[region] + 0.9 * fresh.estimate(region), rtol=1e-9)
     np.testing.assert_allclose(rrl.estimator.scores(np.arange(3), w), rrl.estimate(np.arange(3)))
     gp = get_tuner("gp", SPACE, Objective(), seed=0, prior=bound, warm_trials=3)
     assert [s.config for s in tune(gp, sim, [(w, 4)]).steps[:3]] == top

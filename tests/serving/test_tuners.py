@@ -118,6 +118,8 @@ def test_bad_exploration_knob_values_name_the_tuner_and_the_knob(name: str) -> N
 def test_bad_rrl_knob_values_are_listed_together() -> None:
     with pytest.raises(MlsysoptError, match=r"rrl: invalid knob.*radius=-1.*alpha=2.*hidden=\(\)"):
         get_tuner("rrl", SPACE, Objective(), radius=-1, alpha=2, hidden=[])
+    with pytest.raises(MlsysoptError, match=r"rrl: invalid knob.*warm_alpha=0 \(need 0 < warm_alpha <= 1\)"):
+        get_tuner("rrl", SPACE, Objective(), warm_alpha=0)
     assert get_tuner("rrl", SPACE, Objective(), hidden=[8]).knobs.hidden == (8,)
 
 
