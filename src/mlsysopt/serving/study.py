@@ -115,7 +115,8 @@ CARRY_OVER = ("rrl",)
 
 
 def tuner_name(label: str) -> tuple[str, bool]:
-    """``rrl_warm`` -> (``rrl``, True); ``gp`` -> (``gp``, False)."""
+    """``rrl_warm`` -> (``rrl``, True); ``gp`` -> (``gp``, False); a ``:TAG`` naming a variant is dropped."""
+    label = label.partition(":")[0]
     return (label[: -len(WARM)], True) if label.endswith(WARM) else (label, False)
 
 
@@ -123,20 +124,21 @@ def study_run(args: tuple) -> dict[str, Any]:
     """Task: one (tuner, seed): measurements to within 5% at rate A, and at rate B after ``pre`` at A."""
     from mlsysopt.runtime.threads import torch_threads
 
-    label, seed, tables, space, objective, ra, rb, cap, pre, cores, prior = args
+    label, seed, tables, space, objective, ra, rb, cap, pre, cores, prior, *rest = args
+    knobs = rest[0] if rest else {}
     backend = TableBackend(tables, space, cores)
     truth = {r: [objective.score(backend.measure(c, Workload(r))) for c in space] for r in tables}
     opt = {r: min(v) for r, v in truth.items()}
     wa, wb = Workload(ra), Workload(rb)
     with torch_threads(1):
         t0 = time.process_time()
-        first = _evals_until(label, seed, space, objective, backend, [(wa, cap)], truth[ra], opt[ra], 0, prior)
+        first = _evals_until(label, seed, space, objective, backend, [(wa, cap)], truth[ra], opt[ra], 0, prior, knobs)
         t1 = time.process_time()
         if tuner_name(label)[0] in CARRY_OVER:
             sched, start = [(wa, pre), (wb, cap)], pre
         else:  # it starts over when the workload changes: what it measured at A cannot matter at B
             sched, start = [(wb, cap)], 0
-        shift = _evals_until(label, seed, space, objective, backend, sched, truth[rb], opt[rb], start, prior)
+        shift = _evals_until(label, seed, space, objective, backend, sched, truth[rb], opt[rb], start, prior, knobs)
     return {
         "tuner": label,
         "seed": seed,
@@ -157,6 +159,7 @@ def _evals_until(
     opt: float,
     start: int,
     prior: TaskPrior | None = None,
+    knobs: dict[str, Any] | None = None,
 ) -> int | None:
     from mlsysopt.serving.tuners import get_tuner
     from mlsysopt.serving.tuning import evals_to_within, tune
@@ -168,8 +171,8 @@ def _evals_until(
         return s.index >= start and evals_to_within([s], score, opt, TOL) == 1
 
     name, warm = tuner_name(label)
-    knobs = {"prior": prior} if warm else {}
-    res = tune(get_tuner(name, space, objective, seed=seed, **knobs), backend, schedule, until=reached)
+    extra = {**(knobs or {}), **({"prior": prior} if warm else {})}
+    res = tune(get_tuner(name, space, objective, seed=seed, **extra), backend, schedule, until=reached)
     return evals_to_within(res.steps, score, opt, TOL, start)
 
 
@@ -196,11 +199,13 @@ def run_study(
     n_requests: int = 400,
     objective: Objective | None = None,
     prior: Prior | None = None,
+    knobs: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Exhaustive tables, then every (tuner, seed) run; per tuner the median evals to 5% (a miss counts cap + 1).
 
     A tuner label ending in ``_warm`` (``rrl_warm``, ``gp_warm``, ``tpe_warm``) gets ``prior`` bound to ``profile``
-    (fitted on other models' histories, never on this profile's).
+    (fitted on other models' histories, never on this profile's). ``knobs`` gives a label its tuner's knobs; a
+    ``:TAG`` after the label tells variants of one tuner apart (``rrl_warm:a06`` with ``{"warm_alpha": 0.6}``).
     """
     objective = objective or Objective("latency")
     if any(tuner_name(t)[1] for t in tuners) and prior is None:
@@ -210,11 +215,9 @@ def run_study(
     cap = cap or math.ceil(0.2 * space.size)
     pre = min(pre, cap)
     tables = exhaustive_tables(profile, space, (ra, rb), n_requests, executor)
-    jobs = [
-        (n, s, tables, space, objective, ra, rb, cap, pre, profile.cores, bound if tuner_name(n)[1] else None)
-        for n in tuners
-        for s in seeds
-    ]
+    warm, extra = {n: bound if tuner_name(n)[1] else None for n in tuners}, knobs or {}
+    common = (tables, space, objective, ra, rb, cap, pre, profile.cores)
+    jobs = [(n, s, *common, warm[n], extra.get(n, {})) for n in tuners for s in seeds]
     rows = executor.map(study_run, jobs)
     out: dict[str, Any] = {
         "data": f"simulated: SimPy model of the engine, {profile.source} {profile.cores}-core profile",
