@@ -70,7 +70,8 @@ RATIOS = {
 }
 
 
-def _p90(values: list[float]) -> float | None:
+def p90(values: list[float]) -> float | None:
+    """The 90th percentile by order statistic (None for no values)."""
     return sorted(values)[int(0.9 * (len(values) - 1))] if values else None
 
 
@@ -141,10 +142,10 @@ def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
             by[key][t] = {c.name: _values([r for r in mine if r["profile"] == c.name], key, CAP) for c in cases}
         e, s = _values(mine, "evals_to_5pct", CAP), _values(mine, "shift", CAP)
         summary[t] = {
-            "median": statistics.median(e), "p90": _p90(e), "mean": float(np.mean(e)),
+            "median": statistics.median(e), "p90": p90(e), "mean": float(np.mean(e)),
             "mean_ci95": list(mean_ci(e)), "median_ci95": list(median_ci(e)),
             "reached": sum(r["evals_to_5pct"] is not None for r in mine) / len(mine),
-            "shift_median": statistics.median(s), "shift_p90": _p90(s),
+            "shift_median": statistics.median(s), "shift_p90": p90(s),
             "tuner_cpu_s_per_measurement": statistics.median(r["tuner_cpu_s_per_measurement"] for r in mine),
         }  # fmt: skip
     out: dict[str, Any] = {
@@ -200,18 +201,23 @@ def _priors(args: argparse.Namespace, split: str, cases: list[Any]) -> dict[str,
         if seen & heldout:
             raise SystemExit(f"the shipped prior saw held-out models {sorted(seen & heldout)}: refit it")
         return {c.model: prior for c in cases}
+    models = sorted({c.model for c in cases})
+    return leave_one_out_priors(args.histories, args.out.parent / "serving_tuning_cache", models)
+
+
+def leave_one_out_priors(histories: Path, cache: Path, models: list[str]) -> dict[str, Any]:
+    """A prior per tuning model, fitted on every other tuning model's histories (kept in ``cache``)."""
     from mlsysopt.serving.history import histories_from_runs
     from mlsysopt.serving.prior import Prior
 
-    hs = histories_from_runs([args.histories])
-    out = {}
-    cache = args.out.parent / "serving_tuning_cache"
     cache.mkdir(parents=True, exist_ok=True)
-    for model in sorted({c.model for c in cases}):
+    out, hs = {}, None
+    for model in models:
         path = cache / f"prior_without_{model}.pt"
         if path.is_file():
             out[model] = Prior.load(path)
             continue
+        hs = hs if hs is not None else histories_from_runs([histories])
         out[model] = Prior().fit([h for h in hs if h.profile.model != model])
         out[model].save(path)
         print(f"  prior without {model}: {out[model].describe()['samples']} samples", flush=True)

@@ -28,9 +28,7 @@ from mlsysopt.runtime import make_executor
 from mlsysopt.serving.presets import presets
 from mlsysopt.serving.space import Space
 from mlsysopt.serving.study import run_study
-
-MAX_BATCH = (1, 2, 4, 8, 16, 32, 64)
-CAP, PRE = 60, 30  # as benchmarks/serving.py
+from serving import CAP, MAX_BATCH, PRE, leave_one_out_priors, p90
 
 
 def parse_variant(text: str) -> tuple[str, str, dict[str, Any]]:
@@ -51,31 +49,8 @@ def parse_variant(text: str) -> tuple[str, str, dict[str, Any]]:
     return label, tuner, knobs
 
 
-def leave_one_out_priors(histories: Path, cache: Path, models: list[str]) -> dict[str, Any]:
-    """A prior per tuning model, fitted on every other tuning model's histories (kept in ``cache``)."""
-    from mlsysopt.serving.history import histories_from_runs
-    from mlsysopt.serving.prior import Prior
-
-    cache.mkdir(parents=True, exist_ok=True)
-    out, hs = {}, None
-    for model in models:
-        path = cache / f"prior_without_{model}.pt"
-        if path.is_file():
-            out[model] = Prior.load(path)
-            continue
-        hs = hs if hs is not None else histories_from_runs([histories])
-        out[model] = Prior().fit([h for h in hs if h.profile.model != model])
-        out[model].save(path)
-    return out
-
-
-def _summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {
-        "median": statistics.median(values),
-        "p90": ordered[int(0.9 * (len(ordered) - 1))],
-        "mean": float(np.mean(values)),
-    }
+def _summary(values: list[float]) -> dict[str, float | None]:
+    return {"median": statistics.median(values), "p90": p90(values), "mean": float(np.mean(values))}
 
 
 def main() -> None:

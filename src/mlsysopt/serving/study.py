@@ -124,8 +124,7 @@ def study_run(args: tuple) -> dict[str, Any]:
     """Task: one (tuner, seed): measurements to within 5% at rate A, and at rate B after ``pre`` at A."""
     from mlsysopt.runtime.threads import torch_threads
 
-    label, seed, tables, space, objective, ra, rb, cap, pre, cores, prior, *rest = args
-    knobs = rest[0] if rest else {}
+    label, seed, tables, space, objective, ra, rb, cap, pre, cores, prior, knobs = args
     backend = TableBackend(tables, space, cores)
     truth = {r: [objective.score(backend.measure(c, Workload(r))) for c in space] for r in tables}
     opt = {r: min(v) for r, v in truth.items()}
