@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/lint-imports
 
 # Tests marked `quiet` compare real timings of two runs: they run alone afterwards, not beside another worker.
 test: lint chromium

@@ -61,7 +61,8 @@ from mlsysopt.nas import (
     run_search,
     table_constraints,
 )
-from mlsysopt.nas.prior import TransferPrior, leave_one_out, register_prior
+from mlsysopt.nas.prior import TransferPrior
+from mlsysopt.nas.spaces.nasbench_graph import leave_one_out, register_prior
 from mlsysopt.runtime import make_executor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -47,7 +47,8 @@ import numpy as np
 
 from mlsysopt.io import read_json, write_json_atomic
 from mlsysopt.runtime import make_executor
-from mlsysopt.serving.presets import MODELS, preset_prior, presets
+from mlsysopt.serving.presets import MODELS, presets
+from mlsysopt.serving.prior import preset_prior
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.space import Space
 from mlsysopt.serving.stats import mean_ci, median_ci

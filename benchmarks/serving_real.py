@@ -214,7 +214,7 @@ def matters_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from mlsysopt.serving.capacity import CapacityBackend
     from mlsysopt.serving.engine import Engine
     from mlsysopt.serving.inputs import machine_threads, resolve_model
-    from mlsysopt.serving.presets import preset_prior
+    from mlsysopt.serving.prior import preset_prior
     from mlsysopt.serving.tuning_job import probe_profile
 
     cores = machine_threads()

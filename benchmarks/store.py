@@ -39,6 +39,7 @@ from typing import Any
 from mlsysopt.io import write_json_atomic
 from mlsysopt.store import StudyHandle, TrialRecord, parse_storage, storage
 from mlsysopt.store.database import Store
+from mlsysopt.store.run import RunStore
 from mlsysopt.store.writer import machine_id
 
 
@@ -192,7 +193,7 @@ def store_cost(source: Path, root: Path, reps: int) -> dict[str, Any]:
     def once(url: str, tag: str) -> float:
         with storage(url):
             c0 = time.process_time()
-            with RunDir(root / f"replay-{tag}", settings, checkpoint="checkpoint.pt").check() as run:
+            with RunDir(root / f"replay-{tag}", settings, checkpoint="checkpoint.pt", sink=RunStore).check() as run:
                 for i, rec in enumerate(result["evaluations"]):
                     record(nas_trial(rec), "maximize")
                     if i % 25 == 24:

@@ -40,6 +40,7 @@ from mlsysopt.cli.common import _annotation, harden
 from mlsysopt.cli.runs import add_storage_option
 from mlsysopt.graph.generate import homogeneous_cluster, layered_dag
 from mlsysopt.io import RunDir
+from mlsysopt.store.run import RunStore
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread")]
 
@@ -193,7 +194,9 @@ def make_inputs(d: Path) -> dict[str, Path]:
         (broken / f"list{ext}").write_text("[1, 2, 3]")
         with open(broken / f"huge{ext}", "wb") as f:  # sparse: 600 MiB on paper, nothing on disk
             f.truncate(600 * 2**20)
-    with RunDir(d / "serve1", {"command": "serving serve"}, checkpoint=None).check():  # a study of another system
+    with RunDir(
+        d / "serve1", {"command": "serving serve"}, checkpoint=None, sink=RunStore
+    ).check():  # a study of another system
         from mlsysopt.store import record_trial
 
         record_trial({"instances": 1}, 3.0, record={"config": {"instances": 1}}, key=0)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.cli_helpers import PNG_MAGIC, assert_user_error, run
+
+from cli_helpers import PNG_MAGIC, assert_user_error, run
 
 TINY = ("--segment-size", "150", "--configs-per-graph", "6", "--hidden", "16", "--layers", "2")
 

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.cli_helpers import PNG_MAGIC, assert_user_error, run
+
+from cli_helpers import PNG_MAGIC, assert_user_error, run
 
 CORA = ("nas", "search", "--space", "nasbench-graph:cora")
 MEDIANS = ("--max-latency-ms", "3.7309", "--max-params", "1197575")  # cora's median latency and params

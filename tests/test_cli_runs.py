@@ -17,6 +17,7 @@ import pytest
 from cli_helpers import PNG_MAGIC, assert_user_error, run_inprocess
 from mlsysopt.io import RunDir
 from mlsysopt.store import record_trial, storage
+from mlsysopt.store.run import RunStore
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +25,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """runs/mlsysopt.db with two NAS-like runs and a serving-like one (written through RunDir, as the systems do)."""
     root = tmp_path_factory.mktemp("runs")
     for name, offset, budget in (("nas1", 0.0, 6), ("nas2", 0.05, 8)):
-        with RunDir(root / "runs" / name, {"command": "nas search", "budget": budget}, checkpoint=None).check() as run:
+        with RunDir(
+            root / "runs" / name, {"command": "nas search", "budget": budget}, checkpoint=None, sink=RunStore
+        ).check() as run:
             for i in range(budget):
                 record_trial({"choice_0": i % 3, "blocks": 2}, 0.5 + offset + i / 100, record={"index": i}, key=i,
                              attrs={"test_perf": 0.4 + i / 100})  # fmt: skip
             run.write_json("result.json", {"command": "nas search", "best": {"perf": 0.5 + offset + budget / 100}})
-    with RunDir(root / "runs" / "tune1", {"command": "serving tune"}, checkpoint=None).check():
+    with RunDir(root / "runs" / "tune1", {"command": "serving tune"}, checkpoint=None, sink=RunStore).check():
         record_trial({"instances": 2, "max_batch": 8}, 12.5, record={"config": {"instances": 2}}, key=0)
     return root
 

@@ -9,7 +9,8 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from tests.cli_helpers import PNG_MAGIC, assert_user_error, run
+
+from cli_helpers import PNG_MAGIC, assert_user_error, run
 
 SIM = ("--engine", "sim", "--profile", "synthetic:4", "--requests", "60")
 SMALL = ("--instances", "1,2", "--max-batch", "1,4", "--batch-timeout-ms", "0,2", "--intra", "1,2", "--inter", "1")

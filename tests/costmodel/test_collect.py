@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.cli_helpers import run_inprocess
 
+from cli_helpers import run_inprocess
 from mlsysopt.costmodel.collection import MANIFEST, collect, make_plan
 from mlsysopt.costmodel.collection.engines import TorchEngine
 from mlsysopt.costmodel.collection.families import FAMILIES, build

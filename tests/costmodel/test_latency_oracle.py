@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.cli_helpers import assert_user_error, run_inprocess
 
+from cli_helpers import assert_user_error, run_inprocess
 from mlsysopt.costmodel import TrainConfig, train
 from mlsysopt.costmodel.collection import collect
 from mlsysopt.costmodel.latency import LatencyModel
@@ -31,7 +31,7 @@ def oracle_run(tmp_path_factory: pytest.TempPathFactory, one_torch_thread: None)
 def test_the_oracle_predicts_milliseconds_and_refuses_a_ranking_model(oracle_run: Path, tmp_path: Path) -> None:
     import torch
 
-    from mlsysopt.nas.spaces.cnn_model import build_model
+    from mlsysopt.models.cnn_cell import build_model
 
     assert json.loads((oracle_run / "result.json").read_text())["runtime_unit"] == "ns"
     oracle = LatencyModel(oracle_run)
@@ -66,9 +66,9 @@ def test_the_serving_prior_gives_measurement_records_for_op_level_knobs(oracle_r
     import torch
     from torch import nn
 
-    from mlsysopt.costmodel.prior import SOURCE, serving_prior
     from mlsysopt.graph.importers.onnx import export_onnx
     from mlsysopt.serving.backend import Measurement
+    from mlsysopt.serving.cost_model import SOURCE, serving_prior
     from mlsysopt.serving.space import Space, Workload
 
     path = export_onnx(nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU()).eval(), (torch.zeros(1, 1, 8, 8),),

@@ -37,8 +37,6 @@ LAYERS: dict[str, int] = {
     **{m: 7 for m in ("trainer", "trees", "boosting", "baselines")},
     **{m: 8 for m in ("experiment", "inference", "synthesis", "collection")},
     "latency": 9,  # a trained run as an oracle: loads it (inference), builds records as collection does
-    **{m: 10 for m in ("prior", "demo_oracle")},
-    "demo": 11,  # the demo section, its oracle part included
 }
 
 

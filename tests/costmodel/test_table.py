@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.cli_helpers import run_inprocess
 
+from cli_helpers import run_inprocess
 from mlsysopt.costmodel import TrainConfig, train
 from mlsysopt.costmodel.data import load_dataset
 from mlsysopt.errors import InvalidDataFile

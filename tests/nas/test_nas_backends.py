@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.cli_helpers import run
 
+from cli_helpers import run
 from mlsysopt.nas import SearchOptions, get_method, get_space, prepare_search, run_search
 from mlsysopt.runtime import LocalExecutor, LocalRayCluster, RayExecutor, SerialExecutor
 

@@ -10,7 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.cli_helpers import assert_user_error
+
+from cli_helpers import assert_user_error
 
 CORA = ("nas", "search", "--space", "nasbench-graph:cora")
 DIGITS = ("nas", "search", "--space", "digits")

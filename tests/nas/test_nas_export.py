@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from mlsysopt.errors import InvalidArchitecture, InvalidRunDir, MlsysoptError
+from mlsysopt.models.cnn_cell import model_from_architecture
 from mlsysopt.nas import SearchOptions, prepare_search
 from mlsysopt.nas.export import load_exported_cnn, prepare_export
-from mlsysopt.nas.spaces.cnn_model import model_from_architecture
 from mlsysopt.nas.spaces.data import load_digits_split
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

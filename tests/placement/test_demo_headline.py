@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlsysopt.demo.placement import _headline
 from mlsysopt.placement.base import PlacementResult
-from mlsysopt.placement.demo import _headline
 
 
 def runs(**makespans: float) -> dict[str, PlacementResult]:

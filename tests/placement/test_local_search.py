@@ -9,9 +9,9 @@ from mlsysopt.graph.generate import layered_dag, random_cluster
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import Evaluator
 from mlsysopt.placement.baselines import LocalSearch, heft_schedule
+from mlsysopt.placement.baselines.portfolio import run_portfolio
 from mlsysopt.placement.move_search import SearchConfig, gumbel_top_k, local_search
 from mlsysopt.placement.moves import CHAIN, RELOCATE, SWAP, critical_chains, move_set, node_ids, other_moves
-from mlsysopt.placement.portfolio import run_portfolio
 
 
 def problem(seed: int = 0, n: int = 18, d: int = 4) -> PlacementProblem:

@@ -25,6 +25,7 @@ from mlsysopt.serving.simulator import SimulatedEngine
 from mlsysopt.serving.space import Config, Space, Workload
 from mlsysopt.serving.tuners import get_tuner
 from mlsysopt.serving.tuning import tune
+from mlsysopt.store.run import RunStore
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -48,7 +49,9 @@ def _sim() -> SimulatedEngine:
 
 
 def _run(out: Path, budget: int, resume: bool, settings: dict | None = None, tuner: str = "rrl"):
-    run = RunDir(out, settings or {"tuner": tuner, "seed": 3}, resume=resume, checkpoint=TUNING_CHECKPOINT).check()
+    run = RunDir(
+        out, settings or {"tuner": tuner, "seed": 3}, resume=resume, checkpoint=TUNING_CHECKPOINT, sink=RunStore
+    ).check()
     with run:
         return run_tuning(get_tuner(tuner, SPACE, OBJ, seed=3), _sim(), [(W, budget)], run)
 
@@ -118,7 +121,7 @@ def test_measurement_round_trips_through_strict_json(tmp_path: Path) -> None:
     assert Measurement.from_dict(json.loads(json.dumps(m.to_dict()))) == m
     # a window in which nothing finished has infinite latencies: written as null, read back as inf
     empty = Measurement(SPACE.config(0), W, *[math.inf] * 4, 0.0, 1.0, 9.0, 256, 80, 0, 80, True, 30.0)
-    run = RunDir(tmp_path / "r", checkpoint=TUNING_CHECKPOINT)
+    run = RunDir(tmp_path / "r", checkpoint=TUNING_CHECKPOINT, sink=RunStore)
     with run:
         run.save_checkpoint({"measurements": [empty.to_dict()]})
     assert '"mean_ms": null' in (tmp_path / "r" / TUNING_CHECKPOINT).read_text()

@@ -73,7 +73,7 @@ def test_high_noise_is_warned_with_its_figure() -> None:
 
 
 def test_demo_headline_names_the_winner_ties_and_misses() -> None:
-    from mlsysopt.serving.demo import sim_headline
+    from mlsysopt.demo.serving import sim_headline
 
     def fin(**evals: int | None) -> dict:
         return {k: {"evals_to_5pct": v} for k, v in evals.items()}

@@ -13,6 +13,7 @@ import pytest
 from mlsysopt.errors import InvalidRunDir, StoreError
 from mlsysopt.io import RunDir
 from mlsysopt.store import record_trial, storage
+from mlsysopt.store.run import RunStore
 
 SETTINGS = {"command": "nas search", "budget": 5, "space": "nasbench-graph:cora"}
 
@@ -22,7 +23,7 @@ def _study(db: Path, name: str = "run") -> optuna.Study:
 
 
 def test_a_run_writes_its_study_beside_the_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = RunDir(tmp_path / "run", SETTINGS, checkpoint="checkpoint.json").check()
+    run = RunDir(tmp_path / "run", SETTINGS, checkpoint="checkpoint.json", sink=RunStore).check()
     assert not any(tmp_path.iterdir())  # checking creates nothing, the store included
     with run:
         print("evaluating 5 architectures")
@@ -44,14 +45,17 @@ def test_a_run_writes_its_study_beside_the_folder(tmp_path: Path, capsys: pytest
 
 
 def test_a_run_that_fails_before_its_checkpoint_leaves_no_study_and_no_store(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError), RunDir(tmp_path / "run", SETTINGS, checkpoint="c.json").check():
+    with pytest.raises(RuntimeError), RunDir(tmp_path / "run", SETTINGS, checkpoint="c.json", sink=RunStore).check():
         record_trial({"x": 1}, 1.0)
         raise RuntimeError("crash in the first step")
     assert not any(tmp_path.iterdir())
 
 
 def test_a_failed_run_with_a_checkpoint_keeps_its_study_as_failed(tmp_path: Path) -> None:
-    with pytest.raises(KeyboardInterrupt), RunDir(tmp_path / "run", SETTINGS, checkpoint="c.json").check() as run:
+    with (
+        pytest.raises(KeyboardInterrupt),
+        RunDir(tmp_path / "run", SETTINGS, checkpoint="c.json", sink=RunStore).check() as run,
+    ):
         record_trial({"x": 1}, 1.0, key=0)
         run.save_checkpoint({"n": 1})
         raise KeyboardInterrupt
@@ -60,12 +64,12 @@ def test_a_failed_run_with_a_checkpoint_keeps_its_study_as_failed(tmp_path: Path
 
 
 def test_resume_continues_the_same_study_and_the_store_can_stand_in_for_a_lost_checkpoint(tmp_path: Path) -> None:
-    with RunDir(tmp_path / "run", SETTINGS, checkpoint="checkpoint.json").check() as run:
+    with RunDir(tmp_path / "run", SETTINGS, checkpoint="checkpoint.json", sink=RunStore).check() as run:
         for i in range(3):
             record_trial({"x": i}, float(i), key=i)
         run.save_checkpoint({"done": 3})
     (tmp_path / "run" / "checkpoint.json").unlink()  # the folder lost its checkpoint (a node's disk went away)
-    again = RunDir(tmp_path / "run", SETTINGS, resume=True, checkpoint="checkpoint.json").check()
+    again = RunDir(tmp_path / "run", SETTINGS, resume=True, checkpoint="checkpoint.json", sink=RunStore).check()
     assert again.load_checkpoint() == {"done": 3}  # from the store, before the folder is touched
     with again:
         assert (tmp_path / "run" / "checkpoint.json").is_file()  # the folder is the source of truth again
@@ -79,15 +83,15 @@ def test_resume_continues_the_same_study_and_the_store_can_stand_in_for_a_lost_c
 
 def test_resume_without_a_checkpoint_anywhere_says_so(tmp_path: Path) -> None:
     with pytest.raises(InvalidRunDir, match=r"no checkpoint at .* nor a copy in the study store"):
-        RunDir(tmp_path / "run", SETTINGS, resume=True, checkpoint="checkpoint.json").check()
+        RunDir(tmp_path / "run", SETTINGS, resume=True, checkpoint="checkpoint.json", sink=RunStore).check()
     assert not any(tmp_path.iterdir())
 
 
 def test_storage_none_and_an_explicit_store(tmp_path: Path) -> None:
-    with storage("none"), RunDir(tmp_path / "a", SETTINGS, checkpoint=None).check():
+    with storage("none"), RunDir(tmp_path / "a", SETTINGS, checkpoint=None, sink=RunStore).check():
         assert not record_trial({"x": 1}, 1.0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a"]
-    with storage(str(tmp_path / "team.db")), RunDir(tmp_path / "b", SETTINGS, checkpoint=None).check():
+    with storage(str(tmp_path / "team.db")), RunDir(tmp_path / "b", SETTINGS, checkpoint=None, sink=RunStore).check():
         record_trial({"x": 1}, 1.0)
     assert len(_study(tmp_path / "team.db", "b").trials) == 1
 
@@ -97,13 +101,13 @@ def test_a_bad_store_is_refused_before_the_folder_exists(tmp_path: Path, monkeyp
     with pytest.raises(
         StoreError, match=r"MLSYSOPT_STORAGE=postgresql\+psycopg2://nobody@127.0.0.1:1/db: cannot reach"
     ):
-        RunDir(tmp_path / "run", SETTINGS, checkpoint=None).check()
+        RunDir(tmp_path / "run", SETTINGS, checkpoint=None, sink=RunStore).check()
     assert not any(tmp_path.iterdir())
 
 
 def test_a_store_failing_mid_run_stops_the_store_not_the_run(tmp_path: Path) -> None:
     warned = pytest.warns(UserWarning, match="stopped taking this run's trials")
-    with warned, RunDir(tmp_path / "run", SETTINGS, checkpoint=None).check() as run:
+    with warned, RunDir(tmp_path / "run", SETTINGS, checkpoint=None, sink=RunStore).check() as run:
         record_trial({"x": 1}, 1.0)
         run.store.flush()
         record_trial({"x": 1.5}, 2.0)  # another kind of parameter: the store refuses it
@@ -114,7 +118,7 @@ def test_a_store_failing_mid_run_stops_the_store_not_the_run(tmp_path: Path) -> 
 
 
 def test_a_run_records_from_a_forked_worker_directly(tmp_path: Path) -> None:
-    with RunDir(tmp_path / "run", SETTINGS, checkpoint=None).check() as run:
+    with RunDir(tmp_path / "run", SETTINGS, checkpoint=None, sink=RunStore).check() as run:
         record_trial({"x": 0}, 0.0, key="parent")
         run.store.flush()
         pid = os.fork()
@@ -129,7 +133,8 @@ _KILLED_RUN = """
 import sys, time
 from mlsysopt.io import RunDir
 from mlsysopt.store import record_trial
-with RunDir(sys.argv[1], {"command": "nas search"}, checkpoint="checkpoint.json").check() as run:
+from mlsysopt.store.run import RunStore
+with RunDir(sys.argv[1], {"command": "nas search"}, checkpoint="checkpoint.json", sink=RunStore).check() as run:
     for i in range(1000):
         record_trial({"x": i}, float(i), key=i)
         if i % 10 == 9:
@@ -161,7 +166,9 @@ def test_a_killed_run_is_listed_as_killed_and_keeps_what_its_checkpoint_has(tmp_
     done = json.loads((tmp_path / "run" / "checkpoint.json").read_text())["done"]
     numbers = sorted(t.number for t in _study(tmp_path / "mlsysopt.db").trials)
     assert numbers == list(range(len(numbers)))  # whole trials, no gap: what was written before the kill
-    with RunDir(tmp_path / "run", {"command": "nas search"}, resume=True, checkpoint="checkpoint.json").check():
+    with RunDir(
+        tmp_path / "run", {"command": "nas search"}, resume=True, checkpoint="checkpoint.json", sink=RunStore
+    ).check():
         for i in range(done + 5):  # as a resumed search does: its checkpoint's history again, then new steps
             record_trial({"x": i}, float(i), key=i)
     study = _study(tmp_path / "mlsysopt.db")

@@ -10,6 +10,7 @@ import optuna
 import pytest
 
 from mlsysopt.io import RunDir
+from mlsysopt.store.run import RunStore
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -52,7 +53,7 @@ def test_placement_compare_records_a_trial_per_method_and_seed(tmp_path: Path) -
     from mlsysopt.placement import compare
 
     g, c = layered_dag(12, num_types=2, seed=1), random_cluster(3, num_types=2, seed=1)
-    with RunDir(tmp_path / "cmp", {"command": "placement compare"}, checkpoint=None).check():
+    with RunDir(tmp_path / "cmp", {"command": "placement compare"}, checkpoint=None, sink=RunStore).check():
         cmp = compare(g, c, ["heft", "random"], seeds=2, budget=10)
     study = _study(tmp_path, "cmp")
     got = {(t.params["method"], t.params["seed"]): t.value for t in study.trials}
@@ -75,7 +76,7 @@ def test_costmodel_training_records_its_epochs_as_intermediate_values(tmp_path: 
 def test_the_demo_records_its_summary_and_its_page_names_the_store(tmp_path: Path) -> None:
     from mlsysopt.demo import run_demo
 
-    with RunDir(tmp_path / "demo", {"command": "demo", "seed": 0}, checkpoint=None).check():
+    with RunDir(tmp_path / "demo", {"command": "demo", "seed": 0}, checkpoint=None, sink=RunStore).check():
         run_demo(tmp_path / "demo", seed=0, only=["montage"])
     study = _study(tmp_path, "demo")
     assert study.trials and study.trials[0].user_attrs["system"]  # a summary row of the page, as a trial

@@ -10,8 +10,11 @@ import pytest
 from cli_helpers import assert_user_error, run_inprocess
 from mlsysopt.errors import StoreError
 from mlsysopt.io import RunDir
+from mlsysopt.nas.warm_start import warm_start_search
+from mlsysopt.serving.warm_start import warm_start_tuning
 from mlsysopt.store import record_trial
-from mlsysopt.store.history import read_histories, warm_start_search, warm_start_tuning
+from mlsysopt.store.history import read_histories
+from mlsysopt.store.run import RunStore
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -28,7 +31,7 @@ def nas_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("warm")
     prepare_search(root / "cora", SearchOptions(space="nasbench-graph:cora", method="random", budget=8)).run()
-    with RunDir(root / "serve1", {"command": "serving serve"}, checkpoint=None).check():
+    with RunDir(root / "serve1", {"command": "serving serve"}, checkpoint=None, sink=RunStore).check():
         record_trial({"instances": 1}, 3.0, record={"config": {}}, key=0)
     return root
 

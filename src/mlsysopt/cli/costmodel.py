@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+import mlsysopt.cli.costmodel_io as o
 from mlsysopt import costmodel as cm
-from mlsysopt.cli import costmodel_io as o
 from mlsysopt.cli.common import (
     AddressOpt,
     BackendOpt,

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from mlsysopt.cli.common import SeedOpt, console, err_console
 from mlsysopt.errors import InvalidOption
+from mlsysopt.store.run import RunStore
 
 
 # ---------------------------------------------------------------------------- demo
@@ -40,7 +41,7 @@ def demo(
     if picked is not None and not picked:
         raise InvalidOption(f"--only '{only}' names no section (have: {', '.join(demo_mod.BUILDERS)})")
     names = demo_mod.select(picked)
-    run = RunDir(out, {"command": "demo", "seed": seed, "sections": names}, checkpoint=None).check()
+    run = RunDir(out, {"command": "demo", "seed": seed, "sections": names}, checkpoint=None, sink=RunStore).check()
     columns = (
         SpinnerColumn(),
         TextColumn("{task.description}"),

@@ -24,6 +24,7 @@ from mlsysopt.cli.common import (
 )
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import RunDir
+from mlsysopt.store.run import RunStore
 
 graph_app = typer.Typer(
     help="Computation graphs and device clusters: inspect, generate, import, simulate.",
@@ -226,7 +227,7 @@ def graph_simulate(
         raise MlsysoptError("give either --placement P.json or --random, not both")
     settings = {"command": "graph simulate", "source": graph_source, "cluster": cluster_spec, "seed": seed}
     settings.update(devices=devices, num_tasks=num_tasks, input_shape=input_shape)
-    run = RunDir(out, {**settings, "placement": placement_path}, checkpoint=None).check()
+    run = RunDir(out, {**settings, "placement": placement_path}, checkpoint=None, sink=RunStore).check()
     result, problem, sched, placement = _simulate(graph_source, {**settings, "random": random}, placement_path, seed)
     from mlsysopt.report.gantt import plot_gantt
 

@@ -155,7 +155,7 @@ def nas_search(
                             latency_model=None if latency_model is None else str(latency_model))  # fmt: skip
     with err_console.status(f"loading the space {escape(space)}"):
         job = prepare_search(out, options, resume)  # every input checked; nothing written yet
-    from mlsysopt.store.history import warm_start_search
+    from mlsysopt.nas.warm_start import warm_start_search
 
     if note := warm_start_search(job, warm_start):  # earlier runs from the study store; nothing written yet
         err_console.print(note)

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from mlsysopt.cli import placement_io as pio
+import mlsysopt.cli.placement_io as pio
 from mlsysopt.cli.common import (
     AddressOpt,
     BackendOpt,

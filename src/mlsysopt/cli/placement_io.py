@@ -15,6 +15,7 @@ from mlsysopt.cli.common import Interrupted, console, err_console, parse_shape
 from mlsysopt.cli.graph import show
 from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.io import RunDir
+from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
     from mlsysopt.graph.problem import PlacementProblem
@@ -88,7 +89,7 @@ ResumeOpt = Annotated[bool, typer.Option("--resume/--no-resume", help="Continue 
 def one_shot_run(command: str, options: dict[str, Any]) -> RunDir:
     """The checked (not yet created) run folder of ``command``; its settings are every option but ``--out``."""
     settings = {"command": command, **{k: v for k, v in options.items() if k not in ("out", "ctx")}}
-    return RunDir(options["out"], settings, checkpoint=None).check()
+    return RunDir(options["out"], settings, checkpoint=None, sink=RunStore).check()
 
 
 def check_sizes(options: dict[str, Any]) -> None:

@@ -188,7 +188,7 @@ def serving_tune(
     with job:
         if job.shortlist is not None:
             err_console.print(job.shortlist.describe())
-        from mlsysopt.store.history import warm_start_tuning
+        from mlsysopt.serving.warm_start import warm_start_tuning
 
         if note := warm_start_tuning(job, warm_start):  # earlier runs from the study store; nothing written yet
             err_console.print(note)

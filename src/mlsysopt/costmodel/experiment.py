@@ -24,6 +24,7 @@ from mlsysopt.costmodel.data import load_dataset
 from mlsysopt.costmodel.train_config import AUTO_SEGMENT_CAP, TREE_MODES, TrainConfig
 from mlsysopt.errors import InvalidDataFile, InvalidOption, InvalidRunDir, MissingSplit, MlsysoptError
 from mlsysopt.io import RunDir, write_atomic
+from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
     from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
@@ -379,4 +380,4 @@ def _run_folder(out: str | Path | None, settings: dict[str, Any], **kw: Any) -> 
     kw.setdefault("checkpoint", None)
     if kw["checkpoint"] is None and (Path(out) / CHECKPOINT_NAME).exists():
         raise InvalidRunDir(f"--out {out} holds a training run ({CHECKPOINT_NAME}): choose another folder")
-    return RunDir(out, settings, **kw).check()
+    return RunDir(out, settings, **kw, sink=RunStore).check()

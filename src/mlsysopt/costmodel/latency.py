@@ -7,7 +7,7 @@ unit (a ``costmodel collect`` dataset records nanoseconds), builds the TpuGraphs
 * :meth:`LatencyModel.torch_ms` -- a PyTorch module at PyTorch's default (every convolution contiguous, one
   thread), which is what NAS measures as ``latency_ms`` (``nas search --latency-model RUN``);
 * :meth:`LatencyModel.session_ms` -- an ONNX model under ONNX Runtime settings (intra-op threads, sequential or
-  parallel), what serving tunes at the op level (:mod:`mlsysopt.costmodel.prior`).
+  parallel), what serving tunes at the op level (:func:`mlsysopt.serving.cost_model.serving_prior`).
 
 A model trained with a ranking loss orders the configurations of one graph; its scores are not times, and it is
 refused with the way out.

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from mlsysopt.costmodel import evaluation
+import mlsysopt.costmodel.evaluation as evaluation
 from mlsysopt.costmodel.checkpoint import check_compatible, checkpoint_path, load_checkpoint, save_checkpoint, tagged
 from mlsysopt.costmodel.data.record import ConfigSubset
 from mlsysopt.costmodel.gst import GSTSteps, Write, combine

@@ -15,6 +15,7 @@ from mlsysopt.errors import InvalidCluster, InvalidGraph, MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.limits import check_devices, check_tasks
+from mlsysopt.graph.units import units_of as graph_units  # which UNITS preset fits a graph
 
 
 def layered_dag(
@@ -337,16 +338,6 @@ UNITS: dict[str, tuple[float, float, float]] = {
     "workflow": (1.0, 1e8, 1e-3),  # compute in seconds at speed 1, files in bytes: ~100 MB/s, ~1 ms
     "synthetic": (1.0, 1.0, 0.1),  # layered_dag units
 }
-
-
-def graph_units(graph: CompGraph) -> str:
-    """Which UNITS preset fits a graph, from its importer (``meta['source']``)."""
-    source = str(graph.meta.get("source", ""))
-    if source in ("torch.fx", "onnx"):
-        return "dnn"
-    if source == "wfcommons":
-        return "workflow"
-    return "synthetic"
 
 
 def cluster_for(graph: CompGraph, num_devices: int, seed: int = 0, q: float = 0.5) -> DeviceCluster:

@@ -12,13 +12,10 @@ work at the rates measured for each generator (the ``*_BYTES`` / ``*_SECONDS`` c
 from __future__ import annotations
 
 import math
-import os
-from functools import cache
 
 from mlsysopt.errors import InvalidOption
+from mlsysopt.limits import MEMORY_FRACTION, memory_budget  # this module's budget is the ground one
 
-#: Share of the physical memory one command may plan to use.
-MEMORY_FRACTION = 0.25
 #: Seconds of generation work one command may plan to spend.
 TIME_BUDGET_S = 600.0
 
@@ -35,16 +32,6 @@ TASK_DEVICE_BYTES = 32.0
 #: Peak bytes and seconds per task of a WfChef recipe instance (wfcommons keeps JSON and networkx copies).
 RECIPE_TASK_BYTES = 8192.0
 RECIPE_TASK_SECONDS = 1e-3
-
-
-@cache
-def memory_budget() -> int:
-    """Bytes a command may plan to allocate: :data:`MEMORY_FRACTION` of the physical memory."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not POSIX: assume a small 8 GiB machine
-        total = 8 * 2**30
-    return int(total * MEMORY_FRACTION)
 
 
 def _gib(nbytes: float) -> str:

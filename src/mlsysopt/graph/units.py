@@ -2,7 +2,7 @@
 
 The simulator only divides (``compute / speed``, ``bytes / bandwidth``, ``+ delay``), so a graph and a cluster
 must agree on units. Each graph is in one of three unit systems, picked from its importer
-(:func:`~mlsysopt.graph.generate.graph_units`):
+(:func:`units_of`):
 
 =========  =====================  ===================  =============  ===================  =================
 system     compute                speed                edge bytes     bandwidth            delay, time
@@ -21,13 +21,19 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mlsysopt.errors import MlsysoptWarning
 
 if TYPE_CHECKING:
-    from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.ir import CompGraph
+
+
+class DeviceCluster(Protocol):
+    """What the checks here read of a :class:`~mlsysopt.graph.cluster.DeviceCluster` (which imports this module)."""
+
+    units: str | None
+
 
 #: Unit labels of each system, by quantity.
 UNIT_LABELS: dict[str, dict[str, str]] = {
@@ -58,10 +64,13 @@ MAX_PLAUSIBLE_SECONDS = 365 * 24 * 3600.0
 
 
 def units_of(graph: CompGraph) -> str:
-    """The unit system of a graph (``dnn``, ``workflow`` or ``synthetic``)."""
-    from mlsysopt.graph.generate import graph_units
-
-    return graph_units(graph)
+    """The unit system of a graph (``dnn``, ``workflow`` or ``synthetic``), from its importer (``meta['source']``)."""
+    source = str(graph.meta.get("source", ""))
+    if source in ("torch.fx", "onnx"):
+        return "dnn"
+    if source == "wfcommons":
+        return "workflow"
+    return "synthetic"
 
 
 def unit(system: str | None, quantity: str) -> str:

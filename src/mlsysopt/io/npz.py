@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mlsysopt.errors import MlsysoptError
+from mlsysopt.limits import memory_budget
 
 
 def _gib(n: float) -> str:
@@ -27,8 +28,6 @@ def check_npz_headers(path: str | Path, error: type[MlsysoptError] = MlsysoptErr
     An unreadable zip is left to the caller's ``np.load`` (which names it); compressed members are checked by their
     uncompressed size.
     """
-    from mlsysopt.graph.limits import memory_budget
-
     fmt = np.lib.format
     budget = memory_budget()
     try:

@@ -9,11 +9,10 @@ first step leaves no folder and no file; once a checkpoint exists it is kept for
 On ``--resume`` the saved settings must equal the current ones except for the names in ``resumable`` (a larger
 budget, more epochs, other workers); the error names every setting that differs.
 
-Every run also has a study in the study store (:mod:`mlsysopt.store`; ``--storage``, ``MLSYSOPT_STORAGE`` or
-``mlsysopt.db`` beside the folder): :meth:`check` resolves and reaches the store before anything exists,
-:meth:`record_trial` adds a trial to the run's study (written within half a second, off the caller's thread),
-every checkpoint is copied into the store, so ``--resume`` works from the store when the folder lost its
-checkpoint; closing records the run's status and headline figure. ``log.txt`` keeps what the run printed, its
+A run may also have a **sink** that a layer above attaches (the study store, :class:`mlsysopt.store.RunStore`,
+passed as ``sink=RunStore``; this module imports nothing of it): :meth:`check` resolves and reaches it before
+anything exists, every checkpoint is copied into it, so ``--resume`` works from the sink when the folder lost its
+checkpoint, and closing records the run's status and headline figure there. ``log.txt`` keeps what the run printed, its
 warnings and timings (:mod:`mlsysopt.io.runlog`).
 """
 
@@ -25,9 +24,10 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mlsysopt.errors import InvalidRunDir, MlsysoptError, WriteFailed
 from mlsysopt.io.files import load_torch, remove_stale_temps, save_torch_atomic, write_atomic
@@ -35,11 +35,61 @@ from mlsysopt.io.jsonio import loads_json, read_json, to_jsonable, write_json_at
 
 if TYPE_CHECKING:
     from mlsysopt.io.runlog import RunLog
-    from mlsysopt.store.run import RunStore
 
 SETTINGS = "settings.json"
 LOCK = ".lock"
 LOG = "log.txt"
+
+
+class SinkSpec(Protocol):
+    """Where a sink writes: whether it is on, and how to name it to a user (credentials masked)."""
+
+    enabled: bool
+    display: str
+
+
+class RunSink(Protocol):
+    """What a run folder tells the layer that attached it (the study store's :class:`~mlsysopt.store.RunStore`)."""
+
+    study_name: str | None
+
+    def check(self) -> SinkSpec:
+        """Resolve and reach the sink, with no side effect (an error refuses the run before anything exists)."""
+
+    def stored_checkpoint(self) -> tuple[str, bytes, dict[str, Any]] | None:
+        """The sink's copy of this folder's latest checkpoint: (file name, bytes, settings), or None."""
+
+    def open(self, resume: bool = False) -> None:
+        """The run started (or resumed)."""
+
+    def mirror_checkpoint(self, path: Path) -> None:
+        """A checkpoint was written at ``path``."""
+
+    def close(self, status: str, result: dict[str, Any] | None, keep: bool = True) -> None:
+        """The run ended with ``status`` (``result``: its result.json; ``keep=False``: forget it)."""
+
+
+class _NoSink:
+    """The sink of a run that has none: off, keeps nothing."""
+
+    study_name = None
+    enabled = False
+    display = "none"
+
+    def check(self) -> SinkSpec:
+        return self
+
+    def stored_checkpoint(self) -> None:
+        return None
+
+    def open(self, resume: bool = False) -> None:
+        pass
+
+    def mirror_checkpoint(self, path: Path) -> None:
+        pass
+
+    def close(self, status: str, result: dict[str, Any] | None, keep: bool = True) -> None:
+        pass
 
 
 class RunDir:
@@ -51,6 +101,8 @@ class RunDir:
         resume: continue the checkpoint in ``path`` (``--resume``).
         resumable: settings that may differ on resume (e.g. ``("budget", "workers")``).
         checkpoint: checkpoint file name (``.pt``: torch, ``.json``: JSON), or None for a job that never resumes.
+        sink: builds the run's sink from (folder, settings) — ``mlsysopt.store.RunStore`` for the study store —;
+            None: the run has no sink.
     """
 
     def __init__(
@@ -60,6 +112,7 @@ class RunDir:
         resume: bool = False,
         resumable: tuple[str, ...] = (),
         checkpoint: str | None = "checkpoint.pt",
+        sink: Callable[[Path, dict[str, Any]], RunSink] | None = None,
     ) -> None:
         self.path = Path(path)
         self.settings = to_jsonable(dict(settings or {}))
@@ -72,19 +125,18 @@ class RunDir:
         self._created_folder = False
         self._before: set[str] = set()
         self.previous_settings: dict[str, Any] | None = None
-        self._store: RunStore | None = None
+        self._sink_factory = sink
+        self._store: RunSink | None = None
         self._stored: tuple[str, bytes, dict[str, Any]] | None = None  # the store's copy of the checkpoint
         self.log: RunLog | None = None
         self.status = "done"
         self._opened_at = 0.0
 
     @property
-    def store(self) -> RunStore:
-        """The run's link to the study store (:class:`mlsysopt.store.RunStore`)."""
+    def store(self) -> RunSink:
+        """The run's sink (the study store's :class:`mlsysopt.store.RunStore` when one was attached)."""
         if self._store is None:
-            from mlsysopt.store.run import RunStore
-
-            self._store = RunStore(self.path, self.settings)
+            self._store = _NoSink() if self._sink_factory is None else self._sink_factory(self.path, self.settings)
         return self._store
 
     # ------------------------------------------------------------------------ paths
@@ -181,7 +233,7 @@ class RunDir:
             self.log = RunLog(self.path / LOG, resumed=self.resume).start()
             self.store.open(self.resume)
             if self.store.study_name is not None:
-                self.log.note(f"study '{self.store.study_name}' in {self.store.spec.display}")  # type: ignore[union-attr]
+                self.log.note(f"study '{self.store.study_name}' in {self.store.check().display}")
         except MlsysoptError:
             self.close(failed=True)
             raise
@@ -273,13 +325,6 @@ class RunDir:
         if self.checkpoint.suffix == ".pt":
             return load_torch(self.checkpoint, error)
         return read_json(self.checkpoint, error)
-
-    # ------------------------------------------------------------------------ the study store
-    def record_trial(self, *args: Any, **kwargs: Any) -> bool:
-        """Record a trial in this run's study (the arguments of :func:`mlsysopt.store.record_trial`)."""
-        from mlsysopt.store.run import record_trial
-
-        return record_trial(*args, run=self.store, **kwargs) if self._lock_fd is not None else False
 
 
 def _load_bytes(data: bytes, name: Path, error: type[MlsysoptError]) -> Any:

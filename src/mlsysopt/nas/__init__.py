@@ -67,7 +67,7 @@ _EXPORTS = {
     "TransferPrior": "mlsysopt.nas.prior",
     "PriorConfig": "mlsysopt.nas.prior",
     "prior_from_records": "mlsysopt.nas.prior",
-    "leave_one_out": "mlsysopt.nas.prior",
+    "leave_one_out": "mlsysopt.nas.spaces.nasbench_graph",
     "TransferGP": "mlsysopt.nas.gp",
     # resources
     "ResourceMeasure": "mlsysopt.nas.resources",
@@ -91,7 +91,7 @@ _EXPORTS = {
     "Evaluation": "mlsysopt.nas.spaces.base",
     "NasBenchGraphSpace": "mlsysopt.nas.spaces.nasbench_graph",
     "CnnSpace": "mlsysopt.nas.spaces.cnn",
-    "model_from_architecture": "mlsysopt.nas.spaces.cnn_model",
+    "model_from_architecture": "mlsysopt.models.cnn_cell",
     "space_catalog": "mlsysopt.nas.catalog",
     # the search driver
     "run_search": "mlsysopt.nas.search",
@@ -126,6 +126,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from mlsysopt.models.cnn_cell import model_from_architecture
     from mlsysopt.nas.baselines.bananas import Bananas, BananasConfig
     from mlsysopt.nas.baselines.evolution import EvolutionConfig, RegularizedEvolution
     from mlsysopt.nas.baselines.local_search import LocalSearch, LocalSearchConfig
@@ -155,7 +156,7 @@ if TYPE_CHECKING:
     from mlsysopt.nas.limits import check_search_size
     from mlsysopt.nas.objective import ObjectiveSpace
     from mlsysopt.nas.predictor import OnlinePredictor, Predictor, PredictorConfig
-    from mlsysopt.nas.prior import PriorConfig, TransferPrior, leave_one_out, prior_from_records
+    from mlsysopt.nas.prior import PriorConfig, TransferPrior, prior_from_records
     from mlsysopt.nas.registry import METHOD_NAMES, get_method, method_class, method_config, parse_method_knobs
     from mlsysopt.nas.report import (
         TableOracle,
@@ -175,9 +176,8 @@ if TYPE_CHECKING:
     from mlsysopt.nas.spaces import NASBENCH_GRAPH_DATASETS, SPACE_SPECS, get_space
     from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
     from mlsysopt.nas.spaces.cnn import CnnSpace
-    from mlsysopt.nas.spaces.cnn_model import model_from_architecture
     from mlsysopt.nas.spaces.declarative import Blocks, Categorical, Int, Space
-    from mlsysopt.nas.spaces.nasbench_graph import NasBenchGraphSpace
+    from mlsysopt.nas.spaces.nasbench_graph import NasBenchGraphSpace, leave_one_out
     from mlsysopt.nas.stages import Stages, stage_budgets
     from mlsysopt.nas.study import Study, Trial
 

@@ -25,8 +25,8 @@ def space_catalog() -> dict[str, Any]:
     """``{"rows", "cnn_ops", "cnn_widths", "resources", "sources", "load_s"}``: one row per space (tables read)."""
     import inspect
 
+    from mlsysopt.models.cnn_cell import OPS
     from mlsysopt.nas.spaces.cnn import CnnSpace
-    from mlsysopt.nas.spaces.cnn_model import OPS
 
     defaults = {k: p.default for k, p in inspect.signature(CnnSpace.__init__).parameters.items()}
     widths, max_blocks = tuple(defaults["widths"]), int(defaults["max_blocks"])

@@ -29,6 +29,7 @@ from mlsysopt.nas.registry import check_method, get_method, method_config
 from mlsysopt.nas.report import best_feasible_test, eval_record, plot_search, regret, space_info
 from mlsysopt.nas.search import SearchResult, read_checkpoint, run_search
 from mlsysopt.nas.spaces.base import Evaluation
+from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
     from mlsysopt.nas.searcher import Searcher
@@ -313,7 +314,9 @@ def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False
         options: the search's options.
         resume: continue the checkpoint in ``out`` (its settings must match, :data:`RESUMABLE` aside).
     """
-    run = RunDir(out, options.settings(), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
+    run = RunDir(
+        out, options.settings(), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT, sink=RunStore
+    ).check()
     cons = build_constraints(options.mode, options.limits)
     space = build_space(options.space, options.space_options, options.objective, options.direction, options.measures)
     if options.latency_model:

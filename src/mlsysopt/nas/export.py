@@ -8,9 +8,9 @@ checkpoint is the source, and ``result.json``'s ``search_finished`` says which i
 
 Written to ``--out`` (a run folder; nothing is created before the inputs are checked):
 
-* CNN spaces: ``architecture.json`` (:data:`~mlsysopt.nas.spaces.cnn_model.ARCHITECTURE_FORMAT`: input shape,
+* CNN spaces: ``architecture.json`` (:data:`~mlsysopt.models.cnn_cell.ARCHITECTURE_FORMAT`: input shape,
   classes, stem, blocks, preprocessing), ``model_state_dict.pt`` (a plain ``torch.save`` of the state dict; loads with
-  ``weights_only=True`` into :func:`~mlsysopt.nas.spaces.cnn_model.model_from_architecture`), ``model.onnx``
+  ``weights_only=True`` into :func:`~mlsysopt.models.cnn_cell.model_from_architecture`), ``model.onnx``
   (input ``input_0`` of shape ``[batch, C, H, W]``, output ``output_0`` ``[batch, classes]``, batch dynamic).
 * NAS-Bench-Graph: ``architecture.json`` with the cell (``link``, ``ops``), its ``valid_hash`` and its table entry.
 * Your own space (``--objective``): ``params.json`` (:data:`PARAMS_FORMAT`: the parameters your training function
@@ -35,6 +35,7 @@ from mlsysopt.errors import InvalidDataset, InvalidRunDir, MlsysoptError
 from mlsysopt.io import RunDir, read_json
 from mlsysopt.nas.search import read_checkpoint
 from mlsysopt.nas.spaces.base import Evaluation
+from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
     from mlsysopt.nas.spaces.base import SearchSpace
@@ -116,7 +117,9 @@ def prepare_export(source: str | Path, out: str | Path, verify: bool = True) -> 
     source, out = Path(source), Path(out)
     if source.resolve() == out.resolve():
         raise InvalidRunDir(f"--out {out} is the search's own folder: export into another one")
-    run = RunDir(out, {"command": "nas export", "run": str(source), "verify": bool(verify)}, checkpoint=None).check()
+    run = RunDir(
+        out, {"command": "nas export", "run": str(source), "verify": bool(verify)}, checkpoint=None, sink=RunStore
+    ).check()
     settings, ckpt = _checked_run(source)
     history = ckpt["history"]
     record = ckpt.get("best") or {}
@@ -248,7 +251,7 @@ def _export_cnn(job: ExportJob, out: RunDir) -> dict[str, Any]:
 
     from mlsysopt.graph.importers.onnx import export_onnx
     from mlsysopt.io import save_torch_atomic
-    from mlsysopt.nas.spaces.cnn_model import check_architecture, model_from_architecture
+    from mlsysopt.models.cnn_cell import check_architecture, model_from_architecture
 
     trained = job.trained
     assert trained is not None
@@ -293,7 +296,7 @@ def _verify_cnn(job: ExportJob, out: RunDir) -> dict[str, Any]:
     import torch
 
     from mlsysopt.io import load_torch
-    from mlsysopt.nas.spaces.cnn_model import accuracy, model_from_architecture
+    from mlsysopt.models.cnn_cell import accuracy, model_from_architecture
     from mlsysopt.runtime.threads import torch_threads
 
     space = job.space
@@ -335,7 +338,7 @@ def _verify_cnn(job: ExportJob, out: RunDir) -> dict[str, Any]:
 def load_exported_cnn(folder: str | Path) -> Any:
     """The exported CNN of ``folder`` as a ready ``nn.Module`` (eval mode): architecture.json + model_state_dict.pt."""
     from mlsysopt.io import load_torch
-    from mlsysopt.nas.spaces.cnn_model import model_from_architecture
+    from mlsysopt.models.cnn_cell import model_from_architecture
 
     folder = Path(folder)
     model = model_from_architecture(folder / "architecture.json")

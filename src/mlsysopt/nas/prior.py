@@ -117,28 +117,6 @@ def records_task(name: str, evaluations: Iterable[Mapping[str, Any]]) -> TaskRec
     return TaskRecords(name, dec, np.asarray(perf, dtype=np.float64))
 
 
-def table_records(dataset: str, rng: np.random.Generator | None = None, n: int | None = None) -> TaskRecords:
-    """A NAS-Bench-Graph table as one task's records: every distinct cell (or ``n`` random (link, ops) variants of
-    cells, which also teaches the prior that isomorphic cells perform alike)."""
-    from mlsysopt.nas.spaces.base import Arch
-    from mlsysopt.nas.spaces.nasbench_graph import N_NODES, NasBenchGraphSpace
-
-    space = NasBenchGraphSpace(dataset)
-    table = space.table
-    if n is None:
-        archs = list(space.iter_archs())
-    else:
-        rng = rng or np.random.default_rng(0)
-        combos = len(space.links) * len(space.ops) ** N_NODES
-        pick = rng.choice(combos, min(n, combos), replace=False)
-        dims = [len(space.links)] + [len(space.ops)] * N_NODES
-        archs = [Arch(tuple(int(c) for c in np.unravel_index(int(p), dims)), N_NODES) for p in pick]
-        archs = [a for a in archs if space.is_valid(a)]
-    decoded = [space.decode(a) for a in archs]
-    perf = np.array([float(table[d["key"]]["valid_perf"]) for d in decoded])
-    return TaskRecords(space.name, decoded, perf)
-
-
 # ---------------------------------------------------------------------------- the prior
 class TransferPrior:
     """A multi-task MLP over architecture tokens, one head per source task (see the module docstring).
@@ -310,35 +288,6 @@ def history_tasks(histories: Iterable[Mapping[str, Any]]) -> list[TaskRecords]:
         name = str(h.get("study") or (h.get("settings") or {}).get("space") or f"history-{i}")
         tasks.append(records_task(name, h.get("records") or []))
     return tasks
-
-
-_LOO_CACHE: dict[tuple[str, tuple[Any, ...]], TransferPrior] = {}
-
-
-def leave_one_out_tasks(target: str, config: PriorConfig | None = None) -> list[TaskRecords]:
-    """The source tasks of :func:`leave_one_out`: every NAS-Bench-Graph table but ``target``'s, as records."""
-    from mlsysopt.nas.spaces.nasbench_graph import DATASETS
-
-    if target not in DATASETS:
-        raise MlsysoptError(f"unknown NAS-Bench-Graph dataset '{target}' (choose from: {', '.join(DATASETS)})")
-    cfg = config or PriorConfig()
-    rng = np.random.default_rng(cfg.seed)
-    return [table_records(d, rng, cfg.per_task) for d in DATASETS if d != target]
-
-
-def leave_one_out(target: str, config: PriorConfig | None = None) -> TransferPrior:
-    """The prior for NAS-Bench-Graph dataset ``target`` from the *other* datasets' tables (cached per process)."""
-    cfg = config or PriorConfig()
-    key = (target, tuple(asdict(cfg).values()))
-    if key not in _LOO_CACHE:
-        _LOO_CACHE[key] = TransferPrior(cfg).fit(leave_one_out_tasks(target, cfg))
-    return _LOO_CACHE[key]
-
-
-def register_prior(target: str, prior: TransferPrior, config: PriorConfig | None = None) -> None:
-    """Put an already trained leave-one-out prior in this process's cache (a benchmark's workers load one file)."""
-    cfg = config or PriorConfig()
-    _LOO_CACHE[(target, tuple(asdict(cfg).values()))] = prior
 
 
 class PriorScorer:

@@ -59,14 +59,14 @@ _EXPORTS = {
     "get_baseline": "mlsysopt.placement.baselines",
     "heft_schedule": "mlsysopt.placement.baselines",
     # experiments
-    "METHODS": "mlsysopt.placement.experiment",
-    "Method": "mlsysopt.placement.experiment",
-    "get_method": "mlsysopt.placement.experiment",
-    "select_methods": "mlsysopt.placement.experiment",
-    "run_method": "mlsysopt.placement.experiment",
-    "heft_placement": "mlsysopt.placement.experiment",
+    "METHODS": "mlsysopt.placement.methods",
+    "Method": "mlsysopt.placement.methods",
+    "get_method": "mlsysopt.placement.methods",
+    "select_methods": "mlsysopt.placement.methods",
+    "run_method": "mlsysopt.placement.methods",
+    "heft_placement": "mlsysopt.placement.methods",
     "comparison": "mlsysopt.placement.experiment",
-    "DEFAULT_METHOD": "mlsysopt.placement.experiment",
+    "DEFAULT_METHOD": "mlsysopt.placement.methods",
     "FastestDevice": "mlsysopt.placement.baselines",
     "LocalSearch": "mlsysopt.placement.baselines",
     "SagaScheduler": "mlsysopt.placement.baselines",
@@ -76,8 +76,8 @@ _EXPORTS = {
     "SAGA_SCHEDULERS": "mlsysopt.placement.baselines",
     "SearchConfig": "mlsysopt.placement.move_search",
     "local_search": "mlsysopt.placement.move_search",
-    "PORTFOLIO": "mlsysopt.placement.portfolio",
-    "run_portfolio": "mlsysopt.placement.portfolio",
+    "PORTFOLIO": "mlsysopt.placement.baselines.portfolio",
+    "run_portfolio": "mlsysopt.placement.baselines.portfolio",
     "to_saga": "mlsysopt.placement.saga_convert",
     "from_saga": "mlsysopt.placement.saga_convert",
     "exact_optimum": "mlsysopt.placement.optimality",
@@ -131,6 +131,7 @@ if TYPE_CHECKING:
         get_baseline,
         heft_schedule,
     )
+    from mlsysopt.placement.baselines.portfolio import PORTFOLIO, run_portfolio
     from mlsysopt.placement.checkpoint import (
         PRETRAINED,
         IncompatibleCheckpoint,
@@ -141,27 +142,22 @@ if TYPE_CHECKING:
     from mlsysopt.placement.config import TrainConfig
     from mlsysopt.placement.devicemap import apply_device_map, device_map, node_owners
     from mlsysopt.placement.env import PlacementEnv
-    from mlsysopt.placement.experiment import (
-        DEFAULT_METHOD,
-        METHODS,
-        Comparison,
-        Method,
-        compare,
-        comparison,
-        get_method,
-        heft_placement,
-        mean_curve,
-        method_summary,
-        run_method,
-        select_methods,
-    )
+    from mlsysopt.placement.experiment import Comparison, compare, comparison, mean_curve, method_summary
     from mlsysopt.placement.giph import GiPH, carry_over
     from mlsysopt.placement.gpnet import GpNet, GpNetBuilder
     from mlsysopt.placement.limits import memory_limit
+    from mlsysopt.placement.methods import (
+        DEFAULT_METHOD,
+        METHODS,
+        Method,
+        get_method,
+        heft_placement,
+        run_method,
+        select_methods,
+    )
     from mlsysopt.placement.move_search import SearchConfig, local_search
     from mlsysopt.placement.optimality import exact_optimum, lower_bound
     from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
-    from mlsysopt.placement.portfolio import PORTFOLIO, run_portfolio
     from mlsysopt.placement.saga_convert import from_saga, to_saga
     from mlsysopt.placement.state import PlacementState
     from mlsysopt.placement.tasks import AdaptTask, PolicySpec, SearchTask, run_adapt, run_search

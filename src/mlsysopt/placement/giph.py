@@ -2,8 +2,8 @@
 
 ``GiPH(policy).place(graph, cluster, budget, seed, init)`` (the default, what ``placement place`` runs):
 
-1. evaluates the portfolio (:mod:`mlsysopt.placement.portfolio`: HEFT, all on the fastest feasible device, CPOP,
-   the best of saga's schedulers; and ``init`` when given), one evaluation per distinct placement;
+1. evaluates the portfolio (:mod:`mlsysopt.placement.baselines.portfolio`: HEFT, all on the fastest feasible
+   device, CPOP, the best of saga's schedulers; and ``init`` when given), one evaluation per distinct placement;
 2. improves the best of them with :func:`~mlsysopt.placement.move_search.local_search`, the policy scoring every
    relocation, swap and chain move of the current placement (one forward pass per accepted move) and the search
    evaluating the best-scored K of them in one batch per step, restarting from the next member when stuck.
@@ -32,11 +32,11 @@ from mlsysopt.graph.placement import check_placement
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.graph.simulator import Schedule
 from mlsysopt.placement.base import Evaluator, PlacementResult, Placer, SearchContext
+from mlsysopt.placement.baselines.portfolio import PORTFOLIO, run_portfolio
 from mlsysopt.placement.gpnet import GpNetBuilder
 from mlsysopt.placement.move_search import SearchConfig, local_search
 from mlsysopt.placement.moves import MoveSet
 from mlsysopt.placement.policy import GiPHPolicy
-from mlsysopt.placement.portfolio import PORTFOLIO, run_portfolio
 from mlsysopt.placement.state import PlacementState
 from mlsysopt.runtime.threads import torch_threads
 
@@ -143,7 +143,7 @@ class GiPH(Placer):
         walk: (paper mode) follow every move, as GiPH's training episodes do.
         paper: the paper's search from ``init`` or a random placement instead of the portfolio local search.
         config: the local search's knobs (default :class:`SearchConfig`).
-        portfolio: the portfolio's members (default :data:`~mlsysopt.placement.portfolio.PORTFOLIO`).
+        portfolio: the portfolio's members (default :data:`~mlsysopt.placement.baselines.portfolio.PORTFOLIO`).
         saga_time_limit: seconds one saga scheduler may take by its estimate (default: saga's own default).
         refresh: the policy scores every ``refresh``-th placement the search moves to (the others reuse its
             scores; see :class:`PolicyScorer`).

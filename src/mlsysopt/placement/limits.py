@@ -20,14 +20,24 @@ The errors name the options, the estimate and the limit, and the largest value t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mlsysopt.errors import InvalidOption
+from mlsysopt.limits import physical_memory
 
-if TYPE_CHECKING:
-    from mlsysopt.placement.config import TrainConfig
+
+class TrainConfig(Protocol):
+    """The sizes of a :class:`~mlsysopt.placement.config.TrainConfig` these checks read (config calls them)."""
+
+    updates: int
+    episodes_per_update: int
+    max_tasks: int
+    max_devices: int
+    hidden: int
+    steps_per_task: int
+    edge_p: float
+
 
 #: Share of physical memory one command may plan to use.
 MEMORY_FRACTION = 0.5
@@ -61,11 +71,7 @@ FLOPS_PER_S = 5e10
 
 def memory_limit() -> int:
     """Bytes one command may plan to use: :data:`MEMORY_FRACTION` of this machine's physical memory."""
-    try:
-        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        total = 8 * 2**30
-    return int(total * MEMORY_FRACTION)
+    return int(physical_memory() * MEMORY_FRACTION)
 
 
 def gpnet_elements(tasks: int, edges: int, devices: int) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.placement.base import PlacementResult
+from mlsysopt.placement.methods import run_method
 from mlsysopt.placement.move_search import SearchConfig
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class PolicySpec:
 
 @dataclass(frozen=True)
 class SearchTask:
-    """One search of :func:`~mlsysopt.placement.experiment.run_method`: method, problem, budget, seed."""
+    """One search of :func:`~mlsysopt.placement.methods.run_method`: method, problem, budget, seed."""
 
     method: str
     graph: CompGraph
@@ -84,7 +85,6 @@ def run_search(task: SearchTask) -> tuple[PlacementResult | str, float]:
     """Run one search task; its result (or why a saga scheduler could not run) and its seconds of wall clock."""
     from mlsysopt.graph.problem import PlacementProblem
     from mlsysopt.placement.baselines.saga_schedulers import SagaFailed, SagaSkipped
-    from mlsysopt.placement.experiment import run_method
 
     t0 = time.perf_counter()
     giph = None if task.policy is None else task.policy.placer()

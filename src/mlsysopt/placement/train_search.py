@@ -30,6 +30,7 @@ from mlsysopt.io import RunDir, load_torch, save_torch_atomic
 from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, save_training_state
 from mlsysopt.placement.config import TrainConfig
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
+from mlsysopt.placement.train_result import TrainResult, discounted
 from mlsysopt.runtime import Executor, ExecutorLost, make_executor
 from mlsysopt.runtime.threads import torch_threads
 
@@ -56,10 +57,8 @@ def train_search(
     on_update: Callable[[int, dict[str, float]], None] | None = None,
     executor: Executor | None = None,
     state: dict[str, Any] | None = None,
-) -> Any:
+) -> TrainResult:
     """Both stages; ``state`` is the checkpoint to resume from (read by :func:`mlsysopt.placement.train`)."""
-    from mlsysopt.placement.training import TrainResult
-
     torch.manual_seed(cfg.seed)
     policy = GiPHPolicy(PolicyConfig(hidden=cfg.hidden, kinds=cfg.kinds))
     history: list[dict[str, float]] = []
@@ -219,7 +218,6 @@ def _reinforce(
 ) -> tuple[np.ndarray, dict[str, float]]:
     """One REINFORCE step on the update's episodes; the new per-batch baseline and the step's statistics."""
     from mlsysopt.placement.finetune import episode_loss
-    from mlsysopt.placement.training import discounted
 
     longest = max((len(e.batches) for e in episodes), default=0)
     if baseline.size < longest:

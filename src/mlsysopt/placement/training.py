@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,11 @@ from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, check_checkpoi
 from mlsysopt.placement.config import CHECKPOINT, RESUMABLE, SYNTHETIC, TrainConfig
 from mlsysopt.placement.env import PlacementEnv
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
+from mlsysopt.placement.train_result import TrainResult, discounted
+from mlsysopt.placement.train_search import train_search
 from mlsysopt.runtime import Executor, ExecutorLost, make_executor
 from mlsysopt.runtime.threads import torch_threads
+from mlsysopt.store.run import RunStore
 
 __all__ = [
     "CHECKPOINT",
@@ -67,15 +70,6 @@ class Trajectory:
     rewards: list[float]
     start_makespan: float
     best_makespan: float
-
-
-@dataclass
-class TrainResult:
-    """The trained policy, per-update statistics, and why training ended (``"updates"`` or ``"timeout"``)."""
-
-    policy: GiPHPolicy
-    history: list[dict[str, float]] = field(default_factory=list)
-    stopped_by: str = "updates"
 
 
 def sample_problem(cfg: TrainConfig, seed: int) -> tuple[CompGraph, DeviceCluster]:
@@ -130,16 +124,6 @@ def replay(policy: GiPHPolicy, cfg: TrainConfig, traj: Trajectory) -> tuple[torc
     return torch.stack(log_probs), torch.stack(entropies)
 
 
-def discounted(rewards: list[float], gamma: float) -> np.ndarray:
-    """Returns-to-go ``G_t = r_t + γ G_{t+1}``."""
-    out = np.zeros(len(rewards))
-    acc = 0.0
-    for t in range(len(rewards) - 1, -1, -1):
-        acc = rewards[t] + gamma * acc
-        out[t] = acc
-    return out
-
-
 def train(
     cfg: TrainConfig,
     checkpoint: str | Path | RunDir | None = None,
@@ -163,8 +147,6 @@ def train(
     """
     cfg.validate()
     if cfg.stages != "reinforce":  # the shipped policy's pipeline: imitation, then REINFORCE on the search
-        from mlsysopt.placement.train_search import train_search
-
         state = _read_checkpoint(checkpoint) if resume else None
         if state is not None:
             _check_resumable(state, checkpoint, cfg)
@@ -302,7 +284,7 @@ def training_run(out: str | Path, options: dict[str, Any], resume: bool) -> tupl
     saved: dict[str, Any] = {}
     first = 0
     if resume:
-        probe = RunDir(out, options, resume=True, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
+        probe = RunDir(out, options, resume=True, resumable=RESUMABLE, checkpoint=CHECKPOINT, sink=RunStore).check()
         saved = probe.previous_settings or {}
         data = load_checkpoint(probe.checkpoint)
         if "update" not in data or "optimizer" not in data:
@@ -310,5 +292,5 @@ def training_run(out: str | Path, options: dict[str, Any], resume: bool) -> tupl
         first = int(data["update"]) + 1
     cfg = TrainConfig.from_dict({**saved, **options})
     cfg.validate()
-    run = RunDir(out, asdict(cfg), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
+    run = RunDir(out, asdict(cfg), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT, sink=RunStore).check()
     return run, cfg, first

@@ -8,6 +8,11 @@ predicted time is within ``tolerance`` of the predicted best are kept (plus the 
 verdict still compares against ONNX Runtime's out-of-the-box serving), and the tuner searches the request-level
 knobs over those only. A wrong prediction can cost the optimum; ``result.json["cost_model"]`` lists every
 prediction and what was kept, so the narrowing can be checked (or the tune rerun without it).
+
+:func:`serving_prior` turns the same predictions into *history records* in the serving contract's format
+(``Measurement.to_dict()``): one per op-level configuration of the space at its smallest request-level setting (one
+instance, no batching), ``extra.source = "costmodel prediction"``; request-level knobs are the queue's business,
+which a per-inference cost model does not see.
 """
 
 from __future__ import annotations
@@ -119,3 +124,31 @@ def op_level_shortlist(
         kept=tuple(sorted(kept)),
         default=default,
     )
+
+
+# ---------------------------------------------------------------------------- predictions as history records
+#: ``extra.source`` of the history records :func:`serving_prior` gives.
+SOURCE = "costmodel prediction"
+
+
+def serving_prior(run: str | Path, onnx_path: str | Path, space: Any, workload: Any) -> list[dict[str, Any]]:
+    """Predicted service times of ``onnx_path`` for the op-level configurations of a serving ``space``, as
+    ``Measurement.to_dict()`` records under ``workload`` (mean = p50 = p95 = p99 = the predicted time)."""
+    from mlsysopt.costmodel.latency import LatencyModel  # torch: the CLI reads this module at start-up
+    from mlsysopt.serving.backend import Measurement
+
+    configs = [c for c in space.configs() if c.instances == min(space.values["instances"]) and c.max_batch == 1]
+    if not configs:
+        raise InvalidOption("the serving space has no configuration with max_batch 1 and its fewest instances: the "
+                            "cost-model prior covers op-level knobs at the smallest request-level setting")  # fmt: skip
+    oracle = LatencyModel(run)
+    ms = oracle.session_ms(onnx_path, [(c.intra_threads, c.execution_mode) for c in configs])
+    records = []
+    for cfg, t in zip(configs, ms, strict=True):
+        m = Measurement(config=cfg, workload=workload, mean_ms=float(t), p50_ms=float(t), p95_ms=float(t),
+                        p99_ms=float(t), throughput=min(workload.rate, 1000.0 / float(t)), violation_rate=None,
+                        mean_queue=0.0, max_queue=0, n_requests=0, completed=0, dropped=0, saturated=False,
+                        wall_s=0.0, offered_rps=math.nan, windows=0, stable=None,
+                        extra={"source": SOURCE, "run": str(run), "model": str(onnx_path)})  # fmt: skip
+        records.append(m.to_dict())
+    return records

@@ -159,7 +159,7 @@ def heatmap_values(
 
 
 def step_points(steps: Sequence[Step], objective: Objective | None = None) -> list[dict[str, float | None]]:
-    """What :func:`mlsysopt.report.serving.plot_steps` draws of a run: value, best so far, workload changes.
+    """What :func:`mlsysopt.serving.figures.plot_steps` draws of a run: value, best so far, workload changes.
 
     Values are in the objective's unit (ms, cores, req/s); a measurement that missed the SLO is None ("SLO missed").
     """
@@ -188,7 +188,7 @@ def plot_tuning(
     better: str = "lower",
 ) -> None:
     """The step plot of a run and the heatmap of what it measured under its last workload (the best starred)."""
-    from mlsysopt.report.serving import plot_heatmap, plot_steps
+    from mlsysopt.serving.figures import plot_heatmap, plot_steps
 
     points = step_points(result.steps, result.objective)
     plot_steps({name: points}, steps_png, slo_ms=slo_ms, ylabel=ylabel, title=title)

@@ -80,7 +80,7 @@ def _task_profile(settings: Mapping[str, Any], task: Mapping[str, Any] | None, s
         except MlsysoptError as exc:
             raise InvalidRunDir(str(exc)) from None
     if settings.get("engine") == "sim":
-        from mlsysopt.serving.inputs import DEFAULT_PROFILE, resolve_profile
+        from mlsysopt.serving.presets import DEFAULT_PROFILE, resolve_profile  # a simulated run's profile
 
         spec = settings.get("profile") or DEFAULT_PROFILE
         try:

@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidModel, InvalidSpace, MlsysoptError
 from mlsysopt.io import read_json
+from mlsysopt.serving.history import histories_from_runs
+from mlsysopt.serving.presets import DEFAULT_PROFILE, resolve_profile
+from mlsysopt.serving.prior import Prior, preset_prior
 from mlsysopt.serving.space import KNOBS, Config, Space
 
 if TYPE_CHECKING:
     from mlsysopt.serving.backend import Backend
     from mlsysopt.serving.model import ServedModel
-    from mlsysopt.serving.prior import Prior
     from mlsysopt.serving.profile import ServiceProfile
 
 BACKENDS = ("real", "sim")
@@ -40,7 +42,6 @@ KNOB_OPTIONS = {
 }
 #: the default max-batch grid per backend: the simulator models bigger machines, so bigger batches pay there
 DEFAULT_MAX_BATCH = {"real": (1, 2, 4, 8, 16), "sim": (1, 2, 4, 8, 16, 32, 64)}
-DEFAULT_PROFILE = "synthetic:32"
 MAX_SECONDS = 10.0  # the longest a measurement window of the real engine lasts (from its start)
 
 
@@ -142,31 +143,6 @@ class ModelStage:
             self._tmp = None
 
 
-def resolve_profile(spec: str) -> ServiceProfile:
-    """``synthetic`` / ``synthetic:CORES`` (documented parameters, no measurement), ``preset:MODEL@CORES`` (a shipped
-    profile, :mod:`mlsysopt.serving.presets`) or a profile JSON file."""
-    from mlsysopt.serving.profile import ServiceProfile
-
-    if not spec.strip():
-        raise InvalidSpace(
-            "--profile is empty: give a profile.json from 'serving profile', preset:MODEL@CORES or synthetic[:CORES]"
-        )
-    if spec.startswith("preset:"):
-        from mlsysopt.serving.presets import preset
-
-        return preset(spec.partition(":")[2]).profile()
-    if spec == "synthetic" or spec.startswith("synthetic:"):
-        cores_text = spec.partition(":")[2] or "32"
-        try:
-            cores = int(cores_text)
-        except ValueError:
-            raise InvalidSpace(f"--profile {spec}: '{cores_text}' is not a core count (e.g. synthetic:32)") from None
-        if not 1 <= cores <= 4096:
-            raise InvalidSpace(f"--profile {spec}: the core count must be 1 to 4096")
-        return ServiceProfile.synthetic(cores=cores)
-    return ServiceProfile.load(Path(spec))
-
-
 def load_config(path: Path) -> Config:
     """Knobs from a JSON file: a tune ``result.json`` (its ``best``) or a plain ``{"instances": 2, ...}`` object."""
     data = read_json(path, InvalidSpace)
@@ -231,15 +207,10 @@ def resolve_prior(spec: str) -> Prior:
     """A prior across models from ``--prior``: ``preset`` (shipped, fitted on the tuning profiles' histories), a
     ``.pt`` file written by :meth:`Prior.save`, or comma-separated earlier ``serving tune`` run folders (each a
     history; a folder of run folders gives all of them), fitted here."""
-    from mlsysopt.serving.history import histories_from_runs
-    from mlsysopt.serving.prior import Prior
-
     spec = spec.strip()
     if not spec:
         raise MlsysoptError("--prior is empty: give 'preset', a prior .pt file or earlier run folders")
     if spec == "preset":
-        from mlsysopt.serving.presets import preset_prior
-
         return preset_prior()
     if spec.endswith(".pt"):
         return Prior.load(Path(spec))

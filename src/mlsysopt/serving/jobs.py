@@ -22,6 +22,7 @@ from mlsysopt.serving.inputs import MAX_SECONDS, ModelStage, machine_threads, ma
 from mlsysopt.serving.limits import check_rate, check_requests
 from mlsysopt.serving.space import Config, Workload, as_int
 from mlsysopt.serving.windows import StableBackend
+from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
     from mlsysopt.serving.backend import Backend, Measurement
@@ -40,7 +41,7 @@ class Job:
         self.stack = ExitStack()
         self.stage: ModelStage | None = None
         # the cheap refusals (a file, a busy folder, a stale or missing checkpoint) before loading anything
-        RunDir(self.out, resume=resume, checkpoint=self.checkpoint).check()
+        RunDir(self.out, resume=resume, checkpoint=self.checkpoint, sink=RunStore).check()
 
     def _load_model(self, spec: str, input_shape: tuple[int, ...] | None, **check: Any) -> ServedModel:
         self.stage = ModelStage(spec, input_shape, **check)
@@ -49,7 +50,7 @@ class Job:
 
     def _run_dir(self, settings: dict[str, Any], resumable: tuple[str, ...] = ()) -> RunDir:
         self.settings = settings
-        return RunDir(self.out, settings, self.resume, resumable, self.checkpoint).check()
+        return RunDir(self.out, settings, self.resume, resumable, self.checkpoint, sink=RunStore).check()
 
     def _keep_model(self, run: RunDir) -> Path | None:
         return None if self.stage is None else self.stage.keep(run.path)
@@ -130,7 +131,7 @@ class ProfileJob(Job):
 
     def run(self, on_sample: Callable[[ServiceSample], None] | None = None) -> dict[str, Any]:
         """Measure, fit, calibrate; write profile.json (and profile_<CORES>.json), profile.png, result.json."""
-        from mlsysopt.report.serving import plot_profile
+        from mlsysopt.serving.figures import plot_profile
 
         with self.run_dir as run:
             path = self._keep_model(run)
@@ -206,7 +207,7 @@ class ServeJob(Job):
 
     def run(self, on_measure: Callable[[Measurement], None] | None = None) -> list[Measurement]:
         """Measure at every rate in turn (windows until stable); write result.json and curve.png."""
-        from mlsysopt.report.serving import plot_curve
+        from mlsysopt.serving.figures import plot_curve
         from mlsysopt.store.records import record, serving_trial
 
         with self.run_dir as run:

@@ -17,28 +17,13 @@ Checked before anything is allocated, each with an error that says the limit and
 from __future__ import annotations
 
 import math
-import os
 
 from mlsysopt.errors import InvalidSpace
+from mlsysopt.limits import available_memory
 
 MAX_REQUESTS = 100_000
 MIN_WINDOW_REQUESTS = 10
 MEMORY_FRACTION = 0.5
-
-
-def available_memory() -> int:
-    """Bytes of memory available now (``MemAvailable`` of /proc/meminfo; physical memory where that is missing)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 4 << 30
 
 
 def memory_budget() -> int:

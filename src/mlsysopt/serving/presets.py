@@ -13,21 +13,19 @@ Profiles (``preset:NAME``, e.g. ``preset:mobilenet@32``):
 The split is by *model* (every core count of a model lies on the same side), fixed here once: defaults of RRL, of
 the prior and of the warm-started baselines are chosen on the tuning profiles only; the benchmark's headline is on
 the held-out ones, and it writes the split into its JSON. :func:`preset_prior` is the prior fitted on histories of
-the tuning profiles only (``benchmarks/serving_profiles.py --prior`` rebuilds it).
+the tuning profiles only (``benchmarks/serving_profiles.py --prior`` rebuilds it); it lives in
+:mod:`mlsysopt.serving.prior`. :func:`resolve_profile` reads any ``--profile``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from mlsysopt.errors import InvalidSpace
 from mlsysopt.serving.profile import ServiceProfile
-
-if TYPE_CHECKING:
-    from mlsysopt.serving.prior import Prior
 
 SPLITS = ("tuning", "heldout")
 
@@ -125,12 +123,26 @@ def measured_profile(model: str) -> ServiceProfile:
     return ServiceProfile.from_dict(__import__("json").loads(path.read_text()), where=str(path))
 
 
-@lru_cache(maxsize=1)
-def preset_prior() -> Prior:
-    """The shipped prior: fitted on histories of the *tuning* profiles only (never on a held-out one)."""
-    from mlsysopt.serving.prior import Prior
+#: The profile a simulated job uses when none is given.
+DEFAULT_PROFILE = "synthetic:32"
 
-    path = resources.files("mlsysopt.serving") / "profiles" / "prior.pt"
-    if not path.is_file():
-        raise InvalidSpace(f"the shipped prior is missing ({path}); benchmarks/serving_profiles.py --prior builds it")
-    return Prior.load(str(path))
+
+def resolve_profile(spec: str) -> ServiceProfile:
+    """``synthetic`` / ``synthetic:CORES`` (documented parameters, no measurement), ``preset:MODEL@CORES`` (a shipped
+    profile, :mod:`mlsysopt.serving.presets`) or a profile JSON file."""
+    if not spec.strip():
+        raise InvalidSpace(
+            "--profile is empty: give a profile.json from 'serving profile', preset:MODEL@CORES or synthetic[:CORES]"
+        )
+    if spec.startswith("preset:"):
+        return preset(spec.partition(":")[2]).profile()
+    if spec == "synthetic" or spec.startswith("synthetic:"):
+        cores_text = spec.partition(":")[2] or "32"
+        try:
+            cores = int(cores_text)
+        except ValueError:
+            raise InvalidSpace(f"--profile {spec}: '{cores_text}' is not a core count (e.g. synthetic:32)") from None
+        if not 1 <= cores <= 4096:
+            raise InvalidSpace(f"--profile {spec}: the core count must be 1 to 4096")
+        return ServiceProfile.synthetic(cores=cores)
+    return ServiceProfile.load(Path(spec))

@@ -21,12 +21,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.errors import InvalidSpace, MlsysoptError
 from mlsysopt.runtime.threads import torch_threads
 from mlsysopt.serving.features import N_INPUTS, inputs, ref_ms
 from mlsysopt.serving.history import History, histories_from_store
@@ -285,3 +287,12 @@ def prior_from_store(histories: list[dict]) -> tuple[Prior | None, int]:
         )
     used = sum(len(h.measurements) for h in usable)
     return (Prior().fit(usable) if used else None), used
+
+
+@lru_cache(maxsize=1)
+def preset_prior() -> Prior:
+    """The shipped prior: fitted on histories of the *tuning* profiles only (never on a held-out one)."""
+    path = resources.files("mlsysopt.serving") / "profiles" / "prior.pt"
+    if not path.is_file():
+        raise InvalidSpace(f"the shipped prior is missing ({path}); benchmarks/serving_profiles.py --prior builds it")
+    return Prior.load(str(path))

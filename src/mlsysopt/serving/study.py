@@ -27,6 +27,7 @@ from mlsysopt.serving.backend import Backend, Measurement
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.space import Config, Space, Workload
+from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
     from mlsysopt.serving.prior import Prior, TaskPrior
@@ -268,7 +269,7 @@ class StudyJob:
         from mlsysopt.serving.limits import check_requests
         from mlsysopt.serving.tuners import TUNERS
 
-        RunDir(out, checkpoint=None).check()
+        RunDir(out, checkpoint=None, sink=RunStore).check()
         unknown = [t for t in tuners if tuner_name(t)[0] not in TUNERS or (tuner_name(t)[1] and t not in WARM_LABELS)]
         if unknown or not tuners:
             raise MlsysoptError(
@@ -302,7 +303,7 @@ class StudyJob:
             "tuners": self.tuners, "seeds": seeds, "seed": seed, "profile": profile, "rates": list(self.rates),
             "cap": self.cap, "requests": requests, "backend": backend, "workers": workers, "prior": prior,
         }  # fmt: skip
-        self.run_dir = RunDir(out, settings, checkpoint=None).check()
+        self.run_dir = RunDir(out, settings, checkpoint=None, sink=RunStore).check()
 
     def describe(self) -> str:
         """What the study runs, in one line."""
@@ -313,8 +314,8 @@ class StudyJob:
 
     def run(self) -> dict[str, Any]:
         """Run the study on the chosen executor; write result.json and study.png."""
-        from mlsysopt.report.serving import plot_study
         from mlsysopt.runtime import make_executor
+        from mlsysopt.serving.figures import plot_study
 
         with self.run_dir as run, make_executor(self.backend, self.workers, self.address) as ex:
             result = run_study(

@@ -283,7 +283,7 @@ class TuningJob(Job):
         task: ServiceProfile,
         prior: TaskPrior | None,
     ) -> dict[str, Any]:
-        from mlsysopt.report.serving import plot_confirmation
+        from mlsysopt.serving.figures import plot_confirmation
         from mlsysopt.serving.verdict import noise_warning, verdict
 
         obj, last = self.objective, confirmations[-1]

@@ -13,7 +13,8 @@ from torch import Tensor, nn
 
 from mlsysopt import zoo
 from mlsysopt.errors import ImportFailed
-from mlsysopt.graph.importers.torch_fx import from_module, from_spec
+from mlsysopt.graph.importers.source import from_spec
+from mlsysopt.graph.importers.torch_fx import from_module
 from mlsysopt.graph.ir import CompGraph
 
 

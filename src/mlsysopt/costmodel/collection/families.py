@@ -5,7 +5,7 @@ inputs)`` deterministically, so a resumed collection rebuilds exactly the graph 
 ``count`` distinct specs from a seed, over the families in :data:`FAMILIES`:
 
 * ``zoo``: the bundled ``cnn``, ``mobilenet`` and ``resnet`` at several batch sizes and image sizes;
-* ``nas``: cells of the NAS CNN space (:func:`mlsysopt.nas.spaces.cnn_model.build_model`), 1-4 blocks of two ops
+* ``nas``: cells of the NAS CNN space (:func:`mlsysopt.models.cnn_cell.build_model`), 1-4 blocks of two ops
   (3x3/5x5/separable convolutions, pooling, identity) and a 1x1 projection; 40% on the digits space's own input
   (one 1 x 8 x 8 image), the rest on 3-channel images;
 * ``vgg``: stages of conv-BN-ReLU (kernel 1, 3 or 5) and pooling, widths doubling;
@@ -153,7 +153,7 @@ def _inception(p: dict[str, Any]) -> nn.Module:
 
 
 def _nas(p: dict[str, Any]) -> nn.Module:
-    from mlsysopt.nas.spaces.cnn_model import build_model
+    from mlsysopt.models.cnn_cell import build_model
 
     return build_model([tuple(b) for b in p["blocks"]], (p.get("channels", 3), p["size"], p["size"]), 10, p["stem"])
 
@@ -213,7 +213,7 @@ def _draw(family: str, rng: np.random.Generator) -> dict[str, Any]:
         p |= {"width": int(ch((8, 16, 24))), "pool": [bool(rng.random() < 0.5) for _ in range(mods)],
               "modules": [[int(ch((4, 8, 16, 24))) for _ in range(3)] for _ in range(mods)]}  # fmt: skip
     elif family == "nas":
-        from mlsysopt.nas.spaces.cnn_model import OPS
+        from mlsysopt.models.cnn_cell import OPS
 
         blocks = int(rng.integers(1, 5))
         if rng.random() < 0.4:  # the NAS digits space's own input: one 8x8 grey image

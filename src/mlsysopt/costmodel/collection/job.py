@@ -38,6 +38,7 @@ import numpy as np
 
 from mlsysopt.costmodel.collection.families import FAMILIES, build, plan, spec_name
 from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.store.run import RunStore
 
 MANIFEST = "collection.json"
 CHECKPOINT = "checkpoint.json"
@@ -202,13 +203,12 @@ def collect(
     threads = tuple(sorted(set(threads)))
     settings = {"command": "costmodel collect", "graphs": graphs, "configs": configs, "rounds": rounds, "seed": seed,
                 "families": families, "sources": sources, "threads": list(threads), "timeout": timeout}  # fmt: skip
-    run = RunDir(out, settings, resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT).check()
+    run = RunDir(out, settings, resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT, sink=RunStore).check()
     saved = run.load_checkpoint() if resume else {}
+    for src in sources:  # a user's model that cannot be measured fails now, before the plan and the folder exist
+        _engine({"family": "source", "source": src}, f"real_source_{Path(src).stem}", threads)
     # the plan is drawn once (it traces every candidate graph to bound its FLOPs) and kept in the checkpoint
     items = saved["plan"] if isinstance(saved.get("plan"), list) else make_plan(graphs, seed, families, sources)
-    for item in items:  # a user's model that cannot be measured fails now, before the folder exists
-        if item["spec"]["family"] == "source":
-            _engine(item["spec"], item["name"], threads)
     deadline = None if timeout is None else time.monotonic() + timeout
     with run:
         state = saved or {"done": {}, "started": _now()}

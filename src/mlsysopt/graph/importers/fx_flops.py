@@ -11,7 +11,7 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import TensorMetadata
 
-from mlsysopt.graph.importers import flop_formulas as ff
+import mlsysopt.graph.importers.flop_formulas as ff
 
 NORM_FLOPS_PER_ELEM = 5
 SOFTMAX_FLOPS_PER_ELEM = 3

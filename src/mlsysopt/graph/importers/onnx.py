@@ -32,8 +32,8 @@ from typing import Any
 import onnx
 from onnx import helper
 
+import mlsysopt.graph.importers.flop_formulas as ff
 from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, MlsysoptWarning, UnsupportedFormat
-from mlsysopt.graph.importers import flop_formulas as ff
 from mlsysopt.graph.ir import CompGraph
 
 NORM_FLOPS_PER_ELEM = 5

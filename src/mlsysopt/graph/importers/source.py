@@ -156,6 +156,20 @@ def pytorch_graph(src: Source, input_shape: tuple[int, ...] | None = None) -> Co
     return from_module(module, inputs, name=src.name)
 
 
+def from_spec(spec: str, input_shape: tuple[int, ...] | None = None) -> CompGraph:
+    """Import a PyTorch source (``file.py:factory``, ``package.module:factory``, ``zoo:NAME``) into a CompGraph.
+
+    The factory returns ``(module, example_inputs)`` or a bare module; a bare module needs ``input_shape``.
+    """
+    try:
+        src = resolve_source(spec)
+    except UnsupportedFormat:
+        src = None
+    if src is None or src.kind != "pytorch":
+        raise ImportFailed(f"'{spec}': expected a 'file.py:factory', 'package.module:factory' or zoo:NAME spec")
+    return pytorch_graph(src, input_shape)
+
+
 def user_attr(spec: str) -> Any:
     """The object ``file.py:name`` or ``module:name`` names, imported in this process (this runs the user's file)."""
     src = resolve_source(spec)

@@ -197,24 +197,6 @@ def _makes_tensor(node: fx.Node) -> bool:
     return _numel(node.meta.get("tensor_meta")) > 0
 
 
-def from_spec(spec: str, input_shape: tuple[int, ...] | None = None) -> CompGraph:
-    """Import a PyTorch source (``file.py:factory``, ``package.module:factory``, ``zoo:NAME``) into a CompGraph.
-
-    The factory returns ``(module, example_inputs)`` or a bare module; a bare module needs ``input_shape``.
-    """
-    from mlsysopt.errors import UnsupportedFormat
-    from mlsysopt.graph.importers.source import resolve_source
-
-    try:
-        src = resolve_source(spec)
-    except UnsupportedFormat:
-        src = None
-    if src is None or src.kind != "pytorch":
-        raise ImportFailed(f"'{spec}': expected a 'file.py:factory', 'package.module:factory' or zoo:NAME spec")
-    module, inputs = src.pytorch(input_shape)
-    return from_module(module, inputs, name=src.name)
-
-
 # ---------------------------------------------------------------------- tracing
 def _trace(module: nn.Module, name: str) -> fx.GraphModule:
     try:

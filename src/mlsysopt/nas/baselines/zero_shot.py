@@ -2,9 +2,10 @@
 
 The honest reference for any method that transfers: if evaluating the top of what the source tasks liked were as
 good as searching, a search would add nothing. The prior is the one given to the method, else the space's own
-(NAS-Bench-Graph: pretrained on the other datasets' tables, :func:`mlsysopt.nas.prior.leave_one_out`). Candidates
-are every architecture of a table space (``space.iter_archs``), else ``pool`` uniform samples; with budget 1 the
-method returns exactly the other tasks' best. It learns nothing from the target's evaluations.
+(NAS-Bench-Graph: pretrained on the other datasets' tables,
+:func:`mlsysopt.nas.spaces.nasbench_graph.leave_one_out`). Candidates are every architecture of a table space
+(``space.iter_archs``), else ``pool`` uniform samples; with budget 1 the method returns exactly the other tasks'
+best. It learns nothing from the target's evaluations.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ import torch
 from torch import nn
 
 from mlsysopt.errors import InvalidArchitecture, InvalidDataset, InvalidSpace
+from mlsysopt.models.cnn_cell import ARCHITECTURE_FORMAT, OPS, accuracy, build_model
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
-from mlsysopt.nas.spaces.cnn_model import ARCHITECTURE_FORMAT, OPS, accuracy, build_model
 from mlsysopt.nas.spaces.cnn_resources import static_resources
 from mlsysopt.nas.spaces.data import (
     DIGITS_IMAGES,
@@ -199,7 +199,7 @@ class CnnSpace(SearchSpace):
         return build_model(self.spec(arch), self.input_shape, self.n_classes, self.stem_width)
 
     def architecture(self, arch: Arch) -> dict[str, Any]:
-        """What rebuilds ``arch``'s model anywhere (:func:`~mlsysopt.nas.spaces.cnn_model.model_from_architecture`)."""
+        """What rebuilds ``arch``'s model anywhere (:func:`~mlsysopt.models.cnn_cell.model_from_architecture`)."""
         blocks = [{"op_a": a, "op_b": b, "width": w} for a, b, w in self.spec(arch)]
         return {
             "format": ARCHITECTURE_FORMAT,

@@ -22,12 +22,16 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mlsysopt.errors import InvalidArchitecture, InvalidDataset
+from mlsysopt.errors import InvalidArchitecture, InvalidDataset, MlsysoptError
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
+
+if TYPE_CHECKING:
+    from mlsysopt.nas.prior import PriorConfig, TaskRecords, TransferPrior
 
 DATASETS: tuple[str, ...] = ("cora", "citeseer", "pubmed", "cs", "physics", "photo", "computers", "arxiv", "proteins")
 N_NODES = 4
@@ -171,14 +175,10 @@ class NasBenchGraphSpace(SearchSpace):
 
     def default_prior(self, config: Any = None) -> Any:
         """The transfer prior for this dataset: pretrained on every *other* NAS-Bench-Graph table (leave one out)."""
-        from mlsysopt.nas.prior import leave_one_out
-
         return leave_one_out(self.dataset, config)
 
     def prior_tasks(self, config: Any = None) -> Any:
         """The source tasks of :meth:`default_prior` (to train one prior on them and on earlier runs' records)."""
-        from mlsysopt.nas.prior import leave_one_out_tasks
-
         return leave_one_out_tasks(self.dataset, config)
 
     # ------------------------------------------------------------------ whole-table views
@@ -233,3 +233,58 @@ class NasBenchGraphSpace(SearchSpace):
                         reps[key] = Arch((li, *ops), blocks)
             _REPRESENTATIVES[cache_key] = reps
         return _REPRESENTATIVES[cache_key]
+
+
+# ---------------------------------------------------------------------------- transfer between the tables
+def table_records(dataset: str, rng: np.random.Generator | None = None, n: int | None = None) -> TaskRecords:
+    """A NAS-Bench-Graph table as one task's records: every distinct cell (or ``n`` random (link, ops) variants of
+    cells, which also teaches the prior that isomorphic cells perform alike)."""
+    from mlsysopt.nas.prior import TaskRecords  # torch: only for the transfer prior
+
+    space = NasBenchGraphSpace(dataset)
+    table = space.table
+    if n is None:
+        archs = list(space.iter_archs())
+    else:
+        rng = rng or np.random.default_rng(0)
+        combos = len(space.links) * len(space.ops) ** N_NODES
+        pick = rng.choice(combos, min(n, combos), replace=False)
+        dims = [len(space.links)] + [len(space.ops)] * N_NODES
+        archs = [Arch(tuple(int(c) for c in np.unravel_index(int(p), dims)), N_NODES) for p in pick]
+        archs = [a for a in archs if space.is_valid(a)]
+    decoded = [space.decode(a) for a in archs]
+    perf = np.array([float(table[d["key"]]["valid_perf"]) for d in decoded])
+    return TaskRecords(space.name, decoded, perf)
+
+
+_LOO_CACHE: dict[tuple[str, tuple[Any, ...]], TransferPrior] = {}  # leave-one-out priors of this process
+
+
+def leave_one_out_tasks(target: str, config: PriorConfig | None = None) -> list[TaskRecords]:
+    """The source tasks of :func:`leave_one_out`: every NAS-Bench-Graph table but ``target``'s, as records."""
+    from mlsysopt.nas.prior import PriorConfig  # torch: only for the transfer prior
+
+    if target not in DATASETS:
+        raise MlsysoptError(f"unknown NAS-Bench-Graph dataset '{target}' (choose from: {', '.join(DATASETS)})")
+    cfg = config or PriorConfig()
+    rng = np.random.default_rng(cfg.seed)
+    return [table_records(d, rng, cfg.per_task) for d in DATASETS if d != target]
+
+
+def leave_one_out(target: str, config: PriorConfig | None = None) -> TransferPrior:
+    """The prior for NAS-Bench-Graph dataset ``target`` from the *other* datasets' tables (cached per process)."""
+    from mlsysopt.nas.prior import PriorConfig, TransferPrior  # torch: only for the transfer prior
+
+    cfg = config or PriorConfig()
+    key = (target, tuple(asdict(cfg).values()))
+    if key not in _LOO_CACHE:
+        _LOO_CACHE[key] = TransferPrior(cfg).fit(leave_one_out_tasks(target, cfg))
+    return _LOO_CACHE[key]
+
+
+def register_prior(target: str, prior: TransferPrior, config: PriorConfig | None = None) -> None:
+    """Put an already trained leave-one-out prior in this process's cache (a benchmark's workers load one file)."""
+    from mlsysopt.nas.prior import PriorConfig  # torch: only for the transfer prior
+
+    cfg = config or PriorConfig()
+    _LOO_CACHE[(target, tuple(asdict(cfg).values()))] = prior

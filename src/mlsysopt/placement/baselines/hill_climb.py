@@ -8,8 +8,8 @@ but each step's K moves drawn uniformly among the untried ones.
 from __future__ import annotations
 
 from mlsysopt.placement.base import Placer, SearchContext
+from mlsysopt.placement.baselines.portfolio import PORTFOLIO, run_portfolio
 from mlsysopt.placement.move_search import SearchConfig, local_search
-from mlsysopt.placement.portfolio import PORTFOLIO, run_portfolio
 
 
 class LocalSearch(Placer):

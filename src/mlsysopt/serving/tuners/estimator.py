@@ -14,7 +14,7 @@ Both take ``add(config, measurement, weight)``, ``fit()`` and ``scores(idx, work
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -25,7 +25,16 @@ from mlsysopt.serving.space import Config, Space, Workload
 
 if TYPE_CHECKING:
     from mlsysopt.serving.prior import TaskPrior
-    from mlsysopt.serving.tuners.rrl import RRLConfig
+
+
+class RRLConfig(Protocol):
+    """The knobs of :class:`~mlsysopt.serving.tuners.rrl.RRLConfig` an estimator reads (RRL builds estimators)."""
+
+    hidden: tuple[int, ...]
+    steps_per_tell: int
+    lr: float
+    huber_delta: float
+
 
 LOG_MS = (math.log(1e-3), math.log(1e6))  # estimator targets are clipped to 1 us .. 1000 s
 

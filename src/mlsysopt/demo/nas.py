@@ -1,7 +1,7 @@
 """The ``nas`` section of ``mlsysopt demo``: EPNAS with transfer against the strong tabular baselines, and a tiny
 search with real training.
 
-Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.nas.demo:demo_section"``. About a minute:
+Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.demo.nas:demo_section"``. About a minute:
 
 1. NAS-Bench-Graph on cora (real table: 26,206 GNN cells with measured validation/test accuracy, latency and
    parameters) under the benchmark's *tight* limits (latency and params at the table's lower quartiles, hard):

@@ -5,7 +5,7 @@ its JSON-ready results in ``ctx.results[<its name>]`` and calls ``ctx.step(messa
 Register one in :data:`BUILDERS` either as a function or as a lazy ``"package.module:function"`` string, so
 that heavy imports (torch, onnxruntime, ...) happen only when that section runs::
 
-    BUILDERS["placement"] = "mlsysopt.placement.demo:demo_section"
+    BUILDERS["placement"] = "mlsysopt.demo.placement:demo_section"
 
 Units: DNN graphs (torch.fx) have ``compute`` in FLOPs and edges in bytes, so their cluster is scaled to
 FLOP/s, bytes/s and seconds (about 1-3 GFLOP/s per device, 0.4-0.7 GB/s links, ~10 µs latency). WfCommons
@@ -172,10 +172,10 @@ def montage_section(ctx: DemoContext) -> Section:
 BUILDERS: dict[str, SectionBuilder | str] = {
     "cnn": cnn_section,
     "montage": montage_section,
-    "placement": "mlsysopt.placement.demo:demo_section",
-    "serving": "mlsysopt.serving.demo:demo_section",
-    "nas": "mlsysopt.nas.demo:demo_section",
-    "costmodel": "mlsysopt.costmodel.demo:demo_section",
+    "placement": "mlsysopt.demo.placement:demo_section",
+    "serving": "mlsysopt.demo.serving:demo_section",
+    "nas": "mlsysopt.demo.nas:demo_section",
+    "costmodel": "mlsysopt.demo.costmodel:demo_section",
 }
 
 

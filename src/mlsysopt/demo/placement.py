@@ -1,6 +1,6 @@
 """The placement section of ``mlsysopt demo``: a tiny GiPH training, GiPH (shipped policy) vs the baselines, adaptation.
 
-Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.placement.demo:demo_section"``. Runs in well under a
+Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.demo.placement:demo_section"``. Runs in well under a
 minute: the policy's training pipeline runs on a few tiny problems only (a demo, not the shipped policy's training).
 The headline names the method with the shortest makespan at the equal budget, GiPH or not.
 """

@@ -1,6 +1,6 @@
 """The serving section of ``mlsysopt demo``: tune a real model live with RRL, then RRL with a prior on an unseen model.
 
-Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.serving.demo:demo_section"``. About a minute:
+Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.demo.serving:demo_section"``. About a minute:
 
 1. **real**: the zoo ResNet served by ONNX Runtime on this machine; RRL tunes it, then its pick and ONNX
    Runtime's default are re-measured interleaved, and the **verdict** is decided on those confirmed values
@@ -122,9 +122,10 @@ def _real(ctx: DemoContext) -> Section:
 
 
 def _simulated(ctx: DemoContext) -> Section:
-    from mlsysopt.report.serving import plot_steps
+    from mlsysopt.serving.figures import plot_steps
     from mlsysopt.serving.objective import Objective
-    from mlsysopt.serving.presets import preset, preset_prior
+    from mlsysopt.serving.presets import preset
+    from mlsysopt.serving.prior import preset_prior
     from mlsysopt.serving.space import Space, Workload
     from mlsysopt.serving.study import TOL, SerialTables, default_rates, tuner_name
     from mlsysopt.serving.tuners import get_tuner

@@ -1,6 +1,6 @@
 """The cost model as another system's oracle, in ``mlsysopt demo``: predicted vs measured ONNX Runtime settings.
 
-Called by :func:`mlsysopt.costmodel.demo.demo_section` after the quality section, on the same REAL subset: a GNN
+Called by :func:`mlsysopt.demo.costmodel.demo_section` after the quality section, on the same REAL subset: a GNN
 trained with ``--loss logmse`` (absolute times, what ``serving tune --cost-model`` and ``nas search
 --latency-model`` need) predicts one inference of the zoo CNN under each op-level setting of a serving space on
 this machine (intra-op threads x sequential/parallel execution); each setting is then timed here with ONNX

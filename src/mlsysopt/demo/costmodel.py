@@ -1,6 +1,6 @@
 """The ``costmodel`` section of ``mlsysopt demo``: GST memory on SYNTHETIC graphs, ranking quality on REAL runtimes.
 
-Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.costmodel.demo:demo_section"``. About a minute:
+Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.demo.costmodel:demo_section"``. About a minute:
 
 1. Memory: one training step on a synthetic layout graph of :data:`MEM_NODES` nodes each, full-graph vs GST
    (segments of :data:`MEM_SEGMENT` nodes); peak tensor memory from PyTorch's own accounting.
@@ -8,7 +8,7 @@ Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.costmodel.demo:demo_
    x threads, runtimes measured on this project's machine). GST+EFD and full-graph training with the library's
    defaults and the SAME number of epochs in total (GST+EFD's head-finetune epochs count), and LightGBM
    lambdarank (the field's baseline), ranked on held-out graphs; OPA 0.5 is a random ranking.
-3. The cost model as serving's oracle (:mod:`mlsysopt.costmodel.demo_oracle`): predicted vs measured op-level
+3. The cost model as serving's oracle (:mod:`mlsysopt.demo.costmodel_oracle`): predicted vs measured op-level
    ONNX Runtime settings of the zoo CNN, and what ``serving tune --cost-model`` keeps.
 """
 
@@ -37,7 +37,7 @@ BASELINE = "lightgbm"
 
 def demo_section(ctx: DemoContext) -> list[Section]:
     """Memory per step (full vs GST) and held-out ranking quality (full vs gst+efd) on synthetic layout graphs."""
-    from mlsysopt.costmodel.demo_oracle import oracle_section
+    from mlsysopt.demo.costmodel_oracle import oracle_section
     from mlsysopt.runtime.threads import torch_threads
 
     with torch_threads(1):
