@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.mlsysopt-installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install system-packages test lint chromium demo bench-quick clean
+.PHONY: install system-packages test test-durations lint chromium demo bench-quick clean
 
 install: $(STAMP)
 
@@ -26,6 +26,10 @@ lint: $(STAMP)
 test: lint chromium
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not quiet"
 	$(PY) -m pytest -q -m quiet
+
+# Refresh tests/durations.json (the longest tests are handed to the xdist workers first, so both end together).
+test-durations: $(STAMP) chromium
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not quiet" --store-durations
 
 # Debian packages: graphviz headers (saga's pygraphviz builds against them) and the PostgreSQL server the store's
 # tests start on loopback. Installed only when missing (run as root, as CI does).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,3 +74,37 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for r in rows:
         terminalreporter.write_line(f"{r['s']:7.1f}{'*' if r['sub'] else ' '}  [{r['section']}] {r['command'][:150]}")
     terminalreporter.write_line(f"{sum(r['s'] for r in rows):7.1f}   total")
+
+
+# ---------------------------------------------------------------------------- longest tests first
+# pytest-xdist hands tests to its workers in collection order, so a long test collected last runs alone at the end
+# while the other worker idles. tests/durations.json (seconds per test id of >= 1 s, from `make test-durations`)
+# puts the longest first; a test missing from it keeps its place after them.
+_DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--store-durations", action="store_true", help="write tests/durations.json from this run's call times"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    try:
+        known = json.loads(_DURATIONS.read_text())
+    except (OSError, ValueError):
+        return
+    items.sort(key=lambda item: -float(known.get(item.nodeid, 0.0)))  # stable: ties keep collection order
+
+
+_seen: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _seen[report.nodeid] = _seen.get(report.nodeid, 0.0) + report.duration  # with xdist: every worker's, here too
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if session.config.getoption("--store-durations") and not hasattr(session.config, "workerinput"):
+        slow = {k: round(v, 1) for k, v in sorted(_seen.items(), key=lambda kv: -kv[1]) if v >= 1.0}
+        _DURATIONS.write_text(json.dumps(slow, indent=0) + "\n")

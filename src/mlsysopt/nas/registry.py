@@ -6,45 +6,46 @@ line can refuse an unknown method before it loads torch or Optuna.
 
 from __future__ import annotations
 
-import importlib
 import typing
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.nas.knobs import parse_knobs, type_ok
+from mlsysopt.registry import Registry
 
 if TYPE_CHECKING:
     from mlsysopt.nas.constraints import Constraints
     from mlsysopt.nas.searcher import Searcher, SearcherConfig
     from mlsysopt.nas.spaces.base import SearchSpace
 
-_CLASSES = {
-    "epnas": "mlsysopt.nas.epnas:EPNAS",
-    "epnas_cold": "mlsysopt.nas.epnas:EPNASCold",
-    "local_search": "mlsysopt.nas.baselines.local_search:LocalSearch",
-    "bananas": "mlsysopt.nas.baselines.bananas:Bananas",
-    "zero_shot": "mlsysopt.nas.baselines.zero_shot:ZeroShot",
-    "random": "mlsysopt.nas.baselines.random_search:RandomSearch",
-    "evolution": "mlsysopt.nas.baselines.evolution:RegularizedEvolution",
-    "reinforce": "mlsysopt.nas.baselines.reinforce:ReinforceSearch",
-    "pnas": "mlsysopt.nas.baselines.pnas:PNAS",
-    "tpe": "mlsysopt.nas.baselines.optuna_tpe:OptunaTPE",
-}
-METHOD_NAMES: tuple[str, ...] = tuple(_CLASSES)
+#: Every NAS method by name (each module imported on first use).
+METHODS: Registry[type[Searcher[Any]]] = Registry(
+    "NAS method",
+    {
+        "epnas": "mlsysopt.nas.epnas:EPNAS",
+        "epnas_cold": "mlsysopt.nas.epnas:EPNASCold",
+        "local_search": "mlsysopt.nas.baselines.local_search:LocalSearch",
+        "bananas": "mlsysopt.nas.baselines.bananas:Bananas",
+        "zero_shot": "mlsysopt.nas.baselines.zero_shot:ZeroShot",
+        "random": "mlsysopt.nas.baselines.random_search:RandomSearch",
+        "evolution": "mlsysopt.nas.baselines.evolution:RegularizedEvolution",
+        "reinforce": "mlsysopt.nas.baselines.reinforce:ReinforceSearch",
+        "pnas": "mlsysopt.nas.baselines.pnas:PNAS",
+        "tpe": "mlsysopt.nas.baselines.optuna_tpe:OptunaTPE",
+    },
+)
+METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
 
 
 def check_method(name: str) -> None:
     """Raise MlsysoptError unless ``name`` is one of :data:`METHOD_NAMES`."""
-    if name not in _CLASSES:
-        raise MlsysoptError(f"unknown NAS method '{name}' (choose from: {', '.join(METHOD_NAMES)})")
+    METHODS.check(name)
 
 
 def method_class(name: str) -> type[Searcher[Any]]:
     """The searcher class of method ``name`` (imported on first use)."""
-    check_method(name)
-    module, cls = _CLASSES[name].split(":")
-    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+    return METHODS.load(name)
 
 
 def method_config(name: str, **options: Any) -> SearcherConfig:

@@ -1,9 +1,8 @@
 """The placement experiments the CLI, the demo and the benchmark share: methods by name, one search, compare.
 
-* :data:`METHODS` is the one registry of placement methods (the baselines, saga's schedulers and ``saga_best``,
-  the plain hill climb, GiPH — the default: portfolio start + policy-proposed local search — and the paper's GiPH
-  from a random start, from HEFT's placement, and as a plain walk); :func:`run_method` runs one of them by name
-  on a :class:`~mlsysopt.graph.problem.PlacementProblem`.
+* :data:`~mlsysopt.placement.methods.METHODS` is the one registry of placement methods (the baselines, saga's
+  schedulers and ``saga_best``, the plain hill climb, GiPH — the default — and the paper's GiPH variants);
+  :func:`~mlsysopt.placement.methods.run_method` runs one of them by name (both re-exported here).
 * :func:`compare` runs every method over several seeds with one simulator budget (and optionally a wall-clock
   timeout per search) and summarizes each one (:func:`method_summary`: makespans, ratio to HEFT, steps to best,
   the mean search curve). Given a parallel ``mlsysopt.runtime`` executor (local pool or Ray) it runs the

@@ -16,6 +16,7 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import PlacementResult
+from mlsysopt.registry import Registry
 
 if TYPE_CHECKING:
     from mlsysopt.placement.giph import GiPH
@@ -53,16 +54,14 @@ def _methods() -> list[Method]:
 
 
 #: Every placement method, in the order tables list them.
-METHODS: dict[str, Method] = {m.name: m for m in _methods()}
+METHODS: Registry[Method] = Registry("method", {m.name: m for m in _methods()})
 #: What ``placement place`` runs by default.
 DEFAULT_METHOD = "giph"
 
 
 def get_method(name: str) -> Method:
     """The registered method ``name``; MlsysoptError listing the known names otherwise."""
-    if name not in METHODS:
-        raise MlsysoptError(f"unknown method '{name}' (choose from: {', '.join(METHODS)})")
-    return METHODS[name]
+    return METHODS.load(name)
 
 
 def select_methods(names: Sequence[str] | None, have_policy: bool) -> tuple[list[str], list[str]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from mlsysopt.errors import MlsysoptError
 from mlsysopt.placement.base import Placer
 from mlsysopt.placement.baselines.annealing import Annealing
 from mlsysopt.placement.baselines.eft_greedy import EFTGreedy
@@ -21,25 +20,27 @@ from mlsysopt.placement.baselines.saga_schedulers import (
     SagaScheduler,
     SagaSkipped,
 )
+from mlsysopt.registry import Registry
 
 #: Every baseline by method name: a callable that makes a fresh placer.
-BASELINES: dict[str, Callable[[], Placer]] = {
-    HEFT.name: HEFT,
-    FastestDevice.name: FastestDevice,
-    RandomSearch.name: RandomSearch,
-    Annealing.name: Annealing,
-    EFTGreedy.name: EFTGreedy,
-    LocalSearch.name: LocalSearch,
-    **{f"saga_{key}": partial(SagaScheduler, key) for key in SAGA_SCHEDULERS},
-    SagaBest.name: SagaBest,
-}
+BASELINES: Registry[Callable[[], Placer]] = Registry(
+    "baseline",
+    {
+        HEFT.name: HEFT,
+        FastestDevice.name: FastestDevice,
+        RandomSearch.name: RandomSearch,
+        Annealing.name: Annealing,
+        EFTGreedy.name: EFTGreedy,
+        LocalSearch.name: LocalSearch,
+        **{f"saga_{key}": partial(SagaScheduler, key) for key in SAGA_SCHEDULERS},
+        SagaBest.name: SagaBest,
+    },
+)
 
 
 def get_baseline(name: str) -> Placer:
     """A fresh baseline placer by name; MlsysoptError listing the known names otherwise."""
-    if name not in BASELINES:
-        raise MlsysoptError(f"unknown baseline '{name}' (known: {', '.join(BASELINES)})")
-    return BASELINES[name]()
+    return BASELINES.load(name)()
 
 
 __all__ = [

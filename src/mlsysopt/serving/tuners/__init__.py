@@ -5,12 +5,11 @@ Each tuner's module is imported when the tuner is first used, so RRL alone never
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.lazy import lazy_exports
+from mlsysopt.registry import Registry, lazy_attribute_map
 
 if TYPE_CHECKING:
     from mlsysopt.serving.objective import Objective
@@ -25,47 +24,32 @@ if TYPE_CHECKING:
     from mlsysopt.serving.tuners.random_search import RandomSearch
     from mlsysopt.serving.tuners.rrl import RRL, RRLConfig
 
-#: tuner name -> (module, class), in the order tables and plots list them
-_TUNERS = {
-    "rrl": ("mlsysopt.serving.tuners.rrl", "RRL"),
-    "default": ("mlsysopt.serving.tuners.default", "Default"),
-    "exhaustive": ("mlsysopt.serving.tuners.exhaustive", "Exhaustive"),
-    "random": ("mlsysopt.serving.tuners.random_search", "RandomSearch"),
-    "tpe": ("mlsysopt.serving.tuners.optuna_tpe", "OptunaTPE"),
-    "gp": ("mlsysopt.serving.tuners.optuna_gp", "OptunaGP"),
-    "bandit": ("mlsysopt.serving.tuners.bandit", "Bandit"),
-    "hill_climb": ("mlsysopt.serving.tuners.hill_climb", "HillClimb"),
-}
-
-
-class _Registry(Mapping[str, "type[Tuner]"]):
-    """Tuner classes by name, each imported on first look-up."""
-
-    def __getitem__(self, name: str) -> type[Tuner]:
-        module, cls = _TUNERS[name]
-        return getattr(importlib.import_module(module), cls)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(_TUNERS)
-
-    def __len__(self) -> int:
-        return len(_TUNERS)
-
-
-TUNERS: Mapping[str, type[Tuner]] = _Registry()
+#: Every tuner by name, in the order tables and plots list them (each module imported on first use).
+TUNERS: Registry[type[Tuner]] = Registry(
+    "tuner",
+    {
+        "rrl": "mlsysopt.serving.tuners.rrl:RRL",
+        "default": "mlsysopt.serving.tuners.default:Default",
+        "exhaustive": "mlsysopt.serving.tuners.exhaustive:Exhaustive",
+        "random": "mlsysopt.serving.tuners.random_search:RandomSearch",
+        "tpe": "mlsysopt.serving.tuners.optuna_tpe:OptunaTPE",
+        "gp": "mlsysopt.serving.tuners.optuna_gp:OptunaGP",
+        "bandit": "mlsysopt.serving.tuners.bandit:Bandit",
+        "hill_climb": "mlsysopt.serving.tuners.hill_climb:HillClimb",
+    },
+)
 
 
 def get_tuner(name: str, space: Space, objective: Objective, seed: int = 0, **knobs: object) -> Tuner:
     """Build the tuner called ``name``; an unknown name or knob is a :class:`MlsysoptError` naming the choices."""
-    if name not in _TUNERS:
-        raise MlsysoptError(f"unknown tuner '{name}' (choose from: {', '.join(_TUNERS)})")
+    cls = TUNERS.load(name)
     try:
-        return TUNERS[name](space, objective, seed=seed, **knobs)
+        return cls(space, objective, seed=seed, **knobs)
     except TypeError as exc:  # an unknown keyword knob
         raise MlsysoptError(f"tuner '{name}': {exc}") from None
 
 
-_EXPORTS = {cls: module for module, cls in _TUNERS.values()} | {
+_EXPORTS = lazy_attribute_map(TUNERS) | {
     "RRLConfig": "mlsysopt.serving.tuners.rrl",
     "Tuner": "mlsysopt.serving.tuners.base",
     "Exploration": "mlsysopt.serving.tuners.base",
