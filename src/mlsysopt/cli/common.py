@@ -13,12 +13,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
-from mlsysopt.text import plural
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from mlsysopt.graph.ir import CompGraph
 
 # C0/C1 control characters (but tab and newline), DEL, and the Unicode direction overrides that reorder a line
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -169,87 +167,12 @@ def apply_aliases(argv: list[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- parsing and checks
-def parse_shape(value: str | None, option: str = "--input-shape") -> tuple[int, ...] | None:
-    """``"1,3,32,32"`` (or ``1x3x32x32``) -> ``(1, 3, 32, 32)``; one clear error naming ``option`` otherwise."""
-    if value is None:
-        return None
-    try:
-        shape = tuple(int(v) for v in value.replace("x", ",").split(",") if v.strip())
-    except ValueError:
-        raise InvalidOption(f"{option} '{value}' is not a comma-separated list of integers, e.g. 1,3,32,32") from None
-    if not shape or any(s <= 0 for s in shape):
-        raise InvalidOption(f"{option} '{value}' must list positive sizes, e.g. 1,3,32,32")
-    from mlsysopt.graph.limits import memory_budget
-
-    budget = memory_budget()
-    if 4 * math.prod(shape) > budget:  # one float32 example input must fit, with room for the model
-        raise InvalidOption(
-            f"{option} '{value}' is {4 * math.prod(shape) / 2**30:,.1f} GiB of float32, above this machine's limit "
-            f"of {budget / 2**30:,.1f} GiB ({budget // 4:,} elements)"
-        )
-    return shape
-
-
-def load_source(
-    source: str, num_tasks: int = 100, seed: int = 0, input_shape: str | None = None, timeout: float | None = None
-) -> CompGraph:
-    """The CompGraph of any source (see :mod:`mlsysopt.graph.importers.source`); a user's factory runs in a child
-    process bounded by ``timeout`` (the command's ``--timeout``; None: the default bound for user code)."""
-    from mlsysopt.graph.importers.source import resolve_source
-
-    src = resolve_source(source)
-    if src.kind == "recipe":
-        from mlsysopt.graph.limits import check_recipe_tasks
-
-        check_recipe_tasks(num_tasks, "--num-tasks")
-    return src.graph(num_tasks=num_tasks, seed=seed, input_shape=parse_shape(input_shape), timeout=timeout)
-
-
 def check_suffix(path: Path, suffix: str, option: str) -> None:
     """One clear error when an output file does not end in ``suffix`` or is a folder."""
     if path.suffix.lower() != suffix:
         raise MlsysoptError(f"{option} {path}: expected a {suffix} file name")
     if path.is_dir():
         raise MlsysoptError(f"{option} {path} is a directory")
-
-
-def check_parallel(workers: int, backend: str, address: str | None) -> None:
-    """Check ``--backend``/``--address`` (cheap, no Ray import) and warn when local workers exceed the cores."""
-    from mlsysopt.runtime import check_backend
-
-    check_backend(backend, address)
-    cores = os.cpu_count() or 1
-    limit = max_workers(backend)
-    if workers > limit:
-        where = "local worker processes (each needs ~256 MiB)" if backend == "local" else "Ray tasks in flight"
-        raise InvalidOption(f"--workers {workers:,} is above the limit of {limit:,} {where}")
-    if backend == "local" and workers > cores:
-        warn(f"--workers {workers} is more than this machine's {plural(cores, 'core')}: they will share them")
-
-
-def check_threads(threads: int, workers: int = 1, backend: str = "local", option: str = "--threads") -> None:
-    """Warn when ``threads`` per worker x local ``workers`` is more than this machine's cores (they would share)."""
-    cores = os.cpu_count() or 1
-    total = threads * (workers if backend == "local" else 1)
-    if total > cores:
-        each = f" x {workers} workers" if backend == "local" and workers > 1 else ""
-        warn(
-            f"{option} {threads}{each} = {total} threads on this machine's {plural(cores, 'core')}: they will share "
-            "them (slower than one thread per core)"
-        )
-
-
-#: Most Ray tasks one command keeps in flight (a cluster may have many more cores than this machine).
-MAX_RAY_WORKERS = 10_000
-
-
-def max_workers(backend: str) -> int:
-    """The largest ``--workers`` for ``backend``: local processes by memory (~256 MiB each), Ray tasks by count."""
-    if backend != "local":
-        return MAX_RAY_WORKERS
-    from mlsysopt.graph.limits import memory_budget
-
-    return max(os.cpu_count() or 1, memory_budget() // (256 * 2**20))
 
 
 def fmt(v: float) -> str:
@@ -283,7 +206,6 @@ def _annotation(param: Any) -> Any:
 
 
 def _finite(param: Any, value: Any) -> None:
-    import math
 
     if isinstance(value, float) and not math.isfinite(value):
         raise typer.BadParameter(f"must be a finite number, got {value}", param=param)

@@ -18,13 +18,12 @@ from mlsysopt.cli.common import (
     SeedOpt,
     TimeoutOpt,
     WorkersOpt,
-    check_parallel,
-    check_threads,
     console,
     err_console,
     progress_bar,
 )
 from mlsysopt.errors import InvalidOption
+from mlsysopt.runtime import check_parallel, check_threads
 
 costmodel_app = typer.Typer(
     help="GST+EFD: learn config rankings (TpuGraphs) or graph classes (MalNet) on huge graphs in bounded memory.",

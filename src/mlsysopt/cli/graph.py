@@ -18,11 +18,11 @@ from mlsysopt.cli.common import (
     console,
     err_console,
     fmt,
-    load_source,
     safe_text,
     warn,
 )
 from mlsysopt.errors import MlsysoptError
+from mlsysopt.graph.importers.source import load_source
 from mlsysopt.io import RunDir
 from mlsysopt.store.run import RunStore
 

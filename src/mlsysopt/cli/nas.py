@@ -17,13 +17,13 @@ from mlsysopt.cli.common import (
     SeedOpt,
     TimeoutOpt,
     WorkersOpt,
-    check_parallel,
     console,
     err_console,
     fmt,
     progress_bar,
 )
 from mlsysopt.errors import InvalidOption
+from mlsysopt.runtime import check_parallel
 
 nas_app = typer.Typer(
     help="EPNAS: progressive architecture search with a performance predictor under resource constraints.",

@@ -21,12 +21,12 @@ from mlsysopt.cli.common import (
     SourceArg,
     TimeoutOpt,
     WorkersOpt,
-    check_parallel,
     err_console,
     progress_bar,
 )
-from mlsysopt.errors import MlsysoptError
 from mlsysopt.placement.config import TrainConfig
+from mlsysopt.placement.jobs import ProblemSpec, check_timeout
+from mlsysopt.runtime import check_parallel
 
 placement_app = typer.Typer(
     help="GiPH: learned task-graph placement on heterogeneous devices; baselines; adaptation to cluster changes.",
@@ -100,7 +100,7 @@ def placement_train(
     With --resume the saved settings are kept; --updates, --workers, --backend, --address, --timeout may change.
     """
     values = dict(locals())
-    pio.check_timeout(timeout)
+    check_timeout(timeout)
     check_parallel(workers, backend, address)
     given = {k: values[k] for k in RUNTIME}  # the others only when typed: --resume keeps the saved ones
     sources = {k: getattr(ctx.get_parameter_source(k), "name", "DEFAULT") for k in KNOBS}
@@ -185,53 +185,15 @@ def placement_place(
     search.png, and device_map.json for a PyTorch model. The search ends after --budget simulator evaluations or
     --timeout seconds, whichever comes first.
     """
-    options = dict(locals())
-    from mlsysopt.placement.experiment import comparison, get_method, heft_placement, run_method
+    from mlsysopt.placement.jobs import PlaceRequest, prepare_place
 
-    needs_policy = get_method(method).needs_policy
-    if init not in (None, "heft", "random"):
-        raise MlsysoptError(f"unknown --init '{init}' (choose from: heft, random)")
-    if needs_policy:
-        pio.check_policy(policy)
-    pio.check_sizes(options)
-    run = pio.one_shot_run("placement place", options)
-    giph = pio.load_giph(policy) if needs_policy else None
-    problem, about, owners = pio.load_problem(options, giph=giph)
-    if init is not None and method not in ("giph", "giph_paper", "annealing", "local_search"):
-        err_console.print(f"note: --init is ignored by {method}")
-    from mlsysopt.placement.base import default_budget
-
-    graph, cluster = problem.graph, problem.cluster
-    spend = default_budget(graph) if budget is None else budget
-    t0 = time.perf_counter()
-    with err_console.status(f"placing {graph.num_nodes} tasks with {method} (budget {spend} evaluations)"):
-        import numpy as np
-
-        start = heft_placement(problem) if init == "heft" else None
-        if init == "random":
-            start = problem.random_placement(np.random.default_rng(seed))
-        res = run_method(method, problem, spend, seed, giph, start, timeout)
-    seconds = time.perf_counter() - t0
-    compared = comparison(problem, res)
-    from mlsysopt.report.gantt import plot_gantt
-    from mlsysopt.report.search import plot_search
-
-    sched = problem.simulate(res.placement)
-    result = {"command": "placement place", "source": graph_source, "seed": seed, "budget": spend, "init": init}
-    result.update(policy=policy if needs_policy else None, **res.to_dict(graph, cluster), seconds=seconds)
-    result.update({k: v for k, v in problem.describe(sched).items() if k != "placement"}, **about)
-    result["comparison"] = compared
-    result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
-    files = ["result.json", "placement.json", "cluster.json", "gantt.png", "search.png"]
-    with run:
-        plot_gantt(graph, cluster, sched, run.file("gantt.png"), title=f"{graph_source}: {method}")
-        plot_search({method: res.history}, run.file("search.png"), title=f"{graph_source}: {method} (budget {spend})")
-        run.write_json("placement.json", result["placement"])
-        run.write_json("cluster.json", cluster.to_dict())
-        if pio.write_device_map(run, problem, res.placement, owners, graph_source):
-            files.append("device_map.json")
-        run.write_json("result.json", result)
-    pio.print_place(result, cluster.num_devices, out, files)
+    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout)
+    job = prepare_place(PlaceRequest(problem, out, method, policy, init, budget), status=err_console.status)
+    job.load()
+    for note in job.notes:
+        err_console.print(f"note: {escape(note)}")
+    outcome = job.run()
+    pio.print_place(outcome.result, outcome.problem.cluster.num_devices, out, outcome.files)
 
 
 @placement_app.command("compare")
@@ -258,40 +220,28 @@ def placement_compare(
     Ray tasks), with the same results as serially; each search ends after --budget evaluations or --timeout
     seconds.
     """
-    options = dict(locals())
-    from mlsysopt.placement.experiment import METHODS, compare, select_methods
-
-    names, _ = select_methods(None if methods is None else pio.parse_names(methods), True)
-    needs_policy = any(METHODS[m].needs_policy for m in names)
-    if needs_policy:
-        pio.check_policy(policy)
-    pio.check_sizes(options)
-    check_parallel(workers, backend, address)
-    run = pio.one_shot_run("placement compare", options)
-    giph = pio.load_giph(policy) if needs_policy else None
-    problem, about, _ = pio.load_problem(options, runs=len(names) * seeds, giph=giph)
+    from mlsysopt.placement.jobs import CompareRequest, prepare_compare
     from mlsysopt.runtime import make_executor
 
-    with pio.interruptible(lambda: "nothing was written"), run:
-        with make_executor(backend, workers, address) as executor, progress_bar() as progress:
-            task = progress.add_task(f"compare on {executor.describe()}", total=len(names) * seeds)
+    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout)
+    names = None if methods is None else tuple(pio.parse_names(methods))
+    request = CompareRequest(problem, out, names, policy, budget, seeds, workers, backend, address)
+    job = prepare_compare(request, status=err_console.status)
+    total = len(request.names) * seeds
+    job.load()
+    with (
+        pio.interruptible(lambda: "nothing was written"),
+        make_executor(backend, workers, address) as executor,
+        progress_bar() as progress,
+    ):
+        task = progress.add_task(f"compare on {executor.describe()}", total=total)
 
-            def on_run(done: int, method: str, s: int) -> None:
-                progress.update(task, completed=done, description=f"{method}, seed {s}")
+        def on_run(done: int, name: str, s: int) -> None:
+            progress.update(task, completed=done, description=f"{name}, seed {s}")
 
-            seed_list = [seed + k for k in range(seeds)]
-            cmp = compare(problem, None, names, seed_list, budget, giph, on_run, executor, timeout)
-            progress.update(task, completed=len(names) * seeds, description="compare done")
-        from mlsysopt.report.search import plot_search
-
-        result = {"command": "placement compare", "source": graph_source, "policy": policy if needs_policy else None}
-        result.update(cmp.to_dict(), **about, workers=workers, backend=backend)
-        result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
-        curves = {name: r["curve"] for name, r in result["results"].items()}
-        plot_search(curves, run.file("search.png"), title=f"{graph_source}: mean over {seeds} seed(s)")
-        run.write_json("cluster.json", problem.cluster.to_dict())
-        run.write_json("result.json", result)
-    pio.print_compare(result, out)
+        outcome = job.run(on_run, executor)
+        progress.update(task, completed=total, description="compare done")
+    pio.print_compare(outcome.result, out)
 
 
 @placement_app.command("adapt")
@@ -321,50 +271,29 @@ def placement_adapt(
     Writes result.json, placement.json and cluster.json (the changed cluster), old_cluster.json, gantt.png
     (and device_map.json for a PyTorch model). GiPH's seeds run on --workers processes (or Ray tasks).
     """
-    options = dict(locals())
-    removed = pio.parse_names(remove)
-    if not removed and add == 0:
-        raise MlsysoptError("nothing changes: give --remove dev3,dev5 and/or --add N")
-    pio.check_policy(policy)
-    pio.check_sizes(options)
-    if add:
-        from mlsysopt.placement.limits import check_devices
+    from mlsysopt.placement.jobs import AdaptRequest, prepare_adapt
 
-        check_devices(add + (devices or 0))
-    check_parallel(workers, backend, address)
-    run = pio.one_shot_run("placement adapt", options)
-    from mlsysopt.graph.placement import load_placement, placement_to_dict
-    from mlsysopt.placement.adaptation import adapt, change_cluster
-    from mlsysopt.placement.experiment import heft_placement
-    from mlsysopt.runtime import make_executor
+    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout)
+    start = None if placement_path is None else str(placement_path)
+    request = AdaptRequest(problem, out, tuple(pio.parse_names(remove)), add, start, policy, budget, seeds, workers,
+                           backend, address)  # fmt: skip
+    job = prepare_adapt(request, status=err_console.status)
+    job.load()
+    with pio.interruptible(lambda: "nothing was written"):
+        outcome = job.run()
+    pio.print_adapt(outcome.result, job.old_devices, outcome.problem.cluster.num_devices, out, outcome.files)
 
-    giph = pio.load_giph(policy)
-    problem, about, owners = pio.load_problem(options, runs=seeds, giph=giph)
-    from mlsysopt.placement.base import default_budget
 
-    graph, old = problem.graph, problem.cluster
-    start = heft_placement(problem) if placement_path is None else load_placement(placement_path, graph, old)
-    new, added = change_cluster(graph, old, removed, add, seed)
-    spend = default_budget(graph) if budget is None else budget
-    seed_list = [seed + k for k in range(seeds)]
-    with pio.interruptible(lambda: "nothing was written"), run:
-        with make_executor(backend, workers, address) as executor:
-            status = f"adapting {graph.num_nodes} tasks ({seeds} x {spend} evaluations, {executor.describe()})"
-            with err_console.status(status):
-                res = adapt(graph, old, new, start, giph, spend, seed, seed_list, executor, timeout)
-        from mlsysopt.report.gantt import plot_gantt
-
-        result = {"command": "placement adapt", "source": graph_source, "seed": seed, "budget": spend}
-        result.update(added=added, removed=removed, start_placement=str(placement_path) if placement_path else "heft")
-        result.update(res.to_dict(graph, new), cp_min=res.problem.cp_min, old_cluster_source=about["cluster_source"])
-        result["units"] = {"makespan": "s", "cp_min": "s"}
-        files = ["result.json", "placement.json", "cluster.json", "old_cluster.json", "gantt.png"]
-        title = f"{graph_source}: GiPH adapted placement"
-        plot_gantt(graph, new, res.problem.simulate(res.giph.placement), run.file("gantt.png"), title=title)
-        run.write_json("placement.json", placement_to_dict(graph, new, res.giph.placement))
-        run.write_json("cluster.json", new.to_dict())
-        run.write_json("old_cluster.json", old.to_dict())
-        if pio.write_device_map(run, res.problem, res.giph.placement, owners, graph_source):
-            files.append("device_map.json")
-        run.write_json("result.json", {**result, "cluster": new.to_dict()})
-    pio.print_adapt(result, old.num_devices, new.num_devices, out, files)
+def _problem(
+    source: str,
+    cluster: Path | None,
+    devices: int | None,
+    num_tasks: int,
+    input_shape: str | None,
+    seed: int,
+    timeout: float | None,
+) -> ProblemSpec:
+    """The problem options every placement command shares, as the library's checked request."""
+    return ProblemSpec(
+        source, None if cluster is None else str(cluster), devices, num_tasks, input_shape, seed, timeout
+    )

@@ -1,4 +1,5 @@
-"""Helpers of ``mlsysopt placement ...``: strict options, loading the problem and the policy, printing results."""
+"""Helpers of ``mlsysopt placement ...``: strict options and printing results (the checks and the jobs are the
+library's: :mod:`mlsysopt.placement.jobs`)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
-from mlsysopt.cli.common import Interrupted, console, err_console, parse_shape
+from mlsysopt.cli.common import Interrupted, console
 from mlsysopt.cli.graph import show
-from mlsysopt.errors import InvalidOption, MlsysoptError
-from mlsysopt.io import RunDir
-from mlsysopt.store.run import RunStore
+from mlsysopt.errors import InvalidOption
 
 if TYPE_CHECKING:
-    from mlsysopt.graph.problem import PlacementProblem
-    from mlsysopt.placement.giph import GiPH
+    pass
 
 
 # ---------------------------------------------------------------------------- strict options
@@ -62,12 +60,6 @@ def float_opt(flag: str, text: str, low: float = 0.0, strict: bool = True) -> An
     return typer.Option(flag, parser=_float_parser(flag, low, strict), metavar="FLOAT", help=text)
 
 
-def check_timeout(timeout: float | None) -> None:
-    """``--timeout`` must be a finite number of seconds > 0."""
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise InvalidOption(f"--timeout {timeout}: must be a finite number of seconds > 0")
-
-
 ClusterOpt = Annotated[
     Path | None, typer.Option("--cluster", help="Device cluster JSON or preset:NAME (or use --devices).")
 ]
@@ -85,99 +77,10 @@ SeedsOpt = Annotated[int, int_opt("--seeds", "Seeds per method (--seed, --seed+1
 ResumeOpt = Annotated[bool, typer.Option("--resume/--no-resume", help="Continue the run in --out.")]
 
 
-# ---------------------------------------------------------------------------- run folder, problem, policy
-def one_shot_run(command: str, options: dict[str, Any]) -> RunDir:
-    """The checked (not yet created) run folder of ``command``; its settings are every option but ``--out``."""
-    settings = {"command": command, **{k: v for k, v in options.items() if k not in ("out", "ctx")}}
-    return RunDir(options["out"], settings, checkpoint=None, sink=RunStore).check()
-
-
-def check_sizes(options: dict[str, Any]) -> None:
-    """Bound the size options (and the timeout) before anything is loaded or drawn."""
-    from mlsysopt.placement.limits import check_devices, check_num_tasks
-
-    check_timeout(options.get("timeout"))
-    if options.get("devices") is not None:
-        check_devices(options["devices"])
-    check_num_tasks(options["num_tasks"])
-
-
-def load_problem(
-    options: dict[str, Any], runs: int = 1, giph: GiPH | None = None
-) -> tuple[PlacementProblem, dict[str, Any], dict[str, Any] | None]:
-    """The command's graph on its cluster, validated and size-checked; what result.json says; fx node owners.
-
-    The owners (see :func:`~mlsysopt.placement.devicemap.node_owners`) are there for PyTorch sources: the model
-    is built once, for the graph and for them.
-    """
-    from mlsysopt.graph.importers.source import resolve_source
-    from mlsysopt.graph.presets import load_cluster
-    from mlsysopt.graph.problem import load_problem as problem_of
-    from mlsysopt.placement.base import default_budget
-    from mlsysopt.placement.limits import check_search
-    from mlsysopt.report.summary import graph_summary
-
-    o = options
-    owners = None
-    with err_console.status("loading graph and cluster"):
-        src = resolve_source(o["graph_source"])
-        if src.runs_user_code:  # the user's factory runs in a child process, bounded by --timeout
-            graph, owners = src.isolated(graph_and_owners, src, parse_shape(o["input_shape"]), timeout=o.get("timeout"))
-        elif src.kind == "pytorch":
-            graph, owners = graph_and_owners(src, parse_shape(o["input_shape"]))
-        else:
-            graph = src.graph(num_tasks=o["num_tasks"], seed=o["seed"], input_shape=parse_shape(o["input_shape"]))
-        given = o["cluster_path"]
-        cluster = None if given is None else load_cluster(str(given), graph, o["seed"])  # a file or preset:NAME
-        devices = cluster.num_devices if cluster is not None else (o["devices"] or 1)
-        budget = o.get("budget") or default_budget(graph)
-        hidden = None if giph is None else giph.policy.config.hidden
-        check_search(graph.num_nodes, graph.num_edges, devices, budget, runs, hidden, o.get("timeout"))
-        problem, how = problem_of(graph, cluster, o["devices"], o["seed"])
-        if cluster is not None:
-            how = str(cluster.meta.get("source", how))
-    about = {"graph": graph_summary(graph, name=str(graph.meta.get("name") or o["graph_source"]))}
-    return problem, {**about, "cluster_source": how, "cluster": problem.cluster.to_dict()}, owners
-
-
-def graph_and_owners(src: Any, input_shape: tuple[int, ...] | None) -> tuple[Any, dict[str, Any]]:
-    """The CompGraph of a PyTorch source and its fx node owners, from one build of the model."""
-    from mlsysopt.graph.importers.torch_fx import from_module
-    from mlsysopt.placement.devicemap import node_owners
-
-    module, inputs = src.pytorch(input_shape)
-    return from_module(module, inputs, name=src.name), node_owners(module)
-
-
-def check_policy(policy: str) -> None:
-    """Fail fast (before torch is imported) when ``--policy`` is neither 'pretrained' nor a file."""
-    if policy != "pretrained" and not Path(policy).is_file():
-        raise MlsysoptError(
-            f"--policy {policy}: no such checkpoint file (train one with 'mlsysopt placement train --out RUN', "
-            "or use --policy pretrained, the policy shipped with mlsysopt)"
-        )
-
-
-def load_giph(policy: str) -> GiPH:
-    """The GiPH placer of ``--policy`` (a checkpoint or 'pretrained'); a clear error when it is unusable."""
-    from mlsysopt.placement.giph import GiPH
-
-    return GiPH.load(policy)  # GiPH's search runs with one torch thread itself
-
-
+# ---------------------------------------------------------------------------- small helpers
 def parse_names(text: str | None) -> list[str]:
     """Names from a comma list."""
     return [s.strip() for s in (text or "").split(",") if s.strip()]
-
-
-def write_device_map(run: RunDir, problem: PlacementProblem, placement: Any, owners: Any, source: str) -> bool:
-    """Write ``device_map.json`` when the graph came from PyTorch (torch.fx); whether it was written."""
-    if problem.graph.meta.get("source") != "torch.fx":
-        return False
-    from mlsysopt.placement.devicemap import device_map
-
-    run.write_json("device_map.json", device_map(problem.graph, problem.cluster, placement, owners, source))
-    return True
 
 
 @contextmanager

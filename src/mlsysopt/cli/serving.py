@@ -15,10 +15,8 @@ from mlsysopt.cli.common import (
     SeedOpt,
     TimeoutOpt,
     WorkersOpt,
-    check_parallel,
     console,
     err_console,
-    parse_shape,
     progress_bar,
 )
 from mlsysopt.cli.serving_io import (
@@ -34,6 +32,8 @@ from mlsysopt.cli.serving_io import (
     print_measurements,
     print_tuning,
 )
+from mlsysopt.graph.limits import parse_shape
+from mlsysopt.runtime import check_parallel
 from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE
 from mlsysopt.text import plural
 

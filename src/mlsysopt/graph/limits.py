@@ -126,3 +126,22 @@ def finite_product(*factors: float) -> bool:
             return False
         total += math.log10(abs(f))
     return total < 308.0
+
+
+def parse_shape(value: str | None, option: str = "--input-shape") -> tuple[int, ...] | None:
+    """``"1,3,32,32"`` (or ``1x3x32x32``) -> ``(1, 3, 32, 32)``; one clear error naming ``option`` otherwise."""
+    if value is None:
+        return None
+    try:
+        shape = tuple(int(v) for v in value.replace("x", ",").split(",") if v.strip())
+    except ValueError:
+        raise InvalidOption(f"{option} '{value}' is not a comma-separated list of integers, e.g. 1,3,32,32") from None
+    if not shape or any(s <= 0 for s in shape):
+        raise InvalidOption(f"{option} '{value}' must list positive sizes, e.g. 1,3,32,32")
+    budget = memory_budget()
+    if 4 * math.prod(shape) > budget:  # one float32 example input must fit, with room for the model
+        raise InvalidOption(
+            f"{option} '{value}' is {4 * math.prod(shape) / 2**30:,.1f} GiB of float32, above this machine's limit "
+            f"of {budget / 2**30:,.1f} GiB ({budget // 4:,} elements)"
+        )
+    return shape

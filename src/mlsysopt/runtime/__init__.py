@@ -7,12 +7,18 @@ on every backend.
 
 from __future__ import annotations
 
+import os
+import warnings
 from typing import TYPE_CHECKING
 
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.errors import InvalidOption, MlsysoptError, MlsysoptWarning
 from mlsysopt.lazy import lazy_exports
+from mlsysopt.limits import memory_budget
+from mlsysopt.text import plural
 
 BACKENDS = ("local", "ray")
+#: Most Ray tasks one command keeps in flight (a cluster may have many more cores than this machine).
+MAX_RAY_WORKERS = 10_000
 
 _EXPORTS = {
     "Executor": "mlsysopt.runtime.base",
@@ -50,6 +56,44 @@ def check_backend(backend: str, address: str | None = None) -> None:
             raise MlsysoptError(INSTALL_HINT)
 
 
+def max_workers(backend: str) -> int:
+    """The largest ``--workers`` for ``backend``: local processes by memory (~256 MiB each), Ray tasks by count."""
+    if backend != "local":
+        return MAX_RAY_WORKERS
+    return max(os.cpu_count() or 1, memory_budget() // (256 * 2**20))
+
+
+def check_parallel(workers: int, backend: str = "local", address: str | None = None) -> None:
+    """Refuse an unusable ``--backend``/``--address`` or too many ``--workers`` (cheap: no Ray import), and warn
+    (:class:`~mlsysopt.errors.MlsysoptWarning`) when local workers are more than this machine's cores.
+
+    Args:
+        workers: processes (``local``) or Ray tasks in flight (``ray``).
+        backend: ``local`` or ``ray``.
+        address: the Ray cluster (``auto``, ``HOST:PORT``), only with ``ray``.
+    """
+    check_backend(backend, address)
+    cores = os.cpu_count() or 1
+    limit = max_workers(backend)
+    if workers > limit:
+        where = "local worker processes (each needs ~256 MiB)" if backend == "local" else "Ray tasks in flight"
+        raise InvalidOption(f"--workers {workers:,} is above the limit of {limit:,} {where}")
+    if backend == "local" and workers > cores:
+        msg = f"--workers {workers} is more than this machine's {plural(cores, 'core')}: they will share them"
+        warnings.warn(msg, MlsysoptWarning, stacklevel=2)
+
+
+def check_threads(threads: int, workers: int = 1, backend: str = "local", option: str = "--threads") -> None:
+    """Warn when ``threads`` per worker x local ``workers`` is more than this machine's cores (they would share)."""
+    cores = os.cpu_count() or 1
+    total = threads * (workers if backend == "local" else 1)
+    if total > cores:
+        each = f" x {workers} workers" if backend == "local" and workers > 1 else ""
+        msg = (f"{option} {threads}{each} = {total} threads on this machine's {plural(cores, 'core')}: they will "
+               "share them (slower than one thread per core)")  # fmt: skip
+        warnings.warn(msg, MlsysoptWarning, stacklevel=2)
+
+
 def make_executor(backend: str = "local", workers: int = 1, address: str | None = None) -> Executor:
     """An executor for ``--backend local|ray``; ``local`` with one worker runs in this process.
 
@@ -67,4 +111,7 @@ def make_executor(backend: str = "local", workers: int = 1, address: str | None 
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = sorted([*_EXPORTS, "BACKENDS", "check_backend", "make_executor"])
+__all__ = sorted(
+    [*_EXPORTS, "BACKENDS", "MAX_RAY_WORKERS", "check_backend", "check_parallel", "check_threads", "make_executor",
+     "max_workers"]
+)  # fmt: skip

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mlsysopt.errors import ImportFailed, UnsupportedFormat
+from mlsysopt.graph.limits import check_recipe_tasks, parse_shape
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -168,6 +169,17 @@ def from_spec(spec: str, input_shape: tuple[int, ...] | None = None) -> CompGrap
     if src is None or src.kind != "pytorch":
         raise ImportFailed(f"'{spec}': expected a 'file.py:factory', 'package.module:factory' or zoo:NAME spec")
     return pytorch_graph(src, input_shape)
+
+
+def load_source(
+    source: str, num_tasks: int = 100, seed: int = 0, input_shape: str | None = None, timeout: float | None = None
+) -> CompGraph:
+    """The CompGraph of any source (see :mod:`mlsysopt.graph.importers.source`); a user's factory runs in a child
+    process bounded by ``timeout`` (the command's ``--timeout``; None: the default bound for user code)."""
+    src = resolve_source(source)
+    if src.kind == "recipe":
+        check_recipe_tasks(num_tasks, "--num-tasks")
+    return src.graph(num_tasks=num_tasks, seed=seed, input_shape=parse_shape(input_shape), timeout=timeout)
 
 
 def user_attr(spec: str) -> Any:

@@ -1,0 +1,540 @@
+"""The placement commands as library calls: a typed request, checked once, then a job that writes its run folder.
+
+``mlsysopt placement place|compare|adapt`` build a :class:`PlaceRequest`, :class:`CompareRequest` or
+:class:`AdaptRequest` and run it; a Python user gets the same checks, bounds and outputs::
+
+    from mlsysopt.placement.jobs import PlaceRequest, ProblemSpec, place
+
+    outcome = place(PlaceRequest(ProblemSpec("montage", devices=8), out="runs/p", budget=200))
+    outcome.result["makespan"], outcome.files  # result.json's figures (seconds), the files written
+
+Every request is checked when it is built (sizes bounded before anything is loaded or drawn, names and options
+refused with one :class:`~mlsysopt.errors.MlsysoptError` naming the option), and :func:`prepare_place` (and its
+siblings) check the run folder before anything is created. Nothing is written until the job runs. ``status`` is a
+context-manager factory the command line passes to show what is going on (``rich``'s ``console.status``); the
+library's default shows nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.graph.limits import parse_shape
+from mlsysopt.io import RunDir
+from mlsysopt.placement.limits import check_devices, check_num_tasks
+from mlsysopt.placement.methods import METHODS, get_method, select_methods
+from mlsysopt.runtime import check_parallel
+from mlsysopt.store.run import RunStore
+
+if TYPE_CHECKING:
+    from mlsysopt.graph.problem import PlacementProblem
+    from mlsysopt.placement.giph import GiPH
+    from mlsysopt.runtime import Executor
+
+Status = Callable[[str], AbstractContextManager[Any]]
+INITS = ("heft", "random")
+
+
+@contextlib.contextmanager
+def _quiet(_what: str) -> Iterator[None]:
+    yield
+
+
+def check_timeout(timeout: float | None) -> None:
+    """``--timeout`` must be a finite number of seconds > 0."""
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise InvalidOption(f"--timeout {timeout}: must be a finite number of seconds > 0")
+
+
+def check_policy(policy: str) -> None:
+    """Fail fast (before torch is imported) when ``--policy`` is neither 'pretrained' nor a file."""
+    if policy != "pretrained" and not Path(policy).is_file():
+        raise MlsysoptError(
+            f"--policy {policy}: no such checkpoint file (train one with 'mlsysopt placement train --out RUN', "
+            "or use --policy pretrained, the policy shipped with mlsysopt)"
+        )
+
+
+def load_giph(policy: str) -> GiPH:
+    """The GiPH placer of ``--policy`` (a checkpoint or 'pretrained'); a clear error when it is unusable."""
+    from mlsysopt.placement.giph import GiPH  # torch: only once the inputs are checked
+
+    return GiPH.load(policy)  # GiPH's search runs with one torch thread itself
+
+
+# ---------------------------------------------------------------------------- the problem
+class LoadedProblem(NamedTuple):
+    """A validated placement problem, what result.json says of it, and the fx node owners of a PyTorch model."""
+
+    problem: PlacementProblem
+    about: dict[str, Any]
+    owners: dict[str, Any] | None
+
+
+def graph_and_owners(src: Any, input_shape: tuple[int, ...] | None) -> tuple[Any, dict[str, Any]]:
+    """The CompGraph of a PyTorch source and its fx node owners, from one build of the model."""
+    from mlsysopt.graph.importers.torch_fx import from_module  # torch: a PyTorch source only
+    from mlsysopt.placement.devicemap import node_owners
+
+    module, inputs = src.pytorch(input_shape)
+    return from_module(module, inputs, name=src.name), node_owners(module)
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    """Which graph on which cluster: what every placement command places, bounded when it is built.
+
+    Args:
+        source: any graph source (``.npz``, WfFormat JSON, a recipe name, ``zoo:NAME``, ONNX, ``file.py:factory``).
+        cluster: a cluster JSON file or ``preset:NAME``; or None with ``devices``.
+        devices: with no ``cluster``: a random heterogeneous cluster of this many devices in the graph's units.
+        num_tasks: tasks of a workflow recipe.
+        input_shape: the example input of a PyTorch factory returning a bare module (``"1,3,32,32"`` or a tuple).
+        seed: seeds the recipe and the drawn cluster.
+        timeout: seconds a user's factory may take, and each search.
+    """
+
+    source: str
+    cluster: str | None = None
+    devices: int | None = None
+    num_tasks: int = 100
+    input_shape: str | tuple[int, ...] | None = None
+    seed: int = 0
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        check_timeout(self.timeout)
+        if self.devices is not None:
+            check_devices(self.devices)
+        check_num_tasks(self.num_tasks)
+        self.shape()  # a malformed or oversized shape is refused now
+
+    def shape(self) -> tuple[int, ...] | None:
+        """The example input shape as a tuple (checked against this machine's memory)."""
+        if isinstance(self.input_shape, tuple):
+            return parse_shape(",".join(map(str, self.input_shape)))
+        return parse_shape(self.input_shape)
+
+    def load(
+        self, budget: int | None = None, runs: int = 1, giph: GiPH | None = None, status: Status = _quiet
+    ) -> LoadedProblem:
+        """The graph on its cluster, validated, and the search's size checked (``runs`` searches of ``budget``).
+
+        Returns:
+            The problem, what result.json says of it (``graph``, ``cluster_source``, ``cluster``) and, for a PyTorch
+            source, the fx node owners (the model is built once, for the graph and for them).
+        """
+        from mlsysopt.graph.importers.source import resolve_source
+        from mlsysopt.graph.presets import load_cluster
+        from mlsysopt.graph.problem import load_problem as problem_of
+        from mlsysopt.placement.base import default_budget
+        from mlsysopt.placement.limits import check_search
+        from mlsysopt.report.summary import graph_summary
+
+        owners = None
+        shape = self.shape()
+        with status("loading graph and cluster"):
+            src = resolve_source(self.source)
+            if src.runs_user_code:  # the user's factory runs in a child process, bounded by the timeout
+                graph, owners = src.isolated(graph_and_owners, src, shape, timeout=self.timeout)
+            elif src.kind == "pytorch":
+                graph, owners = graph_and_owners(src, shape)
+            else:
+                graph = src.graph(num_tasks=self.num_tasks, seed=self.seed, input_shape=shape)
+            cluster = None if self.cluster is None else load_cluster(str(self.cluster), graph, self.seed)
+            devices = cluster.num_devices if cluster is not None else (self.devices or 1)
+            hidden = None if giph is None else giph.policy.config.hidden
+            check_search(graph.num_nodes, graph.num_edges, devices, budget or default_budget(graph), runs, hidden,
+                         self.timeout)  # fmt: skip
+            problem, how = problem_of(graph, cluster, self.devices, self.seed)
+            if cluster is not None:
+                how = str(cluster.meta.get("source", how))
+        about = {"graph": graph_summary(graph, name=str(graph.meta.get("name") or self.source))}
+        return LoadedProblem(problem, {**about, "cluster_source": how, "cluster": problem.cluster.to_dict()}, owners)
+
+    def settings(self) -> dict[str, Any]:
+        """The problem's part of a run's settings (the command line's option names)."""
+        shape = self.input_shape if not isinstance(self.input_shape, tuple) else ",".join(map(str, self.input_shape))
+        return {"graph_source": self.source, "cluster_path": self.cluster, "devices": self.devices,
+                "timeout": self.timeout, "seed": self.seed, "num_tasks": self.num_tasks,
+                "input_shape": shape}  # fmt: skip
+
+
+def _run_dir(command: str, out: str | Path, settings: dict[str, Any]) -> RunDir:
+    """The checked (not yet created) run folder of a one-shot command (no checkpoint)."""
+    return RunDir(out, {"command": command, **settings}, checkpoint=None, sink=RunStore).check()
+
+
+def write_device_map(run: RunDir, problem: PlacementProblem, placement: Any, owners: Any, source: str) -> bool:
+    """Write ``device_map.json`` when the graph came from PyTorch (torch.fx); whether it was written."""
+    if problem.graph.meta.get("source") != "torch.fx":
+        return False
+    from mlsysopt.placement.devicemap import device_map
+
+    run.write_json("device_map.json", device_map(problem.graph, problem.cluster, placement, owners, source))
+    return True
+
+
+class _Loads:
+    """A job's :meth:`load`: the policy and the problem, once (a problem the cluster cannot run is refused here,
+    before the job writes anything or shows progress)."""
+
+    giph: GiPH | None = None
+    loaded: LoadedProblem | None = None
+
+    def _load(
+        self, spec: ProblemSpec, policy: str | None, budget: int | None, runs: int, status: Status
+    ) -> LoadedProblem:
+        if self.loaded is None:
+            self.giph = load_giph(policy) if policy is not None else None
+            self.loaded = spec.load(budget, runs=runs, giph=self.giph, status=status)
+        return self.loaded
+
+
+class Outcome(NamedTuple):
+    """What a placement job wrote: result.json's contents, the problem, and the files in the run folder."""
+
+    result: dict[str, Any]
+    problem: PlacementProblem
+    files: list[str]
+
+
+# ---------------------------------------------------------------------------- place
+@dataclass(frozen=True)
+class PlaceRequest:
+    """``placement place``: one method on one problem.
+
+    Args:
+        problem: the graph and cluster.
+        out: the run folder to write (created when the job runs).
+        method: a registered method (:data:`~mlsysopt.placement.methods.METHODS`).
+        policy: GiPH checkpoint or ``"pretrained"`` (methods that need a policy).
+        init: ``heft`` or ``random``: a start placement (GiPH adds it to its portfolio).
+        budget: simulator evaluations (default: 10 x tasks, within 100-20,000).
+    """
+
+    problem: ProblemSpec
+    out: str | Path
+    method: str = "giph"
+    policy: str = "pretrained"
+    init: str | None = None
+    budget: int | None = None
+
+    def __post_init__(self) -> None:
+        spec = get_method(self.method)
+        if self.init not in (None, *INITS):
+            raise MlsysoptError(f"unknown --init '{self.init}' (choose from: {', '.join(INITS)})")
+        if spec.needs_policy:
+            check_policy(self.policy)
+
+    def settings(self) -> dict[str, Any]:
+        """settings.json of the run (every option but ``--out``)."""
+        p = self.problem.settings()
+        return {"graph_source": p.pop("graph_source"), "cluster_path": p.pop("cluster_path"),
+                "devices": p.pop("devices"), "method": self.method, "policy": self.policy, "init": self.init,
+                "budget": self.budget, **p}  # fmt: skip
+
+
+@dataclass
+class PlaceJob(_Loads):
+    """A checked ``placement place`` (nothing written yet); :meth:`run` writes the run folder."""
+
+    request: PlaceRequest
+    run_dir: RunDir
+    status: Status = _quiet
+    notes: list[str] = field(default_factory=list)
+
+    def load(self) -> LoadedProblem:
+        """The policy (when the method needs one) and the problem, loaded and checked once."""
+        req = self.request
+        return self._load(req.problem, req.policy if METHODS[req.method].needs_policy else None, req.budget, 1,
+                          self.status)  # fmt: skip
+
+    def run(self) -> Outcome:
+        """Load, place, plot and write result.json, placement.json, cluster.json, gantt.png, search.png (and
+        device_map.json for a PyTorch model)."""
+        import numpy as np
+
+        from mlsysopt.placement.base import default_budget
+        from mlsysopt.placement.experiment import comparison, heft_placement, run_method
+        from mlsysopt.report.gantt import plot_gantt
+        from mlsysopt.report.search import plot_search
+
+        req = self.request
+        needs_policy = METHODS[req.method].needs_policy
+        problem, about, owners = self.load()
+        giph = self.giph
+        graph, cluster = problem.graph, problem.cluster
+        spend = default_budget(graph) if req.budget is None else req.budget
+        seed, source = req.problem.seed, req.problem.source
+        t0 = time.perf_counter()
+        with self.status(f"placing {graph.num_nodes} tasks with {req.method} (budget {spend} evaluations)"):
+            start = heft_placement(problem) if req.init == "heft" else None
+            if req.init == "random":
+                start = problem.random_placement(np.random.default_rng(seed))
+            res = run_method(req.method, problem, spend, seed, giph, start, req.problem.timeout)
+        seconds = time.perf_counter() - t0
+        compared = comparison(problem, res)
+        sched = problem.simulate(res.placement)
+        result = {"command": "placement place", "source": source, "seed": seed, "budget": spend, "init": req.init}
+        result.update(policy=req.policy if needs_policy else None, **res.to_dict(graph, cluster), seconds=seconds)
+        result.update({k: v for k, v in problem.describe(sched).items() if k != "placement"}, **about)
+        result["comparison"] = compared
+        result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
+        files = ["result.json", "placement.json", "cluster.json", "gantt.png", "search.png"]
+        run = self.run_dir
+        with run:
+            plot_gantt(graph, cluster, sched, run.file("gantt.png"), title=f"{source}: {req.method}")
+            plot_search({req.method: res.history}, run.file("search.png"),
+                        title=f"{source}: {req.method} (budget {spend})")  # fmt: skip
+            run.write_json("placement.json", result["placement"])
+            run.write_json("cluster.json", cluster.to_dict())
+            if write_device_map(run, problem, res.placement, owners, source):
+                files.append("device_map.json")
+            run.write_json("result.json", result)
+        return Outcome(result, problem, files)
+
+
+def prepare_place(request: PlaceRequest, status: Status = _quiet) -> PlaceJob:
+    """Check the run folder of ``request`` (nothing is created) and return the job; notes say what is ignored."""
+    job = PlaceJob(request, _run_dir("placement place", request.out, request.settings()), status)
+    if request.init is not None and request.method not in ("giph", "giph_paper", "annealing", "local_search"):
+        job.notes.append(f"--init is ignored by {request.method}")
+    return job
+
+
+def place(request: PlaceRequest, status: Status = _quiet) -> Outcome:
+    """``placement place`` in one call: :func:`prepare_place`, then run it."""
+    return prepare_place(request, status).run()
+
+
+# ---------------------------------------------------------------------------- compare
+@dataclass(frozen=True)
+class CompareRequest:
+    """``placement compare``: every method (or ``methods``) over ``seeds`` seeds with one budget.
+
+    Args:
+        problem: the graph and cluster.
+        out: the run folder.
+        methods: registered methods (None: every default one; GiPH's when a policy is given).
+        policy: GiPH checkpoint or ``"pretrained"``.
+        budget: simulator evaluations per search.
+        seeds: seeds per method (``problem.seed``, +1, ...).
+        workers, backend, address: where the (method, seed) searches run (same results everywhere).
+    """
+
+    problem: ProblemSpec
+    out: str | Path
+    methods: tuple[str, ...] | None = None
+    policy: str = "pretrained"
+    budget: int | None = None
+    seeds: int = 3
+    workers: int = 1
+    backend: str = "local"
+    address: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.seeds < 1:
+            raise InvalidOption(f"--seeds {self.seeds}: must be >= 1")
+        if self.needs_policy:
+            check_policy(self.policy)
+        check_parallel(self.workers, self.backend, self.address)
+
+    @property
+    def names(self) -> list[str]:
+        """The methods that run."""
+        return select_methods(None if self.methods is None else list(self.methods), True)[0]
+
+    @property
+    def needs_policy(self) -> bool:
+        """Whether one of the methods needs a GiPH policy."""
+        return any(METHODS[m].needs_policy for m in self.names)
+
+    def settings(self) -> dict[str, Any]:
+        """settings.json of the run (every option but ``--out``)."""
+        p = self.problem.settings()
+        methods = None if self.methods is None else ",".join(self.methods)
+        return {"graph_source": p.pop("graph_source"), "cluster_path": p.pop("cluster_path"),
+                "devices": p.pop("devices"), "policy": self.policy, "methods": methods, "budget": self.budget,
+                "timeout": p.pop("timeout"), "seeds": self.seeds, "seed": p.pop("seed"), "workers": self.workers,
+                "backend": self.backend, "address": self.address, **p}  # fmt: skip
+
+
+@dataclass
+class CompareJob(_Loads):
+    """A checked ``placement compare``; :meth:`run` writes result.json, cluster.json and search.png."""
+
+    request: CompareRequest
+    run_dir: RunDir
+    status: Status = _quiet
+
+    def load(self) -> LoadedProblem:
+        """The policy (when a method needs one) and the problem, loaded and checked once."""
+        req = self.request
+        runs = len(req.names) * req.seeds
+        return self._load(req.problem, req.policy if req.needs_policy else None, req.budget, runs, self.status)
+
+    def run(self, on_run: Callable[[int, str, int], None] | None = None, executor: Executor | None = None) -> Outcome:
+        """Run every (method, seed) search (``on_run(done, method, seed)`` before each batch) and write the folder.
+
+        Args:
+            on_run: progress callback.
+            executor: where the searches run (default: ``make_executor(backend, workers, address)``, closed after).
+        """
+        from mlsysopt.placement.experiment import compare
+        from mlsysopt.report.search import plot_search
+        from mlsysopt.runtime import make_executor
+
+        req = self.request
+        names, seeds = req.names, req.seeds
+        problem, about, _ = self.load()
+        giph = self.giph
+        source = req.problem.source
+        with self.run_dir as run:
+            own = executor is None
+            executor = executor or make_executor(req.backend, req.workers, req.address)
+            try:
+                seed_list = [req.problem.seed + k for k in range(seeds)]
+                cmp = compare(problem, None, names, seed_list, req.budget, giph, on_run, executor, req.problem.timeout)
+            finally:
+                if own:
+                    executor.close()
+            result = {"command": "placement compare", "source": source,
+                      "policy": req.policy if req.needs_policy else None}  # fmt: skip
+            result.update(cmp.to_dict(), **about, workers=req.workers, backend=req.backend)
+            result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
+            curves = {name: r["curve"] for name, r in result["results"].items()}
+            plot_search(curves, run.file("search.png"), title=f"{source}: mean over {seeds} seed(s)")
+            run.write_json("cluster.json", problem.cluster.to_dict())
+            run.write_json("result.json", result)
+        return Outcome(result, problem, ["result.json", "cluster.json", "search.png"])
+
+
+def prepare_compare(request: CompareRequest, status: Status = _quiet) -> CompareJob:
+    """Check the run folder of ``request`` (nothing is created) and return the job."""
+    return CompareJob(request, _run_dir("placement compare", request.out, request.settings()), status)
+
+
+def compare_methods(request: CompareRequest, status: Status = _quiet) -> Outcome:
+    """``placement compare`` in one call."""
+    return prepare_compare(request, status).run()
+
+
+# ---------------------------------------------------------------------------- adapt
+@dataclass(frozen=True)
+class AdaptRequest:
+    """``placement adapt``: re-place after devices leave (``remove``) or join (``add``).
+
+    Args:
+        problem: the graph and its cluster before the change.
+        out: the run folder.
+        remove: device names that leave.
+        add: new devices (drawn like ``devices``).
+        placement: a start placement JSON on the old cluster (default: HEFT's).
+        policy: GiPH checkpoint or ``"pretrained"``.
+        budget: simulator evaluations per GiPH seed.
+        seeds: GiPH re-placements (the best kept).
+        workers, backend, address: where GiPH's seeds run.
+    """
+
+    problem: ProblemSpec
+    out: str | Path
+    remove: tuple[str, ...] = ()
+    add: int = 0
+    placement: str | None = None
+    policy: str = "pretrained"
+    budget: int | None = None
+    seeds: int = 1
+    workers: int = 1
+    backend: str = "local"
+    address: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.remove and self.add == 0:
+            raise MlsysoptError("nothing changes: give --remove dev3,dev5 and/or --add N")
+        if self.add < 0 or self.seeds < 1:
+            raise InvalidOption(f"--add {self.add} / --seeds {self.seeds}: --add must be >= 0 and --seeds >= 1")
+        check_policy(self.policy)
+        if self.add:
+            check_devices(self.add + (self.problem.devices or 0))
+        check_parallel(self.workers, self.backend, self.address)
+
+    def settings(self) -> dict[str, Any]:
+        """settings.json of the run (every option but ``--out``)."""
+        p = self.problem.settings()
+        return {"graph_source": p.pop("graph_source"), "cluster_path": p.pop("cluster_path"),
+                "devices": p.pop("devices"), "policy": self.policy, "placement_path": self.placement,
+                "remove": ",".join(self.remove) or None, "add": self.add, "budget": self.budget,
+                "timeout": p.pop("timeout"), "seeds": self.seeds, "seed": p.pop("seed"), "workers": self.workers,
+                "backend": self.backend, "address": self.address, **p}  # fmt: skip
+
+
+@dataclass
+class AdaptJob(_Loads):
+    """A checked ``placement adapt``; :meth:`run` writes result.json, placement.json, cluster.json (the changed
+    cluster), old_cluster.json, gantt.png (and device_map.json for a PyTorch model)."""
+
+    request: AdaptRequest
+    run_dir: RunDir
+    status: Status = _quiet
+    old_devices: int = 0  # devices before the change (known once the job ran)
+
+    def load(self) -> LoadedProblem:
+        """The policy and the problem before the change, loaded and checked once."""
+        req = self.request
+        return self._load(req.problem, req.policy, req.budget, req.seeds, self.status)
+
+    def run(self) -> Outcome:
+        """Change the cluster, adapt with GiPH (its seeds on the executor), compare with a HEFT re-run and keeping."""
+        from mlsysopt.graph.placement import load_placement, placement_to_dict
+        from mlsysopt.placement.adaptation import adapt, change_cluster
+        from mlsysopt.placement.base import default_budget
+        from mlsysopt.placement.experiment import heft_placement
+        from mlsysopt.report.gantt import plot_gantt
+        from mlsysopt.runtime import make_executor
+
+        req = self.request
+        seed, source = req.problem.seed, req.problem.source
+        problem, about, owners = self.load()
+        giph = self.giph
+        graph, old = problem.graph, problem.cluster
+        self.old_devices = old.num_devices
+        start = heft_placement(problem) if req.placement is None else load_placement(req.placement, graph, old)
+        new, added = change_cluster(graph, old, list(req.remove), req.add, seed)
+        spend = default_budget(graph) if req.budget is None else req.budget
+        seed_list = [seed + k for k in range(req.seeds)]
+        with self.run_dir as run:
+            with make_executor(req.backend, req.workers, req.address) as executor:
+                what = f"adapting {graph.num_nodes} tasks ({req.seeds} x {spend} evaluations, {executor.describe()})"
+                with self.status(what):
+                    res = adapt(graph, old, new, start, giph, spend, seed, seed_list, executor, req.problem.timeout)
+            result = {"command": "placement adapt", "source": source, "seed": seed, "budget": spend}
+            result.update(added=added, removed=list(req.remove), start_placement=req.placement or "heft")
+            result.update(
+                res.to_dict(graph, new), cp_min=res.problem.cp_min, old_cluster_source=about["cluster_source"]
+            )
+            result["units"] = {"makespan": "s", "cp_min": "s"}
+            files = ["result.json", "placement.json", "cluster.json", "old_cluster.json", "gantt.png"]
+            title = f"{source}: GiPH adapted placement"
+            plot_gantt(graph, new, res.problem.simulate(res.giph.placement), run.file("gantt.png"), title=title)
+            run.write_json("placement.json", placement_to_dict(graph, new, res.giph.placement))
+            run.write_json("cluster.json", new.to_dict())
+            run.write_json("old_cluster.json", old.to_dict())
+            if write_device_map(run, res.problem, res.giph.placement, owners, source):
+                files.append("device_map.json")
+            result = {**result, "cluster": new.to_dict()}
+            run.write_json("result.json", result)
+        return Outcome(result, res.problem, files)
+
+
+def prepare_adapt(request: AdaptRequest, status: Status = _quiet) -> AdaptJob:
+    """Check the run folder of ``request`` (nothing is created) and return the job."""
+    return AdaptJob(request, _run_dir("placement adapt", request.out, request.settings()), status)
