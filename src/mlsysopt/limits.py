@@ -38,5 +38,9 @@ def available_memory() -> int:
 
 @cache
 def memory_budget() -> int:
-    """Bytes a command may plan to allocate: :data:`MEMORY_FRACTION` of the physical memory."""
+    """Bytes a command may plan to allocate: :data:`MEMORY_FRACTION` of the physical memory.
+
+    Returns:
+        The budget in bytes (cached for the process).
+    """
     return int(physical_memory() * MEMORY_FRACTION)

@@ -14,14 +14,37 @@ TREE_BASELINES: dict[str, type[TreeRanker]] = {"trees": TreesModel, "lightgbm": 
 
 
 def tree_model(mode: str, task: str, seed: int = 0, threads: int = 1) -> TreeRanker:
-    """A fresh tree baseline for ``--mode`` trees | lightgbm | xgboost."""
+    """A fresh tree baseline for ``--mode`` trees | lightgbm | xgboost.
+
+    Args:
+        mode: ``"trees"``, ``"lightgbm"`` or ``"xgboost"``.
+        task: ``"layout"`` or ``"tile"``.
+        seed: Seed of the model.
+        threads: Threads the library may use.
+
+    Returns:
+        TreeRanker: An untrained model.
+
+    Raises:
+        InvalidOption: For an unknown mode or a task that is not ranked.
+    """
     if mode not in TREE_BASELINES:
         raise InvalidOption(f"unknown tree baseline '{mode}' (choose from: {', '.join(TREE_BASELINES)})")
     return TREE_BASELINES[mode](task, seed=seed, threads=threads)
 
 
 def load_trees(folder: str | Path) -> TreeRanker:
-    """Read a tree baseline's run folder, or raise InvalidCheckpoint saying why not."""
+    """Read a tree baseline's run folder, or raise InvalidCheckpoint saying why not.
+
+    Args:
+        folder: Run folder of a tree baseline.
+
+    Returns:
+        TreeRanker: The trained model.
+
+    Raises:
+        InvalidCheckpoint: If the description or model file is missing, unreadable or of an unknown library.
+    """
     from mlsysopt.io import read_json
 
     folder = Path(folder)

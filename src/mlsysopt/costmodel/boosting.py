@@ -52,7 +52,18 @@ class BoosterRanker(TreeRanker):
 
 
 class LightGBMRanker(BoosterRanker):
-    """LightGBM ``lambdarank`` over the configurations of each graph (``--mode lightgbm``)."""
+    """LightGBM ``lambdarank`` over the configurations of each graph (``--mode lightgbm``).
+
+    Args:
+        task: ``"layout"`` or ``"tile"`` (configurations are ranked).
+        seed: Seed of the booster.
+        rounds: Most boosting rounds; validation chooses how many are used.
+        threads: Threads the library may use.
+        top_k: Configurable nodes summarized per layout graph in the feature rows.
+
+    Raises:
+        InvalidOption: If ``task`` is not ``layout`` or ``tile``.
+    """
 
     library = "lightgbm"
     description = "LightGBM lambdarank (every pair of a graph) on flattened configuration features (boosting.py)"
@@ -83,7 +94,18 @@ class LightGBMRanker(BoosterRanker):
 
 
 class XGBoostRanker(BoosterRanker):
-    """XGBoost ``rank:pairwise`` over the configurations of each graph (``--mode xgboost``)."""
+    """XGBoost ``rank:pairwise`` over the configurations of each graph (``--mode xgboost``).
+
+    Args:
+        task: ``"layout"`` or ``"tile"`` (configurations are ranked).
+        seed: Seed of the booster.
+        rounds: Most boosting rounds; validation chooses how many are used.
+        threads: Threads the library may use.
+        top_k: Configurable nodes summarized per layout graph in the feature rows.
+
+    Raises:
+        InvalidOption: If ``task`` is not ``layout`` or ``tile``.
+    """
 
     library = "xgboost"
     description = "XGBoost rank:pairwise on flattened configuration features (boosting.py)"

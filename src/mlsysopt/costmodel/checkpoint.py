@@ -38,7 +38,17 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint`, or raise InvalidCheckpoint saying why not."""
+    """Read a checkpoint written by :func:`save_checkpoint`, or raise InvalidCheckpoint saying why not.
+
+    Args:
+        path: The checkpoint file.
+
+    Returns:
+        dict[str, Any]: The checkpoint, with ``model_config``, ``train_config`` and ``model`` dicts.
+
+    Raises:
+        InvalidCheckpoint: If the file is unreadable, not a cost-model checkpoint, or of another version.
+    """
     path = Path(path)
     data = load_torch(path, InvalidCheckpoint)
     if not isinstance(data, dict) or data.get("kind") != KIND:

@@ -20,7 +20,11 @@ from mlsysopt.errors import InvalidOption
 
 
 class Comm:
-    """The collectives the trainer needs, over the default torch.distributed group."""
+    """The collectives the trainer needs, over the default torch.distributed group.
+
+    The constructor takes no arguments; ``torch.distributed`` must already be initialized (it reads the rank and world
+    size of the default group).
+    """
 
     def __init__(self) -> None:
         import torch.distributed as dist

@@ -359,6 +359,20 @@ def one_step(record: GraphRecord, mode: str, segment_size: int, seed: int = 0, s
     ``trainer.history[-1]["peak_step_mb"]`` is the last step's peak tensor memory and ``["epoch_s"]`` its time
     (the first step of a table mode also fills the table; later steps read it); the model has the task's defaults,
     ``k`` segments get gradients and nothing is pruned (the graph's size is what is measured).
+
+    Args:
+        record: The graph, trained on with all its configurations.
+        mode: GNN training mode (``full``, ``gst``, ``gst+e``, ``gst+ef``, ``gst+efd``).
+        segment_size: Nodes per segment.
+        seed: Seed.
+        steps: Training steps (epochs over the single graph), >= 1.
+        k: Segments that get gradients per step.
+
+    Returns:
+        Trainer: The trainer; ``history[-1]`` holds ``peak_step_mb`` and ``epoch_s`` of the last step.
+
+    Raises:
+        InvalidOption: For an invalid mode or size.
     """
     from mlsysopt.costmodel.data.record import InMemoryDataset
     from mlsysopt.costmodel.model import ModelConfig

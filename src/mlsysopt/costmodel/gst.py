@@ -54,7 +54,23 @@ Write = tuple[str, np.ndarray, torch.Tensor]
 def combine(
     fresh_sum: torch.Tensor, k: int, stale_sum: torch.Tensor, dropped: int, num_segments: int, mean: bool
 ) -> torch.Tensor:
-    """SED aggregate ``(1 + dropped/k) * fresh_sum + stale_sum`` (divided by S for mean aggregation)."""
+    """SED aggregate ``(1 + dropped/k) * fresh_sum + stale_sum`` (divided by S for mean aggregation).
+
+    Args:
+        fresh_sum: Sum of the units of the k segments computed with gradients.
+        k: Number of fresh segments, >= 1.
+        stale_sum: Sum of the history units of the other, kept segments.
+        dropped: Stale segments dropped by SED.
+        num_segments: Segments of the graph (S).
+        mean: Whether the aggregation is a mean (divide by S) rather than a sum.
+
+    Returns:
+        torch.Tensor: The aggregate, shaped like ``fresh_sum``.
+
+    Shapes:
+        fresh_sum: (..., unit_dim) float
+        stale_sum: (..., unit_dim) float
+    """
     agg = fresh_sum * (1.0 + dropped / k) + stale_sum
     return agg / num_segments if mean else agg
 

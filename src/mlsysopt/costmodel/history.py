@@ -73,7 +73,14 @@ class _GraphRows:
 
 
 class HistoryTable:
-    """Last fresh unit per (graph, row), as detached float32 CPU copies; missing rows read as zero."""
+    """Last fresh unit per (graph, row), as detached float32 CPU copies; missing rows read as zero.
+
+    Args:
+        dim: Width of one stored unit, >= 1.
+
+    Raises:
+        InvalidOption: If ``dim`` is not an integer >= 1.
+    """
 
     def __init__(self, dim: int) -> None:
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:

@@ -24,7 +24,17 @@ if TYPE_CHECKING:
 
 
 def load_trainer(run: str | Path) -> Trainer | TreeRanker:
-    """The trained model of a run folder (a GNN checkpoint, or the trees baseline), ready to evaluate or predict."""
+    """The trained model of a run folder (a GNN checkpoint, or the trees baseline), ready to evaluate or predict.
+
+    Args:
+        run: A training run folder (GNN checkpoint or tree baseline) or a checkpoint file.
+
+    Returns:
+        Trainer | TreeRanker: The trained model.
+
+    Raises:
+        InvalidCheckpoint: If there is no readable model.
+    """
     from mlsysopt.costmodel.baselines import load_trees
     from mlsysopt.costmodel.trainer import Trainer
     from mlsysopt.costmodel.trees import META_NAME
@@ -43,6 +53,21 @@ def evaluate(run: str | Path, data: str | Path, split: str = "test", out: str | 
 
     Every segment is computed fresh (never the history table), on ``threads`` PyTorch threads. With ``out``, a run
     folder with ``result.json``.
+
+    Args:
+        run: The training run folder.
+        data: A data root, a split folder or one graph file.
+        split: Split read from a data root.
+        out: Run folder to write ``result.json`` into (None: write nothing).
+        threads: PyTorch threads.
+
+    Returns:
+        dict[str, Any]: ``command``, ``split`` and ``metrics`` (ranking or classification metrics).
+
+    Raises:
+        InvalidCheckpoint: If the run has no readable model.
+        MissingSplit: If the data or split is missing.
+        InvalidOption: If the data's task is not the model's.
     """
     from mlsysopt.runtime.threads import torch_threads
 
@@ -62,6 +87,22 @@ def predict(run: str | Path, inputs: str | Path, split: str = "test", out: str |
 
     ``inputs`` is a data root (its ``split``), a split folder, or one ``.npz`` / ``.edgelist`` file. With
     ``out``, a run folder with ``result.json``. Returns ``{"task", "graphs": {name: row}}``.
+
+    Args:
+        run: The training run folder.
+        inputs: A data root, a split folder or one ``.npz`` / ``.edgelist`` file.
+        split: Split read from a data root.
+        out: Run folder to write ``result.json`` into (None: write nothing).
+        threads: PyTorch threads.
+
+    Returns:
+        dict[str, Any]: ``command``, ``task`` and ``graphs``: per graph ``scores`` and ``ranking`` (fastest first),
+        or ``probabilities`` and ``class`` (MalNet).
+
+    Raises:
+        InvalidCheckpoint: If the run has no readable model.
+        MissingSplit: If the inputs or split are missing.
+        InvalidOption: If the inputs' task is not the model's.
     """
     from mlsysopt.runtime.threads import torch_threads
 
@@ -83,7 +124,17 @@ def predict(run: str | Path, inputs: str | Path, split: str = "test", out: str |
 
 
 def ranking_of(pred: Any) -> list[int]:
-    """Configuration indices from predicted fastest to slowest (lower score = faster)."""
+    """Configuration indices from predicted fastest to slowest (lower score = faster).
+
+    Args:
+        pred: Predicted scores, one per configuration (lower = faster).
+
+    Returns:
+        list[int]: Configuration indices, fastest first (ties in index order).
+
+    Shapes:
+        pred: (num_configs,) float
+    """
     return [int(i) for i in np.argsort(np.asarray(pred), kind="stable")]
 
 

@@ -118,6 +118,15 @@ def config_deviation(record: GraphRecord) -> np.ndarray:
     A compiler's search explores around its default, so the most common setting of a node is (nearly always) the
     default's: this says where a configuration deviates from it. It uses the graph's configurations only, never a
     runtime, and is computed once per record.
+
+    Args:
+        record: A layout record (with ``node_config_feat``).
+
+    Returns:
+        np.ndarray: The deviation mask (cached on the record).
+
+    Shapes:
+        output: (num_configs, num_config_nodes) float32
     """
     cached = record.__dict__.get("_deviation")
     if cached is not None:
@@ -186,6 +195,16 @@ def prune_layout(record: GraphRecord, hops: int = 1) -> GraphRecord:
     """Keep the configurable nodes and their ``hops``-hop neighbours (either edge direction): the Kaggle trick.
 
     Node order (topological) is preserved; ``config_node_ids`` and ``node_splits`` are renumbered.
+
+    Args:
+        record: A layout record.
+        hops: Neighbourhood radius kept around the configurable nodes, >= 0.
+
+    Returns:
+        GraphRecord: The pruned record.
+
+    Raises:
+        InvalidOption: For a non-layout record or negative ``hops``.
     """
     import scipy.sparse as sp
 

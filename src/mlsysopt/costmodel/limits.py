@@ -47,7 +47,16 @@ def check_count(name: str, value: int, limit: int, why: str) -> None:
 
 
 def check_synth(nodes: int, configs: int, graphs: int) -> None:
-    """Limits of ``costmodel synth``: one graph fits in memory, all of them are generated within a day."""
+    """Limits of ``costmodel synth``: one graph fits in memory, all of them are generated within a day.
+
+    Args:
+        nodes: Nodes of the largest graph.
+        configs: Configurations per graph.
+        graphs: Graphs to generate in all.
+
+    Raises:
+        InvalidOption: If a count exceeds what this machine's memory or a day of generation allows.
+    """
     mem = memory_bytes()
     check_count("--nodes", nodes, max_nodes(), f"one graph's arrays must fit in half the memory, {_gb(mem)}")
     per_config = max(1.0, CONFIGURABLE_FRACTION * nodes) * CONFIG_BYTES
@@ -60,7 +69,19 @@ def check_synth(nodes: int, configs: int, graphs: int) -> None:
 
 def check_train(hidden: int, layers: int, segment_size: int, configs_per_graph: int, graphs_per_step: int,
                 k: int) -> None:  # fmt: skip
-    """Limits of ``costmodel train``: a training step's activations fit in memory."""
+    """Limits of ``costmodel train``: a training step's activations fit in memory.
+
+    Args:
+        hidden: Hidden width.
+        layers: GNN layers.
+        segment_size: Nodes per segment.
+        configs_per_graph: Configurations per graph per step.
+        graphs_per_step: Graphs per step.
+        k: Segments sampled for gradients per step.
+
+    Raises:
+        InvalidOption: If a value exceeds its limit (a step's activations must fit in memory).
+    """
     check_count("--hidden", hidden, MAX_HIDDEN, "wider models do not fit a CPU training step")
     check_count("--layers", layers, MAX_LAYERS, "deeper message passing reaches no further in a segment")
     mem = memory_bytes()

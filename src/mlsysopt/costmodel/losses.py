@@ -71,7 +71,18 @@ _LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 
 
 def get_loss(name: str, task: str | None = None) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """The loss called ``name``; with ``task`` also check it fits (ranking losses for layout/tile, ce for malnet)."""
+    """The loss called ``name``; with ``task`` also check it fits (ranking losses for layout/tile, ce for malnet).
+
+    Args:
+        name: ``"hinge"``, ``"listmle"``, ``"mse"``, ``"logmse"`` or ``"ce"``.
+        task: If given, check the loss fits it (ranking losses for layout/tile, ``ce`` for malnet).
+
+    Returns:
+        Callable[[torch.Tensor, torch.Tensor], torch.Tensor]: ``loss(pred, target)``, a scalar tensor.
+
+    Raises:
+        InvalidOption: For an unknown loss or one that does not fit ``task``.
+    """
     if name not in _LOSSES:
         raise InvalidOption(f"unknown loss '{name}' (choose from: {', '.join(_LOSSES)})")
     if task is not None:

@@ -84,6 +84,10 @@ class PeakMemory:
     ``peak_mb`` is the most memory held at once by tensors allocated inside the block; ``end_mb`` is what they
     still hold at exit (e.g. gradients kept for the optimizer). See the module docstring for the accounting.
     ``enabled=False`` measures nothing (peak 0) at no cost; ``paused()`` leaves out a sub-block's allocations.
+
+    Args:
+        device: Torch device measured (CUDA: the allocator's statistics; CPU: tensors allocated in the block).
+        enabled: Whether to measure at all (False: ``peak_mb`` and ``end_mb`` stay 0).
     """
 
     def __init__(self, device: str | torch.device = "cpu", enabled: bool = True) -> None:
@@ -134,7 +138,11 @@ class PeakMemory:
 
 
 def host_rss_mb() -> float:
-    """Resident set size of this process in MiB (the host's copy of everything, not just tensors)."""
+    """Resident set size of this process in MiB (the host's copy of everything, not just tensors).
+
+    Returns:
+        float: Resident set size in MiB (the peak RSS where ``/proc/self/statm`` is unavailable).
+    """
     try:
         with open("/proc/self/statm") as fh:
             pages = int(fh.read().split()[1])

@@ -54,6 +54,20 @@ def opa(pred: np.ndarray, true: np.ndarray) -> float:
 
     O(C log C): with C concordant and D discordant pairs among the N pairs untied in the truth, pairs tied only in
     the prediction are the rest, so OPA = (C + (N - C - D) / 2) / N = 1/2 + (C - D) / (2N), and C - D comes from τ-b.
+
+    Args:
+        pred: Predicted scores, lower = predicted faster.
+        true: True runtimes.
+
+    Shapes:
+        pred: (num_configs,) float
+        true: (num_configs,) float
+
+    Returns:
+        float: OPA in [0, 1]; 0.5 when the prediction has no order; NaN when the truth has none.
+
+    Raises:
+        InvalidOption: If the arrays differ in length or hold NaN or inf.
     """
     p, t = _pair(pred, true)
     total = p.size * (p.size - 1) // 2
@@ -69,7 +83,22 @@ def opa(pred: np.ndarray, true: np.ndarray) -> float:
 
 
 def kendall_tau(pred: np.ndarray, true: np.ndarray) -> float:
-    """Kendall τ-b between predicted scores and true runtimes (scipy); NaN if the truth has no order."""
+    """Kendall τ-b between predicted scores and true runtimes (scipy); NaN if the truth has no order.
+
+    Args:
+        pred: Predicted scores, lower = predicted faster.
+        true: True runtimes.
+
+    Shapes:
+        pred: (num_configs,) float
+        true: (num_configs,) float
+
+    Returns:
+        float: Kendall tau-b in [-1, 1]; 0 for a constant prediction; NaN for fewer than 2 configs or equal runtimes.
+
+    Raises:
+        InvalidOption: If the arrays differ in length or hold NaN or inf.
+    """
     p, t = _pair(pred, true)
     if p.size < 2 or np.all(t == t[0]):
         return math.nan
@@ -79,7 +108,23 @@ def kendall_tau(pred: np.ndarray, true: np.ndarray) -> float:
 
 
 def slowdown_at_k(pred: np.ndarray, true: np.ndarray, k: int) -> float:
-    """(best true runtime among the k lowest predictions − true best) / true best; 0 means the best was found."""
+    """(best true runtime among the k lowest predictions − true best) / true best; 0 means the best was found.
+
+    Args:
+        pred: Predicted scores, lower = predicted faster.
+        true: True runtimes, all > 0.
+        k: How many of the top predicted configurations count, >= 1.
+
+    Returns:
+        float: Relative slowdown, >= 0 (0 when the true best is among the top ``k``).
+
+    Shapes:
+        pred: (num_configs,) float
+        true: (num_configs,) float
+
+    Raises:
+        InvalidOption: For ``k`` < 1, mismatched or empty arrays, NaN or inf, or a non-positive runtime.
+    """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise InvalidOption(f"k must be an integer >= 1, got {k!r}")
     p, t = _pair(pred, true)
@@ -93,7 +138,23 @@ def slowdown_at_k(pred: np.ndarray, true: np.ndarray, k: int) -> float:
 
 
 def ranking_metrics(preds: Sequence[np.ndarray], trues: Sequence[np.ndarray]) -> dict[str, float]:
-    """Per-graph OPA, Kendall τ and top-1/5/10 slowdown averaged over graphs (undefined values skipped)."""
+    """Per-graph OPA, Kendall τ and top-1/5/10 slowdown averaged over graphs (undefined values skipped).
+
+    Args:
+        preds: Predicted scores per graph (lower = predicted faster).
+        trues: True runtimes per graph, aligned with ``preds``.
+
+    Returns:
+        dict[str, float]: ``opa``, ``kendall``, ``slowdown_top1``/``5``/``10`` (means over graphs, NaN skipped),
+        ``num_graphs`` and ``num_ranked_graphs``.
+
+    Shapes:
+        preds[i]: (num_configs_i,) float
+        trues[i]: (num_configs_i,) float
+
+    Raises:
+        InvalidOption: If the lists differ in length or are empty, or a graph's arrays are invalid.
+    """
     if len(preds) != len(trues):
         raise InvalidOption(f"{len(preds)} prediction arrays for {len(trues)} graphs: lengths must match")
     if len(preds) == 0:
@@ -137,13 +198,45 @@ def _labels(pred: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def accuracy(pred_labels: np.ndarray, labels: np.ndarray) -> float:
-    """Fraction of correct labels; ``pred_labels`` may also be (N, classes) scores."""
+    """Fraction of correct labels; ``pred_labels`` may also be (N, classes) scores.
+
+    Args:
+        pred_labels: Predicted class ids, or class scores / logits (arg-max taken).
+        labels: True class ids.
+
+    Shapes:
+        pred_labels: (num_graphs,) int or (num_graphs, num_classes) float
+        labels: (num_graphs,) int
+
+    Returns:
+        float: Accuracy in [0, 1].
+
+    Raises:
+        InvalidOption: If the shapes differ or are not 1-D (2-D scores), there are no graphs, or labels are not
+            integers.
+    """
     p, y = _labels(pred_labels, labels)
     return float((p == y).mean())
 
 
 def macro_f1(pred_labels: np.ndarray, labels: np.ndarray) -> float:
-    """Unweighted mean of per-class F1 over the classes that occur in the truth or the prediction (as sklearn)."""
+    """Unweighted mean of per-class F1 over the classes that occur in the truth or the prediction (as sklearn).
+
+    Args:
+        pred_labels: Predicted class ids, or class scores / logits (arg-max taken).
+        labels: True class ids.
+
+    Shapes:
+        pred_labels: (num_graphs,) int or (num_graphs, num_classes) float
+        labels: (num_graphs,) int
+
+    Returns:
+        float: Macro-F1 in [0, 1].
+
+    Raises:
+        InvalidOption: If the shapes differ or are not 1-D (2-D scores), there are no graphs, or labels are not
+            integers.
+    """
     p, y = _labels(pred_labels, labels)
     classes, inv = np.unique(np.concatenate((p, y)), return_inverse=True)
     pi, yi = inv[: p.size], inv[p.size :]
@@ -154,7 +247,23 @@ def macro_f1(pred_labels: np.ndarray, labels: np.ndarray) -> float:
 
 
 def classification_metrics(pred_labels: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Accuracy and macro-F1 in one dict (plus the number of graphs)."""
+    """Accuracy and macro-F1 in one dict (plus the number of graphs).
+
+    Args:
+        pred_labels: Predicted class ids, or class scores / logits (arg-max taken).
+        labels: True class ids.
+
+    Shapes:
+        pred_labels: (num_graphs,) int or (num_graphs, num_classes) float
+        labels: (num_graphs,) int
+
+    Returns:
+        dict[str, float]: ``accuracy``, ``macro_f1`` and ``num_graphs``.
+
+    Raises:
+        InvalidOption: If the shapes differ or are not 1-D (2-D scores), there are no graphs, or labels are not
+            integers.
+    """
     return {
         "accuracy": accuracy(pred_labels, labels),
         "macro_f1": macro_f1(pred_labels, labels),

@@ -50,7 +50,14 @@ class NodeStates:
 
 
 class CostModel(nn.Module):
-    """GNN cost model over graph segments; see the module docstring for the data flow."""
+    """GNN cost model over graph segments; see the module docstring for the data flow.
+
+    Args:
+        config: The architecture (validated again here).
+
+    Raises:
+        InvalidOption: If ``config`` is invalid.
+    """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()

@@ -29,6 +29,24 @@ class ModelConfig:
 
     Defaults are sized for a CPU: the TpuGraphs reference uses hidden 256 and a 128-d opcode embedding.
     ``config_feat_dim`` is per node for layout (18), per graph for tile (24), 0 for MalNet.
+
+    Args:
+        task: ``"layout"``, ``"tile"`` or ``"malnet"``.
+        backbone: GNN layer type: ``"sage"``, ``"gcn"`` or ``"gin"``.
+        hidden: Hidden width of the GNN layers.
+        layers: Number of GNN layers.
+        opcode_vocab: Size of the opcode embedding table.
+        opcode_dim: Width of the opcode embedding (0: none, as for MalNet).
+        node_feat_dim: Node feature width (140 for TpuGraphs, 5 for MalNet).
+        config_feat_dim: Configuration feature width: per node for layout (18), per graph for tile (24), 0 for MalNet.
+        num_classes: Output width: 1 for ranking, the number of classes for MalNet.
+        dropout: Dropout probability, in [0, 1).
+        readout: ``"embedding"`` (head of the summed segment embeddings) or ``"scalar"`` (sum of per-segment heads).
+        deviation: Layout only: add a config column marking nodes that deviate from their usual setting.
+        cross_config_heads: Heads of a cross-configuration attention before the head MLP (0: none).
+
+    Raises:
+        InvalidOption: If a field is out of range or inconsistent with ``task``.
     """
 
     task: str = "layout"

@@ -51,7 +51,21 @@ class Region:
 
 
 def config_region(edge_index: np.ndarray, num_nodes: int, cfg_pos: np.ndarray, layers: int) -> Region:
-    """The configuration region of a (sub)graph: see the module docstring. ``edge_index`` is (2, m) src -> dst."""
+    """The configuration region of a (sub)graph: see the module docstring. ``edge_index`` is (2, m) src -> dst.
+
+    Args:
+        edge_index: Edges of the (sub)graph, ``src -> dst``, local ids.
+        num_nodes: Nodes of the (sub)graph.
+        cfg_pos: Local ids of the configurable nodes.
+        layers: Number of message-passing layers.
+
+    Returns:
+        Region: The affected nodes before every layer and each layer's sources and edges.
+
+    Shapes:
+        edge_index: (2, num_edges) int64
+        cfg_pos: (num_config_nodes,) int64
+    """
     src, dst = np.asarray(edge_index[0], np.int64), np.asarray(edge_index[1], np.int64)
     affected = np.unique(np.asarray(cfg_pos, np.int64))
     in_a = np.zeros(num_nodes, bool)
@@ -99,7 +113,14 @@ BLOCK_NODES = 16384
 
 
 class GraphPlan:
-    """A record with its segmentation, column map, signatures and regions (lazy, cached per segment)."""
+    """A record with its segmentation, column map, signatures and regions (lazy, cached per segment).
+
+    Args:
+        rec: The graph record.
+        seg: Its segmentation.
+        layers: Number of GNN layers (sets the configuration regions).
+        deviation: Whether the model adds the config-deviation column (layout).
+    """
 
     def __init__(self, rec: GraphRecord, seg: Segmentation, layers: int, deviation: bool = False) -> None:
         self.rec, self.seg, self.layers, self.deviation = rec, seg, int(layers), bool(deviation)

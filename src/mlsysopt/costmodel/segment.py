@@ -39,7 +39,19 @@ def _stable_argsort(keys: np.ndarray, num_keys: int) -> np.ndarray:
 
 
 class Segmentation:
-    """A partition of a graph's nodes into segments ``0..S-1``, each non-empty, with O(size) per-segment access."""
+    """A partition of a graph's nodes into segments ``0..S-1``, each non-empty, with O(size) per-segment access.
+
+    Args:
+        assignment: Segment id of every node, ids ``0..S-1`` each used at least once.
+        num_segments: Expected S (None: from the assignment).
+
+    Shapes:
+        assignment: (num_nodes,) int
+
+    Raises:
+        InvalidOption: If the assignment is not a 1-D integer array, has negative ids or an empty segment, or
+            disagrees with ``num_segments``.
+    """
 
     def __init__(self, assignment: np.ndarray, num_segments: int | None = None) -> None:
         a = np.asarray(assignment)
@@ -159,7 +171,22 @@ def _equal_chunks(starts: np.ndarray, lengths: np.ndarray, max_size: int) -> np.
 
 
 def contiguous_segments(num_nodes: int, max_size: int, node_splits: np.ndarray | None = None) -> Segmentation:
-    """Cut node ids ``0..n-1`` (topological order) into chunks of at most ``max_size``; each split starts a chunk."""
+    """Cut node ids ``0..n-1`` (topological order) into chunks of at most ``max_size``; each split starts a chunk.
+
+    Args:
+        num_nodes: Number of nodes, >= 0.
+        max_size: Largest segment, >= 1.
+        node_splits: Node ids in ``0..num_nodes`` where a segment must start (None: none).
+
+    Returns:
+        Segmentation: Contiguous segments, near-equal in size within each range between splits.
+
+    Shapes:
+        node_splits: (num_splits,) int
+
+    Raises:
+        InvalidOption: For a bad ``num_nodes``, ``max_size`` or ``node_splits``.
+    """
     n = _check_num_nodes(num_nodes)
     max_size = _check_size(max_size)
     bounds = np.array([0, n], dtype=np.int64)
@@ -195,7 +222,23 @@ def undirected_csr(edge_index: np.ndarray, num_nodes: int) -> tuple[np.ndarray, 
 
 
 def metis_segments(edge_index: np.ndarray, num_nodes: int, max_size: int, seed: int = 0) -> Segmentation:
-    """METIS k-way partition into ``num_nodes // max_size + 1`` parts (reference rule); no segment > ``max_size``."""
+    """METIS k-way partition into ``num_nodes // max_size + 1`` parts (reference rule); no segment > ``max_size``.
+
+    Args:
+        edge_index: Edges (direction ignored).
+        num_nodes: Number of nodes, >= 0.
+        max_size: Largest segment, >= 1.
+        seed: METIS seed.
+
+    Returns:
+        Segmentation: The partition.
+
+    Shapes:
+        edge_index: (2, num_edges) int
+
+    Raises:
+        InvalidOption: For a bad shape, out-of-range node ids, ``num_nodes`` or ``max_size``.
+    """
     import pymetis
 
     n = _check_num_nodes(num_nodes)
@@ -255,6 +298,16 @@ class Segmenter:
     ``memory_items`` most recently used graphs. With ``cache_dir`` each partition is also written there as a ``.npy``
     of segment ids (temp file + rename, so a crash never leaves a half-written file); an unreadable or inconsistent
     cache file is recomputed and overwritten.
+
+    Args:
+        method: ``"contiguous"`` or ``"metis"``.
+        max_size: Largest segment in nodes, >= 1.
+        cache_dir: Folder caching partitions as ``.npy`` files (None: memory cache only).
+        seed: METIS seed.
+        memory_items: Graphs kept in the memory cache (0: none).
+
+    Raises:
+        InvalidOption: For an unknown method or a bad ``max_size``.
     """
 
     def __init__(

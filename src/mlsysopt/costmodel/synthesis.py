@@ -69,6 +69,22 @@ def synth(
 
     ``graphs``: a count or {split: count} for layout and tile; graphs per class for malnet (split 70/10/20).
     ``profile`` picks the layout generator (realistic | simple).
+
+    Args:
+        kind: ``"layout"``, ``"tile"`` or ``"malnet"``.
+        out: Data root to write.
+        graphs: Graph count or ``{split: count}`` (layout, tile); graphs per class for malnet (an int).
+        nodes: Node count, or a ``(lo, hi)`` range drawn log-uniformly.
+        configs: Configurations per graph, or a ``(lo, hi)`` range (ignored for malnet).
+        seed: Seed.
+        profile: Layout runtime generator, ``"realistic"`` or ``"simple"``.
+        overwrite: Whether to replace an existing data root.
+
+    Returns:
+        dict[str, int]: Graphs written per split.
+
+    Raises:
+        InvalidOption: For an unknown kind or profile, bad counts, or sizes beyond this machine's limits.
     """
     from mlsysopt.costmodel.data import synth_layout, synth_malnet, synth_tile
     from mlsysopt.costmodel.limits import check_synth

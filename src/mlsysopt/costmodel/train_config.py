@@ -29,7 +29,47 @@ AUTO_SEGMENT_CAP = 1000
 
 @dataclass
 class TrainConfig:
-    """Every knob of cost-model training; ``validate`` raises InvalidOption on one out of range."""
+    """Every knob of cost-model training; ``validate`` raises InvalidOption on one out of range.
+
+    Args:
+        mode: ``"full"``, ``"gst"``, ``"gst+e"``, ``"gst+ef"``, ``"gst+efd"`` (GNN) or ``"trees"``, ``"lightgbm"``,
+            ``"xgboost"`` (tree baselines).
+        segment_size: Nodes per segment, >= 1 (``"auto"``: 1000, or the largest training graph when smaller).
+        segmenter: ``"auto"``, ``"contiguous"`` or ``"metis"`` (auto: contiguous for layout/tile, metis for MalNet).
+        k: Segments sampled for gradients per step, >= 1 (``"auto"``: as many as the memory budget holds).
+        memory_budget_mb: Step-memory budget in MB that ``k="auto"`` fills, > 0 (None: 256 MB).
+        sed_p: Stale-embedding dropout probability, in [0, 1).
+        sed_policy: ``"uniform"`` (drop with ``sed_p``) or ``"age"`` (``sed_p * min(1, age / sed_tau)``).
+        sed_tau: Age scale in epochs of the ``age`` policy, >= 0.
+        history_key: History rows keyed by segment ``"signature"`` (shared across configs) or by ``"config"``.
+        refresh: No-grad recompute of stale segments: ``"varying"``, ``"stalest"`` or ``"none"``.
+        refresh_segments: Segments refreshed per step with ``refresh="stalest"``, >= 0.
+        sample: Segments that get gradients: ``"varying"`` (where the step's configs differ) or ``"uniform"``.
+        epochs: Training epochs, >= 1.
+        lr: Adam learning rate, > 0.
+        weight_decay: Weight decay, >= 0.
+        loss: Loss name (``hinge``, ``listmle``, ``mse``, ``logmse``, ``ce``) or ``"auto"`` (hinge / ce).
+        configs_per_graph: Configurations per graph per step, >= 2.
+        graphs_per_step: Graphs per optimizer step, >= 1.
+        finetune_epochs: Epochs of the fine-tuning (F) phase, >= 0.
+        finetune_lr: Learning rate of the F phase, > 0 (None: ``lr``).
+        finetune_configs: Configurations per graph in the F phase, >= 2.
+        eval_chunk: Configurations scored at once at evaluation, >= 1.
+        validate_every: Validate every this many epochs, >= 1.
+        valid_configs: Most configurations per graph scored at validation, >= 0 (0: all).
+        cache_mb: Memory in MB for graphs kept between epochs, >= 0.
+        grad_clip: Largest gradient norm, > 0 (None: no clipping).
+        seed: Seed, >= 0.
+        device: Torch device, e.g. ``"cpu"`` or ``"cuda"``.
+        prune_hops: Keep configurable nodes plus this many hops, >= 0 (``"auto"``: layout with a ranking loss keeps
+            L hops; None: no pruning).
+        keep_best: Evaluate and predict with the weights of the best validation epoch.
+        measure_memory: Measure tensor memory every N-th step, >= 0 (0: never).
+        cache_dir: Folder caching segmentations (None: no disk cache).
+
+    Raises:
+        InvalidOption: From :meth:`validate`, for an option out of range or an unavailable device.
+    """
 
     mode: str = "gst+efd"
     segment_size: int | str = AUTO  # auto: 1000 nodes, or the largest (pruned) training graph when smaller

@@ -48,7 +48,16 @@ Progress = Callable[[int, int, dict[str, Any]], None]
 
 
 class Trainer(TrainerData, GSTSteps):
-    """Trains and evaluates a :class:`CostModel` with one of the GST modes (see gst.py and the module docstring)."""
+    """Trains and evaluates a :class:`CostModel` with one of the GST modes (see gst.py and the module docstring).
+
+    Args:
+        model_config: Architecture of the cost model.
+        train_config: Training knobs; ``mode`` must be a GNN mode (``full``, ``gst``, ``gst+e``, ``gst+ef``,
+            ``gst+efd``).
+
+    Raises:
+        InvalidOption: If a config is invalid, the mode is a tree baseline, or the loss does not fit the task.
+    """
 
     def __init__(self, model_config: ModelConfig, train_config: TrainConfig) -> None:
         model_config.validate()

@@ -51,7 +51,18 @@ _FIELDS = ("value", "feature_idx", "num_threshold", "missing_go_to_left", "left"
 
 
 def graph_features(rec: GraphRecord, top_k: int = TOP_K) -> np.ndarray:
-    """Feature rows ``(configs, F)`` of one layout or tile graph (see the module docstring)."""
+    """Feature rows ``(configs, F)`` of one layout or tile graph (see the module docstring).
+
+    Args:
+        rec: A layout or tile record.
+        top_k: Configurable nodes summarized per layout graph.
+
+    Returns:
+        np.ndarray: One feature row per configuration.
+
+    Shapes:
+        output: (num_configs, num_features) float64
+    """
     x = rec.x
     work = np.asarray(x[:, 10], np.float64) if x.shape[1] > 10 else np.zeros(rec.num_nodes)
     stats = np.array([np.log1p(rec.num_nodes), np.log1p(rec.num_edges), 0.0, np.log1p(np.exp2(work).sum())])
@@ -182,6 +193,16 @@ class TreeRanker:
 
     A subclass sets ``library`` and ``description`` and implements ``_fit(x, y, runtimes, sizes)``,
     ``_predict(x, rounds)``, ``_files()`` and ``_read(folder, meta)``.
+
+    Args:
+        task: ``"layout"`` or ``"tile"`` (configurations are ranked).
+        seed: Seed of the booster.
+        rounds: Most boosting rounds; validation chooses how many are used.
+        threads: Threads the library may use.
+        top_k: Configurable nodes summarized per layout graph in the feature rows.
+
+    Raises:
+        InvalidOption: If ``task`` is not ``layout`` or ``tile``.
     """
 
     library = ""
@@ -316,7 +337,18 @@ class TreeRanker:
 
 
 class TreesModel(TreeRanker):
-    """scikit-learn's HistGradientBoostingRegressor on log(runtime / fastest) (``--mode trees``)."""
+    """scikit-learn's HistGradientBoostingRegressor on log(runtime / fastest) (``--mode trees``).
+
+    Args:
+        task: ``"layout"`` or ``"tile"`` (configurations are ranked).
+        seed: Seed of the booster.
+        rounds: Most boosting rounds; validation chooses how many are used.
+        threads: Threads the library may use.
+        top_k: Configurable nodes summarized per layout graph in the feature rows.
+
+    Raises:
+        InvalidOption: If ``task`` is not ``layout`` or ``tile``.
+    """
 
     library = "sklearn"
     description = "scikit-learn HistGradientBoostingRegressor on flattened configuration features (trees.py)"

@@ -23,6 +23,25 @@ class DeviceCluster:
 
     ``units`` is the unit system the numbers are in (``dnn``, ``workflow``, ``synthetic``; see
     :mod:`mlsysopt.graph.units`), None when unknown; ``meta`` says where the cluster came from (a preset, ...).
+
+    Args:
+        speed: Compute per second of every device (finite, > 0), in the graph's ``compute`` unit.
+        supports: Whether device ``d`` can run hardware type ``t``; a 1-D array means a single type.
+        bandwidth: Link bandwidth in bytes/s from device ``d1`` to ``d2`` (> 0, may be inf); the diagonal is ignored.
+        delay: Link latency in seconds from ``d1`` to ``d2`` (finite, >= 0); the diagonal is ignored.
+        names: Distinct device names; None means ``dev0``, ``dev1``, ...
+        units: Unit system of the numbers (a key of ``mlsysopt.graph.units.UNIT_SYSTEMS``), or None if unknown.
+        meta: Free-form JSON-ready metadata about where the cluster came from.
+
+    Shapes:
+        speed: (num_devices,) float64
+        supports: (num_devices, num_types) bool
+        bandwidth: (num_devices, num_devices) float64 bytes/s
+        delay: (num_devices, num_devices) float64 seconds
+
+    Raises:
+        InvalidCluster: If there are no devices, shapes disagree, names repeat, a speed, bandwidth or delay is
+            out of range, or ``units`` is unknown.
     """
 
     def __init__(

@@ -37,6 +37,24 @@ def layered_dag(
     from each task of an earlier layer with probability ``p``, at least one parent in the previous layer and
     at least one child in the next. Compute ~ compute_avg·U(1 ± β/2), edge bytes ~ bytes_avg·U(1 ± β/2),
     hardware type uniform in [0, num_types).
+
+    Args:
+        num_tasks: Exact number of tasks (>= 1), source and sink included.
+        alpha: Shape parameter (> 0): small values give tall, narrow graphs; large values short, wide ones.
+        p: Probability in [0, 1] of an edge from each task of an earlier layer.
+        compute_avg: Mean task compute (> 0), in synthetic work units.
+        compute_beta: Relative spread of compute, in [0, 2).
+        bytes_avg: Mean edge size (>= 0), in synthetic data units.
+        bytes_beta: Relative spread of edge sizes, in [0, 2).
+        num_types: Number of hardware types (>= 1) tasks are drawn from.
+        seed: Integer seed; the graph is deterministic in it.
+
+    Returns:
+        The generated graph, its parameters recorded in ``meta``.
+
+    Raises:
+        InvalidGraph: If an argument has the wrong type or is out of range, or the drawn values are not finite.
+        InvalidOption: If the graph would not fit this machine's memory or time budget.
     """
     _check_int("num_tasks", num_tasks, 1, InvalidGraph)
     _check_int("num_types", num_types, 1, InvalidGraph)
@@ -132,6 +150,24 @@ def random_cluster(
     Speed ~ speed_avg·U(1 ± β/2); 1/bandwidth ~ (1/bandwidth_avg)·U(1 ± β/2); delay ~ U(0, 2·delay_avg).
     Each device supports each type with probability ``q``; a type no device drew is given to one random
     device, and a device that drew no type is given one random type.
+
+    Args:
+        num_devices: Number of devices (>= 1).
+        num_types: Number of hardware types (>= 1).
+        speed_avg: Mean device speed (> 0), in synthetic work units per time unit.
+        speed_beta: Relative spread of speeds, in [0, 2).
+        bandwidth_avg: Mean link bandwidth (> 0), in synthetic data units per time unit.
+        bandwidth_beta: Relative spread of inverse bandwidths, in [0, 2).
+        delay_avg: Mean link delay (>= 0), in synthetic time units.
+        q: Probability in [0, 1] that a device supports a given type.
+        seed: Integer seed; the cluster is deterministic in it.
+
+    Returns:
+        A cluster in ``synthetic`` units.
+
+    Raises:
+        InvalidCluster: If an argument has the wrong type or is out of range, or the drawn values are not finite.
+        InvalidOption: If the cluster would not fit this machine's memory.
     """
     _check_int("num_devices", num_devices, 1, InvalidCluster)
     _check_int("num_types", num_types, 1, InvalidCluster)
@@ -341,7 +377,23 @@ UNITS: dict[str, tuple[float, float, float]] = {
 
 
 def cluster_for(graph: CompGraph, num_devices: int, seed: int = 0, q: float = 0.5) -> DeviceCluster:
-    """A random heterogeneous cluster in the graph's units that can run every task of it."""
+    """A random heterogeneous cluster in the graph's units that can run every task of it.
+
+    Speeds, bandwidths and delays are scaled by :data:`UNITS` for the graph's unit system (:func:`graph_units`).
+
+    Args:
+        graph: The graph the cluster is for; every hardware type it uses is covered.
+        num_devices: Number of devices (>= 1).
+        seed: Integer seed; the cluster is deterministic in it.
+        q: Probability in [0, 1] that a device supports a given type (ignored when the graph has one type).
+
+    Returns:
+        A cluster whose ``units`` is the graph's unit system.
+
+    Raises:
+        InvalidCluster: If ``num_devices``, ``seed`` or ``q`` is out of range.
+        InvalidOption: If the cluster would not fit this machine's memory.
+    """
     system = graph_units(graph)
     speed, bandwidth, delay = UNITS[system]
     return scaled_cluster(graph, num_devices, seed, speed, bandwidth, delay, q=q, units=system)

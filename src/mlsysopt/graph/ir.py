@@ -31,6 +31,30 @@ class CompGraph:
     ``edge_index[:, k] = (u, v)`` means data flows from ``u`` to ``v`` (``v`` consumes ``u``'s output).
     ``hw_type[i]`` is the hardware type task ``i`` needs (0 when a source has a single type).
     The constructor validates once; a CompGraph that exists is a valid DAG.
+
+    Args:
+        names: Unique node names, one per task (``n`` of them).
+        opcodes: Op id of every node, an index into ``vocab``.
+        x: Float node features, one column per entry of ``feature_names``; must include every
+            :data:`BASE_FEATURES` column, finite and non-negative.
+        feature_names: Name of every column of ``x``.
+        edge_index: ``(src, dst)`` node ids of every edge (data flows from ``src`` to ``dst``).
+        edge_bytes: Bytes carried by every edge (finite, >= 0); None means all zero.
+        hw_type: Hardware type every task needs (non-negative); None means type 0 for all.
+        vocab: Op names that ``opcodes`` index (default :data:`DEFAULT_VOCAB`).
+        meta: Free-form JSON-ready metadata (``name``, source, units, ...).
+
+    Shapes:
+        names: (n,) str
+        opcodes: (n,) int32 index into ``vocab``
+        x: (n, num_features) float64
+        edge_index: (2, num_edges) int64 node ids
+        edge_bytes: (num_edges,) float64 bytes
+        hw_type: (n,) int32 hardware type per task
+
+    Raises:
+        InvalidGraph: If any array has the wrong shape, a value out of range, non-finite or negative, names repeat,
+            or the edges form a cycle.
     """
 
     def __init__(

@@ -21,6 +21,21 @@ def check_placement(graph: CompGraph, cluster: DeviceCluster, placement: Any) ->
 
     InvalidPlacement for a wrong shape or an unknown device id; ConstraintViolation for a task placed on a
     device that does not support its hardware type.
+
+    Args:
+        graph: The computation graph.
+        cluster: The devices it runs on.
+        placement: Device id of every task (any integer array-like).
+
+    Returns:
+        The placement as an int64 array.
+
+    Shapes:
+        placement: (num_tasks,) int device index per task
+
+    Raises:
+        InvalidPlacement: If the shape is wrong, the ids are not integers, or a device id is out of range.
+        ConstraintViolation: If a task is on a device that does not support its hardware type.
     """
     p = np.asarray(placement)
     if p.shape != (graph.num_nodes,):
@@ -51,6 +66,19 @@ def placement_from_dict(
 
     Also reads what mlsysopt writes: a ``result.json`` (its ``placement``) and a ``device_map.json`` (format
     ``mlsysopt.device_map/N``: each of its ``nodes`` has a ``device``).
+
+    Args:
+        graph: The graph whose task names the keys are.
+        cluster: The cluster whose device names (or ids) the values are.
+        data: The parsed JSON object.
+        where: What to name in error messages (e.g. a file path).
+
+    Returns:
+        Device id of every task, shape (num_tasks,) int64.
+
+    Raises:
+        InvalidPlacement: If a task or device is unknown, a task has no device, or the object has the wrong form.
+        ConstraintViolation: If a task is on a device that does not support its hardware type.
     """
     if not isinstance(data, Mapping):
         raise InvalidPlacement(f"{where}: expected a JSON object mapping task names to devices")
@@ -85,7 +113,20 @@ def placement_from_dict(
 
 
 def load_placement(path: str | Path, graph: CompGraph, cluster: DeviceCluster) -> np.ndarray:
-    """Read a placement JSON file: ``{task: device}``, a ``result.json`` holding one, or a list of device ids."""
+    """Read a placement JSON file: ``{task: device}``, a ``result.json`` holding one, or a list of device ids.
+
+    Args:
+        path: The JSON file.
+        graph: The graph it places.
+        cluster: The cluster it places on.
+
+    Returns:
+        Device id of every task, shape (num_tasks,) int64.
+
+    Raises:
+        InvalidPlacement: If the file is missing, not JSON, or does not describe a valid placement.
+        ConstraintViolation: If a task is on a device that does not support its hardware type.
+    """
     from mlsysopt.io import read_json
 
     data = read_json(path, InvalidPlacement, expect=None)
@@ -100,16 +141,49 @@ def load_placement(path: str | Path, graph: CompGraph, cluster: DeviceCluster) -
 
 
 def placement_to_dict(graph: CompGraph, cluster: DeviceCluster, placement: np.ndarray) -> dict[str, str]:
-    """``{task name: device name}`` for JSON output."""
+    """``{task name: device name}`` for JSON output.
+
+    Args:
+        graph: The graph (for task names).
+        cluster: The cluster (for device names).
+        placement: Device id of every task, shape (num_tasks,) int.
+
+    Returns:
+        A dict from every task name to its device name.
+    """
     return {graph.names[i]: cluster.names[int(d)] for i, d in enumerate(placement)}
 
 
 def random_placement(graph: CompGraph, cluster: DeviceCluster, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random feasible placement."""
+    """A uniformly random feasible placement.
+
+    Args:
+        graph: The computation graph.
+        cluster: The devices it may run on.
+        rng: Random generator to draw from.
+
+    Returns:
+        Device id of every task, shape (num_tasks,) int64; each drawn uniformly among the task's feasible devices.
+
+    Raises:
+        ConstraintViolation: If some task needs a hardware type no device supports.
+    """
     return random_from_mask(cluster.check_feasible(graph), rng)
 
 
 def random_from_mask(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random placement among the allowed devices of a (tasks, devices) feasibility mask."""
+    """A uniformly random placement among the allowed devices of a (tasks, devices) feasibility mask.
+
+    Args:
+        mask: Which devices each task may use; every row needs at least one True (a row of all False gives 0).
+        rng: Random generator to draw from.
+
+    Returns:
+        Device id of every task.
+
+    Shapes:
+        mask: (num_tasks, num_devices) bool
+        return: (num_tasks,) int64 device index per task
+    """
     u = rng.random(mask.shape) * mask
     return np.argmax(u, axis=1).astype(np.int64)

@@ -141,7 +141,19 @@ def _names(preset: Preset) -> list[str]:
 
 
 def preset_cluster(name: str, graph: CompGraph | None = None) -> DeviceCluster:
-    """The preset ``name`` as a cluster in ``graph``'s units, every device supporting every type it uses."""
+    """The preset ``name`` as a cluster in ``graph``'s units, every device supporting every type it uses.
+
+    Args:
+        name: A key of :data:`PRESETS`, with or without the ``preset:`` prefix.
+        graph: The graph it is for: sets the units (speeds in FLOP/s for ``dnn``, ratios to the preset's reference
+            device otherwise) and the number of hardware types. None: DNN units, one type.
+
+    Returns:
+        The cluster; bandwidths in bytes/s, delays in seconds, ``meta`` naming the preset.
+
+    Raises:
+        InvalidCluster: If there is no preset ``name``.
+    """
     from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.units import units_of
 

@@ -143,7 +143,20 @@ def _schedule_batch(
 
 @dataclass
 class Schedule:
-    """Result of simulating one placement."""
+    """Result of simulating one placement.
+
+    Args:
+        makespan: Latest finish time, in seconds.
+        start: Start time of every task, in seconds.
+        finish: Finish time of every task, in seconds.
+        ready: Time the last input of every task arrived, in seconds (0 for sources).
+        placement: Device id of every task.
+        critical_path: Task ids on the critical path, first to last.
+
+    Shapes:
+        start, finish, ready: (num_tasks,) float64 seconds
+        placement: (num_tasks,) int64 device index per task
+    """
 
     makespan: float
     start: np.ndarray
@@ -153,7 +166,15 @@ class Schedule:
     critical_path: list[int] = field(default_factory=list)
 
     def to_dict(self, graph: CompGraph, cluster: DeviceCluster) -> dict[str, Any]:
-        """JSON-ready dict with task and device names."""
+        """JSON-ready dict with task and device names.
+
+        Args:
+            graph: The graph that was simulated (for task names).
+            cluster: The cluster it was simulated on (for device names).
+
+        Returns:
+            ``{"makespan", "critical_path": [task names], "tasks": [{"task", "device", "start", "finish"}]}``.
+        """
         tasks = [
             {
                 "task": graph.names[i],
@@ -171,7 +192,17 @@ class Schedule:
 
 
 class Simulator:
-    """Precomputed flat arrays of one (graph, cluster) pair; simulate many placements fast."""
+    """Precomputed flat arrays of one (graph, cluster) pair; simulate many placements fast.
+
+    Args:
+        graph: The computation graph to schedule.
+        cluster: The devices it runs on.
+        feasible: The (tasks, devices) feasibility mask when the caller already holds it (a PlacementProblem);
+            None computes it from ``cluster.feasible(graph)``.
+
+    Shapes:
+        feasible: (num_tasks, num_devices) bool
+    """
 
     def __init__(self, graph: CompGraph, cluster: DeviceCluster, feasible: np.ndarray | None = None) -> None:
         """``feasible`` is the (tasks, devices) mask when the caller already holds it (a PlacementProblem)."""
@@ -299,12 +330,41 @@ class Simulator:
 
 
 def simulate(graph: CompGraph, cluster: DeviceCluster, placement: Any) -> Schedule:
-    """Simulate one placement of ``graph`` on ``cluster`` (see the module docstring for the semantics)."""
+    """Simulate one placement of ``graph`` on ``cluster`` (see the module docstring for the semantics).
+
+    Args:
+        graph: The computation graph.
+        cluster: The devices it runs on.
+        placement: Device id of every task.
+
+    Returns:
+        The full :class:`Schedule`: makespan (seconds), start/finish/ready times and the critical path.
+
+    Shapes:
+        placement: (num_tasks,) int device index per task
+
+    Raises:
+        InvalidPlacement: If ``placement`` has the wrong shape or an unknown device id.
+        ConstraintViolation: If a task is placed on a device that does not support its hardware type.
+    """
     return Simulator(graph, cluster).run(placement)
 
 
 def cp_min(graph: CompGraph, cluster: DeviceCluster) -> float:
-    """CP_MIN: longest path with every task on its fastest feasible device and free communication."""
+    """CP_MIN: longest path with every task on its fastest feasible device and free communication.
+
+    A lower bound on the makespan of every feasible placement.
+
+    Args:
+        graph: The computation graph.
+        cluster: The devices it may run on.
+
+    Returns:
+        The bound, in seconds.
+
+    Raises:
+        ConstraintViolation: If some task needs a hardware type no device supports.
+    """
     feas = cluster.check_feasible(graph)
     best_speed = np.where(feas, cluster.speed[None, :], 0.0).max(axis=1)
     indptr, par, _ = graph.parents_csr
@@ -312,7 +372,21 @@ def cp_min(graph: CompGraph, cluster: DeviceCluster) -> float:
 
 
 def longest_path(graph: CompGraph, durations: Any) -> float:
-    """Critical-path length of ``graph`` with per-node durations, shape (n,) (no devices, no communication)."""
+    """Critical-path length of ``graph`` with per-node durations, shape (n,) (no devices, no communication).
+
+    Args:
+        graph: The computation graph.
+        durations: Run time of every node (finite, >= 0), e.g. seconds.
+
+    Returns:
+        The longest node-weighted path length, in the unit of ``durations``.
+
+    Shapes:
+        durations: (num_nodes,) float
+
+    Raises:
+        InvalidGraph: If ``durations`` has the wrong shape, or a value that is negative or not finite.
+    """
     dur = np.ascontiguousarray(durations, dtype=np.float64)
     if dur.shape != (graph.num_nodes,):
         raise InvalidGraph(f"durations has shape {dur.shape}, expected ({graph.num_nodes},)")
@@ -320,7 +394,22 @@ def longest_path(graph: CompGraph, durations: Any) -> float:
 
 
 def longest_paths(graph: CompGraph, durations: Any) -> np.ndarray:
-    """Critical-path lengths for a batch of per-node durations: shape (B, n) -> (B,)."""
+    """Critical-path lengths for a batch of per-node durations: shape (B, n) -> (B,).
+
+    Args:
+        graph: The computation graph.
+        durations: One row of node run times (finite, >= 0) per case.
+
+    Returns:
+        The longest node-weighted path length of every row.
+
+    Shapes:
+        durations: (B, num_nodes) float
+        return: (B,) float64
+
+    Raises:
+        InvalidGraph: If ``durations`` is not 2-D with one column per node, or holds a negative or non-finite value.
+    """
     dur = np.ascontiguousarray(durations, dtype=np.float64)
     if dur.ndim != 2 or dur.shape[1] != graph.num_nodes:
         raise InvalidGraph(f"durations has shape {dur.shape}, expected (B, {graph.num_nodes})")
@@ -331,12 +420,32 @@ def longest_paths(graph: CompGraph, durations: Any) -> np.ndarray:
 
 
 def slr(makespan: float, graph: CompGraph, cluster: DeviceCluster) -> float:
-    """Schedule length ratio: makespan / CP_MIN (>= 1 for every feasible placement)."""
+    """Schedule length ratio: makespan / CP_MIN (>= 1 for every feasible placement).
+
+    Args:
+        makespan: Makespan of a placement, in seconds.
+        graph: The graph it places.
+        cluster: The cluster it places on.
+
+    Returns:
+        ``makespan / cp_min(graph, cluster)`` (see :func:`slr_from_bound` for a zero bound).
+
+    Raises:
+        ConstraintViolation: If some task needs a hardware type no device supports.
+    """
     return slr_from_bound(makespan, cp_min(graph, cluster))
 
 
 def slr_from_bound(makespan: float, bound: float) -> float:
-    """makespan / bound, for callers that already hold CP_MIN (1 for an all-zero graph, inf for 0 bound)."""
+    """makespan / bound, for callers that already hold CP_MIN (1 for an all-zero graph, inf for 0 bound).
+
+    Args:
+        makespan: Makespan of a placement, in seconds.
+        bound: A lower bound on the makespan (CP_MIN), in seconds.
+
+    Returns:
+        ``makespan / bound``; 1.0 when both are 0, inf when only ``bound`` is 0.
+    """
     if bound > 0:
         return float(makespan / bound)
     return 1.0 if makespan == 0 else float("inf")

@@ -19,8 +19,21 @@ CSR = tuple[np.ndarray, np.ndarray, np.ndarray]
 def build_csr(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> CSR:
     """CSR of ``dst`` grouped by ``src``: (indptr, dst ids sorted by src then dst, edge ids).
 
-    Shapes: ``src``, ``dst`` (m,) -> indptr (num_nodes + 1,), nbr (m,), eid (m,).
     Children of a graph: ``build_csr(src, dst, n)``; parents: ``build_csr(dst, src, n)``.
+
+    Args:
+        src: Node id each edge groups under (the source for children, the consumer for parents).
+        dst: Node id each edge points to.
+        num_nodes: Number of nodes ``n``; every id must be in ``[0, n)``.
+
+    Returns:
+        ``(indptr, nbr, eid)``: the neighbours of node ``i`` are ``nbr[indptr[i]:indptr[i + 1]]``, and ``eid``
+        maps each entry back to its edge (column of ``edge_index``).
+
+    Shapes:
+        src, dst: (m,) int
+        indptr: (num_nodes + 1,) int64
+        nbr, eid: (m,) int64
     """
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
@@ -61,8 +74,22 @@ def kahn_levels(indptr: np.ndarray, child: np.ndarray, indeg: np.ndarray) -> tup
 def priority_order(indptr: np.ndarray, child: np.ndarray, indeg: np.ndarray, priority: np.ndarray) -> np.ndarray:
     """A topological order that always takes the ready node of smallest ``priority`` (ties by id).
 
-    Shapes: children CSR of n nodes, ``indeg`` (n,) (not modified), ``priority`` (n,) -> order (n,).
     With random priorities this draws a uniformly random ready task at every step.
+
+    Args:
+        indptr: Children CSR row pointers.
+        child: Children CSR neighbour ids.
+        indeg: In-degree of every node (not modified).
+        priority: Priority of every node; smaller is taken first.
+
+    Returns:
+        Node ids in topological order.
+
+    Shapes:
+        indptr: (n + 1,) int
+        child: (m,) int
+        indeg, priority: (n,)
+        return: (n,) int64
     """
     n = indeg.shape[0]
     remaining = np.array(indeg, dtype=np.int64, copy=True)

@@ -64,7 +64,14 @@ MAX_PLAUSIBLE_SECONDS = 365 * 24 * 3600.0
 
 
 def units_of(graph: CompGraph) -> str:
-    """The unit system of a graph (``dnn``, ``workflow`` or ``synthetic``), from its importer (``meta['source']``)."""
+    """The unit system of a graph (``dnn``, ``workflow`` or ``synthetic``), from its importer (``meta['source']``).
+
+    Args:
+        graph: The graph to classify.
+
+    Returns:
+        ``"dnn"`` for torch.fx/ONNX imports, ``"workflow"`` for WfCommons, otherwise ``"synthetic"``.
+    """
     source = str(graph.meta.get("source", ""))
     if source in ("torch.fx", "onnx"):
         return "dnn"
@@ -100,7 +107,17 @@ def warn_mismatch(graph: CompGraph, cluster: DeviceCluster) -> None:
 
 def implausible(graph: CompGraph, cluster: DeviceCluster, makespan: float, cp_min: float) -> list[str]:
     """Sentences saying why a simulated result cannot be real (empty when it is plausible): an SLR above
-    :data:`MAX_PLAUSIBLE_SLR`, a makespan above a year, a cluster in other units than the graph."""
+    :data:`MAX_PLAUSIBLE_SLR`, a makespan above a year, a cluster in other units than the graph.
+
+    Args:
+        graph: The simulated graph.
+        cluster: The cluster it was simulated on.
+        makespan: The simulated makespan, in the graph's time unit (seconds for real-unit systems).
+        cp_min: The CP_MIN lower bound, in the same unit.
+
+    Returns:
+        One sentence per problem found; an empty list when the result is plausible.
+    """
     system = units_of(graph)
     found = []
     ratio = makespan / cp_min if cp_min > 0 else math.inf if makespan > 0 else 1.0

@@ -32,6 +32,16 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
 
     Raises :class:`~mlsysopt.errors.WriteFailed` naming ``path`` (not the temp file) when the disk is full,
     read-only or not writable.
+
+    Args:
+        path: The file to write; missing parent folders are created.
+        data: The content; ``str`` is encoded as UTF-8.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        WriteFailed: If the folder cannot be created or the file cannot be written or renamed.
     """
     path = Path(path)
     payload = data.encode() if isinstance(data, str) else data
@@ -53,7 +63,14 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
 
 
 def remove_stale_temps(folder: str | Path) -> list[Path]:
-    """Delete the ``.NAME.XXXX.tmp`` files a killed writer left in ``folder``; returns what was removed."""
+    """Delete the ``.NAME.XXXX.tmp`` files a killed writer left in ``folder``; returns what was removed.
+
+    Args:
+        folder: The folder to clean (not recursive); a missing folder removes nothing.
+
+    Returns:
+        The paths of the removed temp files.
+    """
     removed = []
     for p in Path(folder).glob(f".*{TEMP_SUFFIX}"):
         if p.is_file():
@@ -63,7 +80,18 @@ def remove_stale_temps(folder: str | Path) -> list[Path]:
 
 
 def save_torch_atomic(path: str | Path, obj: Any) -> Path:
-    """``torch.save`` ``obj`` to ``path`` via a temp file and a rename (never a half-written checkpoint)."""
+    """``torch.save`` ``obj`` to ``path`` via a temp file and a rename (never a half-written checkpoint).
+
+    Args:
+        path: The checkpoint file to write; missing parent folders are created.
+        obj: What to save; keep it to tensors and plain data so that :func:`load_torch` can read it back.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        WriteFailed: If the file cannot be written.
+    """
     import torch
 
     buf = io.BytesIO()
@@ -76,6 +104,16 @@ def load_torch(path: str | Path, error: type[Exception]) -> Any:
 
     torch's own message for a file that is not weights-only advises loading it unsafely; that advice is never
     passed on: such a file is refused as not a mlsysopt checkpoint.
+
+    Args:
+        path: The checkpoint file.
+        error: The exception class to raise (typically an :class:`~mlsysopt.errors.MlsysoptError` subclass).
+
+    Returns:
+        The loaded object, its tensors on the CPU.
+
+    Raises:
+        error: If the file is missing, not in torch's zip format, holds non-weights objects, or cannot be read.
     """
     import pickle
     import zipfile
@@ -101,7 +139,15 @@ _UNSAFE_ADVICE = ("weights_only=False", "allow_pickle", "unsafe", "trust_remote_
 
 
 def safe_first_line(exc: BaseException, limit: int = 160) -> str:
-    """The first line of a library's error message, unless it advises loading data unsafely."""
+    """The first line of a library's error message, unless it advises loading data unsafely.
+
+    Args:
+        exc: The exception whose message to show.
+        limit: Most characters kept of the first line.
+
+    Returns:
+        The (truncated) first line, or a neutral sentence when the message mentions an unsafe option.
+    """
     text = (str(exc).strip().splitlines() or [""])[0][:limit]
     if any(p in str(exc) for p in _UNSAFE_ADVICE):
         return "the file is not in the expected format"

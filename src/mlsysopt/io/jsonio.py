@@ -23,7 +23,17 @@ MAX_JSON_DEPTH = 64
 
 
 def to_jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data: NaN/inf -> None, numpy -> Python, tuple -> list, Path -> str."""
+    """``value`` as plain JSON data: NaN/inf -> None, numpy -> Python, tuple -> list, Path -> str.
+
+    Args:
+        value: Nested mappings, lists, tuples, scalars, paths, numpy scalars and arrays; mapping keys become ``str``.
+
+    Returns:
+        The same data made of dict, list, str, int, float (finite), bool and None only.
+
+    Raises:
+        TypeError: If ``value`` holds an object of any other type.
+    """
     if isinstance(value, Mapping):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -48,12 +58,35 @@ def to_jsonable(value: Any) -> Any:
 
 
 def dumps(value: Any, indent: int | None = 2) -> str:
-    """Strict JSON text of ``value`` (see :func:`to_jsonable`)."""
+    """Strict JSON text of ``value`` (see :func:`to_jsonable`).
+
+    Args:
+        value: The data to serialize.
+        indent: Spaces per nesting level; None writes one line.
+
+    Returns:
+        Standard JSON text (no NaN or Infinity).
+
+    Raises:
+        TypeError: If ``value`` holds an object :func:`to_jsonable` cannot convert.
+    """
     return json.dumps(to_jsonable(value), indent=indent, allow_nan=False)
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:
-    """Write ``data`` as indented strict JSON, atomically."""
+    """Write ``data`` as indented strict JSON, atomically.
+
+    Args:
+        path: The file to write; missing parent folders are created.
+        data: The data to serialize (see :func:`to_jsonable`).
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        WriteFailed: If the file cannot be written.
+        TypeError: If ``data`` holds an object that is not JSON-serializable.
+    """
     return write_atomic(path, dumps(data) + "\n")
 
 
@@ -80,7 +113,20 @@ def loads_json(
     where: str = "JSON input",
     max_depth: int = MAX_JSON_DEPTH,
 ) -> Any:
-    """Parse strict JSON text; ``error`` names ``where`` and the line and column of a syntax error."""
+    """Parse strict JSON text; ``error`` names ``where`` and the line and column of a syntax error.
+
+    Args:
+        text: The JSON text.
+        error: The :class:`~mlsysopt.errors.MlsysoptError` subclass to raise.
+        where: What to name in error messages (e.g. a file path).
+        max_depth: Deepest nesting accepted.
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        error: If the text is not valid JSON, uses NaN/Infinity, or is nested deeper than ``max_depth``.
+    """
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -104,6 +150,20 @@ def read_json(
     """Read a JSON file, raising ``error`` naming ``path`` when it is missing, too big, not UTF-8 or not JSON.
 
     ``expect`` is the type of the top-level value (``dict`` by default; ``None`` accepts any).
+
+    Args:
+        path: The JSON file.
+        error: The :class:`~mlsysopt.errors.MlsysoptError` subclass to raise.
+        max_bytes: Largest file size read, in bytes.
+        max_depth: Deepest nesting accepted.
+        expect: Required type of the top-level value, or None for any.
+
+    Returns:
+        The parsed value.
+
+    Raises:
+        error: If the file is missing, a folder, too big, not UTF-8, not valid JSON, too deep, or of another
+            top-level type than ``expect``.
     """
     path = Path(path)
     try:

@@ -122,7 +122,18 @@ def check_architecture(arch: Any, where: str = "architecture") -> dict[str, Any]
 
 
 def model_from_architecture(arch: dict[str, Any] | str | Path) -> nn.Module:
-    """The untrained ``nn.Module`` an architecture JSON (a dict, or the path of ``architecture.json``) describes."""
+    """The untrained ``nn.Module`` an architecture JSON (a dict, or the path of ``architecture.json``) describes.
+
+    Args:
+        arch: the architecture (``mlsysopt nas export``'s ``architecture.json``, as a dict or its path).
+
+    Returns:
+        An ``nn.Sequential`` whose state-dict keys match the exported ``model_state_dict.pt`` (load it with
+        ``strict=True``).
+
+    Raises:
+        InvalidArchitecture: a missing or malformed key, naming it and the file.
+    """
     where = "architecture"
     if isinstance(arch, str | Path):
         from mlsysopt.io import read_json

@@ -22,7 +22,13 @@ def _cnn_archs(ops: int, widths: int, max_blocks: int) -> int:
 
 
 def space_catalog() -> dict[str, Any]:
-    """``{"rows", "cnn_ops", "cnn_widths", "resources", "sources", "load_s"}``: one row per space (tables read)."""
+    """``{"rows", "cnn_ops", "cnn_widths", "resources", "sources", "load_s"}``: one row per space (tables read).
+
+    Returns:
+        dict[str, Any]: ``rows`` (one per space: ``space``, ``archs``, ``blocks``, median latency and params,
+        ``evaluation``), ``cnn_ops``, ``cnn_widths``, ``resources`` per space family, ``sources`` and ``load_s``
+        (seconds spent reading the tables).
+    """
     import inspect
 
     from mlsysopt.models.cnn_cell import OPS

@@ -51,7 +51,16 @@ def parse_name(name: str) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class Constraint:
-    """One named bound on one resource, e.g. ``Constraint("max_params", 1e6)``."""
+    """One named bound on one resource, e.g. ``Constraint("max_params", 1e6)``.
+
+    Args:
+        name: ``max_params``, ``max_flops``, ``max_latency_ms``, ``min_intensity``, or ``max_<resource>`` /
+            ``min_<resource>`` for any resource a space reports.
+        limit: The bound, in the resource's unit (parameters, FLOPs, ms, FLOPs/byte); finite and > 0.
+
+    Raises:
+        InvalidConstraint: For an unknown name or a limit that is not a finite number > 0.
+    """
 
     name: str
     limit: float
@@ -110,7 +119,17 @@ class Constraint:
 
 
 class Constraints:
-    """Several constraints at once, in ``hard`` or ``soft`` mode (see the module docstring)."""
+    """Several constraints at once, in ``hard`` or ``soft`` mode (see the module docstring).
+
+    Args:
+        constraints: The constraints, each name at most once.
+        mode: ``"hard"`` (infeasible architectures are never returned) or ``"soft"`` (MnasNet reward).
+        weight: Soft-mode exponent, <= 0 (MnasNet's -0.07).
+        penalty: Reward of an infeasible (hard mode) or failed architecture.
+
+    Raises:
+        InvalidConstraint: For an unknown mode, a positive or non-finite weight, or a repeated constraint.
+    """
 
     def __init__(
         self,

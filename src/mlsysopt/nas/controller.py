@@ -31,7 +31,18 @@ from mlsysopt.runtime.threads import torch_threads
 
 
 class Controller(nn.Module):
-    """LSTM policy over a sequence of categorical decisions (``options[i]`` choices for decision ``i``)."""
+    """LSTM policy over a sequence of categorical decisions (``options[i]`` choices for decision ``i``).
+
+    Args:
+        options: Number of options of each decision, in decoding order; each >= 1.
+        hidden: LSTM width.
+        temperature: Logit temperature (logits = tanh_c * tanh(x / temperature)).
+        tanh_c: Logit range.
+        seed: Seed of the weight initialization.
+
+    Raises:
+        ValueError: If ``options`` is empty or a decision has no option.
+    """
 
     def __init__(
         self,
@@ -126,7 +137,15 @@ class Controller(nn.Module):
 
 
 class Reinforce:
-    """REINFORCE with a moving-average baseline, reward-scale normalisation and an entropy bonus."""
+    """REINFORCE with a moving-average baseline, reward-scale normalisation and an entropy bonus.
+
+    Args:
+        controller: The policy to train.
+        lr: Adam learning rate.
+        entropy: Entropy bonus weight.
+        baseline_decay: Decay of the moving-average reward baseline and reward spread, in [0, 1).
+        grad_clip: Largest gradient norm per step.
+    """
 
     def __init__(
         self,
@@ -215,7 +234,20 @@ def sample_archs(
 
 @dataclass
 class ControllerConfig:
-    """The controller and policy-gradient knobs EPNAS and the REINFORCE baseline share (their configs inherit them)."""
+    """The controller and policy-gradient knobs EPNAS and the REINFORCE baseline share (their configs inherit them).
+
+    Args:
+        hidden: Controller LSTM width, 1 to 4096.
+        temperature: Logit temperature (logits = tanh_c * tanh(x / temperature)), > 0.
+        tanh_c: Logit range of the controller, > 0.
+        lr: Controller Adam learning rate, > 0.
+        entropy: Entropy bonus weight, >= 0.
+        baseline_decay: Decay of the moving-average reward baseline, in [0, 1).
+        penalty: Normalized advantage given to infeasible, invalid or failed samples.
+
+    Raises:
+        InvalidOption: If a knob has the wrong type or is out of range.
+    """
 
     hidden: int = knob(64, 1, MAX_WIDTH)  # controller LSTM width
     temperature: float = knob(5.0, 0, lo_open=True)  # logits = tanh_c · tanh(x / temperature) (ENAS)

@@ -70,6 +70,15 @@ def evaluate_one(space: SearchSpace, arch: Arch, seed: int = 0, limit_s: float |
 
     ``limit_s`` (the search's remaining time) stops the evaluation in flight: it comes back failed and flagged
     :data:`TIMED_OUT`, and the driver drops its batch (a resumed search redoes it).
+
+    Args:
+        space: The space that evaluates.
+        arch: The architecture.
+        seed: Seed of the evaluation (e.g. training).
+        limit_s: Seconds the evaluation may take (None: no limit).
+
+    Returns:
+        Evaluation: The outcome; ``ok=False`` with ``error`` set on a crash, a timeout or a non-finite performance.
     """
     t0 = time.perf_counter()
     try:

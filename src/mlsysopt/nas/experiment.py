@@ -59,13 +59,31 @@ def check_limits(mode: str, limits: dict[str, float | None]) -> None:
 
 
 def build_constraints(mode: str, limits: dict[str, float | None]) -> Constraints:
-    """``Constraints`` from the limit options (``None`` = no such constraint)."""
+    """``Constraints`` from the limit options (``None`` = no such constraint).
+
+    Args:
+        mode: ``"hard"`` or ``"soft"``.
+        limits: Constraint name (``max_latency_ms``, ``max_params``, ...) to its limit, > 0 (None: no constraint).
+
+    Returns:
+        Constraints: The constraints.
+
+    Raises:
+        MlsysoptError: For an unknown mode or a limit that is not a number > 0.
+    """
     check_limits(mode, limits)
     return Constraints.from_limits(mode=mode, **limits)
 
 
 def median_constraints(space: SearchSpace) -> Constraints:
-    """Hard limits at a NAS-Bench-Graph table's median latency and median params (the benchmark's constraints)."""
+    """Hard limits at a NAS-Bench-Graph table's median latency and median params (the benchmark's constraints).
+
+    Args:
+        space: A NAS-Bench-Graph space (it must have ``table_stats``).
+
+    Returns:
+        Constraints: Hard ``max_latency_ms`` and ``max_params`` at the table's medians.
+    """
     stats = space.table_stats()  # type: ignore[attr-defined]
     return Constraints.from_limits(max_latency_ms=stats["median_latency_ms"], max_params=stats["median_params"])
 
@@ -80,7 +98,18 @@ REGIMES: dict[str, tuple[float | None, float | None]] = {
 
 
 def table_constraints(space: SearchSpace, regime: str) -> Constraints:
-    """Hard limits at quantiles of a NAS-Bench-Graph table's latency and params (:data:`REGIMES`)."""
+    """Hard limits at quantiles of a NAS-Bench-Graph table's latency and params (:data:`REGIMES`).
+
+    Args:
+        space: A NAS-Bench-Graph space (it must have ``table``).
+        regime: ``"median"``, ``"tight"`` (both at the lower quartile) or ``"single"`` (params at the 10th percentile).
+
+    Returns:
+        Constraints: Hard limits in ms and parameters.
+
+    Raises:
+        MlsysoptError: For an unknown regime.
+    """
     import numpy as np
 
     if regime not in REGIMES:
@@ -103,7 +132,22 @@ def build_space(
     measures: tuple[Any, ...] = (),
 ) -> SearchSpace:
     """The space of ``spec``: a built-in one, or your own (``file.py:space`` with ``objective``, ``file.py:train``);
-    the CNN-only options (``epochs`` ...) are refused elsewhere; ``measures`` add resources (:mod:`..resources`)."""
+    the CNN-only options (``epochs`` ...) are refused elsewhere; ``measures`` add resources (:mod:`..resources`).
+
+    Args:
+        spec: A built-in space (``nasbench-graph:<dataset>``, ``digits``, ``cifar10:/folder``) or ``file.py:space``.
+        options: CNN-space options (``epochs``, ``ops``, ``max_blocks``, ``lr``); None values are ignored.
+        objective: Your training function (``file.py:train``); required for, and only for, your own space.
+        direction: ``"maximize"`` or ``"minimize"`` (your own space only).
+        measures: Resource measures adding resources to the space.
+
+    Returns:
+        SearchSpace: The space.
+
+    Raises:
+        MlsysoptError: For options the space does not take, a missing or misplaced ``objective``, a bad
+            ``direction``, or an unknown space.
+    """
     from mlsysopt.nas.objective import DIRECTIONS, ObjectiveSpace, is_user_source, load_space
     from mlsysopt.nas.resources import with_measures
     from mlsysopt.nas.spaces import get_space
@@ -139,6 +183,29 @@ class SearchOptions:
 
     ``limits`` maps constraint names (``max_latency_ms``, ``max_params``, ``max_flops``, ``min_intensity``) to
     limits, ``None`` for none; ``space_options`` go to the CNN spaces (``epochs``, ``ops``, ``max_blocks``, ``lr``).
+
+    Args:
+        space: Space spec (see :func:`build_space`).
+        method: NAS method name (e.g. ``epnas``, ``random``, ``evolution``).
+        budget: Evaluations, >= 1.
+        limits: Constraint name to limit (> 0), None for none.
+        mode: Constraint mode, ``"hard"`` or ``"soft"``.
+        workers: Evaluations run in parallel, >= 1.
+        backend: Executor backend, ``"local"`` or ``"ray"``.
+        address: Ray cluster address (None: a private local instance).
+        space_options: CNN-space options (``epochs``, ``ops``, ``max_blocks``, ``lr``).
+        seed: Seed of the search, >= 0.
+        knobs: The method's config knobs (checked against its config).
+        timeout: Wall-clock seconds per run, >= 0 (None: no limit).
+        latency_model: Cost-model run predicting ``latency_ms`` (CNN spaces; None: timed latency).
+        objective: Your training function (``file.py:train``) for your own space.
+        direction: ``"maximize"`` or ``"minimize"`` (your objective returns a loss).
+        measures: :class:`ResourceMeasure` plug-ins adding resources constraints may read.
+        prior: A transfer prior for EPNAS and zero-shot (None: the space's own).
+
+    Raises:
+        MlsysoptError: For an out-of-range budget, workers, seed or timeout, bad limits, unknown space options, an
+            unknown method or an invalid knob.
     """
 
     space: str = "nasbench-graph:cora"
@@ -203,7 +270,13 @@ class SearchOptions:
 
 @dataclass
 class SearchOutput:
-    """A finished search: the result, what result.json holds, and the files written to the run folder."""
+    """A finished search: the result, what result.json holds, and the files written to the run folder.
+
+    Args:
+        result: The search result.
+        record: The contents of ``result.json``.
+        files: Files written to the run folder.
+    """
 
     result: SearchResult
     record: dict[str, Any]
@@ -217,7 +290,16 @@ class SearchOutput:
 
 @dataclass
 class SearchJob:
-    """A validated search, ready to run in its folder (:func:`prepare_search` builds it; nothing is written yet)."""
+    """A validated search, ready to run in its folder (:func:`prepare_search` builds it; nothing is written yet).
+
+    Args:
+        run_dir: The run folder (opened by :meth:`run`).
+        options: The user's options.
+        space: The search space.
+        constraints: The constraints.
+        searcher: The NAS method, ready (restored from the checkpoint when resuming).
+        resumed_from: Evaluations the resumed checkpoint holds (0: a fresh run).
+    """
 
     run_dir: RunDir
     options: SearchOptions

@@ -48,7 +48,20 @@ LOGIT_TOL = 1e-4  # ONNX Runtime vs PyTorch logits: max |difference| / max(1, ma
 
 @dataclass
 class ExportJob:
-    """A checked export, ready to write (:func:`prepare_export` builds it; nothing is written yet)."""
+    """A checked export, ready to write (:func:`prepare_export` builds it; nothing is written yet).
+
+    Args:
+        run_dir: The export's output folder (opened by :meth:`run`).
+        source: The search run folder exported from.
+        settings: The search run's ``settings.json``.
+        best: The best evaluation of the search.
+        best_index: Its position in the history.
+        trained: Its trained model (``state_dict``, ``preprocessing``), or None when the space keeps none.
+        space: The search space (None when it cannot be rebuilt).
+        evaluated: Evaluations the search made.
+        finished: Whether the search reached its budget.
+        verify: Whether to check the written files (PyTorch and ONNX Runtime accuracy, logits) before finishing.
+    """
 
     run_dir: RunDir
     source: Path
@@ -336,7 +349,17 @@ def _verify_cnn(job: ExportJob, out: RunDir) -> dict[str, Any]:
 
 
 def load_exported_cnn(folder: str | Path) -> Any:
-    """The exported CNN of ``folder`` as a ready ``nn.Module`` (eval mode): architecture.json + model_state_dict.pt."""
+    """The exported CNN of ``folder`` as a ready ``nn.Module`` (eval mode): architecture.json + model_state_dict.pt.
+
+    Args:
+        folder: An export folder holding ``architecture.json`` and ``model_state_dict.pt``.
+
+    Returns:
+        Any: The ``nn.Module`` with the trained weights, in eval mode.
+
+    Raises:
+        MlsysoptError: If a file is missing or unreadable, or the weights do not match the architecture.
+    """
     from mlsysopt.io import load_torch
     from mlsysopt.models.cnn_cell import model_from_architecture
 

@@ -45,7 +45,16 @@ class _Fit:
 
 
 class TransferGP:
-    """``fit(X, P, y)`` and ``predict_dist(X, P)``: X = encodings ``[n, d]``, P = prior scores ``[n, T]`` or None."""
+    """``fit(X, P, y)`` and ``predict_dist(X, P)``: X = encodings ``[n, d]``, P = prior scores ``[n, T]`` or None.
+
+    Args:
+        n_decisions: Number of decisions of an architecture; scales the kernel's distance (at least 1 is used).
+
+    Shapes:
+        X: (num_archs, num_features) float64 one-hot encodings
+        P: (num_archs, num_tasks) float64 prior scores per source task, or None (cold)
+        y: (num_archs,) float64 performances, higher is better (non-finite ones are dropped)
+    """
 
     def __init__(self, n_decisions: int) -> None:
         self.n_decisions = max(int(n_decisions), 1)

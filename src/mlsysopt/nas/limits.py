@@ -20,10 +20,10 @@ searches that certainly exceed a ceiling are refused.
 from __future__ import annotations
 
 import math
-import os
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidOption
+from mlsysopt.limits import available_memory
 
 if TYPE_CHECKING:
     from mlsysopt.nas.spaces.base import SearchSpace
@@ -38,21 +38,6 @@ MAX_SEARCH_S = 30 * 86_400.0  # a search without --timeout: 30 days at most
 TRAIN_FLOPS_PER_S = 5e11  # FLOP/s per training thread: above any CPU core's float32 peak, so estimates are lower bounds
 STEP_OVERHEAD_S = 2e-5  # optimistic fixed cost of one optimizer step
 MAX_SEED = 2**63 - 1  # torch generators take 64-bit seeds
-
-
-def available_memory() -> int:
-    """Bytes of memory available to new allocations (``MemAvailable``; the physical memory where it is unknown)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (OSError, ValueError, AttributeError):
-        return 8 * 2**30
 
 
 def _gib(n: float) -> str:
@@ -162,6 +147,14 @@ def check_search_size(space: SearchSpace, options: Any, memory: int | None = Non
 
     ``options`` is a :class:`~mlsysopt.nas.experiment.SearchOptions` (``budget``, ``workers``, ``backend``,
     ``timeout``, ``space_options``).
+
+    Args:
+        space: The search space.
+        options: The search options (``budget``, ``workers``, ``backend``, ``timeout``, ``space_options``).
+        memory: Available memory in bytes (None: measured on this machine).
+
+    Raises:
+        InvalidOption: If the budget, workers, blocks, epochs or dataset exceed what this machine allows.
     """
     memory = available_memory() if memory is None else memory
     most, why = max_budget(space, memory)

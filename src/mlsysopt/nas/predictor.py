@@ -27,7 +27,19 @@ from mlsysopt.runtime.threads import torch_threads
 
 @dataclass
 class PredictorConfig:
-    """The predictor knobs EPNAS and PNAS share (their configs inherit them)."""
+    """The predictor knobs EPNAS and PNAS share (their configs inherit them).
+
+    Args:
+        members: Predictor ensemble size, 1 to 64.
+        pred_hidden: Predictor hidden width, 1 to 4096.
+        pred_epochs: Predictor training epochs per fit, 1 to 100000.
+        pred_lr: Predictor Adam learning rate, > 0.
+        rank_weight: Weight of the pairwise ranking loss next to the MSE, >= 0.
+        refit_growth: Refit the predictor once its data grew by this fraction, >= 0.
+
+    Raises:
+        InvalidOption: If a knob has the wrong type or is out of range.
+    """
 
     members: int = knob(3, 1, MAX_MEMBERS)  # predictor ensemble size
     pred_hidden: int = knob(32, 1, MAX_WIDTH)
@@ -65,7 +77,21 @@ class _Ensemble(nn.Module):
 
 
 class Predictor:
-    """Ensemble MLP regressor with a ranking-aware loss: ``fit(X, y)``, ``predict(X)``, ``predict_dist(X)``."""
+    """Ensemble MLP regressor with a ranking-aware loss: ``fit(X, y)``, ``predict(X)``, ``predict_dist(X)``.
+
+    Args:
+        members: Ensemble size (independently initialized MLPs), >= 1.
+        hidden: Width of both hidden layers.
+        epochs: Full-batch Adam steps per :meth:`fit`.
+        lr: Adam learning rate.
+        weight_decay: Adam weight decay.
+        rank_weight: Weight of the pairwise ranking loss next to the MSE (0: MSE only).
+        seed: Seed of the weight initialization.
+
+    Shapes:
+        X: (num_archs, num_features) float32 encodings (``fit`` and ``predict``)
+        y: (num_archs,) float64 targets, higher is better (non-finite ones are dropped)
+    """
 
     def __init__(
         self,

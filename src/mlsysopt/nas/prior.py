@@ -44,7 +44,20 @@ MAX_TOKENS = 20_000
 
 @dataclass
 class PriorConfig:
-    """How the transfer prior is trained (checked on creation)."""
+    """How the transfer prior is trained (checked on creation).
+
+    Args:
+        hidden: Width of the two-layer ReLU trunk, 1 to 4096.
+        epochs: Training epochs, 1 to 100000.
+        lr: Adam learning rate, > 0.
+        batch: Minibatch size, >= 1.
+        per_task: Most records used per source task (a uniform sample beyond), >= 2.
+        weight_decay: Adam weight decay, >= 0.
+        seed: Seed of sampling and initialization, >= 0.
+
+    Raises:
+        InvalidOption: If a knob has the wrong type or is out of range.
+    """
 
     hidden: int = knob(128, 1, MAX_WIDTH)  # trunk width (two ReLU layers)
     epochs: int = knob(40, 1, MAX_PRED_EPOCHS)
@@ -273,6 +286,17 @@ def prior_from_records(
     """A prior from earlier runs: ``(result.json["evaluations"], settings)`` pairs (the BOARD's history records).
 
     Runs of the same ``settings["space"]`` are one task; a space name is the task's name.
+
+    Args:
+        runs: ``(evaluations, settings)`` pairs: a run's ``result.json["evaluations"]`` records and its settings
+            (``settings["space"]`` names the task).
+        config: How the prior is trained (None: :class:`PriorConfig` defaults).
+
+    Returns:
+        TransferPrior: The fitted prior, one task per space name.
+
+    Raises:
+        MlsysoptError: If a record is malformed or no task has two or more usable evaluations.
     """
     grouped: dict[str, list[Mapping[str, Any]]] = {}
     for evaluations, settings in runs:

@@ -39,18 +39,40 @@ METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
 
 
 def check_method(name: str) -> None:
-    """Raise MlsysoptError unless ``name`` is one of :data:`METHOD_NAMES`."""
+    """Raise MlsysoptError unless ``name`` is one of :data:`METHOD_NAMES`.
+
+    Args:
+        name: a NAS method name.
+    """
     METHODS.check(name)
 
 
 def method_class(name: str) -> type[Searcher[Any]]:
-    """The searcher class of method ``name`` (imported on first use)."""
+    """The searcher class of method ``name`` (imported on first use).
+
+    Args:
+        name: one of :data:`METHOD_NAMES`.
+
+    Returns:
+        The :class:`~mlsysopt.nas.searcher.Searcher` subclass.
+    """
     return METHODS.load(name)
 
 
 def method_config(name: str, **options: Any) -> SearcherConfig:
     """The config dataclass of method ``name`` filled from ``options``; unknown names, wrong types and values out of
-    each knob's range are refused (:mod:`mlsysopt.nas.knobs`)."""
+    each knob's range are refused (:mod:`mlsysopt.nas.knobs`).
+
+    Args:
+        name: one of :data:`METHOD_NAMES`.
+        **options: the method's knobs by name.
+
+    Returns:
+        The method's ``Config`` instance.
+
+    Raises:
+        MlsysoptError: an unknown method or knob, a knob of the wrong type; InvalidOption: a value out of range.
+    """
     config_cls = method_class(name).Config
     known = [f.name for f in fields(config_cls)]
     unknown = sorted(set(options) - set(known))
@@ -68,7 +90,15 @@ def method_config(name: str, **options: Any) -> SearcherConfig:
 
 
 def parse_method_knobs(name: str, items: list[str]) -> dict[str, Any]:
-    """``--knob NAME=VALUE`` strings of method ``name`` as typed options, each checked against its range."""
+    """``--knob NAME=VALUE`` strings of method ``name`` as typed options, each checked against its range.
+
+    Args:
+        name: one of :data:`METHOD_NAMES`.
+        items: ``NAME=VALUE`` strings as given on the command line.
+
+    Returns:
+        The knobs by name, typed as the method's ``Config`` declares them.
+    """
     check_method(name)
     if not items:
         return {}  # nothing to parse: the method is not imported
@@ -87,6 +117,18 @@ def get_method(
     **options: Any,
 ) -> Searcher[Any]:
     """Build the searcher called ``name`` (one of :data:`METHOD_NAMES`); ``options`` fill its config dataclass.
+
+    Args:
+        name: the method.
+        space: the search space.
+        constraints: resource constraints (None: none).
+        budget: evaluations the driver spends (>= 1).
+        seed: seeds every random choice of the method.
+        prior: a transfer prior for the methods that read one.
+        **options: the method's knobs (:func:`method_config`).
+
+    Returns:
+        The searcher, ready for ``ask``/``tell``.
 
     ``prior`` (a :class:`~mlsysopt.nas.prior.TransferPrior`) goes to the methods that read one (EPNAS, zero-shot);
     without it they take the space's own (NAS-Bench-Graph: the other datasets' tables).

@@ -24,7 +24,15 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------------------- the table's oracle
 def table_background(space: SearchSpace) -> dict[str, list[float]] | None:
-    """Every cell of a NAS-Bench-Graph table as plot background (valid performance, params, latency)."""
+    """Every cell of a NAS-Bench-Graph table as plot background (valid performance, params, latency).
+
+    Args:
+        space: Any space; only a table space (``space.table`` a dict) gives a background.
+
+    Returns:
+        dict[str, list[float]] | None: ``perf`` (validation), ``params`` and ``latency_ms`` per cell; None without
+        a table.
+    """
     table = getattr(space, "table", None)
     if not isinstance(table, dict):
         return None
@@ -37,7 +45,15 @@ def table_background(space: SearchSpace) -> dict[str, list[float]] | None:
 
 
 def best_feasible_valid(background: dict[str, list[float]] | None, cons: Constraints) -> float | None:
-    """Best validation performance among the background's (table's) cells that meet every constraint."""
+    """Best validation performance among the background's (table's) cells that meet every constraint.
+
+    Args:
+        background: Output of :func:`table_background` (None: no table).
+        cons: The constraints a cell must meet (a missing resource counts as violated).
+
+    Returns:
+        float | None: The best validation performance, or None without a table or a feasible cell.
+    """
     if background is None:
         return None
     perf = np.asarray(background["perf"], dtype=np.float64)
@@ -49,13 +65,30 @@ def best_feasible_valid(background: dict[str, list[float]] | None, cons: Constra
 
 
 def best_feasible_test(space: SearchSpace, cons: Constraints) -> float | None:
-    """Best test performance over a table's cells that meet every constraint (None: no table, or none meets them)."""
+    """Best test performance over a table's cells that meet every constraint (None: no table, or none meets them).
+
+    Args:
+        space: The search space (only table spaces answer).
+        cons: The constraints a cell must meet.
+
+    Returns:
+        float | None: The best test performance, or None.
+    """
     fn = getattr(space, "best_feasible_test", None)
     return fn(cons.feasible) if callable(fn) else None
 
 
 def returned_feasible(result: SearchResult, space: SearchSpace, cons: Constraints) -> bool:
-    """Whether the search returned an architecture and it meets every constraint (on the space's resources)."""
+    """Whether the search returned an architecture and it meets every constraint (on the space's resources).
+
+    Args:
+        result: The search result.
+        space: The space (its cheap ``resources`` judge the returned architecture).
+        cons: The constraints.
+
+    Returns:
+        bool: True when an architecture was returned and it meets every constraint.
+    """
     return result.best is not None and cons.feasible(space.resources(result.best.arch))
 
 
@@ -127,7 +160,18 @@ def _jf(v: Any) -> float | None:
 
 
 def eval_record(index: int, ev: Evaluation, space: SearchSpace, cons: Constraints) -> dict[str, Any]:
-    """One evaluation as result.json lists it: arch, decoded, perf, resources, constraint values, feasibility."""
+    """One evaluation as result.json lists it: arch, decoded, perf, resources, constraint values, feasibility.
+
+    Args:
+        index: Position of the evaluation in the history.
+        ev: The evaluation.
+        space: The space (decodes the architecture).
+        cons: The constraints.
+
+    Returns:
+        dict[str, Any]: :meth:`Evaluation.to_dict` plus ``index``, ``decoded`` (None if it cannot be decoded),
+        ``constraints`` (value per constraint, <= 0 satisfied) and ``feasible``.
+    """
     rec = {"index": index, **ev.to_dict()}
     try:
         rec["decoded"] = space.decode(ev.arch)
@@ -139,7 +183,15 @@ def eval_record(index: int, ev: Evaluation, space: SearchSpace, cons: Constraint
 
 
 def space_info(space: SearchSpace) -> dict[str, Any]:
-    """What result.json says about the space: its resources, decisions and, for a table, its statistics."""
+    """What result.json says about the space: its resources, decisions and, for a table, its statistics.
+
+    Args:
+        space: The search space.
+
+    Returns:
+        dict[str, Any]: ``name``, ``resources``, ``blocks``, ``decisions``, ``data`` and the table statistics, your
+        space's sources or the CNN options.
+    """
     info: dict[str, Any] = {
         "name": space.name,
         "resources": list(space.resource_names),
@@ -167,7 +219,15 @@ def limits_for_plot(cons: Constraints) -> dict[str, tuple[float, str]]:
 
 
 def pareto_points(results: Sequence[SearchResult], cons: Constraints) -> list[dict[str, Any]]:
-    """Every evaluation of every result as a Pareto-plot point, grouped by method (failed ones carry NaN)."""
+    """Every evaluation of every result as a Pareto-plot point, grouped by method (failed ones carry NaN).
+
+    Args:
+        results: Search results (one group per method).
+        cons: The constraints that set each point's feasibility.
+
+    Returns:
+        list[dict[str, Any]]: One point per evaluation: ``perf``, ``resources``, ``feasible`` and ``group``.
+    """
     return [
         {"perf": ev.perf if ev.ok else math.nan, "resources": ev.resources, "feasible": cons.feasible(ev.resources),
          "group": r.method}
@@ -186,7 +246,21 @@ def plot_search(
     curve_title: str,
     perf_label: str = "validation performance",
 ) -> list[Path]:
-    """The Pareto view (over the table's cells when there is a table) and the best-feasible-so-far curves."""
+    """The Pareto view (over the table's cells when there is a table) and the best-feasible-so-far curves.
+
+    Args:
+        results: Search results to draw.
+        space: The space (its table, if any, is drawn as background).
+        cons: The constraints (drawn as limits).
+        pareto_png: Output path of the Pareto plot.
+        curve_png: Output path of the best-so-far plot.
+        pareto_title: Title of the Pareto plot.
+        curve_title: Title of the best-so-far plot.
+        perf_label: Axis label of the performance.
+
+    Returns:
+        list[Path]: The written plot files.
+    """
     from mlsysopt.report.nas import plot_best_so_far, plot_pareto
 
     background = table_background(space)

@@ -33,7 +33,13 @@ from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
 
 
 class ResourceMeasure(ABC):
-    """Resource figures of any architecture of a space, without training it."""
+    """Resource figures of any architecture of a space, without training it.
+
+    Subclasses set the class attributes ``names`` (the resources returned) and ``costly`` (whether measuring takes
+    real time), and implement :meth:`measure`.
+
+    The base class takes no constructor arguments; subclasses define their own.
+    """
 
     #: The resources :meth:`measure` returns.
     names: ClassVar[tuple[str, ...]] = ()
@@ -144,5 +150,16 @@ class MeasuredSpace(SearchSpace):
 
 
 def with_measures(space: SearchSpace, measures: Sequence[ResourceMeasure]) -> SearchSpace:
-    """``space`` with the resources of ``measures`` added (``space`` itself when there are none)."""
+    """``space`` with the resources of ``measures`` added (``space`` itself when there are none).
+
+    Args:
+        space: The space to extend.
+        measures: Resource measures to add (each a :class:`ResourceMeasure` with names).
+
+    Returns:
+        SearchSpace: A ``MeasuredSpace`` wrapping ``space``, or ``space`` itself when ``measures`` is empty.
+
+    Raises:
+        InvalidSpace: If a measure is not a :class:`ResourceMeasure` or has no names.
+    """
     return MeasuredSpace(space, measures) if measures else space

@@ -54,7 +54,22 @@ FAIL_FAST = 3  # on a space that fails fast (your objective), this many failures
 
 @dataclass
 class SearchResult:
-    """What a search found: the full history, the best architecture (feasible in hard mode), counts and timing."""
+    """What a search found: the full history, the best architecture (feasible in hard mode), counts and timing.
+
+    Args:
+        method: Name of the NAS method.
+        space: Name of the search space.
+        history: Every evaluation, in order.
+        best: The best usable evaluation (feasible in hard mode), or None.
+        message: One line describing the outcome.
+        failed: Number of failed evaluations.
+        wall_s: Wall-clock seconds of the search.
+        skipped: Infeasible candidates skipped without evaluation.
+        constraints: The constraints, as :meth:`Constraints.to_dict` gives them.
+        best_decoded: The best architecture decoded by the space (None without a best).
+        resumed_from: Evaluations the checkpoint held when the search started.
+        stopped: Why the search ended: ``"budget"``, ``"timeout"`` or ``"exhausted"``.
+    """
 
     method: str
     space: str
@@ -120,7 +135,17 @@ class _Checkpoint:
 
 
 def read_checkpoint(where: str | Path | RunDir) -> dict[str, Any]:
-    """A search checkpoint's contents (``history``, ``searcher`` state, counts), checked to be of this version."""
+    """A search checkpoint's contents (``history``, ``searcher`` state, counts), checked to be of this version.
+
+    Args:
+        where: A run folder (:class:`RunDir`) or the path of a ``.pt`` checkpoint.
+
+    Returns:
+        dict[str, Any]: The checkpoint's contents (``history``, ``searcher`` state, counts).
+
+    Raises:
+        InvalidCheckpoint: If the file cannot be read or is not a search checkpoint of this version.
+    """
     return _Checkpoint(where).load()
 
 

@@ -27,7 +27,12 @@ from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
 
 @dataclass
 class SearcherConfig:
-    """Knobs shared by every searcher (each method's config dataclass extends this one); checked on creation."""
+    """Knobs shared by every searcher (each method's config dataclass extends this one); checked on creation.
+
+    Args:
+        tries: random draws per ``ask`` before a method gives up finding a new admissible candidate (1 to
+            ``MAX_TRIES``).
+    """
 
     tries: int = knob(2000, 1, MAX_TRIES)  # random draws per ask before giving up finding a new admissible candidate
 

@@ -34,7 +34,19 @@ def resolve_split(space: Any, split: str) -> str:
 
 
 def stage_budgets(budget: int, n_stages: int, split: str = "linear") -> list[int]:
-    """Evaluations per stage, summing to ``budget`` (rounding leftovers go to the last stage; ``"auto"``: linear)."""
+    """Evaluations per stage, summing to ``budget`` (rounding leftovers go to the last stage; ``"auto"``: linear).
+
+    Args:
+        budget: Total evaluations.
+        n_stages: Number of stages, >= 1.
+        split: ``"linear"`` (share proportional to ``s + 1``), ``"equal"``, ``"last"`` or ``"auto"`` (= linear).
+
+    Returns:
+        list[int]: Evaluations per stage, summing to ``budget``.
+
+    Raises:
+        MlsysoptError: For an unknown ``split``.
+    """
     check_split(split)
     split = "linear" if split == "auto" else split
     weights = {"linear": [s + 1 for s in range(n_stages)], "equal": [1] * n_stages, "last": [0] * (n_stages - 1) + [1]}
@@ -45,7 +57,12 @@ def stage_budgets(budget: int, n_stages: int, split: str = "linear") -> list[int
 
 
 class Stages:
-    """The stage being searched; a stage whose fresh candidates run out hands its leftover budget to the next."""
+    """The stage being searched; a stage whose fresh candidates run out hands its leftover budget to the next.
+
+    Args:
+        blocks: Block count of each stage, in order.
+        quota: Evaluation budget of each stage (same length as ``blocks``).
+    """
 
     def __init__(self, blocks: list[int], quota: list[int]) -> None:
         self.blocks_list, self.quota = list(blocks), list(quota)

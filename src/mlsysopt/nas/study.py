@@ -38,7 +38,21 @@ STATES = ("running", "complete", "failed")
 
 @dataclass
 class Trial:
-    """One proposed architecture: ``params`` is what to train; ``value`` and ``state`` are filled by ``tell``."""
+    """One proposed architecture: ``params`` is what to train; ``value`` and ``state`` are filled by ``tell``.
+
+    Args:
+        number: Position of the trial in the study, from 0.
+        arch: The proposed architecture.
+        params: The decoded parameters to train.
+        state: ``"running"``, ``"complete"`` or ``"failed"``.
+        value: Objective value told (None while running).
+        test_value: Test value told, for reports only (None if not given).
+        resources: Resource values of the architecture (cheap ones, plus any the objective reported).
+        feasible: Whether it meets the constraints (None while unknown).
+        error: Why it failed (None otherwise).
+        duration_s: Seconds from ask to tell (None while running).
+        _t0: Internal: ``time.perf_counter()`` at ask.
+    """
 
     number: int
     arch: Arch

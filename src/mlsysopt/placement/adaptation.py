@@ -40,6 +40,21 @@ class Adaptation:
 
     With several seeds, ``giph`` is the best of GiPH's re-placements (``giph_runs``, one per seed, each with the
     full budget).
+
+    Args:
+        problem: The graph on the changed cluster.
+        before_makespan: Makespan of the start placement on the old cluster.
+        kept: The start placement carried over (orphans on their fastest feasible device).
+        orphans: Ids of the tasks whose device left (or no longer runs their type).
+        keep_makespan: Makespan of ``kept`` on the changed cluster.
+        heft: HEFT re-run on the changed cluster.
+        giph: GiPH's best re-placement.
+        giph_runs: GiPH's re-placement of each seed.
+        seeds: The seeds of ``giph_runs``.
+
+    Shapes:
+        kept: (num_tasks,) int64 device index per task
+        orphans: (num_orphans,) int64 task ids
     """
 
     problem: PlacementProblem  # the graph on the changed cluster
@@ -132,6 +147,21 @@ def adaptivity(
     After each change GiPH adapts its own previous placement (the default budget), HEFT re-plans from scratch and
     "keep" only re-homes the orphans of its own previous placement. ``on_change(k, kind, count, new cluster,
     giph / heft, keep / heft)`` reports each change.
+
+    Args:
+        giph: The GiPH placer that adapts.
+        graph: The placed graph.
+        cluster: The starting cluster.
+        changes: Number of successive changes.
+        seed: Seed of the changes and of GiPH's searches.
+        on_change: Called after each change (see above); None: silent.
+
+    Returns:
+        ``{"giph", "heft_rerun", "keep"}``: mean makespan / HEFT re-run makespan over the changes; ``per_change``:
+        the ratios of every change; ``metric``: what the numbers are.
+
+    Raises:
+        InvalidCluster: If some change cannot remove devices and keep every task placeable.
     """
     rng = np.random.default_rng(seed)
     start = HEFT().place(graph, cluster).placement
@@ -169,6 +199,20 @@ def change_cluster(
     New devices are drawn like random clusters for the graph (:func:`~mlsysopt.graph.generate.cluster_for`, in
     the graph's units, seeded from ``seed``) and named ``devK`` with K past every old name, so no new device
     reuses a removed one's name. A change that leaves a task with no device that can run it is refused.
+
+    Args:
+        graph: The graph the cluster runs (sets the units and hardware types).
+        cluster: The cluster to change.
+        remove: Names of devices to remove (duplicates ignored).
+        add: Number of devices to add (<= 0: none).
+        seed: Seed of the added devices.
+
+    Returns:
+        ``(new_cluster, added_names)``.
+
+    Raises:
+        InvalidCluster: If a name is unknown or every device would be removed.
+        ConstraintViolation: If some task has no device left that can run it.
     """
     new = cluster
     remove = list(dict.fromkeys(remove))
@@ -217,6 +261,20 @@ def random_change(
     """Remove ``count`` random devices (keeping every task placeable) or add ``count`` generated ones.
 
     Added devices are named ``new{fresh}``, ``new{fresh + 1}``, ...
+
+    Args:
+        cluster: The cluster to change.
+        graph: The graph that must stay placeable.
+        kind: ``add`` or ``remove`` (anything but ``add`` removes).
+        count: Number of devices to add or remove.
+        rng: Random generator for the choice and the new devices (links: bandwidth U(0.5, 1.5), delay U(0, 0.2)).
+        fresh: First index of the added devices' names.
+
+    Returns:
+        The changed cluster.
+
+    Raises:
+        InvalidCluster: If 100 random draws of ``count`` devices to remove all left a task unplaceable.
     """
     from mlsysopt.graph.generate import random_cluster
 
@@ -239,7 +297,19 @@ def random_change(
 
 
 def removable_devices(graph: CompGraph, cluster: DeviceCluster, placement: np.ndarray, k: int) -> list[str]:
-    """The ``k`` busiest devices of ``placement`` whose removal leaves every task a feasible device."""
+    """The ``k`` busiest devices of ``placement`` whose removal leaves every task a feasible device.
+
+    Devices are tried from the most loaded (sum of ``compute`` placed on them); one device always stays.
+
+    Args:
+        graph: The placed graph.
+        cluster: The cluster it is placed on.
+        placement: Device id of every task, shape (num_tasks,) int.
+        k: Most devices to return.
+
+    Returns:
+        Up to ``k`` device names, busiest first.
+    """
     load = np.bincount(placement, weights=graph.compute, minlength=cluster.num_devices)
     chosen: list[str] = []
     current = cluster

@@ -37,7 +37,20 @@ class TimeUp(BudgetExhausted):
 
 @dataclass
 class PlacementResult:
-    """What every placer returns: the best placement found and how the search got there."""
+    """What every placer returns: the best placement found and how the search got there.
+
+    Args:
+        placement: Device id of every task in the best placement found.
+        makespan: Its simulated makespan, in the graph's time unit (seconds for real units).
+        method: Name of the method that found it.
+        evaluations: Simulator evaluations spent.
+        history: Best makespan after each simulator evaluation.
+        stopped_by: ``budget`` (evaluations spent, or the method was done) or ``timeout``.
+        info: What the method reports besides (e.g. a SAGA scheduler's own makespan).
+
+    Shapes:
+        placement: (num_tasks,) int64 device index per task
+    """
 
     placement: np.ndarray
     makespan: float
@@ -168,13 +181,31 @@ def default_budget(graph: CompGraph) -> int:
 
     GiPH's paper gave each episode 2·|V| relocations; a search that starts from a portfolio of heuristics needs
     room beyond their evaluations, and the simulator is fast (a few µs per task and evaluation).
+
+    Args:
+        graph: The graph to place.
+
+    Returns:
+        ``10 * graph.num_nodes`` clipped to [100, 20,000].
     """
     return int(min(max(BUDGET_PER_TASK * graph.num_nodes, BUDGET_MIN), BUDGET_MAX))
 
 
 @dataclass
 class SearchContext:
-    """What a placer's search hook works with: the validated problem, the budget, its random stream, the start."""
+    """What a placer's search hook works with: the validated problem, the budget, its random stream, the start.
+
+    Args:
+        problem: The validated placement problem.
+        evaluate: The evaluator: call it on a placement for its makespan (one evaluation each); it keeps the best.
+        rng: The method's random stream, seeded with ``seed``.
+        seed: The seed, for methods with a second random stream (GiPH's torch sampling).
+        init: A checked start placement (a copy the method may change), or None.
+        info: The method's report, copied into the result's ``info``.
+
+    Shapes:
+        init: (num_tasks,) int64 device index per task
+    """
 
     problem: PlacementProblem
     evaluate: Evaluator  # call it on a placement for its makespan (one evaluation each); it keeps the best
@@ -185,7 +216,12 @@ class SearchContext:
 
 
 class Placer(ABC):
-    """A placement method. Implementations live one per file and share this interface."""
+    """A placement method. Implementations live one per file and share this interface.
+
+    Subclasses set :attr:`name` and implement :meth:`search`; callers use :meth:`place` (or :meth:`solve`).
+
+    The base class takes no arguments; each method's constructor documents its own.
+    """
 
     name: str = "placer"
 
@@ -202,6 +238,25 @@ class Placer(ABC):
 
         ``init`` is a start placement for methods that improve one (checked, then ignored by constructive methods);
         ``timeout`` (seconds of wall clock) stops the search earlier.
+
+        Args:
+            graph: The graph to place.
+            cluster: The devices to place it on.
+            budget: Most simulator evaluations (>= 1); None: :func:`default_budget`.
+            seed: Seed of the method's random stream.
+            init: Start placement, shape (num_tasks,) int device index per task, or None.
+            timeout: Wall-clock seconds (> 0) after which the search stops with the best placement so far; None:
+                no limit.
+
+        Returns:
+            The best placement found, its makespan and the search history.
+
+        Raises:
+            ConstraintViolation: If some task can run on no device, or ``init`` breaks a hardware constraint.
+            InvalidCluster: If the cluster's speeds or bandwidths are too small for the graph (times overflow).
+            InvalidOption: If the problem is too big for this machine's memory.
+            InvalidPlacement: If ``init`` has the wrong shape or device ids.
+            MlsysoptError: If ``budget`` is below 1 or ``timeout`` is not a positive finite number.
         """
         return self.solve(PlacementProblem(graph, cluster), budget, seed, init, timeout)
 

@@ -40,12 +40,35 @@ def save_training_state(target: RunDir | str | Path, policy: GiPHPolicy, optimiz
 
 
 def save_checkpoint(path: str | Path, policy: GiPHPolicy, **extra: Any) -> Path:
-    """Write the policy (and any training state in ``extra``) to ``path`` atomically."""
+    """Write the policy (and any training state in ``extra``) to ``path`` atomically.
+
+    Args:
+        path: The checkpoint file (``.pt``); missing parent folders are created.
+        policy: The policy to save (its config and weights).
+        **extra: Further entries of the checkpoint dict (tensors and plain data only).
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        WriteFailed: If the file cannot be written.
+    """
     return save_torch_atomic(path, checkpoint_state(policy, **extra))
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a checkpoint dict (``"pretrained"``: the shipped one), or raise IncompatibleCheckpoint saying why."""
+    """Read a checkpoint dict (``"pretrained"``: the shipped one), or raise IncompatibleCheckpoint saying why.
+
+    Args:
+        path: A checkpoint file, or ``"pretrained"``.
+
+    Returns:
+        The checkpoint dict: ``kind``, ``config``, ``policy`` (state dict) and any training state.
+
+    Raises:
+        IncompatibleCheckpoint: If the file is missing, unreadable, not a GiPH checkpoint, or made for other gpNet
+            feature sizes.
+    """
     path = policy_path(path)
     return check_checkpoint(load_torch(path, IncompatibleCheckpoint), path)
 
@@ -68,7 +91,17 @@ def check_checkpoint(data: Any, path: str | Path) -> dict[str, Any]:
 
 
 def load_policy(path: str | Path) -> GiPHPolicy:
-    """The policy stored in a checkpoint (``"pretrained"``: the policy shipped with mlsysopt)."""
+    """The policy stored in a checkpoint (``"pretrained"``: the policy shipped with mlsysopt).
+
+    Args:
+        path: A checkpoint file, or ``"pretrained"``.
+
+    Returns:
+        The policy, in eval mode, on the CPU.
+
+    Raises:
+        IncompatibleCheckpoint: If the checkpoint cannot be read, or its config or weights do not fit this build.
+    """
     path = policy_path(path)
     data = load_checkpoint(path)
     try:

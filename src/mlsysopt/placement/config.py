@@ -41,7 +41,40 @@ class TrainConfig:
     makespan decrease of each batch of proposals) fine-tune it at ``finetune_lr``. ``stages="reinforce"`` is the
     paper's training: REINFORCE on relocation walks from random placements, from scratch, at ``lr``, on GiPH's
     layered DAGs (``min_tasks``..``max_tasks`` tasks, ``min_devices``..``max_devices`` devices) whatever the
-    ``distribution``.
+    ``distribution``. :meth:`validate` checks every knob.
+
+    Args:
+        stages: ``imitation+reinforce`` (the shipped policy's pipeline) or ``reinforce`` (the paper's).
+        distribution: Training problems: ``mixed`` or ``layered``.
+        imitation_problems: Problems the teacher is imitated on (>= 0).
+        teacher_steps: Teacher moves per start (>= 0).
+        imitation_epochs: Epochs over the imitation data (>= 0).
+        imitation_lr: Learning rate of imitation (> 0).
+        finetune_lr: Learning rate of the REINFORCE fine-tuning on the local search (> 0).
+        search_budget_per_task: Simulator evaluations per task of a fine-tuning episode (>= 1).
+        kinds: Scores per gpNet node: 1 (relocation only) or 3 (relocate, swap, chain).
+        updates: REINFORCE updates (>= 0; >= 1 for ``reinforce``).
+        episodes_per_update: Episodes per update (>= 1).
+        min_tasks: Fewest tasks of a generated graph (>= 2).
+        max_tasks: Most tasks of a generated graph (>= ``min_tasks``).
+        min_devices: Fewest devices of a generated cluster (>= 1).
+        max_devices: Most devices of a generated cluster (>= ``min_devices``).
+        alphas: Shape parameters (> 0) of the layered DAGs, drawn from.
+        edge_p: Edge probability of the layered DAGs, in [0, 1].
+        num_types: Hardware types of generated problems (>= 1).
+        q: Probability in (0, 1] that a device supports a type.
+        steps_per_task: Relocations per task of a paper episode (>= 1).
+        gamma: Discount factor, in (0, 1].
+        lr: Learning rate of the paper's REINFORCE (> 0).
+        entropy: Weight of the entropy bonus (>= 0).
+        baseline_momentum: Momentum of the moving-average reward baseline, in [0, 1).
+        hidden: Hidden size of the policy (>= 1).
+        seed: Seed of the problems and the policy's initialization.
+        workers: Parallel workers for episodes (>= 1).
+        backend: ``local`` or ``ray``.
+        address: Ray cluster (None: a private instance, ``auto`` or ``HOST:PORT``); only with ``ray``.
+        timeout: Wall-clock seconds of one training call (> 0); None: no limit.
+        checkpoint_every: Updates between checkpoints (>= 1).
     """
 
     stages: str = "imitation+reinforce"

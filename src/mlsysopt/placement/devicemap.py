@@ -44,6 +44,12 @@ def node_owners(module: nn.Module) -> dict[str, dict[str, str | None]]:
 
     ``module`` is the qualified name of the owning module (``""``: the model itself); ``uses`` the module whose
     weights the node reads (the called module, or the owner of a ``get_attr`` parameter/buffer), None if none.
+
+    Args:
+        module: The PyTorch model; it is traced with torch.fx (its code runs).
+
+    Returns:
+        fx node name -> ``{"op": fx op, "module": owning module, "uses": module whose weights it reads or None}``.
     """
     gm = _trace(module)
     owners: dict[str, dict[str, str | None]] = {}

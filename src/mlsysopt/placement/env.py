@@ -26,7 +26,17 @@ ProblemSampler = Callable[[np.random.Generator], tuple[CompGraph, DeviceCluster]
 
 
 class PlacementEnv(gym.Env):
-    """Relocate one task per step; reward = makespan decrease. Give a fixed problem or a sampler."""
+    """Relocate one task per step; reward = makespan decrease. Give a fixed problem or a sampler.
+
+    Args:
+        graph: The fixed graph (with ``cluster``), or None when ``sampler`` is given.
+        cluster: The fixed cluster (with ``graph``), or None when ``sampler`` is given.
+        sampler: ``sampler(rng) -> (graph, cluster)``, drawing a new problem at every :meth:`reset`.
+        steps_per_task: Episode length in relocations per task (an episode lasts ``steps_per_task * num_tasks``).
+
+    Raises:
+        MlsysoptError: If neither a (graph, cluster) pair nor a sampler is given.
+    """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's class attribute)
 

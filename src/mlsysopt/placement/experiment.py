@@ -45,6 +45,14 @@ def comparison(problem: PlacementProblem, result: PlacementResult) -> dict[str, 
     A method that ran the portfolio (``giph``, ``local_search``) reports its members; for any other method HEFT
     and the all-on-the-fastest-device placement are evaluated here for reference. ``better`` lists the members
     that beat the result (empty for the portfolio methods, which never return worse than their start).
+
+    Args:
+        problem: The problem that was solved.
+        result: The placer's result on it.
+
+    Returns:
+        ``members`` (name -> makespan), ``saga_best_scheduler``, ``start`` and ``start_makespan`` (the portfolio's
+        best, when one ran), ``final`` (the result's makespan), ``final_over_heft`` and ``better``.
     """
     from mlsysopt.placement.baselines.fastest_device import fastest_placement
     from mlsysopt.placement.baselines.portfolio import PORTFOLIO
@@ -71,7 +79,17 @@ def comparison(problem: PlacementProblem, result: PlacementResult) -> dict[str, 
 
 @dataclass
 class Comparison:
-    """Every method's searches on one problem with one budget: the runs, their time, and HEFT as the reference."""
+    """Every method's searches on one problem with one budget: the runs, their time, and HEFT as the reference.
+
+    Args:
+        budget: Simulator evaluations per search.
+        seeds: The seeds every method ran with.
+        heft_makespan: HEFT's makespan on the problem (the reference of the ratios).
+        cp_min: The CP_MIN lower bound of the problem.
+        runs: Method -> its results, one per seed.
+        seconds: Method -> wall-clock seconds of all its searches.
+        skipped: Method -> why it did not run.
+    """
 
     budget: int
     seeds: list[int]
@@ -205,7 +223,18 @@ def _saga_limit() -> float:
 
 
 def method_summary(runs: list[PlacementResult], heft_makespan: float, seconds: float) -> dict[str, Any]:
-    """Mean/min makespan, ratio to HEFT and steps-to-best of one method over seeds, and its mean search curve."""
+    """Mean/min makespan, ratio to HEFT and steps-to-best of one method over seeds, and its mean search curve.
+
+    Args:
+        runs: The method's results, one per seed (at least one).
+        heft_makespan: HEFT's makespan on the problem (ratios are NaN when it is 0).
+        seconds: Wall-clock seconds of all the runs.
+
+    Returns:
+        JSON-ready dict: ``mean_makespan``, ``min_makespan``, ``std_makespan``, ``mean_ratio_to_heft``,
+        ``mean_steps_to_best``, per-seed ``steps_to_best``/``makespans``/``evaluations``/``stopped_by``,
+        ``seconds``, ``curve`` (see :func:`mean_curve`) and ``info`` when a run reported any.
+    """
     ms = np.array([r.makespan for r in runs], dtype=np.float64)
     steps = [r.steps_to_best for r in runs]
     return {
@@ -225,7 +254,14 @@ def method_summary(runs: list[PlacementResult], heft_makespan: float, seconds: f
 
 
 def mean_curve(curves: Sequence[Sequence[float]]) -> list[float]:
-    """Element-wise mean of best-so-far curves of different lengths (each padded with its last value)."""
+    """Element-wise mean of best-so-far curves of different lengths (each padded with its last value).
+
+    Args:
+        curves: Best makespan after each evaluation, one sequence per run; empty ones are ignored.
+
+    Returns:
+        The mean curve, as long as the longest input (empty when every input is empty).
+    """
     curves = [list(c) for c in curves if len(c)]
     if not curves:
         return []

@@ -294,6 +294,23 @@ def carry_over(
 
     ``new`` is the changed cluster, or its PlacementProblem (whose feasibility mask is then reused).
     Returns the new placement and the ids of the orphaned tasks (device removed, or no longer feasible).
+
+    Args:
+        graph: The placed graph.
+        old: The cluster ``placement`` is on.
+        new: The changed cluster, or its PlacementProblem.
+        placement: Device id (on ``old``) of every task.
+
+    Returns:
+        ``(new_placement, orphans)``: device ids on ``new``, and the ids of the tasks that had to move.
+
+    Shapes:
+        placement, new_placement: (num_tasks,) int64 device index per task
+        orphans: (num_orphans,) int64 task ids
+
+    Raises:
+        InvalidPlacement: If ``placement`` is not a valid placement on ``old``.
+        ConstraintViolation: If some task can run on no device of ``new``.
     """
     placement = check_placement(graph, old, placement)
     problem = PlacementProblem.of(graph, new)

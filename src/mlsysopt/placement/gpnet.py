@@ -58,7 +58,31 @@ EDGE_DIM = len(EDGE_FEATURES)
 
 @dataclass
 class GpNet:
-    """One gpNet: node/edge features as tensors plus the (task, device) identity of every node."""
+    """One gpNet: node/edge features as tensors plus the (task, device) identity of every node.
+
+    Built by :meth:`GpNetBuilder.build`; ``N`` is the number of feasible (task, device) pairs, ``E`` of gpNet edges.
+
+    Args:
+        x: Scaled node features (:data:`NODE_FEATURES`).
+        edge_index: Source and target gpNet node of every edge.
+        edge_attr: Scaled edge features (:data:`EDGE_FEATURES`).
+        task: Task of each node.
+        device: Device of each node.
+        pivot: Whether the node is its task's current placement.
+        level: Task level of each node; every edge goes to a strictly higher level.
+        action_mask: Selectable nodes (the non-pivots, or the pivots when there are none).
+        num_tasks: Tasks of the graph.
+        num_devices: Devices of the cluster.
+
+    Shapes:
+        x: (N, NODE_DIM) float32
+        edge_index: (2, E) long
+        edge_attr: (E, EDGE_DIM) float32
+        task, device: (N,) int64
+        pivot: (N,) bool
+        level: (N,) long
+        action_mask: (N,) bool
+    """
 
     x: torch.Tensor  # float32 (N, NODE_DIM)
     edge_index: torch.Tensor  # long (2, E)
@@ -107,6 +131,13 @@ class GpNetBuilder:
     """Static gpNet structure of one placement problem; :meth:`build` adds a placement and its schedule.
 
     Takes a :class:`~mlsysopt.graph.problem.PlacementProblem`, or a (graph, cluster) pair to build one from.
+
+    Args:
+        problem: The placement problem, or a graph (then give ``cluster``).
+        cluster: The devices, when ``problem`` is a graph; None otherwise.
+
+    Raises:
+        ConstraintViolation: If some task can run on no device.
     """
 
     def __init__(self, problem: PlacementProblem | CompGraph, cluster: DeviceCluster | None = None) -> None:

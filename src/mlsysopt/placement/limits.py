@@ -70,7 +70,11 @@ FLOPS_PER_S = 5e10
 
 
 def memory_limit() -> int:
-    """Bytes one command may plan to use: :data:`MEMORY_FRACTION` of this machine's physical memory."""
+    """Bytes one command may plan to use: :data:`MEMORY_FRACTION` of this machine's physical memory.
+
+    Returns:
+        The limit, in bytes.
+    """
     return int(physical_memory() * MEMORY_FRACTION)
 
 

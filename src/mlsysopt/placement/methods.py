@@ -24,7 +24,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Method:
-    """A placement method by name: its label in tables, whether it needs a policy, whether ``compare`` runs it."""
+    """A placement method by name: its label in tables, whether it needs a policy, whether ``compare`` runs it.
+
+    Args:
+        name: The method's name (``heft``, ``giph``, ``saga_cpop``, ...).
+        label: Its name in tables and plots.
+        needs_policy: Whether it needs a trained GiPH policy.
+        default: Whether ``compare`` runs it when no methods are named.
+        about: One line saying what it does.
+    """
 
     name: str
     label: str
@@ -60,7 +68,17 @@ DEFAULT_METHOD = "giph"
 
 
 def get_method(name: str) -> Method:
-    """The registered method ``name``; MlsysoptError listing the known names otherwise."""
+    """The registered method ``name``; MlsysoptError listing the known names otherwise.
+
+    Args:
+        name: A key of :data:`METHODS`.
+
+    Returns:
+        The method's description.
+
+    Raises:
+        MlsysoptError: If ``name`` is not a registered method.
+    """
     return METHODS.load(name)
 
 
@@ -68,6 +86,17 @@ def select_methods(names: Sequence[str] | None, have_policy: bool) -> tuple[list
     """(methods to run, GiPH methods skipped for want of a policy); ``None`` means every default method.
 
     Methods named explicitly must all be runnable: one that needs a policy without one is an error.
+
+    Args:
+        names: Method names (duplicates dropped, order kept), or None for every default method.
+        have_policy: Whether a GiPH policy is available.
+
+    Returns:
+        ``(to_run, skipped)``: the method names to run, and the GiPH methods left out of the defaults for want of a
+        policy.
+
+    Raises:
+        MlsysoptError: If ``names`` is empty, holds an unknown name, or names a GiPH method without a policy.
     """
     if names is None:
         wanted = [m for m, spec in METHODS.items() if spec.default]
@@ -97,6 +126,23 @@ def run_method(
 
     ``timeout`` (seconds of wall clock) ends the search before its budget is spent. saga's schedulers raise
     :class:`~mlsysopt.placement.baselines.SagaSkipped` where they would take too long.
+
+    Args:
+        method: A key of :data:`METHODS`.
+        problem: The problem to solve.
+        budget: Most simulator evaluations (None: the default budget).
+        seed: Seed of the search.
+        giph: The GiPH placer, for the methods that need a policy.
+        init: Start placement for methods that improve one, shape (num_tasks,) int device index per task.
+        timeout: Wall-clock seconds after which the search stops; None: no limit.
+
+    Returns:
+        The best placement found; its ``method`` is ``method``.
+
+    Raises:
+        MlsysoptError: If ``method`` is unknown or needs a policy and ``giph`` is None.
+        SagaSkipped: If a saga scheduler would take too long on this problem.
+        SagaFailed: If a saga scheduler fails on this problem.
     """
     spec = get_method(method)
     if not spec.needs_policy:
@@ -119,7 +165,14 @@ def run_method(
 
 
 def heft_placement(problem: PlacementProblem) -> np.ndarray:
-    """HEFT's placement (no simulator evaluation)."""
+    """HEFT's placement (no simulator evaluation).
+
+    Args:
+        problem: The problem to place.
+
+    Returns:
+        Device id of every task, shape (num_tasks,) int64.
+    """
     from mlsysopt.placement.baselines import heft_schedule
 
     return heft_schedule(problem)[0]

@@ -34,7 +34,17 @@ Scorer = Callable[[np.ndarray, Schedule, MoveSet], np.ndarray | None]
 
 @dataclass
 class SearchConfig:
-    """The local search's knobs (defaults chosen on the training distribution's validation problems)."""
+    """The local search's knobs (defaults chosen on the training distribution's validation problems).
+
+    Args:
+        proposals: K, the moves evaluated per step in one batch.
+        kinds: Move kinds drawn from: 0 relocate, 1 swap, 2 chain.
+        temperature: Temperature of the proposal distribution ``softmax(score / temperature)``.
+        patience: Fruitless batches of tier-1 moves before a restart.
+        restart_within: Restart from a start whose makespan is within this fraction of the best.
+        kick: Random critical-path relocations of a perturbation restart.
+        improvement: Relative makespan decrease that counts as better (ignores float noise).
+    """
 
     proposals: int = 8  # K: moves evaluated per step, in one batch
     kinds: tuple[int, ...] = (0, 1, 2)  # move kinds (relocate, swap, chain)
@@ -82,6 +92,19 @@ def local_search(
     """Improve the best of ``starts`` ((name, placement, makespan), already evaluated) until the budget is spent.
 
     ``record=True`` keeps every state and batch in the trace (the training's replay reads them).
+
+    Args:
+        problem: The problem to place.
+        evaluate: The evaluator; the search runs until its budget is spent and it keeps the best placement.
+        starts: ``(name, placement, makespan)`` of every start placement, already evaluated; empty: no search.
+        scorer: Rates the moves of a placement (higher: proposed sooner); None: uniform proposals.
+        rng: Random generator of the proposals and restarts.
+        cfg: The knobs (None: :class:`SearchConfig` defaults).
+        record: Keep every state and batch in the trace.
+
+    Returns:
+        What the search did: its start, accepted moves per kind, steps and restarts (and, with ``record``, the
+        states and batches).
     """
     cfg = cfg or SearchConfig()
     trace = SearchTrace()

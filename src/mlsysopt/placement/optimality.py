@@ -39,7 +39,18 @@ def placements_count(problem: PlacementProblem) -> int:
 
 
 def exact_optimum(problem: PlacementProblem) -> tuple[np.ndarray, float]:
-    """The best placement under the simulator's semantics and its makespan, by enumerating every one."""
+    """The best placement under the simulator's semantics and its makespan, by enumerating every one.
+
+    Args:
+        problem: The problem; at most :data:`EXACT_MAX` feasible placements.
+
+    Returns:
+        ``(placement, makespan)``: the optimal placement, shape (num_tasks,) int64 device index per task, and its
+        makespan in the graph's time unit.
+
+    Raises:
+        MlsysoptError: If the problem has too many feasible placements to enumerate.
+    """
     total = placements_count(problem)
     if total > EXACT_MAX:
         raise MlsysoptError(
@@ -75,7 +86,24 @@ class Bound:
 def lower_bound(
     problem: PlacementProblem, time_limit: float = 10.0, hint: np.ndarray | None = None, workers: int = 1
 ) -> Bound:
-    """CP-SAT's lower bound on every placement's makespan (see the module docstring); ``hint``: a start placement."""
+    """CP-SAT's lower bound on every placement's makespan (see the module docstring); ``hint``: a start placement.
+
+    Needs OR-Tools (``ortools``).
+
+    Args:
+        problem: The problem; at most :data:`BOUND_MAX_TASKS` tasks.
+        time_limit: Seconds the solver may take.
+        hint: A start placement, shape (num_tasks,) int device index per task (also sets the horizon); None:
+            the sum of every task's longest execution time does.
+        workers: Solver threads.
+
+    Returns:
+        The bound (never below CP_MIN), whether the solver proved it optimal, the solver's best makespan in its
+        relaxed model (None if none found) and the seconds it took.
+
+    Raises:
+        MlsysoptError: If the problem has more than :data:`BOUND_MAX_TASKS` tasks.
+    """
     from ortools.sat.python import cp_model
 
     g, c, mask = problem.graph, problem.cluster, problem.mask

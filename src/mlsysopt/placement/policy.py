@@ -23,7 +23,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PolicyConfig:
-    """Sizes of the policy network; stored in checkpoints and checked on load."""
+    """Sizes of the policy network; stored in checkpoints and checked on load.
+
+    Args:
+        node_dim: gpNet node features (must match this build's ``NODE_DIM``).
+        edge_dim: gpNet edge features (must match this build's ``EDGE_DIM``).
+        hidden: Hidden size of the node states.
+        kinds: Scores per gpNet node: 1 (GiPH's relocation) or 3 (relocate, swap, chain).
+    """
 
     node_dim: int = NODE_DIM
     edge_dim: int = EDGE_DIM
@@ -78,7 +85,18 @@ class LevelSweep(nn.Module):
 
 
 class GiPHPolicy(nn.Module):
-    """Node encoder, a forward and a reverse level sweep, and an MLP that scores every gpNet node."""
+    """Node encoder, a forward and a reverse level sweep, and an MLP that scores every gpNet node.
+
+    Call it on a :class:`~mlsysopt.placement.GpNet` for masked relocation logits.
+
+    Args:
+        config: Sizes of the network (None: :class:`PolicyConfig` defaults).
+
+    Shapes:
+        input: a gpNet with ``x`` (num_gpnet_nodes, node_dim), ``edge_index`` (2, num_gpnet_edges), ``edge_attr``
+            (num_gpnet_edges, edge_dim), ``level`` (num_gpnet_nodes,), ``action_mask`` (num_gpnet_nodes,) bool
+        output: (num_gpnet_nodes,) float logits, ``-inf`` where the action mask forbids the move
+    """
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         super().__init__()

@@ -193,7 +193,17 @@ def time_scale(problem: PlacementProblem) -> float:
 
 
 def to_saga(problem: PlacementProblem) -> tuple[FastNetwork, FastTaskGraph]:
-    """saga's (Network, TaskGraph) of ``problem`` (see the module docstring for what is approximated)."""
+    """saga's (Network, TaskGraph) of ``problem`` (see the module docstring for what is approximated).
+
+    Devices are named ``d0``, ``d1``, ...; tasks ``t0``, ``t1``, ...; speeds are in units of :func:`time_scale`.
+
+    Args:
+        problem: The problem to convert.
+
+    Returns:
+        ``(network, task_graph)``: saga's network (node and effective link speeds) and task graph (task costs,
+        dependency sizes).
+    """
     g, c = problem.graph, problem.cluster
     d = c.num_devices
     unit = time_scale(problem)
@@ -226,7 +236,16 @@ class SagaPlacement:
 
 
 def from_saga(schedule: saga.Schedule, problem: PlacementProblem) -> SagaPlacement:
-    """The feasible placement of a saga schedule of ``problem`` (infeasible or missing tasks repaired)."""
+    """The feasible placement of a saga schedule of ``problem`` (infeasible or missing tasks repaired).
+
+    Args:
+        schedule: saga's schedule of the network and task graph :func:`to_saga` made of ``problem``.
+        problem: The problem it schedules.
+
+    Returns:
+        The placement (shape (num_tasks,) int64 device index per task), saga's makespan in the graph's time unit,
+        and how many tasks were repaired.
+    """
     n = problem.num_tasks
     placement = np.full(n, -1, np.int64)
     start = np.full(n, np.inf)

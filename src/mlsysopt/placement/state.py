@@ -18,7 +18,16 @@ from mlsysopt.placement.gpnet import GpNet, GpNetBuilder
 
 
 class PlacementState:
-    """A placement, its simulated schedule, and its gpNet (built on first access, once)."""
+    """A placement, its simulated schedule, and its gpNet (built on first access, once).
+
+    Args:
+        builder: The gpNet builder of the problem.
+        placement: Device id of every task.
+        schedule: The simulated schedule of ``placement``.
+
+    Shapes:
+        placement: (num_tasks,) int64 device index per task
+    """
 
     def __init__(self, builder: GpNetBuilder, placement: np.ndarray, schedule: Schedule) -> None:
         self.builder = builder

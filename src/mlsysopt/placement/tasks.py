@@ -26,7 +26,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """A GiPH placer as plain data: the policy's config and weights, and how it searches."""
+    """A GiPH placer as plain data: the policy's config and weights, and how it searches.
+
+    Build one with :meth:`of`; :meth:`placer` turns it back into a :class:`~mlsysopt.placement.GiPH`.
+
+    Args:
+        config: The policy's :class:`~mlsysopt.placement.PolicyConfig` as a dict.
+        state: The policy's ``state_dict`` (CPU tensors).
+        greedy: (paper mode) always take the policy's top move.
+        walk: (paper mode) follow every move, as training episodes do.
+        paper: The paper's search instead of the portfolio local search.
+        search: The local search's knobs (None: :class:`~mlsysopt.placement.SearchConfig` defaults).
+        refresh: The policy scores every ``refresh``-th placement the search moves to.
+    """
 
     config: dict[str, Any]
     state: dict[str, Any]
@@ -56,7 +68,17 @@ class PolicySpec:
 
 @dataclass(frozen=True)
 class SearchTask:
-    """One search of :func:`~mlsysopt.placement.methods.run_method`: method, problem, budget, seed."""
+    """One search of :func:`~mlsysopt.placement.methods.run_method`: method, problem, budget, seed.
+
+    Args:
+        method: A method name of :data:`~mlsysopt.placement.METHODS`.
+        graph: The graph to place.
+        cluster: The devices to place it on.
+        budget: Most simulator evaluations.
+        seed: Seed of the search.
+        policy: The GiPH policy, for the methods that need one (None otherwise).
+        timeout: Wall-clock seconds after which the search stops; None: no limit.
+    """
 
     method: str
     graph: CompGraph
@@ -69,7 +91,18 @@ class SearchTask:
 
 @dataclass(frozen=True)
 class AdaptTask:
-    """One GiPH re-placement after a cluster change (``GiPH.adapt``) with one seed."""
+    """One GiPH re-placement after a cluster change (``GiPH.adapt``) with one seed.
+
+    Args:
+        graph: The placed graph.
+        old: The cluster before the change.
+        new: The cluster after the change.
+        placement: The placement on ``old``, shape (num_tasks,) int device index per task.
+        policy: The GiPH policy and its search settings.
+        budget: Most simulator evaluations (None: the default budget).
+        seed: Seed of the search.
+        timeout: Wall-clock seconds after which the search stops; None: no limit.
+    """
 
     graph: CompGraph
     old: DeviceCluster
@@ -82,7 +115,19 @@ class AdaptTask:
 
 
 def run_search(task: SearchTask) -> tuple[PlacementResult | str, float]:
-    """Run one search task; its result (or why a saga scheduler could not run) and its seconds of wall clock."""
+    """Run one search task; its result (or why a saga scheduler could not run) and its seconds of wall clock.
+
+    Args:
+        task: The search to run.
+
+    Returns:
+        ``(result, seconds)``: the :class:`~mlsysopt.placement.PlacementResult`, or a message when a saga scheduler
+        was skipped or failed; and the wall-clock seconds the task took.
+
+    Raises:
+        MlsysoptError: If the method is unknown, needs a policy that is not given, or the problem is invalid
+            (see :meth:`~mlsysopt.placement.Placer.place`).
+    """
     from mlsysopt.graph.problem import PlacementProblem
     from mlsysopt.placement.baselines.saga_schedulers import SagaFailed, SagaSkipped
 
@@ -99,6 +144,16 @@ def run_search(task: SearchTask) -> tuple[PlacementResult | str, float]:
 
 
 def run_adapt(task: AdaptTask) -> PlacementResult:
-    """Run one re-placement task (``GiPH.adapt`` of ``task.placement`` onto ``task.new``)."""
+    """Run one re-placement task (``GiPH.adapt`` of ``task.placement`` onto ``task.new``).
+
+    Args:
+        task: The re-placement to run.
+
+    Returns:
+        The best placement found on ``task.new``.
+
+    Raises:
+        InvalidPlacement: If ``task.placement`` is not a valid placement on ``task.old``.
+    """
     giph = task.policy.placer()
     return giph.adapt(task.graph, task.old, task.new, task.placement, task.budget, task.seed, task.timeout)

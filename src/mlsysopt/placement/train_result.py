@@ -11,7 +11,13 @@ from mlsysopt.placement.policy import GiPHPolicy
 
 @dataclass
 class TrainResult:
-    """The trained policy, per-update statistics, and why training ended (``"updates"`` or ``"timeout"``)."""
+    """The trained policy, per-update statistics, and why training ended (``"updates"`` or ``"timeout"``).
+
+    Args:
+        policy: The trained policy.
+        history: One dict of statistics per policy update.
+        stopped_by: ``updates`` (all updates done) or ``timeout``.
+    """
 
     policy: GiPHPolicy
     history: list[dict[str, float]] = field(default_factory=list)

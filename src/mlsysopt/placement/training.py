@@ -280,6 +280,20 @@ def training_run(out: str | Path, options: dict[str, Any], resume: bool) -> tupl
     ``options`` are the settings given (TrainConfig fields). On ``resume`` the others come from the run's
     ``settings.json``; only :data:`RESUMABLE` ones may differ (the error names every other one that does), and
     the checkpoint must hold a training state. Nothing is created: enter ``with run:`` to start.
+
+    Args:
+        out: The run folder.
+        options: The settings given, by :class:`TrainConfig` field name.
+        resume: Continue the training in ``out`` (from its checkpoint) instead of starting a new one.
+
+    Returns:
+        ``(run, config, first_update)``: the checked run folder, the validated config and the index of the first
+        update to run (0 for a new training).
+
+    Raises:
+        InvalidRunDir: If the folder cannot be used (e.g. ``resume`` without a run there, or changed settings).
+        IncompatibleCheckpoint: If the checkpoint cannot be read or holds no training state.
+        MlsysoptError: If a setting is out of range (see :meth:`TrainConfig.validate`) or the study store is unusable.
     """
     saved: dict[str, Any] = {}
     first = 0

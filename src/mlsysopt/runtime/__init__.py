@@ -42,7 +42,15 @@ if TYPE_CHECKING:
 
 
 def check_backend(backend: str, address: str | None = None) -> None:
-    """MlsysoptError for an unknown backend, ``--address`` without Ray, or Ray not installed (cheap, no import)."""
+    """MlsysoptError for an unknown backend, ``--address`` without Ray, or Ray not installed (cheap, no import).
+
+    Args:
+        backend: ``local`` or ``ray``.
+        address: The Ray cluster (``auto`` or ``HOST:PORT``); only valid with ``ray``.
+
+    Raises:
+        MlsysoptError: If ``backend`` is unknown, ``address`` is given for ``local``, or Ray is not installed.
+    """
     if backend not in BACKENDS:
         raise MlsysoptError(f"unknown backend '{backend}' (choose from: {', '.join(BACKENDS)})")
     if address is not None and backend != "ray":
@@ -57,7 +65,15 @@ def check_backend(backend: str, address: str | None = None) -> None:
 
 
 def max_workers(backend: str) -> int:
-    """The largest ``--workers`` for ``backend``: local processes by memory (~256 MiB each), Ray tasks by count."""
+    """The largest ``--workers`` for ``backend``: local processes by memory (~256 MiB each), Ray tasks by count.
+
+    Args:
+        backend: ``local`` or ``ray`` (anything but ``local`` gets the Ray limit).
+
+    Returns:
+        For ``local``, the larger of the CPU count and the memory budget / 256 MiB; otherwise
+        :data:`MAX_RAY_WORKERS`.
+    """
     if backend != "local":
         return MAX_RAY_WORKERS
     return max(os.cpu_count() or 1, memory_budget() // (256 * 2**20))
@@ -84,7 +100,16 @@ def check_parallel(workers: int, backend: str = "local", address: str | None = N
 
 
 def check_threads(threads: int, workers: int = 1, backend: str = "local", option: str = "--threads") -> None:
-    """Warn when ``threads`` per worker x local ``workers`` is more than this machine's cores (they would share)."""
+    """Warn when ``threads`` per worker x local ``workers`` is more than this machine's cores (they would share).
+
+    Warns with :class:`~mlsysopt.errors.MlsysoptWarning`; never raises.
+
+    Args:
+        threads: Threads each worker uses.
+        workers: Worker processes; only counted for the ``local`` backend (Ray workers run elsewhere).
+        backend: ``local`` or ``ray``.
+        option: The option name the warning quotes.
+    """
     cores = os.cpu_count() or 1
     total = threads * (workers if backend == "local" else 1)
     if total > cores:
@@ -99,6 +124,19 @@ def make_executor(backend: str = "local", workers: int = 1, address: str | None 
 
     For ``ray``, ``workers`` bounds the tasks in flight and ``address`` is None (a private local instance with
     ``workers`` CPUs), ``"auto"`` or ``HOST:PORT``.
+
+    Args:
+        backend: ``local`` or ``ray``.
+        workers: Local processes (<= 1: a :class:`SerialExecutor`), or Ray tasks in flight (at least 1).
+        address: The Ray cluster: None, ``"auto"`` or ``HOST:PORT``; only with ``ray``.
+
+    Returns:
+        A :class:`SerialExecutor`, :class:`LocalExecutor` or :class:`RayExecutor`; close it (or use it as a
+        context manager) when done.
+
+    Raises:
+        MlsysoptError: If the backend is unknown, ``address`` is given for ``local``, Ray is not installed, or the
+            Ray cluster cannot be reached.
     """
     check_backend(backend, address)
     if backend == "local":

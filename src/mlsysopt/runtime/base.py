@@ -23,7 +23,13 @@ class ExecutorLost(MlsysoptError):
 
 
 class Executor(ABC):
-    """Maps a picklable function over independent items; results come back in input order."""
+    """Maps a picklable function over independent items; results come back in input order.
+
+    Subclasses implement :meth:`map`; use an executor as a context manager so that :meth:`close` runs.
+
+    The base class takes no arguments (see :class:`~mlsysopt.runtime.local.LocalExecutor` and
+    :class:`~mlsysopt.runtime.ray_executor.RayExecutor` for theirs).
+    """
 
     #: ``serial``, ``local`` or ``ray``.
     backend: str = "serial"

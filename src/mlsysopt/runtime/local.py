@@ -18,7 +18,10 @@ from mlsysopt.runtime.base import MAX_RETRIES, Executor, ExecutorLost
 
 
 class SerialExecutor(Executor):
-    """Runs everything in this process, one item after another (workers = 1, and in tests)."""
+    """Runs everything in this process, one item after another (workers = 1, and in tests).
+
+    It takes no arguments.
+    """
 
     backend = "serial"
 
@@ -61,6 +64,13 @@ class LocalExecutor(Executor):
 
     When a worker dies (killed, out of memory), the pool is replaced and the items that had not finished are run
     again, at most ``max_retries`` times each; then :class:`ExecutorLost` names what kept failing.
+
+    Args:
+        workers: Worker processes (>= 1); the pool starts on the first :meth:`map`.
+        max_retries: Times (>= 0) an item is re-run after the worker running it died.
+
+    Raises:
+        MlsysoptError: If ``workers`` is not an integer >= 1 or ``max_retries`` is negative.
     """
 
     backend = "local"

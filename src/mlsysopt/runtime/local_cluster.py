@@ -55,7 +55,21 @@ class RayNode:
 
 @dataclass
 class LocalRayCluster:
-    """A head and ``nodes - 1`` worker nodes on this machine; ``address`` is the head's ``IP:PORT``."""
+    """A head and ``nodes - 1`` worker nodes on this machine; ``address`` is the head's ``IP:PORT``.
+
+    Nothing starts until :meth:`start`; stop it with :meth:`stop` (or use it as a context manager).
+
+    Args:
+        nodes: Ray nodes, the head included (>= 1).
+        cpus_per_node: CPUs each node offers (>= 1).
+        object_store_mb: Object-store memory of each node, in MiB.
+        pythonpath: Folders prepended to the nodes' PYTHONPATH.
+        prefix: The loopback ``127.A.B`` prefix of the node IPs (random by default).
+        started: The nodes started so far (filled by :meth:`start`; leave empty).
+
+    Raises:
+        MlsysoptError: If ``nodes`` or ``cpus_per_node`` is below 1.
+    """
 
     nodes: int = 2
     cpus_per_node: int = 1

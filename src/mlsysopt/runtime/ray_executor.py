@@ -52,7 +52,22 @@ def check_reachable(address: str | None) -> None:
 
 
 class RayExecutor(Executor):
-    """Runs each item as a Ray task, at most ``workers`` at a time (None: as many as the cluster has CPUs)."""
+    """Runs each item as a Ray task, at most ``workers`` at a time (None: as many as the cluster has CPUs).
+
+    The Ray driver runs in a child process started here; the constructor waits (up to :data:`CONNECT_TIMEOUT_S`)
+    until it is connected.
+
+    Args:
+        address: None (a private local Ray instance), ``"auto"`` (the cluster this machine belongs to) or
+            ``HOST:PORT`` of a Ray head.
+        workers: Most tasks in flight (>= 1); None uses the cluster's CPU count.
+        max_retries: Times (>= 0) Ray re-runs a task whose worker or node died.
+        num_cpus: CPUs each task reserves on the cluster.
+
+    Raises:
+        MlsysoptError: If Ray is not installed, an argument is out of range, nothing answers at ``address``, or
+            the driver fails to connect.
+    """
 
     backend = "ray"
 

@@ -8,7 +8,11 @@ from contextlib import contextmanager
 
 @contextmanager
 def torch_threads(n: int = 1) -> Iterator[None]:
-    """Run the block with ``n`` torch intra-op threads, then restore the caller's setting."""
+    """Run the block with ``n`` torch intra-op threads, then restore the caller's setting.
+
+    Args:
+        n: torch intra-op threads inside the ``with`` block (>= 1).
+    """
     import torch
 
     before = torch.get_num_threads()

@@ -27,7 +27,31 @@ SATURATION_RATIO = 0.95  # throughput below this fraction of the offered rate co
 
 @dataclass
 class Measurement:
-    """Latency statistics (ms) and health of one configuration under one workload (one window or several)."""
+    """Latency statistics (ms) and health of one configuration under one workload (one window or several).
+
+    Args:
+        config: The configuration measured.
+        workload: The workload served.
+        mean_ms: Mean request latency (ms).
+        p50_ms: Median latency (ms).
+        p95_ms: 95th-percentile latency (ms).
+        p99_ms: 99th-percentile latency (ms); inf when no request completed.
+        throughput: Completed requests per second.
+        violation_rate: Fraction of offered requests slower than the SLO or dropped, in [0, 1] (None without an SLO).
+        mean_queue: Mean number of queued requests, sampled at arrivals.
+        max_queue: Largest sampled queue length.
+        n_requests: Requests offered.
+        completed: Requests that finished.
+        dropped: Requests rejected because the queue was full.
+        saturated: Whether the server fell behind (drops, a growing queue, or throughput < 95% of offered).
+        wall_s: Seconds the measurement took (simulated seconds for the simulator).
+        offered_rps: Arrival rate over the window in req/s (NaN if unknown).
+        windows: Number of windows averaged.
+        stable: Whether the last windows agreed (None: a single window, not checked).
+        ci: 95% interval ``[lo, hi]`` per value of ``WINDOW_VALUES`` (several windows only).
+        samples: Per-window values of ``WINDOW_VALUES`` (several windows only).
+        extra: Backend-specific details (e.g. ``at_rate`` from a capacity search).
+    """
 
     config: Config
     workload: Workload
@@ -146,7 +170,12 @@ def summarize(
 
 
 class Backend(ABC):
-    """Serves a workload with a configuration for one measurement window and measures it."""
+    """Serves a workload with a configuration for one measurement window and measures it.
+
+    Subclasses set ``cores`` (int: cores of the machine they serve on, or model) and implement :meth:`measure`.
+
+    The base class takes no constructor arguments; subclasses define their own.
+    """
 
     cores: int  # cores of the machine it serves on (or models)
 

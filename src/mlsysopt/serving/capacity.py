@@ -16,7 +16,17 @@ from mlsysopt.serving.space import MAX_RATE, Config, Workload
 
 
 class CapacityBackend(BackendWrapper):
-    """Measures each configuration's highest rate with p99 <= ``slo_ms`` and no saturation (doubling, bisection)."""
+    """Measures each configuration's highest rate with p99 <= ``slo_ms`` and no saturation (doubling, bisection).
+
+    Args:
+        backend: The backend that measures each tried rate.
+        slo_ms: p99 latency SLO in ms that a rate must meet.
+        doublings: Most doublings (or halvings, when the starting rate misses) of the rate, >= 0.
+        bisections: Bisection steps between the last good and first bad rate, >= 0.
+
+    Raises:
+        InvalidSpace: If ``doublings`` or ``bisections`` is negative.
+    """
 
     def __init__(self, backend: Backend, slo_ms: float, doublings: int = 6, bisections: int = 2) -> None:
         if doublings < 0 or bisections < 0:

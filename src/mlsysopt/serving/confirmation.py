@@ -32,7 +32,19 @@ CONFIRM_WINDOW_BASE = 20_000
 def measure_noise(
     backend: Backend, config: Config, workload: Workload, windows: int = 5, on_measure: Callable | None = None
 ) -> dict[str, Any]:
-    """Coefficient of variation of ``windows`` single windows of ``config`` (mean latency, p99, throughput)."""
+    """Coefficient of variation of ``windows`` single windows of ``config`` (mean latency, p99, throughput).
+
+    Args:
+        backend: Measures the windows (usually a single-window backend).
+        config: The configuration measured (the runtime's default).
+        workload: The workload served.
+        windows: Number of windows to measure.
+        on_measure: Called with each measurement as it is made (None: not called).
+
+    Returns:
+        dict[str, Any]: JSON-ready ``config``, ``rate``, ``windows``, ``cv_mean_ms``, ``cv_p99_ms``,
+        ``cv_throughput`` (inf when undefined) and the per-window ``mean_ms``.
+    """
     runs = []
     for k in range(windows):
         runs.append(backend.measure(config, workload, window=NOISE_WINDOW_BASE + k))
@@ -88,7 +100,16 @@ class Confirmed:
 
 @dataclass
 class Confirmation:
-    """The confirmation of one rate: every candidate confirmed, and the pick."""
+    """The confirmation of one rate: every candidate confirmed, and the pick.
+
+    Args:
+        workload: The workload confirmed.
+        candidates: Every confirmed candidate (the default configuration included).
+        pick: The chosen candidate.
+        rounds: Number of interleaved rounds.
+        measurements: Every measurement, in the order made.
+        default: The runtime's default configuration (None if not recorded).
+    """
 
     workload: Workload
     candidates: list[Confirmed]
@@ -123,7 +144,22 @@ def confirm(
     search_scores: dict[Config, float] | None = None,
     on_measure: Callable[[Measurement], None] | None = None,
 ) -> Confirmation:
-    """Re-measure ``candidates`` and ``default`` interleaved for ``rounds`` rounds and pick on confirmed medians."""
+    """Re-measure ``candidates`` and ``default`` interleaved for ``rounds`` rounds and pick on confirmed medians.
+
+    Args:
+        backend: Measures the candidates; it is restarted before every round.
+        candidates: Top configurations of the search.
+        default: The runtime's default configuration, confirmed alongside.
+        workload: The workload served.
+        objective: Scores every window.
+        rounds: Number of interleaved rounds.
+        search_scores: Score each configuration got during the search, kept for comparison (None: none).
+        on_measure: Called with each measurement as it is made (None: not called).
+
+    Returns:
+        Confirmation: Every candidate confirmed and the pick (the lowest confirmed median among those meeting the
+        SLO; the lowest p99 when none does).
+    """
     configs = list(dict.fromkeys([*candidates, default]))
     per: dict[Config, list[Measurement]] = {c: [] for c in configs}
     order: list[Measurement] = []

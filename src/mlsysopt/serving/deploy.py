@@ -47,7 +47,15 @@ def ort_options(intra: int, inter: int, execution_mode: int) -> dict[str, Any]:
 
 
 def ort_session_json(config: Config) -> dict[str, Any]:
-    """``ort_session_options.json`` of a tuned configuration: session options plus the request-level knobs."""
+    """``ort_session_options.json`` of a tuned configuration: session options plus the request-level knobs.
+
+    Args:
+        config: The tuned configuration.
+
+    Returns:
+        dict[str, Any]: ONNX Runtime session option fields plus ``serving`` (``instances``, ``max_batch``,
+        ``batch_timeout_ms``).
+    """
     return {
         **ort_options(config.intra_threads, config.inter_threads, config.execution_mode),
         "serving": {
@@ -59,7 +67,17 @@ def ort_session_json(config: Config) -> dict[str, Any]:
 
 
 def session_options_from_json(data: dict[str, Any]) -> ort.SessionOptions:
-    """A real ``onnxruntime.SessionOptions`` from the dict :func:`ort_session_json` writes (``serving`` ignored)."""
+    """A real ``onnxruntime.SessionOptions`` from the dict :func:`ort_session_json` writes (``serving`` ignored).
+
+    Args:
+        data: A dict as written by :func:`ort_session_json`.
+
+    Returns:
+        ort.SessionOptions: The session options.
+
+    Raises:
+        InvalidSpace: If a field is missing or has a bad value.
+    """
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -79,7 +97,15 @@ def session_options_from_json(data: dict[str, Any]) -> ort.SessionOptions:
 
 
 def triton_config(config: Config, name: str) -> str:
-    """A Triton ``config.pbtxt`` for the ``onnxruntime`` backend serving ``name`` with ``config``."""
+    """A Triton ``config.pbtxt`` for the ``onnxruntime`` backend serving ``name`` with ``config``.
+
+    Args:
+        config: The tuned configuration.
+        name: Model name written in the config.
+
+    Returns:
+        str: The ``config.pbtxt`` text.
+    """
     lines = [
         f'name: "{name}"',
         'backend: "onnxruntime"',
@@ -159,7 +185,17 @@ def _model_config_class() -> Any:
 
 
 def parse_triton_config(text: str) -> Any:
-    """Parse a ``config.pbtxt`` with protobuf's text format (Triton's field names and types); errors name the line."""
+    """Parse a ``config.pbtxt`` with protobuf's text format (Triton's field names and types); errors name the line.
+
+    Args:
+        text: The ``config.pbtxt`` text.
+
+    Returns:
+        Any: The parsed ``inference.ModelConfig`` protobuf message.
+
+    Raises:
+        InvalidSpace: If the text does not parse (unknown field, wrong type).
+    """
     from google.protobuf import text_format
 
     msg = _model_config_class()()

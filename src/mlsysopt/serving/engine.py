@@ -55,6 +55,19 @@ class Engine(Backend):
     """Serves a :class:`ServedModel` with ONNX Runtime under a configuration and measures it (see module doc).
 
     ``max_threads`` caps each thread knob (default: the machine's cores); ``slo_ms`` sets the violation rate.
+
+    Args:
+        model: The ONNX model to serve.
+        n_requests: Requests offered per measurement window, >= 1.
+        max_seconds: Longest window in seconds, > 0.
+        warmup: Untimed batches before each window, >= 0.
+        slo_ms: p99 SLO in ms used for the violation rate (None: no violation rate).
+        queue_cap: Request queue capacity, >= 1; arrivals beyond it are dropped.
+        max_threads: Cap on each thread knob of a configuration (None: the machine's cores).
+        seed: Seed of the arrival schedules.
+
+    Raises:
+        InvalidSpace: If ``n_requests`` or ``queue_cap`` < 1, ``warmup`` < 0 or ``max_seconds`` <= 0.
     """
 
     def __init__(

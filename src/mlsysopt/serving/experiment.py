@@ -38,6 +38,16 @@ class ReplayBackend(BackendWrapper):
     """Answers the first ``len(recorded)`` measurements from a checkpoint, then measures with ``backend``.
 
     ``on_new`` sees every measurement made after the replay (the job checkpoints it there).
+
+    Args:
+        backend: Measures once the recorded measurements are used up.
+        recorded: Measurements to answer first, in order.
+        on_new: Called with every new (not replayed) measurement (None: not called).
+        phase: Name of the phase, used in error messages.
+
+    Raises:
+        MlsysoptError: From :meth:`measure`, when a replayed step asks for another configuration or workload than
+            the checkpoint recorded.
     """
 
     def __init__(
@@ -133,6 +143,21 @@ def run_tuning(
 
     With ``run.resume`` the checkpoint is replayed first. Returns the result and how many measurements were
     replayed from the checkpoint.
+
+    Args:
+        tuner: The tuner to run.
+        backend: Measures new configurations.
+        schedule: ``(workload, measurements)`` pairs, as for :func:`~mlsysopt.serving.tuning.tune`.
+        run: Run folder holding the checkpoint (None: no checkpoint file).
+        on_step: Called with every step (None: not called).
+        until: Stops the run at the first step for which it returns True (None: run the whole schedule).
+        checkpoint: Checkpoint to use (None: one built from ``run``, replaying it if ``run.resume``).
+
+    Returns:
+        tuple[TuneResult, int]: The result and the number of measurements replayed from the checkpoint.
+
+    Raises:
+        MlsysoptError: If the checkpoint does not match the run's asks, or the schedule is invalid.
     """
     from mlsysopt.serving.tuning import tune
 
@@ -146,7 +171,16 @@ def run_tuning(
 def heatmap_values(
     measurements: Sequence[Measurement], objective: Objective, workload: Workload | None = None
 ) -> dict[tuple[int, int], float]:
-    """Best score per (instances, max_batch) over the other knobs, from measurements (of one workload if given)."""
+    """Best score per (instances, max_batch) over the other knobs, from measurements (of one workload if given).
+
+    Args:
+        measurements: The measurements to summarize.
+        objective: Scores each measurement.
+        workload: Keep only measurements of this workload (None: all).
+
+    Returns:
+        dict[tuple[int, int], float]: Lowest finite score per ``(instances, max_batch)``.
+    """
     out: dict[tuple[int, int], float] = {}
     for m in measurements:
         if workload is not None and m.workload != workload:
@@ -187,7 +221,21 @@ def plot_tuning(
     unit: str = "ms",
     better: str = "lower",
 ) -> None:
-    """The step plot of a run and the heatmap of what it measured under its last workload (the best starred)."""
+    """The step plot of a run and the heatmap of what it measured under its last workload (the best starred).
+
+    Args:
+        result: The tuning run.
+        space: The space tuned (its instances and max-batch values are the heatmap's axes).
+        steps_png: Output path of the step plot.
+        heatmap_png: Output path of the heatmap.
+        name: Legend label of the run.
+        title: Title of the step plot.
+        ylabel: Y-axis label of the step plot.
+        slo_ms: SLO line drawn on the step plot (None: none).
+        heatmap_title: Title of the heatmap (None: none).
+        unit: Unit of the heatmap values.
+        better: ``"lower"`` or ``"higher"``: which values the heatmap colours as better.
+    """
     from mlsysopt.serving.figures import plot_heatmap, plot_steps
 
     points = step_points(result.steps, result.objective)
@@ -235,7 +283,24 @@ def measure_profile(
     name: str = "",
     on_sample: Callable[[ServiceSample], None] | None = None,
 ) -> tuple[ServiceProfile, list[ServiceSample]]:
-    """Time one batch per (rows, intra, inter) on this machine, fit the service-time model, keep the timings table."""
+    """Time one batch per (rows, intra, inter) on this machine, fit the service-time model, keep the timings table.
+
+    Args:
+        model: Anything with ``time_batch(rows, intra, inter, repeats)`` returning ms.
+        rows: Batch sizes (rows) to time.
+        intra: Intra-op thread counts to time.
+        inter: Inter-op thread counts to time.
+        repeats: Runs per point (median kept).
+        cores: Cores of this machine, recorded in the profile.
+        name: Model name recorded in the profile.
+        on_sample: Called with each sample as it is timed (None: not called).
+
+    Returns:
+        tuple[ServiceProfile, list[ServiceSample]]: The fitted profile with its timings table, and the samples.
+
+    Raises:
+        InvalidSpace: If the samples cannot be fitted (fewer than six, or a single batch size).
+    """
     from mlsysopt.serving.profile import fit_profile, measure_samples
 
     samples = measure_samples(model, rows=rows, intra=intra, inter=inter, repeats=repeats, on_sample=on_sample)
@@ -261,6 +326,18 @@ def calibrate_dispatch(
     The simulator charges dispatch to every batch, the wake-up (plus what a cold run adds over the timed one) to a
     batch whose worker sat idle, and the hand-off to every request's latency (:mod:`mlsysopt.serving.simulator`).
     Returns the calibrated profile and the runs' figures.
+
+    Args:
+        model: The served model (run on the real engine).
+        profile: Its service profile; ``service_ms(1, 1, 1)`` sets the two rates.
+        seed: Seed of the arrival schedules.
+        requests: Requests per run.
+        utilization: Target utilization of the idle run, in (0, 1).
+        busy: Target utilization of the loaded run, in (0, 1).
+
+    Returns:
+        tuple[ServiceProfile, dict[str, Any]]: The profile with ``dispatch_ms``, ``handoff_ms`` and ``wake_ms``
+        set, and the figures of both runs.
     """
     from mlsysopt.serving.engine import Engine
     from mlsysopt.serving.limits import MIN_WINDOW_REQUESTS

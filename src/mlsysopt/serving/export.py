@@ -110,6 +110,20 @@ def export_served(
     ``input_shape`` is the example input's full shape (batch dim first) for a factory returning a bare module.
     ``timeout`` bounds a user's factory and its export (seconds; None: the default bound for user code).
     Returns the model and what happened (``exporter`` used, ``failed``: what each earlier exporter's file did).
+
+    Args:
+        source: The resolved PyTorch source.
+        folder: Folder the ONNX files are written into.
+        check: Raises :class:`InvalidModel` for a model that cannot be served as needed.
+        input_shape: Full example input shape, batch dim first (None: the factory's own inputs).
+        exporters: Exporters to try in order (``torchscript``, ``dynamo``).
+        timeout: Seconds a user's factory and its export may take (None: the default bound).
+
+    Returns:
+        tuple[ServedModel, dict[str, Any]]: The model and ``exporter``, ``failed`` and ``path``.
+
+    Raises:
+        InvalidModel: For an unknown exporter, or when no exporter's model passes ``check``.
     """
     from mlsysopt.serving.model import ServedModel
 

@@ -90,6 +90,23 @@ def resolve_model(
 
     A PyTorch source is exported into ``workdir`` (a user's factory in a child process bounded by ``timeout``).
     Returns the model and how it was made (``exporter``, ``failed``).
+
+    Args:
+        spec: Model source: an ``.onnx`` file, ``zoo:NAME``, ``file.py:factory`` or ``module:factory``.
+        workdir: Folder a PyTorch source is exported into.
+        input_shape: Full example input shape, batch dim first (None: the model's own shape).
+        largest: Largest batch (rows) the model is checked at.
+        instances: Concurrent sessions the memory check assumes.
+        max_seconds: Longest measurement window (s); a batch of ``largest`` rows must fit in it.
+        option: Command-line option named in limit errors.
+        exporters: PyTorch exporters to try in order (None: all known).
+        timeout: Seconds a user's factory may take in its child process (None: no limit).
+
+    Returns:
+        tuple[ServedModel, dict[str, Any]]: The checked model and how it was made (``exporter``, ``failed``).
+
+    Raises:
+        InvalidModel: If the source is a graph rather than a model, cannot be loaded or exported, or fails its checks.
     """
     from mlsysopt.graph.importers.source import resolve_source
     from mlsysopt.serving.export import EXPORTERS, export_served
@@ -144,7 +161,17 @@ class ModelStage:
 
 
 def load_config(path: Path) -> Config:
-    """Knobs from a JSON file: a tune ``result.json`` (its ``best``) or a plain ``{"instances": 2, ...}`` object."""
+    """Knobs from a JSON file: a tune ``result.json`` (its ``best``) or a plain ``{"instances": 2, ...}`` object.
+
+    Args:
+        path: A JSON file: a tune ``result.json`` or a plain object of knobs.
+
+    Returns:
+        Config: The validated configuration.
+
+    Raises:
+        InvalidSpace: If the file cannot be read or holds unknown knobs or bad values.
+    """
     data = read_json(path, InvalidSpace)
     if isinstance(data.get("best"), dict):
         data = data["best"]
@@ -171,6 +198,21 @@ def make_backend(
     """One measurement window: the real ONNX Runtime engine serving ``model``, or the simulator of ``profile``.
 
     Jobs wrap it in :class:`~mlsysopt.serving.windows.StableBackend` (windows until stable).
+
+    Args:
+        kind: ``"real"`` (ONNX Runtime engine) or ``"sim"`` (SimPy simulator).
+        model: The model to serve; required for ``"real"``.
+        profile: Service profile for ``"sim"`` (None: the ``synthetic:32`` profile).
+        requests: Requests offered per window.
+        slo_ms: p99 SLO in ms used for the violation rate (None: none).
+        seed: Seed of the arrival schedules.
+        max_seconds: Longest window of the real engine (s).
+
+    Returns:
+        Backend: A single-window backend.
+
+    Raises:
+        MlsysoptError: For an unknown ``kind`` or ``"real"`` without a model.
     """
     check_backend(kind, model)
     if kind == "real":
@@ -185,7 +227,18 @@ def make_backend(
 
 
 def build_space(base: Space, knobs: Mapping[str, Sequence[float] | None]) -> Space:
-    """``base`` with the given knob value lists replacing its values (None keeps a knob's values)."""
+    """``base`` with the given knob value lists replacing its values (None keeps a knob's values).
+
+    Args:
+        base: The space whose values and thread limits are kept.
+        knobs: Knob name to its new list of values (None keeps the knob's values).
+
+    Returns:
+        Space: The new space.
+
+    Raises:
+        InvalidSpace: For an unknown knob, an empty value list, or values the space refuses.
+    """
     unknown = sorted(set(knobs) - set(KNOBS))
     if unknown:
         raise InvalidSpace(f"unknown knob(s) {', '.join(unknown)} (knobs: {', '.join(KNOBS)})")
@@ -199,7 +252,19 @@ def build_space(base: Space, knobs: Mapping[str, Sequence[float] | None]) -> Spa
 
 
 def tuning_space(kind: str, cores: int, knobs: Mapping[str, Sequence[float] | None] | None = None) -> Space:
-    """The default grid of a ``cores``-core machine for backend ``kind``, with the given knob lists replacing it."""
+    """The default grid of a ``cores``-core machine for backend ``kind``, with the given knob lists replacing it.
+
+    Args:
+        kind: Backend kind, ``"real"`` or ``"sim"`` (picks the default max-batch grid).
+        cores: Cores of the machine, >= 1.
+        knobs: Knob value lists replacing the defaults (None or a None value: keep the default).
+
+    Returns:
+        Space: The grid to tune over.
+
+    Raises:
+        InvalidSpace: If ``cores`` < 1, for an unknown knob or for bad values.
+    """
     return build_space(Space.for_machine(cores, DEFAULT_MAX_BATCH[kind]), knobs or {})
 
 

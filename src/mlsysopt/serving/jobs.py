@@ -90,7 +90,24 @@ def check_rates(rates: Sequence[float], real: bool, max_seconds: float = MAX_SEC
 
 
 class ProfileJob(Job):
-    """Time one batch of a model per (rows, intra, inter) here, fit the service-time model, calibrate dispatch."""
+    """Time one batch of a model per (rows, intra, inter) here, fit the service-time model, calibrate dispatch.
+
+    Args:
+        out: Run folder to write (must not hold another run).
+        model: Model source: an ``.onnx`` file, ``zoo:NAME`` or ``file.py:factory``.
+        rows: Batch sizes (rows) to time, each >= 1.
+        intra: Intra-op thread counts to time, each 1 to the machine's threads.
+        inter: Inter-op thread counts to time, each 1 to the machine's threads.
+        repeats: Runs per point (median kept), >= 1.
+        cores: Also write a profile extrapolated to this many cores, 1 to 4096 (None: none).
+        input_shape: Full example input shape, batch dim first (None: the model's own).
+        calibrate: Whether to calibrate the engine's dispatch, hand-off and wake-up costs.
+        seed: Seed of the calibration runs' arrivals.
+
+    Raises:
+        MlsysoptError: For a bad grid (values < 1, too many threads, fewer than 6 points), bad options, a busy run
+            folder, or a model that cannot be loaded or fails its checks.
+    """
 
     def __init__(
         self,
@@ -166,7 +183,23 @@ class ProfileJob(Job):
 
 
 class ServeJob(Job):
-    """Serve a model with one configuration on the real engine at each rate: the latency-throughput curve."""
+    """Serve a model with one configuration on the real engine at each rate: the latency-throughput curve.
+
+    Args:
+        out: Run folder to write.
+        config: The configuration to serve with.
+        rates: Arrival rates to measure, in req/s.
+        model: Model source: an ``.onnx`` file, ``zoo:NAME`` or ``file.py:factory``.
+        input_shape: Full example input shape, batch dim first (None: the model's own).
+        requests: Requests per measurement window.
+        slo_ms: p99 SLO in ms, > 0 (None: none).
+        seed: Seed of the arrival schedules.
+        stability: Keyword arguments of :class:`StableBackend` (``count``, ``tolerance``, ``max_windows``).
+
+    Raises:
+        MlsysoptError: For bad rates, request counts, SLO or configuration, a busy run folder, or a model that cannot
+            be loaded or fails its checks.
+    """
 
     def __init__(
         self,

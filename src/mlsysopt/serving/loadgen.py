@@ -30,7 +30,22 @@ _START_LEAD_S = 0.005  # between the pacer reading a schedule and the window's s
 
 
 def poisson_arrivals(rate: float, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` arrival times (seconds from the start) of a Poisson process: cumulative exponential gaps of mean 1/rate."""
+    """``n`` arrival times (seconds from the start) of a Poisson process: cumulative exponential gaps of mean 1/rate.
+
+    Args:
+        rate: Arrival rate in requests/s, > 0.
+        n: Number of arrivals, >= 0.
+        rng: The random generator to draw the gaps from.
+
+    Returns:
+        np.ndarray: Increasing arrival times in seconds.
+
+    Shapes:
+        output: (n,) float64
+
+    Raises:
+        InvalidSpace: If ``rate`` is not positive and finite or ``n`` is negative.
+    """
     if not (np.isfinite(rate) and rate > 0):
         raise InvalidSpace(f"arrival rate {rate} must be a positive number of requests per second")
     if n < 0:
@@ -39,7 +54,23 @@ def poisson_arrivals(rate: float, n: int, rng: np.random.Generator) -> np.ndarra
 
 
 def workload_arrivals(workload: Workload, n: int, seed: int = 0, window: int = 0) -> np.ndarray:
-    """The arrival schedule a backend serves in window ``window`` of ``workload``: fixed by (seed, workload, window)."""
+    """The arrival schedule a backend serves in window ``window`` of ``workload``: fixed by (seed, workload, window).
+
+    Args:
+        workload: The workload (its rate and request size seed the schedule too).
+        n: Number of arrivals, >= 0.
+        seed: Base seed.
+        window: Window number; each window gets a different schedule.
+
+    Returns:
+        np.ndarray: Arrival times in seconds from the window's start.
+
+    Shapes:
+        output: (n,) float64
+
+    Raises:
+        InvalidSpace: If ``n`` is negative.
+    """
     key = [int(seed), round(workload.rate * 1000), int(workload.request_size), int(window)]
     return poisson_arrivals(workload.rate, n, np.random.default_rng(key))
 
@@ -106,7 +137,13 @@ def _pacer_main(conn: object) -> None:
 
 
 class LoadGenerator:
-    """An open-loop Poisson pacer in its own (spawned) process; :meth:`run` serves one window's arrivals."""
+    """An open-loop Poisson pacer in its own (spawned) process; :meth:`run` serves one window's arrivals.
+
+    The constructor takes no arguments; it spawns the pacer process and waits up to 60 s for it.
+
+    Raises:
+        InvalidSpace: If the pacer process does not start within 60 s.
+    """
 
     def __init__(self) -> None:
         ctx = mp.get_context("spawn")

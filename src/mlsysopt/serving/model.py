@@ -55,7 +55,17 @@ def describe_ort_error(exc: BaseException) -> str:
 
 
 class ServedModel:
-    """An ONNX model file with known per-row input shapes, random batches, and cached ONNX Runtime sessions."""
+    """An ONNX model file with known per-row input shapes, random batches, and cached ONNX Runtime sessions.
+
+    Args:
+        path: Path to the ``.onnx`` file.
+        input_shape: Shape of one row (without the batch dim) for inputs with other dynamic dims or no declared
+            shape (None: every such input is an error).
+
+    Raises:
+        InvalidModel: If the file is missing or cannot be loaded, an input has an unsupported type, no batch axis,
+            a fixed batch dim other than 1, or dynamic dims ``input_shape`` does not fix, or there are no inputs.
+    """
 
     def __init__(self, path: str | Path, input_shape: tuple[int, ...] | None = None) -> None:
         self.path = Path(path)
@@ -256,7 +266,18 @@ class ServedModel:
 
 
 def export_zoo_onnx(name: str, path: str | Path) -> Path:
-    """Export the zoo model ``name`` (see :mod:`mlsysopt.zoo`) to ONNX at ``path`` with a dynamic batch axis."""
+    """Export the zoo model ``name`` (see :mod:`mlsysopt.zoo`) to ONNX at ``path`` with a dynamic batch axis.
+
+    Args:
+        name: Zoo model name (case-insensitive), see :mod:`mlsysopt.zoo`.
+        path: Where to write the ONNX file.
+
+    Returns:
+        Path: The written ONNX file.
+
+    Raises:
+        MlsysoptError: If ``name`` is not a zoo model.
+    """
     from mlsysopt import zoo
     from mlsysopt.graph.importers.onnx import export_onnx
     from mlsysopt.runtime.threads import torch_threads

@@ -29,7 +29,17 @@ UNITS = {"latency": "ms", "cost": "cores", "throughput": "req/s"}
 
 @dataclass(frozen=True)
 class Objective:
-    """What a tuner minimizes: a latency statistic, cost (cores) with p99 <= SLO, or throughput under the SLO."""
+    """What a tuner minimizes: a latency statistic, cost (cores) with p99 <= SLO, or throughput under the SLO.
+
+    Args:
+        kind: ``"latency"``, ``"cost"`` (cores in use) or ``"throughput"`` (req/s within the SLO).
+        slo_ms: p99 latency SLO in ms, > 0; required for ``cost`` and ``throughput`` (None: no SLO).
+        stat: Latency statistic for ``latency``: ``"mean"``, ``"p50"``, ``"p95"`` or ``"p99"``.
+
+    Raises:
+        InvalidSpace: For an unknown ``kind`` or ``stat``, a non-positive ``slo_ms``, or ``cost``/``throughput``
+            without an SLO.
+    """
 
     kind: str = "latency"
     slo_ms: float | None = None

@@ -129,7 +129,17 @@ DEFAULT_PROFILE = "synthetic:32"
 
 def resolve_profile(spec: str) -> ServiceProfile:
     """``synthetic`` / ``synthetic:CORES`` (documented parameters, no measurement), ``preset:MODEL@CORES`` (a shipped
-    profile, :mod:`mlsysopt.serving.presets`) or a profile JSON file."""
+    profile, :mod:`mlsysopt.serving.presets`) or a profile JSON file.
+
+    Args:
+        spec: ``synthetic``, ``synthetic:CORES`` (1 to 4096), ``preset:MODEL@CORES`` or a profile JSON path.
+
+    Returns:
+        ServiceProfile: The profile.
+
+    Raises:
+        InvalidSpace: For an empty spec, a bad core count, an unknown preset, or an unreadable or invalid file.
+    """
     if not spec.strip():
         raise InvalidSpace(
             "--profile is empty: give a profile.json from 'serving profile', preset:MODEL@CORES or synthetic[:CORES]"

@@ -54,7 +54,14 @@ class TimesBatches(Protocol):
 
 @dataclass(frozen=True)
 class ServiceSample:
-    """One timing: a batch of ``rows`` rows with ``intra``/``inter`` threads took ``ms`` milliseconds."""
+    """One timing: a batch of ``rows`` rows with ``intra``/``inter`` threads took ``ms`` milliseconds.
+
+    Args:
+        rows: Rows in the batch, >= 1.
+        intra: Intra-op threads, >= 1.
+        inter: Inter-op threads, >= 1 (1 = sequential executor).
+        ms: Median time of one ``session.run`` in ms, > 0.
+    """
 
     rows: int
     intra: int
@@ -73,7 +80,31 @@ def _predict(p: np.ndarray, rows: np.ndarray, intra: np.ndarray, inter: np.ndarr
 
 @dataclass(frozen=True)
 class ServiceProfile:
-    """Service time (ms) of one batch as a function of rows, intra-op and inter-op threads on a ``cores`` machine."""
+    """Service time (ms) of one batch as a function of rows, intra-op and inter-op threads on a ``cores`` machine.
+
+    Args:
+        a_ms: Per-batch overhead (ms), >= 0.
+        c_ms: Single-thread cost of one row (ms), > 0.
+        f_intra: Fraction of the row cost the intra-op pool parallelizes, in [0, 1].
+        f_inter: Fraction of the row cost parallel graph execution parallelizes, in [0, 1].
+        intra_ms: Per-batch cost of each extra intra-op thread (ms), >= 0.
+        inter_ms: Per-batch cost of each extra inter-op thread (ms), >= 0.
+        cores: Cores of the machine described, >= 1.
+        source: ``"measured"``, ``"extrapolated"`` or ``"synthetic"``.
+        model: Name of the profiled model ("" if unnamed).
+        dispatch_ms: Calibrated per-batch engine overhead around ``session.run`` (ms, 0 if not calibrated).
+        handoff_ms: Calibrated arrival-to-queue delay (ms, latency only, occupies no worker).
+        wake_ms: Calibrated extra delay before a batch whose worker sat idle (ms).
+        table: Measured timings as ``(rows, intra, inter, ms)`` tuples, used where they cover a point.
+        measured_threads: Most intra-op threads timed (0: none).
+        flops: FLOPs of one row (0: unknown).
+        n_params: Parameter count of the model (0: unknown).
+        input_bytes: Bytes of one row of inputs (0: unknown).
+
+    Raises:
+        InvalidSpace: If a field is missing, negative, non-finite, a fraction above 1, ``c_ms`` <= 0, ``cores`` is
+            not a whole number >= 1 or ``source`` is unknown.
+    """
 
     a_ms: float
     c_ms: float
@@ -280,6 +311,18 @@ def fit_profile(samples: Sequence[ServiceSample], cores: int, model: str = "") -
     A knob the samples never vary (e.g. every sample has ``inter=1``) cannot be fitted: its parallel fraction
     and per-thread cost are held at 0 (more threads neither help nor cost, beyond contention). The soft-L1 loss
     keeps a few timings disturbed by other processes (a thread waiting for a busy core) from dragging the fit.
+
+    Args:
+        samples: At least six timings, covering at least two batch sizes.
+        cores: Cores of the machine the samples were timed on.
+        model: Name recorded in the profile.
+
+    Returns:
+        ServiceProfile: The fitted profile, with ``source="measured"`` and no timings table.
+
+    Raises:
+        InvalidSpace: With fewer than six samples, a single batch size, or a sample with rows/intra/inter < 1 or
+            a non-positive or non-finite ms.
     """
     from scipy.optimize import least_squares
 
@@ -320,6 +363,17 @@ def measure_samples(
     """Time every (rows, intra, inter) combination with ``served_model.time_batch`` (median of ``repeats``).
 
     ``inter`` > 1 times ONNX Runtime's parallel executor with that many inter-op threads, 1 the sequential one.
+
+    Args:
+        served_model: Anything with ``time_batch(rows, intra, inter, repeats)`` returning ms.
+        rows: Batch sizes (rows) to time.
+        intra: Intra-op thread counts to time.
+        inter: Inter-op thread counts to time.
+        repeats: Runs per point; the median is kept.
+        on_sample: Called with each sample as soon as it is timed (None: not called).
+
+    Returns:
+        list[ServiceSample]: One sample per (intra, inter, rows), rows varying fastest.
     """
     out = []
     for i in intra:

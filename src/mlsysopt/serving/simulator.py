@@ -52,7 +52,20 @@ from mlsysopt.serving.space import Config, Workload
 
 
 class SimulatedEngine(Backend):
-    """Measures a configuration on a discrete-event model of the engine instead of a real model."""
+    """Measures a configuration on a discrete-event model of the engine instead of a real model.
+
+    Args:
+        profile: Service-time profile of the model; its ``cores`` is the modelled machine.
+        n_requests: Requests offered per window, >= 1.
+        max_seconds: Longest window in simulated seconds, > 0.
+        slo_ms: p99 SLO in ms used for the violation rate, > 0 (None: no violation rate).
+        queue_cap: Request queue capacity, >= 1; arrivals beyond it are dropped.
+        noise: Lognormal sigma of per-batch service-time noise, >= 0 (0: deterministic).
+        seed: Seed of the arrival schedules and the noise.
+
+    Raises:
+        InvalidSpace: If an argument is outside the ranges above.
+    """
 
     def __init__(
         self,

@@ -60,7 +60,19 @@ def _cast(name: str, value: object, where: str) -> float | int:
 
 @dataclass(frozen=True, order=True)
 class Config:
-    """One serving configuration: request-level and op-level parallelism."""
+    """One serving configuration: request-level and op-level parallelism.
+
+    Args:
+        instances: Concurrent inference sessions (one worker thread each), >= 1.
+        max_batch: Largest dynamic batch in rows, >= 1 (1 = no batching).
+        batch_timeout_ms: How long (ms) a batch waits for more requests after its first arrived, in [0, 10000].
+        intra_threads: ONNX Runtime intra-op threads per session, >= 1.
+        inter_threads: ONNX Runtime inter-op threads per session, >= 1 (used only in parallel mode).
+        execution_mode: 0 = sequential (``ORT_SEQUENTIAL``), 1 = parallel (``ORT_PARALLEL``).
+
+    Note:
+        The constructor does not validate; :meth:`check` and :meth:`from_dict` raise :class:`InvalidSpace`.
+    """
 
     instances: int = 1
     max_batch: int = 1
@@ -140,7 +152,16 @@ class Config:
 
 @dataclass(frozen=True)
 class Workload:
-    """An open-loop workload: Poisson arrivals at ``rate`` requests/s, each of ``request_size`` rows."""
+    """An open-loop workload: Poisson arrivals at ``rate`` requests/s, each of ``request_size`` rows.
+
+    Args:
+        rate: Mean arrival rate in requests/s, in (0, 1e6].
+        request_size: Rows per request, >= 1.
+
+    Raises:
+        InvalidSpace: If ``rate`` is not a positive finite number up to 1e6 req/s or ``request_size`` is not a whole
+            number >= 1.
+    """
 
     rate: float
     request_size: int = 1
@@ -168,7 +189,21 @@ class Workload:
 
 
 class Space:
-    """The grid of allowed values per knob, reduced to canonical configurations (enumerated, last knob fastest)."""
+    """The grid of allowed values per knob, reduced to canonical configurations (enumerated, last knob fastest).
+
+    Args:
+        instances: Allowed instance counts (each >= 1).
+        max_batch: Allowed largest batch sizes in rows (each >= 1).
+        batch_timeout_ms: Allowed batch timeouts in ms (each in [0, 10000]).
+        intra_threads: Allowed intra-op thread counts (each >= 1).
+        inter_threads: Allowed inter-op thread counts (each >= 1).
+        execution_mode: Allowed execution modes (0 = sequential, 1 = parallel).
+        max_threads: Upper bound on ``instances``, ``intra_threads`` and ``inter_threads`` (None: no bound).
+        max_total_threads: Drop configurations whose :attr:`Config.threads` exceeds this (None: keep all).
+
+    Raises:
+        InvalidSpace: If a knob's values are not a list, are empty or out of range, or no configuration is left.
+    """
 
     def __init__(
         self,

@@ -23,7 +23,15 @@ def _finite(values: Sequence[float]) -> np.ndarray:
 
 
 def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Student-t interval of the mean of ``values``; (v, v) for one value, (inf, inf) when none is finite."""
+    """Student-t interval of the mean of ``values``; (v, v) for one value, (inf, inf) when none is finite.
+
+    Args:
+        values: One value per independent window; None or non-finite values make the interval (inf, inf).
+        confidence: Coverage of the interval, in (0, 1).
+
+    Returns:
+        tuple[float, float]: The interval ``(lo, hi)``.
+    """
     from scipy.stats import t
 
     x = _finite(values)
@@ -40,6 +48,13 @@ def median_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[
     """Order-statistic interval of the median: the widest-coverage pair (x_(k), x_(n+1-k)) with >= ``confidence``.
 
     With fewer than 6 values no pair reaches 95% and the interval is [min, max] (coverage 1 - 2^(1-n)).
+
+    Args:
+        values: The samples (e.g. one per confirmation round); None or non-finite values make it (inf, inf).
+        confidence: Minimum coverage of the interval, in (0, 1).
+
+    Returns:
+        tuple[float, float]: The interval ``(lo, hi)`` of order statistics.
     """
     from scipy.stats import binom
 

@@ -72,7 +72,23 @@ def table_chunk(args: tuple[ServiceProfile, list[Config], Workload, int, int]) -
 def exhaustive_tables(
     profile: ServiceProfile, space: Space, rates: Sequence[float], n_requests: int, executor: Executor, seed: int = 0
 ) -> dict[float, np.ndarray]:
-    """Every configuration of ``space`` simulated at every rate, split into one task per chunk of configurations."""
+    """Every configuration of ``space`` simulated at every rate, split into one task per chunk of configurations.
+
+    Args:
+        profile: Service profile the simulator runs.
+        space: The configurations to simulate.
+        rates: Arrival rates in req/s.
+        n_requests: Requests per simulated window.
+        executor: Runs the chunks (local processes or Ray).
+        seed: Seed of the arrivals.
+
+    Returns:
+        dict[float, np.ndarray]: Per rate, one row per configuration (space order) with ``mean_ms``, ``p50_ms``,
+        ``p95_ms``, ``p99_ms``, ``throughput``, ``saturated`` (0/1) and ``offered_rps``.
+
+    Shapes:
+        value: (space.size, 7) float64
+    """
     configs = space.configs()
     parts = max(1, executor.workers * 2)
     chunks = [configs[i::parts] for i in range(parts)]
@@ -206,6 +222,27 @@ def run_study(
     A tuner label ending in ``_warm`` (``rrl_warm``, ``gp_warm``, ``tpe_warm``) gets ``prior`` bound to ``profile``
     (fitted on other models' histories, never on this profile's). ``knobs`` gives a label its tuner's knobs; a
     ``:TAG`` after the label tells variants of one tuner apart (``rrl_warm:a06`` with ``{"warm_alpha": 0.6}``).
+
+    Args:
+        profile: Service profile the simulator runs.
+        space: The configurations searched.
+        tuners: Tuner labels (e.g. ``rrl``, ``gp_warm``, ``rrl_warm:a06``).
+        seeds: One run per tuner and seed.
+        executor: Runs the tables and the runs.
+        rates: Rates A and B in req/s: tune at A, then re-tune at B (None: from the profile).
+        cap: Measurements per run at each rate (None: 20% of the space).
+        pre: Measurements at rate A before the shift to B (at most ``cap``).
+        n_requests: Requests per simulated window.
+        objective: What to minimize (None: mean latency).
+        prior: Prior for the ``_warm`` tuners (required when one is listed).
+        knobs: Tuner knobs per label (None: defaults).
+
+    Returns:
+        dict[str, Any]: Study summary: optimum per rate, per-tuner median evaluations to within 5%
+        (``evals_to_5pct``, ``shift``), reach fractions, tuner CPU time, and the per-seed rows.
+
+    Raises:
+        MlsysoptError: If a warm tuner is listed without a prior.
     """
     objective = objective or Objective("latency")
     if any(tuner_name(t)[1] for t in tuners) and prior is None:
@@ -248,7 +285,26 @@ def run_study(
 
 
 class StudyJob:
-    """``mlsysopt serving study``: validated first, then the study written into a run folder."""
+    """``mlsysopt serving study``: validated first, then the study written into a run folder.
+
+    Args:
+        out: Run folder to write.
+        tuners: Tuner labels to compare (``_warm`` ones need ``prior``).
+        seeds: Number of seeds per tuner.
+        profile: Service profile spec (None: ``synthetic:32``).
+        rates: Two rates A,B in req/s (None: from the profile).
+        cap_fraction: Measurements per run as a fraction of the space size.
+        requests: Requests per simulated window.
+        workers: Parallel workers of the executor.
+        backend: Executor backend, ``"local"`` or ``"ray"``.
+        address: Ray cluster address (None: a private local instance).
+        seed: First seed.
+        prior: Prior spec for the warm-started tuners (None: none).
+
+    Raises:
+        MlsysoptError: For unknown tuners, warm tuners without a prior, bad rates or request counts, or a busy run
+            folder.
+    """
 
     def __init__(
         self,

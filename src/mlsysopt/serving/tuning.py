@@ -26,7 +26,17 @@ from mlsysopt.text import plural
 
 @dataclass
 class Step:
-    """One measurement of a tuning run, with the best configuration so far under the current workload."""
+    """One measurement of a tuning run, with the best configuration so far under the current workload.
+
+    Args:
+        index: Position of the step in the run, from 0.
+        config: The configuration measured at this step.
+        measurement: Its measurement.
+        score: Its objective score (lower is better).
+        best_config: Best configuration so far under the current workload (measurements merged).
+        best_score: Score of ``best_config`` over its merged measurements.
+        workload: The workload of this step.
+    """
 
     index: int
     config: Config
@@ -53,7 +63,17 @@ class Step:
 
 @dataclass
 class RateAnswer:
-    """The answer of a tuning run under one workload: best configuration, its (merged) measurement, SLO verdict."""
+    """The answer of a tuning run under one workload: best configuration, its (merged) measurement, SLO verdict.
+
+    Args:
+        workload: The workload answered.
+        best: The chosen configuration.
+        measurement: Its (merged) measurement.
+        score: Its objective score.
+        slo_met: Whether it meets the SLO (None without an SLO).
+        message: One line explaining the answer.
+        measured: Every configuration measured under this workload, with its merged measurement.
+    """
 
     workload: Workload
     best: Config
@@ -88,7 +108,18 @@ class RateAnswer:
 
 @dataclass
 class TuneResult:
-    """A tuning run: every step, and the answer under every workload of the schedule (the last one first-class)."""
+    """A tuning run: every step, and the answer under every workload of the schedule (the last one first-class).
+
+    Args:
+        steps: Every step of the run, in order.
+        best: Answer under the last workload (None if nothing was measured).
+        best_measurement: Its merged measurement.
+        objective: The objective scored.
+        slo_met: Whether the last answer meets the SLO (None without an SLO).
+        message: One line explaining the last answer.
+        per_rate: The answer under each workload segment of the schedule.
+        stopped: Why the run ended: ``"budget"``, ``"timeout"`` or ``"until"``.
+    """
 
     steps: list[Step]
     best: Config | None
@@ -127,6 +158,19 @@ def tune(
     With an SLO, the answer is the best-scoring configuration that meets it (p99 <= SLO, not saturated); if none
     does, ``slo_met`` is False and the answer is the one with the lowest p99. ``on_step`` sees every step;
     ``until`` ends the run early at the first step it returns True for (``stopped`` then says ``until``).
+
+    Args:
+        tuner: The tuner to ask and tell (its objective scores the run).
+        backend: Measures each asked configuration.
+        schedule: ``(workload, measurements)`` pairs, run in order; each count >= 1.
+        on_step: Called with every :class:`Step` (None: not called).
+        until: Stops the run at the first step for which it returns True (None: run the whole schedule).
+
+    Returns:
+        TuneResult: Every step and the answer under every workload.
+
+    Raises:
+        MlsysoptError: If ``schedule`` is empty or an entry is not a ``Workload`` with a count >= 1.
     """
     if not schedule:
         raise MlsysoptError("the tuning schedule is empty: give at least one (workload, measurements) pair")
@@ -200,6 +244,17 @@ def evals_to_within(
 
     Only the workload segment that begins at step ``start`` counts; None if it never gets there. ``true_scores``
     (e.g. an exhaustive table of the simulator) judges the best-so-far configuration, not its noisy measurement.
+
+    Args:
+        steps: The steps of a tuning run.
+        true_scores: The true score of each configuration, as a mapping or a callable.
+        optimum: The true optimum score.
+        tol: Relative tolerance, e.g. 0.05 = within 5% of ``optimum``.
+        start: Index of the step where the counted workload segment begins.
+
+    Returns:
+        int | None: Number of measurements (1-based) until the best-so-far configuration was within ``tol``;
+        None if it never got there or ``start`` is out of range.
     """
     truth = true_scores if callable(true_scores) else true_scores.__getitem__
     if not 0 <= start < len(steps):

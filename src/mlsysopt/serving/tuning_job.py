@@ -61,7 +61,36 @@ TASK_FILE = "task.json"  # the task's profile (a probe of the real engine), kept
 
 
 class TuningJob(Job):
-    """Search the configuration space of a served model (real engine or simulator), then confirm the pick."""
+    """Search the configuration space of a served model (real engine or simulator), then confirm the pick.
+
+    Args:
+        out: Run folder to write.
+        rates: Arrival rates (req/s) tuned in turn.
+        budget: Search measurements per rate, 1 to 100000.
+        tuner: Tuner name (see :func:`get_tuner`).
+        objective: What to minimize (None: mean latency).
+        engine: ``"real"`` (ONNX Runtime) or ``"sim"`` (simulator).
+        model: Model source for the real engine (``.onnx``, ``zoo:NAME``, ``file.py:factory``).
+        profile: Service profile spec for the simulator (None: ``synthetic:32``); refused with the real engine.
+        input_shape: Full example input shape, batch dim first (None: the model's own).
+        requests: Requests per measurement window.
+        knobs: Knob value lists replacing the default grid (None: the default grid).
+        seed: Seed of the tuner and the arrivals.
+        resume: Continue the run in ``out`` from its checkpoint.
+        timeout: Wall-clock limit of the search in seconds (None: none).
+        confirm_top: Top candidates re-measured in the confirmation, >= 1.
+        confirm_rounds: Interleaved confirmation rounds, >= 1.
+        noise_windows: Windows of the noise phase, >= 2.
+        stability: Keyword arguments of :class:`StableBackend` (``count``, ``tolerance``, ``max_windows``).
+        prior: Prior spec (``preset``, a ``.pt`` file or run folders) for ``rrl``, ``gp`` or ``tpe`` (None: cold).
+        export_anyway: Export the deployment files even when the pick does not beat the default.
+        cost_model: Cost-model run folder that narrows the op-level knobs (real engine only; None: not used).
+        cost_model_tolerance: Keep op-level settings predicted within this fraction of the best, 0 to 10.
+
+    Raises:
+        MlsysoptError: For any input out of range or inconsistent (e.g. a profile with the real engine, a prior for
+            a tuner that takes none, a resume whose checkpoint exceeds the budget).
+    """
 
     checkpoint = TUNING_CHECKPOINT
 

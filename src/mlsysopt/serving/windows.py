@@ -81,7 +81,17 @@ def combine(windows: Sequence[Measurement], all_windows: int, is_stable: bool) -
 
 
 class StableBackend(BackendWrapper):
-    """Repeats windows of ``backend`` until the last ``count`` agree within ``tolerance`` (at most ``max_windows``)."""
+    """Repeats windows of ``backend`` until the last ``count`` agree within ``tolerance`` (at most ``max_windows``).
+
+    Args:
+        backend: The backend whose windows are repeated.
+        count: Number of trailing windows that must agree, >= 1.
+        tolerance: Largest relative deviation from their mean, > 0 (0.10 = 10%).
+        max_windows: Most windows per measurement, >= ``count``.
+
+    Raises:
+        InvalidSpace: If ``count < 1``, ``max_windows < count`` or ``tolerance`` is not a positive finite number.
+    """
 
     def __init__(self, backend: Backend, count: int = 3, tolerance: float = 0.10, max_windows: int = 6) -> None:
         if count < 1 or max_windows < count:
@@ -119,7 +129,15 @@ class StableBackend(BackendWrapper):
 
 
 def merge(measurements: Sequence[Measurement]) -> Measurement:
-    """Several measurements of one configuration and workload as one: every window pooled, intervals recomputed."""
+    """Several measurements of one configuration and workload as one: every window pooled, intervals recomputed.
+
+    Args:
+        measurements: Non-empty measurements of the same configuration and workload.
+
+    Returns:
+        Measurement: The pooled measurement (the single one itself when only one is given); it is saturated when
+        more than half of the parts were.
+    """
     if len(measurements) == 1:
         return measurements[0]
     first, last = measurements[0], measurements[-1]

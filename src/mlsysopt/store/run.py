@@ -47,14 +47,24 @@ _lock = threading.Lock()
 
 
 def use_storage(url: str | None) -> None:
-    """Make ``url`` the store of the runs this process opens next (None: ``MLSYSOPT_STORAGE`` or the default)."""
+    """Make ``url`` the store of the runs this process opens next (None: ``MLSYSOPT_STORAGE`` or the default).
+
+    Args:
+        url: A storage spec (``sqlite:///F.db``, ``postgresql://...``, a path, ``none``), or None for the default.
+    """
     global _explicit
     _explicit = url
 
 
 @contextlib.contextmanager
 def storage(url: str | None) -> Iterator[None]:
-    """Runs opened inside write to ``url`` (``none``: to no store)."""
+    """Runs opened inside write to ``url`` (``none``: to no store).
+
+    The previous setting is restored when the ``with`` block ends.
+
+    Args:
+        url: A storage spec (``sqlite:///F.db``, ``postgresql://...``, a path, ``none``), or None for the default.
+    """
     global _explicit
     before, _explicit = _explicit, url
     try:
@@ -75,7 +85,11 @@ def current_storage(run_path: str | Path | None = None) -> StorageSpec:
 
 
 def current_run() -> RunStore | None:
-    """The innermost open run of this process (None when none is open)."""
+    """The innermost open run of this process (None when none is open).
+
+    Returns:
+        The :class:`RunStore` of the most recently opened run that is still open, or None.
+    """
     with _lock:
         return _open[-1] if _open else None
 
@@ -101,6 +115,27 @@ def record_trial(
     updates the running trial of ``key`` (a training's new epochs) instead of adding one; ``run`` is the run to
     record in (default: the innermost open one). Returns whether a store took it (False: no run is open, or the
     store is off).
+
+    Args:
+        params: Parameter name -> value (see :class:`~mlsysopt.store.TrialRecord`).
+        value: The single objective value; ignored when ``values`` is given.
+        values: The objective values of a multi-objective trial.
+        state: ``complete``, ``fail``, ``pruned`` or ``running``.
+        record: The history record (the dict as ``result.json`` writes it), for warm starts.
+        attrs: Flat figures the dashboard shows (user attributes).
+        intermediate: Step -> value (a training's per-epoch metric).
+        key: Identifies the trial in its study; a key stored already is not written again.
+        distributions: Optuna distributions for some parameters.
+        direction: ``minimize`` or ``maximize``: the study's, when this trial creates it.
+        live: Update the running trial of ``key`` instead of adding one.
+        run: The run to record in (default: the innermost open one).
+
+    Returns:
+        Whether a store took the trial. A failing store does not raise: it warns once and stops the store for
+        the run.
+
+    Raises:
+        StoreError: If a run is open and ``state`` is unknown or a parameter or attribute name is too long.
     """
     run = run if run is not None else current_run()
     if run is None:

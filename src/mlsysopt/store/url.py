@@ -40,6 +40,15 @@ class StorageSpec:
     """A parsed storage spec: the SQLAlchemy URL (``""`` when off), its kind and, for SQLite, the file.
 
     ``source`` says where it came from (``--storage``, ``MLSYSOPT_STORAGE`` or ``the default store``), for messages.
+    Build one with :func:`parse_storage` or :func:`resolve_storage`.
+
+    Args:
+        url: SQLAlchemy URL, password included (``""`` when off).
+        kind: ``sqlite``, ``postgresql`` or ``none``.
+        path: Absolute path of the SQLite file (None for the other kinds).
+        source: Where the spec came from, for messages.
+        timeout: Seconds a SQLite writer waits for the file's lock.
+        beside: For the default store, the run folder it is beside (messages name the ``--out``).
     """
 
     url: str
@@ -75,7 +84,23 @@ class StorageSpec:
 
 
 def parse_storage(text: str, source: str = "--storage", cwd: Path | None = None) -> StorageSpec:
-    """The :class:`StorageSpec` of ``text``; one :class:`StoreError` naming ``source`` when it is malformed."""
+    """The :class:`StorageSpec` of ``text``; one :class:`StoreError` naming ``source`` when it is malformed.
+
+    Parsing touches nothing but checks whether a plain path is an existing folder or file.
+
+    Args:
+        text: ``none``/``off``, ``sqlite:///PATH[?timeout=S]``, a plain path (a folder means ``FOLDER/mlsysopt.db``)
+            or ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB``.
+        source: Where ``text`` came from (``--storage``, ``MLSYSOPT_STORAGE``), for messages.
+        cwd: Folder relative paths are resolved against (default: the current folder).
+
+    Returns:
+        The parsed spec.
+
+    Raises:
+        StoreError: If ``text`` is empty, has control characters, uses an unsupported scheme or option, names an
+            in-memory SQLite database, or is a PostgreSQL URL without a server or database.
+    """
     raw = str(text).strip()
     if raw.lower() in OFF:
         return StorageSpec("", "none", None, source)
@@ -171,6 +196,16 @@ def resolve_storage(explicit: str | None, run_path: str | Path | None = None) ->
     """The store of a run: ``explicit`` (``--storage``), else ``MLSYSOPT_STORAGE``, else ``mlsysopt.db`` beside it.
 
     Without ``run_path`` the default is ``./mlsysopt.db`` (what ``mlsysopt runs`` reads when nothing is given).
+
+    Args:
+        explicit: The ``--storage`` value, or None when not given.
+        run_path: The run folder; the default store is ``mlsysopt.db`` in its parent.
+
+    Returns:
+        The spec; ``source`` says which of the three it came from.
+
+    Raises:
+        StoreError: If ``explicit`` or ``MLSYSOPT_STORAGE`` is malformed.
     """
     if explicit is not None:
         return parse_storage(explicit, "--storage")

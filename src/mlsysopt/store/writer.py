@@ -204,6 +204,13 @@ class StudyHandle:
     """A study that workers write to directly (picklable: it carries the URL, never a connection).
 
     ``machine`` is where the handle was made; a SQLite handle refuses writes from any other machine.
+    Get one from :meth:`~mlsysopt.store.RunStore.handle`.
+
+    Args:
+        spec: Where the store is.
+        study_id: The study's id in the store.
+        study_name: The study's name.
+        machine: Id of the machine that made the handle.
     """
 
     spec: StorageSpec

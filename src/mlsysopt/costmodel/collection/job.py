@@ -191,7 +191,29 @@ def collect(
 ) -> dict[str, Any]:
     """Measure ``graphs`` generated graphs (and ``sources``) x ``configs`` configurations x ``rounds`` rounds on this
     machine into the data root ``out`` (see the module docstring); returns the manifest (``complete`` False when the
-    ``timeout`` stopped it: ``resume=True`` continues)."""
+    ``timeout`` stopped it: ``resume=True`` continues).
+
+    Args:
+        out: Data root to write.
+        graphs: Generated graphs to measure, >= 0.
+        configs: Configurations per graph.
+        rounds: Timing rounds per configuration.
+        seed: Seed of the graphs and configurations.
+        families: Model families to generate from (``zoo``, ``nas``, ``vgg``, ``resnet``, ``mobilenet``,
+            ``inception``).
+        sources: Your own models (ONNX or PyTorch sources) measured besides.
+        timeout: Seconds after which collection stops, > 0 (None: no limit).
+        resume: Continue an interrupted collection in ``out``.
+        threads: Thread counts the configurations choose from, each in 1..cpu count.
+        progress: Called with ``(done, total, graph name)`` after each graph (None: not called).
+        log: Called with one line of progress text (None: silent).
+
+    Returns:
+        dict[str, Any]: The manifest; ``complete`` is False when ``timeout`` stopped it.
+
+    Raises:
+        InvalidOption: For counts, families, threads or timeout out of range, or nothing to collect.
+    """
     from mlsysopt.costmodel.data.tpugraphs import save_npz
     from mlsysopt.io import RunDir
 

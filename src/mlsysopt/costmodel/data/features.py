@@ -111,6 +111,25 @@ def layout_graph(graph: CompGraph, attrs: Sequence[Mapping[str, Any]] | None = N
     Nodes are renumbered into a topological order (the graph's own order when it is one, as torch.fx and ONNX
     graphs are). ``attrs[i]`` (optional) describes node ``i``: ``shape``, ``in_shape``, ``kernel``, ``stride``,
     ``padding``, ``groups``, ``dilation``, ``in_channels``, ``out_channels``.
+
+    Args:
+        graph: The computation graph.
+        attrs: Per-node descriptions (``shape``, ``in_shape``, ``kernel``, ``stride``, ``padding``, ``groups``,
+            ``dilation``, ``in_channels``, ``out_channels``); None: none.
+        configurable: Node ids of ``graph`` that take a layout configuration (None: no ``node_config_ids``).
+
+    Returns:
+        dict[str, np.ndarray]: TpuGraphs layout arrays ``node_feat``, ``node_opcode``, ``edge_index`` and, with
+        ``configurable``, ``node_config_ids`` (in the new node order).
+
+    Shapes:
+        node_feat: (num_nodes, 140) float32
+        node_opcode: (num_nodes,) uint8
+        edge_index: (num_edges, 2) int64, [consumer, producer]
+        node_config_ids: (num_config_nodes,) int64
+
+    Raises:
+        InvalidDataFile: If ``attrs`` does not have one entry per node.
     """
     n = graph.num_nodes
     name = graph.meta.get("name", "graph")

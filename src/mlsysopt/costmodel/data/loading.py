@@ -21,6 +21,14 @@ def load_dataset(path: str | Path, split: str = "train") -> GraphDataset:
     ``.npz`` is read as layout or tile by its keys; one ``.edgelist`` is a MalNet graph of unknown class.
     Graphs are read lazily (one at a time) except a single file, which is read and validated here.
 
+    Args:
+        path: A data root, a split folder of ``.npz`` files, one ``.npz`` / ``.edgelist`` / table file, or
+            ``real:cpu``.
+        split: Split to read from a data root: ``"train"``, ``"valid"`` or ``"test"``.
+
+    Returns:
+        GraphDataset: The graphs (an in-memory dataset of one record for a single graph file).
+
     Raises:
         MissingSplit: ``path`` does not exist, or a data root has no such split.
         InvalidDataFile: a file or split file is malformed (names the file and the key or line).

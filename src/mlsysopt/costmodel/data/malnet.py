@@ -45,7 +45,20 @@ DEGREE_PROFILE = ("degree", "min_neighbor_degree", "max_neighbor_degree", "mean_
 
 
 def read_edgelist(path: str | Path) -> tuple[np.ndarray, int]:
-    """Edges ``(2, m)`` int64 (src -> dst) and ``num_nodes`` of one edgelist; errors name the file and the line."""
+    """Edges ``(2, m)`` int64 (src -> dst) and ``num_nodes`` of one edgelist; errors name the file and the line.
+
+    Args:
+        path: A MalNet edgelist: ``src dst`` per line, ``#`` comments.
+
+    Returns:
+        tuple[np.ndarray, int]: Edges and the number of nodes (largest id + 1).
+
+    Shapes:
+        edges: (2, num_edges) int64
+
+    Raises:
+        InvalidDataFile: If the file is missing, malformed, empty, has negative ids or an id too large for memory.
+    """
     path = Path(path)
     if not path.is_file():
         raise InvalidDataFile(f"{path}: no such file")
@@ -75,7 +88,19 @@ def read_edgelist(path: str | Path) -> tuple[np.ndarray, int]:
 
 
 def write_edgelist(path: str | Path, edge_index: np.ndarray, header: list[str] | None = None) -> Path:
-    """Write ``(2, m)`` edges as a MalNet-style edgelist (``# `` header lines, tab-separated), atomically."""
+    """Write ``(2, m)`` edges as a MalNet-style edgelist (``# `` header lines, tab-separated), atomically.
+
+    Args:
+        path: Output path (parent folders are created).
+        edge_index: Edges, ``edge_index[0] -> edge_index[1]``.
+        header: Comment lines written first, each prefixed by ``# `` (None: none).
+
+    Returns:
+        Path: The written file.
+
+    Shapes:
+        edge_index: (2, num_edges) int
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     e = np.ascontiguousarray(np.asarray(edge_index, dtype=np.int64).T)
@@ -133,7 +158,19 @@ def degree_profile(edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
 
 
 def load_malnet_graph(path: str | Path, label: int | None, name: str | None = None) -> GraphRecord:
-    """One edgelist as a classification GraphRecord with degree-profile features (``label`` None: unknown class)."""
+    """One edgelist as a classification GraphRecord with degree-profile features (``label`` None: unknown class).
+
+    Args:
+        path: The edgelist file.
+        label: Class id (None: unknown class).
+        name: Record name (None: the file stem).
+
+    Returns:
+        GraphRecord: A ``malnet`` record with 5 degree-profile features per node.
+
+    Raises:
+        InvalidDataFile: If the edgelist is missing or malformed.
+    """
     path = Path(path)
     ei, n = read_edgelist(path)
     label = None if label is None else int(label)
@@ -151,7 +188,18 @@ def _split_file(root: Path, split: str, split_dir: Path | None) -> Path:
 
 
 class MalNetDataset(GraphDataset):
-    """MalNet graphs listed in one split file; ``record(i)`` reads one edgelist (see the module docstring)."""
+    """MalNet graphs listed in one split file; ``record(i)`` reads one edgelist (see the module docstring).
+
+    Args:
+        root: MalNet folder: one subfolder per class, plus ``split_info/``.
+        split: ``"train"``, ``"valid"`` (also read from ``val.txt``) or ``"test"``.
+        split_dir: Folder holding the split files (None: ``root/split_info`` or ``root/split_info/type``).
+
+    Raises:
+        InvalidDataFile: If ``root`` is missing, the split file is not text, or a line names a missing graph, an
+            unknown class or a path outside its class folder.
+        MissingSplit: If no split file is found.
+    """
 
     task = "malnet"
 
@@ -242,7 +290,23 @@ def _oriented(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> np.ndar
 
 
 def malnet_like_graph(cls: str, num_nodes: int, rng: np.random.Generator, variant: int = 0) -> np.ndarray:
-    """SYNTHETIC directed call graph ``(2, m)`` of MalNet type ``cls`` (ids shuffled, no self-loops or duplicates)."""
+    """SYNTHETIC directed call graph ``(2, m)`` of MalNet type ``cls`` (ids shuffled, no self-loops or duplicates).
+
+    Args:
+        cls: MalNet type: ``addisplay``, ``adware``, ``benign``, ``downloader`` or ``trojan``.
+        num_nodes: Number of nodes, >= 3.
+        rng: Random generator.
+        variant: Generator variant (its parity changes the parameters).
+
+    Returns:
+        np.ndarray: Directed caller -> callee edges.
+
+    Shapes:
+        output: (2, num_edges) int64
+
+    Raises:
+        InvalidOption: For an unknown type or fewer than 3 nodes.
+    """
     if cls not in MALNET_GENERATORS:
         raise InvalidOption(f"unknown MalNet type '{cls}' (choose from: {', '.join(MALNET_CLASSES)})")
     if num_nodes < 3:
@@ -300,6 +364,18 @@ def synth_malnet(
 
     Families are ``synthetic-<generator>-<variant>`` (2 per type); splits are 70/10/20 per type. Returns the names
     per split. Memory is O(edges) of the largest graph.
+
+    Args:
+        out_dir: Output folder.
+        graphs_per_class: Graphs per MalNet type, >= 3.
+        nodes: Node count, or a ``(lo, hi)`` range drawn log-uniformly; >= 2.
+        seed: Seed of the generator.
+
+    Returns:
+        dict[str, list[str]]: Graph names (``type/family/sha``) per split (``train``, ``val``, ``test``).
+
+    Raises:
+        InvalidOption: For ``graphs_per_class`` < 3 or a bad ``nodes``.
     """
     if graphs_per_class < 3:
         raise InvalidOption(f"graphs_per_class must be >= 3 (one per split), got {graphs_per_class}")

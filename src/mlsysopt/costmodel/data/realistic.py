@@ -127,7 +127,19 @@ def _hot_ops(g: dict[str, np.ndarray], rng: np.random.Generator) -> tuple[int, n
 
 
 def realistic_layout_graph(num_nodes: int, configs: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """One SYNTHETIC layout graph with realistic runtimes, as the published ``.npz`` arrays (see module docs)."""
+    """One SYNTHETIC layout graph with realistic runtimes, as the published ``.npz`` arrays (see module docs).
+
+    Args:
+        num_nodes: Number of nodes, >= 50.
+        configs: Number of configurations, >= 2.
+        rng: Random generator.
+
+    Returns:
+        dict[str, np.ndarray]: Layout arrays as :func:`synth_layout_graph` returns them.
+
+    Raises:
+        InvalidOption: For fewer than 50 nodes or 2 configurations.
+    """
     if num_nodes < 50 or configs < 2:
         raise InvalidOption(f"a realistic synthetic layout graph needs >= 50 nodes and >= 2 configs, got "
                             f"{num_nodes} nodes, {configs} configs")  # fmt: skip
@@ -297,6 +309,17 @@ def runtime_profile(runtime: np.ndarray, features: np.ndarray | None = None) -> 
     fastest in [1.9, 2.8] / [4.4, 6.6]; ``tied``: fraction sharing their exact runtime with another configuration;
     ``duplicate_median_diff``: median relative difference between configurations with identical ``features``
     (``(c, ...)``, e.g. ``node_config_feat``), NaN without duplicates or features.
+
+    Args:
+        runtime: Runtime of every configuration, > 0.
+        features: Configuration features whose duplicates are compared (None: ``duplicate_median_diff`` is NaN).
+
+    Returns:
+        dict[str, float]: ``within_1pct``, ``near_2_3x``, ``near_5_4x``, ``tied`` and ``duplicate_median_diff``.
+
+    Shapes:
+        runtime: (num_configs,) float
+        features: (num_configs, ...) float
     """
     rt = np.asarray(runtime, dtype=np.float64)
     ratio = rt / rt.min()

@@ -21,6 +21,29 @@ class GraphRecord:
     Ranking tasks carry one runtime per configuration; classification carries ``label``.
     Layout records put config features on nodes (``config_node_ids``, ``node_config_feat``);
     tile records put them on the whole graph (``graph_config_feat``).
+
+    Args:
+        name: Graph name (unique within a dataset).
+        task: ``"layout"``, ``"tile"`` or ``"malnet"``.
+        x: Node features.
+        edge_index: Edges, data flowing ``edge_index[0] -> edge_index[1]``.
+        opcode: Op id per node (None for MalNet).
+        node_splits: Sorted node ids where a new segment must start (None: no constraint).
+        config_node_ids: Nodes that take a layout configuration (layout only).
+        node_config_feat: Per-configuration features of the configurable nodes (layout only).
+        graph_config_feat: Per-configuration features of the whole graph (tile only).
+        runtime: Target per configuration (tile: normalized); None for classification.
+        label: Class id (MalNet only).
+
+    Shapes:
+        x: (num_nodes, num_features) float32
+        edge_index: (2, num_edges) int64
+        opcode: (num_nodes,) int64
+        node_splits: (num_splits,) int64
+        config_node_ids: (num_config_nodes,) int64
+        node_config_feat: (num_configs, num_config_nodes, 18) float32
+        graph_config_feat: (num_configs, 24) float32
+        runtime: (num_configs,) float64
     """
 
     name: str
@@ -57,7 +80,12 @@ class GraphRecord:
 
 
 class GraphDataset(ABC):
-    """A lazy collection of graphs: only names are held; ``record(i)`` reads one file."""
+    """A lazy collection of graphs: only names are held; ``record(i)`` reads one file.
+
+    Subclasses set ``task`` and implement :attr:`names` and :meth:`record`.
+
+    The base class takes no constructor arguments; subclasses define their own.
+    """
 
     task: str
 
@@ -79,7 +107,14 @@ class GraphDataset(ABC):
 
 
 class InMemoryDataset(GraphDataset):
-    """Records already in memory (e.g. one generated graph for a memory benchmark); all of one task."""
+    """Records already in memory (e.g. one generated graph for a memory benchmark); all of one task.
+
+    Args:
+        records: The records, at least one, all of the same task.
+
+    Raises:
+        InvalidOption: If ``records`` is empty or mixes tasks.
+    """
 
     def __init__(self, records: list[GraphRecord]) -> None:
         if not records:

@@ -67,6 +67,20 @@ def synth_layout(
     ``num_graphs``: {split: count} (default train 20, valid 5, test 5) or an int n (train n, valid/test n // 4).
     Sizes are log-uniform in ``nodes``; each graph depends only on (seed, split, index). ``profile``: ``simple``
     (:mod:`~mlsysopt.costmodel.data.synthetic`) or ``realistic`` (:mod:`~mlsysopt.costmodel.data.realistic`).
+
+    Args:
+        out_dir: Output folder.
+        num_graphs: Graphs per split, or an int n (train n, valid/test n // 4); None: 20/5/5.
+        nodes: Node count, or a ``(lo, hi)`` range drawn log-uniformly.
+        configs: Configurations per graph, or a ``(lo, hi)`` range; >= 1.
+        seed: Seed (each graph depends only on seed, split and index).
+        profile: ``"simple"`` or ``"realistic"`` runtimes.
+
+    Returns:
+        dict[str, list[Path]]: Written files per split.
+
+    Raises:
+        InvalidOption: For an unknown profile or bad counts or sizes.
     """
     make = {"simple": synth_layout_graph, "realistic": realistic_layout_graph}.get(profile)
     if make is None:
@@ -82,6 +96,20 @@ def synth_tile(
     configs: int | tuple[int, int] = (16, 128),
     seed: int = 0,
 ) -> dict[str, list[Path]]:
-    """Write SYNTHETIC tile kernels as ``out_dir/{split}/synthetic_tile_{split}_NNNN.npz`` (as :func:`synth_layout`)."""
+    """Write SYNTHETIC tile kernels as ``out_dir/{split}/synthetic_tile_{split}_NNNN.npz`` (as :func:`synth_layout`).
+
+    Args:
+        out_dir: Output folder.
+        num_graphs: Graphs per split, or an int n (train n, valid/test n // 4); None: 40/10/10.
+        nodes: Node count, or a ``(lo, hi)`` range drawn log-uniformly.
+        configs: Configurations per kernel, or a ``(lo, hi)`` range; >= 1.
+        seed: Seed (each kernel depends only on seed, split and index).
+
+    Returns:
+        dict[str, list[Path]]: Written files per split.
+
+    Raises:
+        InvalidOption: For bad counts or sizes.
+    """
     return _write_split_graphs(out_dir, "tile", synth_tile_graph, num_graphs, nodes, configs, seed,
                                {"train": 40, "valid": 10, "test": 10})  # fmt: skip

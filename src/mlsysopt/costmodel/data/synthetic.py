@@ -209,6 +209,28 @@ def synth_layout_graph(num_nodes: int, configs: int, rng: np.random.Generator, s
     """One SYNTHETIC layout graph in memory: the published ``.npz`` keys, shapes and dtypes (see module docs).
 
     ``splits=None`` stores ``node_splits`` (shape (1, s)) for about half the graphs; True/False forces it.
+
+    Args:
+        num_nodes: Number of nodes, >= 2.
+        configs: Number of configurations, >= 1.
+        rng: Random generator.
+        splits: Whether to store ``node_splits`` (None: for about half the graphs, drawn from ``rng``).
+
+    Returns:
+        dict: Layout arrays ``node_feat``, ``node_opcode``, ``edge_index``, ``node_config_ids``,
+        ``node_config_feat``, ``config_runtime`` (ns) and maybe ``node_splits``.
+
+    Shapes:
+        node_feat: (num_nodes, 140) float32
+        node_opcode: (num_nodes,) uint8
+        edge_index: (num_edges, 2) int64, [consumer, producer]
+        node_config_ids: (num_config_nodes,) int64
+        node_config_feat: (configs, num_config_nodes, 18) float32
+        config_runtime: (configs,) int64
+        node_splits: (1, num_splits) int64
+
+    Raises:
+        InvalidOption: For fewer than 2 nodes or no configuration.
     """
     if num_nodes < 2 or configs < 1:
         raise InvalidOption(f"a synthetic layout graph needs >= 2 nodes and >= 1 config (got {num_nodes}, {configs})")
@@ -295,7 +317,21 @@ def layout_durations(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def layout_runtime(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
-    """SYNTHETIC runtime (ns, float) of every configuration: critical path of :func:`layout_durations`."""
+    """SYNTHETIC runtime (ns, float) of every configuration: critical path of :func:`layout_durations`.
+
+    Args:
+        arrays: Layout arrays (``edge_index``, ``node_feat``, ``node_opcode``, ``node_config_ids``,
+            ``node_config_feat``), node ids in topological order.
+
+    Returns:
+        np.ndarray: Runtime in ns of every configuration.
+
+    Shapes:
+        output: (num_configs,) float64
+
+    Raises:
+        InvalidOption: If a producer's id is not below its consumer's.
+    """
     cons, prod = np.asarray(arrays["edge_index"], np.int64).T
     if (prod >= cons).any():
         raise InvalidOption("synthetic runtimes need node ids in topological order (every producer < consumer)")
@@ -324,7 +360,26 @@ def _tile_costs(g: Mapping[str, np.ndarray], tiles: np.ndarray) -> np.ndarray:
 
 
 def synth_tile_graph(num_nodes: int, configs: int, rng: np.random.Generator) -> dict:
-    """One SYNTHETIC tile kernel in memory: the published tile ``.npz`` keys, shapes and dtypes."""
+    """One SYNTHETIC tile kernel in memory: the published tile ``.npz`` keys, shapes and dtypes.
+
+    Args:
+        num_nodes: Number of nodes, >= 2.
+        configs: Number of tile configurations, >= 1.
+        rng: Random generator.
+
+    Returns:
+        dict: Tile arrays ``node_feat``, ``node_opcode``, ``edge_index``, ``config_feat``, ``config_runtime`` and
+        ``config_runtime_normalizers``.
+
+    Shapes:
+        node_feat: (num_nodes, 140) float32
+        edge_index: (num_edges, 2) int64
+        config_feat: (configs, 24) float32
+        config_runtime: (configs,)
+
+    Raises:
+        InvalidOption: For fewer than 2 nodes or no configuration.
+    """
     if num_nodes < 2 or configs < 1:
         raise InvalidOption(f"a synthetic tile graph needs >= 2 nodes and >= 1 config (got {num_nodes}, {configs})")
     g = _dag(num_nodes, rng)

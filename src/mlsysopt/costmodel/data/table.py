@@ -189,7 +189,17 @@ def load_graph_file(spec: str, root: Path, where: str) -> Any:
 
 
 class TableDataset(GraphDataset):
-    """One split of a runtime table and its graphs, as layout records (validated when opened, built lazily)."""
+    """One split of a runtime table and its graphs, as layout records (validated when opened, built lazily).
+
+    Args:
+        path: A runtime table (``runtimes.csv`` / ``runtimes.parquet``) or the folder holding it.
+        split: Split to keep: ``"train"``, ``"valid"`` or ``"test"`` (by the ``split`` column, or a fixed split of the
+            graphs when there is none).
+
+    Raises:
+        MissingSplit: If there is no runtime table or the split is empty.
+        InvalidDataFile: If the table or a graph file is malformed (no knob columns, too many knob names, bad rows).
+    """
 
     task = "layout"
 

@@ -62,7 +62,16 @@ MAX_FEATURE = 1e15
 
 
 def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray], compress: bool = True) -> Path:
-    """Write ``arrays`` as one ``.npz`` atomically (temp file in the same folder, then ``os.replace``)."""
+    """Write ``arrays`` as one ``.npz`` atomically (temp file in the same folder, then ``os.replace``).
+
+    Args:
+        path: Output ``.npz`` path (parent folders are created).
+        arrays: Array name to array.
+        compress: Whether to write with ``np.savez_compressed``.
+
+    Returns:
+        Path: The written file.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npz")
@@ -77,7 +86,17 @@ def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray], compress: bool 
 
 
 def read_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """All arrays of one ``.npz`` (no pickles); an unreadable file raises InvalidDataFile naming it."""
+    """All arrays of one ``.npz`` (no pickles); an unreadable file raises InvalidDataFile naming it.
+
+    Args:
+        path: A ``.npz`` file.
+
+    Returns:
+        dict[str, np.ndarray]: Every array of the file, by name.
+
+    Raises:
+        InvalidDataFile: If the file is missing, unreadable or has a malformed array header.
+    """
     path = Path(path)
     if not path.is_file():
         raise InvalidDataFile(f"{path}: no such file")
@@ -232,7 +251,21 @@ def _splits(a: Mapping[str, np.ndarray], n: int, where: str) -> np.ndarray | Non
 
 # ---------------------------------------------------------------------------- loaders
 def layout_record(a: Mapping[str, np.ndarray], name: str, where: str | None = None) -> GraphRecord:
-    """Validate layout arrays (as stored in a ``.npz``) into a GraphRecord; errors name ``where`` and the key."""
+    """Validate layout arrays (as stored in a ``.npz``) into a GraphRecord; errors name ``where`` and the key.
+
+    Args:
+        a: Layout arrays: ``node_feat`` (n, 140), ``node_opcode`` (n,), ``edge_index`` (m, 2) consumer -> producer
+            as TpuGraphs stores it, ``node_config_ids`` (nc,), ``node_config_feat`` (c, nc, 18), ``config_runtime``
+            (c,) and optionally ``node_splits``.
+        name: Record name.
+        where: What errors name (None: ``name``).
+
+    Returns:
+        GraphRecord: A ``layout`` record with edges flipped to producer -> consumer.
+
+    Raises:
+        InvalidDataFile: For a missing key or a bad shape, dtype or value.
+    """
     where = where or name
     x, op, ei = _graph(a, where)
     n = x.shape[0]
@@ -266,7 +299,20 @@ def layout_record(a: Mapping[str, np.ndarray], name: str, where: str | None = No
 
 
 def tile_record(a: Mapping[str, np.ndarray], name: str, where: str | None = None) -> GraphRecord:
-    """Validate tile arrays into a GraphRecord whose runtime is config_runtime / config_runtime_normalizers."""
+    """Validate tile arrays into a GraphRecord whose runtime is config_runtime / config_runtime_normalizers.
+
+    Args:
+        a: Tile arrays: ``node_feat`` (n, 140), ``node_opcode`` (n,), ``edge_index`` (m, 2), ``config_feat``
+            (c, 24), ``config_runtime`` (c,) and ``config_runtime_normalizers`` (c,), all > 0.
+        name: Record name.
+        where: What errors name (None: ``name``).
+
+    Returns:
+        GraphRecord: A ``tile`` record whose runtime is normalized.
+
+    Raises:
+        InvalidDataFile: For a missing key or a bad shape, dtype or value.
+    """
     where = where or name
     x, op, ei = _graph(a, where)
     rt = _runtime(a, "config_runtime", where)
@@ -282,13 +328,33 @@ def tile_record(a: Mapping[str, np.ndarray], name: str, where: str | None = None
 
 
 def load_layout_npz(path: str | Path) -> GraphRecord:
-    """Read and validate one TpuGraphs layout ``.npz`` (record name = file stem)."""
+    """Read and validate one TpuGraphs layout ``.npz`` (record name = file stem).
+
+    Args:
+        path: A TpuGraphs layout ``.npz`` file.
+
+    Returns:
+        GraphRecord: The validated ``layout`` record.
+
+    Raises:
+        InvalidDataFile: If the file is unreadable or malformed.
+    """
     path = Path(path)
     return layout_record(read_npz(path), path.stem, str(path))
 
 
 def load_tile_npz(path: str | Path) -> GraphRecord:
-    """Read and validate one TpuGraphs tile ``.npz`` (record name = file stem)."""
+    """Read and validate one TpuGraphs tile ``.npz`` (record name = file stem).
+
+    Args:
+        path: A TpuGraphs tile ``.npz`` file.
+
+    Returns:
+        GraphRecord: The validated ``tile`` record.
+
+    Raises:
+        InvalidDataFile: If the file is unreadable or malformed.
+    """
     path = Path(path)
     return tile_record(read_npz(path), path.stem, str(path))
 
@@ -297,6 +363,15 @@ class TpuGraphsDataset(GraphDataset):
     """TpuGraphs files ``{root}/{split}/*.npz`` (sorted by name), read one at a time on ``record(i)``.
 
     ``task`` is 'layout' or 'tile'; ``None`` detects it from the keys of the first file.
+
+    Args:
+        root: Dataset folder holding ``train/``, ``valid/`` and ``test/``.
+        split: Split folder to read, e.g. ``"train"``.
+        task: ``"layout"``, ``"tile"`` or None (detected from the first file).
+
+    Raises:
+        MissingSplit: If ``root/split`` is missing or holds no ``.npz`` file.
+        InvalidOption: For an unknown ``task``.
     """
 
     def __init__(self, root: str | Path, split: str, task: str | None = None) -> None:
@@ -331,6 +406,17 @@ def open_dataset(root: str | Path, split: str) -> GraphDataset:
     """TpuGraphs if ``root/split`` holds ``.npz`` files, else MalNet (``root`` with ``split_info/``).
 
     Raises MissingSplit when ``root`` has no such split, InvalidDataFile when what it has is malformed.
+
+    Args:
+        root: Dataset folder (TpuGraphs or MalNet layout).
+        split: Split name, e.g. ``"train"``.
+
+    Returns:
+        GraphDataset: A :class:`TpuGraphsDataset` or a :class:`MalNetDataset`.
+
+    Raises:
+        MissingSplit: If ``root`` has no such split.
+        InvalidDataFile: If what it has is malformed.
     """
     from mlsysopt.costmodel.data.malnet import MalNetDataset
 
@@ -352,6 +438,20 @@ def to_compgraph(record: GraphRecord, durations: Any = None, op_names: Sequence[
     ``durations`` when given, e.g. per-node costs of one configuration). Opcode ``k`` is named ``op_names[k]``
     when given (the synthetic vocabulary), else ``tpu_op_k``. Raises InvalidGraph if the edges form a cycle.
     Memory: the feature matrix is copied as float64 (n x (F + 6)).
+
+    Args:
+        record: A TpuGraphs or MalNet record.
+        durations: Per-node ``compute`` values (e.g. costs of one configuration); None: zeros.
+        op_names: Name of each opcode id (None: ``tpu_op_<k>``).
+
+    Returns:
+        CompGraph: The graph in the shared IR.
+
+    Shapes:
+        durations: (num_nodes,) float
+
+    Raises:
+        InvalidGraph: If the edges form a cycle.
     """
     n = record.num_nodes
     op = np.zeros(n, np.int64) if record.opcode is None else record.opcode

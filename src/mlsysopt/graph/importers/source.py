@@ -56,7 +56,9 @@ FILE_KINDS: dict[str, Kind] = {".npz": "npz", ".onnx": "onnx", ".json": "wfforma
 class Source:
     """A resolved source: what kind it is and where it lives (nothing is imported or read yet).
 
-    Attributes:
+    Build one with :func:`resolve_source`.
+
+    Args:
         spec: the text the user gave.
         kind: ``npz``, ``onnx``, ``wfformat``, ``recipe`` or ``pytorch``.
         path: the file (``npz``/``onnx``/``wfformat``, or the ``.py`` file of a file-based PyTorch source).
@@ -199,7 +201,20 @@ def call_user(spec: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def resolve_source(spec: str | Path) -> Source:
-    """Classify ``spec`` (see the module docstring); one clear error when it is none of the known kinds."""
+    """Classify ``spec`` (see the module docstring); one clear error when it is none of the known kinds.
+
+    Nothing is imported or read: only the file's existence is checked.
+
+    Args:
+        spec: What the user typed: a file, a recipe name, ``zoo:NAME``, ``file.py:factory`` or ``module:factory``.
+
+    Returns:
+        The resolved :class:`Source`.
+
+    Raises:
+        UnsupportedFormat: If ``spec`` is empty, names a missing file or folder, or is none of the known kinds.
+        ImportFailed: If ``spec`` is ``file.py:factory`` and the ``.py`` file does not exist.
+    """
     text = str(spec).strip()
     if not text:
         raise UnsupportedFormat("empty source: give a file, a recipe name, zoo:NAME or 'module:factory'")

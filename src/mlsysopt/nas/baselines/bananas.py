@@ -26,7 +26,21 @@ ACQUISITIONS = ("its", "ucb", "mean")
 
 @dataclass
 class BananasConfig(SearcherConfig):
-    """The paper's defaults scaled to these budgets: 10 random starts, 5 members, 10 parents, 100 candidates."""
+    """The paper's defaults scaled to these budgets: 10 random starts, 5 members, 10 parents, 100 candidates.
+
+    Args:
+        tries: Random draws per ask before giving up on finding a new admissible candidate, 1 to 1e6.
+        init: Uniform random architectures before the predictor is used, >= 1.
+        members: Ensemble size, 1 to 64.
+        pred_hidden: Predictor hidden width, 1 to 4096.
+        pred_epochs: Predictor training epochs per round, 1 to 100000.
+        parents: Best evaluated architectures that are mutated, >= 1.
+        candidates: Mutated candidates scored per round, >= 1.
+        acquisition: ``"its"`` (independent Thompson sampling), ``"ucb"`` or ``"mean"``.
+
+    Raises:
+        InvalidOption: If a knob has the wrong type or is out of range.
+    """
 
     init: int = knob(10, 1, MAX_POOL)
     members: int = knob(5, 1, MAX_MEMBERS)
@@ -38,7 +52,20 @@ class BananasConfig(SearcherConfig):
 
 
 class Bananas(Searcher[BananasConfig]):
-    """Ensemble predictor + mutation acquisition."""
+    """Ensemble predictor + mutation acquisition.
+
+    Args:
+        space: The search space.
+        constraints: Resource constraints (None: every architecture is feasible).
+        budget: Evaluations the driver spends, >= 1.
+        seed: Seed of every random choice of the method.
+        config: The method's knobs, a :class:`BananasConfig` (None: its defaults).
+        prior: Ignored by this method (it reads no prior).
+
+    Raises:
+        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`BananasConfig`.
+        InvalidConstraint: If a constraint reads a resource the space does not report.
+    """
 
     name = "bananas"
     Config: ClassVar[type[SearcherConfig]] = BananasConfig

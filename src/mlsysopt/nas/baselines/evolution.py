@@ -19,14 +19,36 @@ from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 @dataclass
 class EvolutionConfig(SearcherConfig):
-    """Population size and tournament size (Real et al. use 100/25 for large budgets; scaled down here)."""
+    """Population size and tournament size (Real et al. use 100/25 for large budgets; scaled down here).
+
+    Args:
+        tries: Random draws per ask before giving up on finding a new admissible candidate, 1 to 1e6.
+        population: Population size (also the number of initial random samples), >= 1.
+        sample: Tournament size, >= 1.
+
+    Raises:
+        InvalidOption: If a knob has the wrong type or is out of range.
+    """
 
     population: int = knob(20, 1, MAX_POOL)
     sample: int = knob(5, 1, MAX_POOL)
 
 
 class RegularizedEvolution(Searcher[EvolutionConfig]):
-    """Aging evolution over architectures of ``max_blocks`` blocks."""
+    """Aging evolution over architectures of ``max_blocks`` blocks.
+
+    Args:
+        space: The search space.
+        constraints: Resource constraints (None: every architecture is feasible).
+        budget: Evaluations the driver spends, >= 1.
+        seed: Seed of every random choice of the method.
+        config: The method's knobs, a :class:`EvolutionConfig` (None: its defaults).
+        prior: Ignored by this method (it reads no prior).
+
+    Raises:
+        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`EvolutionConfig`.
+        InvalidConstraint: If a constraint reads a resource the space does not report.
+    """
 
     name = "evolution"
     Config: ClassVar[type[SearcherConfig]] = EvolutionConfig

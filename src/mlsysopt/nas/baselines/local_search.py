@@ -21,13 +21,34 @@ from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 @dataclass
 class LocalSearchConfig(SearcherConfig):
-    """Steepest ascent (the paper's) or first improvement."""
+    """Steepest ascent (the paper's) or first improvement.
+
+    Args:
+        tries: Random draws per ask before giving up on finding a new admissible candidate, 1 to 1e6.
+        first_improvement: Move at the first better neighbour instead of the best of the whole neighbourhood.
+
+    Raises:
+        InvalidOption: If a knob has the wrong type or is out of range.
+    """
 
     first_improvement: bool = knob(False)
 
 
 class LocalSearch(Searcher[LocalSearchConfig]):
-    """Steepest-ascent local search with random restarts."""
+    """Steepest-ascent local search with random restarts.
+
+    Args:
+        space: The search space.
+        constraints: Resource constraints (None: every architecture is feasible).
+        budget: Evaluations the driver spends, >= 1.
+        seed: Seed of every random choice of the method.
+        config: The method's knobs, a :class:`LocalSearchConfig` (None: its defaults).
+        prior: Ignored by this method (it reads no prior).
+
+    Raises:
+        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`LocalSearchConfig`.
+        InvalidConstraint: If a constraint reads a resource the space does not report.
+    """
 
     name = "local_search"
     Config: ClassVar[type[SearcherConfig]] = LocalSearchConfig

@@ -26,7 +26,16 @@ from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 @dataclass
 class TPEConfig(SearcherConfig):
-    """TPE knobs: random start-up trials, multivariate TPE, and refused suggestions allowed per ask."""
+    """TPE knobs: random start-up trials, multivariate TPE, and refused suggestions allowed per ask.
+
+    Args:
+        tries: Refused suggestions allowed per ask, 1 to 1e6.
+        n_startup: Random start-up trials before TPE models the space, >= 0.
+        multivariate: Whether to use multivariate TPE.
+
+    Raises:
+        InvalidOption: If a knob has the wrong type or is out of range.
+    """
 
     tries: int = knob(50, 1, MAX_TRIES)  # every refused suggestion is a trial TPE conditions on: fewer than others
     n_startup: int = knob(10, 0, MAX_POOL)
@@ -34,7 +43,20 @@ class TPEConfig(SearcherConfig):
 
 
 class OptunaTPE(Searcher[TPEConfig]):
-    """Constrained TPE over the decisions of ``max_blocks``-block architectures."""
+    """Constrained TPE over the decisions of ``max_blocks``-block architectures.
+
+    Args:
+        space: The search space.
+        constraints: Resource constraints (None: every architecture is feasible).
+        budget: Evaluations the driver spends, >= 1.
+        seed: Seed of every random choice of the method.
+        config: The method's knobs, a :class:`TPEConfig` (None: its defaults).
+        prior: Ignored by this method (it reads no prior).
+
+    Raises:
+        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`TPEConfig`.
+        InvalidConstraint: If a constraint reads a resource the space does not report.
+    """
 
     name = "tpe"
     Config: ClassVar[type[SearcherConfig]] = TPEConfig

@@ -24,13 +24,35 @@ from mlsysopt.nas.spaces.base import Arch, Evaluation
 
 @dataclass
 class ZeroShotConfig(SearcherConfig):
-    """How many random candidates the prior ranks when the space cannot list its architectures."""
+    """How many random candidates the prior ranks when the space cannot list its architectures.
+
+    Args:
+        tries: Random draws per ask before giving up on finding a new admissible candidate, 1 to 1e6.
+        pool: Random candidates the prior ranks when the space cannot list its architectures, >= 1.
+
+    Raises:
+        InvalidOption: If a knob has the wrong type or is out of range.
+    """
 
     pool: int = knob(5000, 1, MAX_POOL)
 
 
 class ZeroShot(Searcher[ZeroShotConfig]):
-    """The prior's ranking, top first."""
+    """The prior's ranking, top first.
+
+    Args:
+        space: The search space.
+        constraints: Resource constraints (None: every architecture is feasible).
+        budget: Evaluations the driver spends, >= 1.
+        seed: Seed of every random choice of the method.
+        config: The method's knobs, a :class:`ZeroShotConfig` (None: its defaults).
+        prior: A transfer prior (:class:`~mlsysopt.nas.prior.TransferPrior`); None: the space's own (if any).
+
+    Raises:
+        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`ZeroShotConfig`.
+        InvalidConstraint: If a constraint reads a resource the space does not report.
+        MlsysoptError: Also if neither ``prior`` nor the space gives a transfer prior.
+    """
 
     name = "zero_shot"
     Config: ClassVar[type[SearcherConfig]] = ZeroShotConfig

@@ -31,6 +31,17 @@ def get_space(spec: str, **kw: Any) -> SearchSpace:
     """The space named by ``spec``: ``nasbench-graph:<dataset>``, ``digits`` or ``cifar10:/path/to/folder``.
 
     ``kw`` go to the space's constructor (e.g. ``epochs=4`` or ``ops=[...]`` for the CNN spaces).
+
+    Args:
+        spec: ``nasbench-graph:<dataset>``, ``digits`` or ``cifar10:/path/to/folder``.
+        **kw: Options of the space's constructor (e.g. ``epochs=4`` for a CNN space).
+
+    Returns:
+        SearchSpace: The space.
+
+    Raises:
+        InvalidSpace: For an unknown spec or an option the space does not take.
+        InvalidDataset: For an unknown dataset.
     """
     kind, sep, arg = str(spec).partition(":")
     if kind == "nasbench-graph" and sep:

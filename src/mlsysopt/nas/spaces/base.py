@@ -29,7 +29,13 @@ def _plain_int(c: Any) -> Any:
 
 @dataclass(frozen=True)
 class Arch:
-    """One option index per decision; `blocks` = how many blocks these decisions describe."""
+    """One option index per decision; `blocks` = how many blocks these decisions describe.
+
+    Args:
+        choices: One option index per decision, ``0 <= choices[i] < space.decisions(blocks)[i]`` (numpy integers
+            become ints).
+        blocks: Number of blocks these decisions describe.
+    """
 
     choices: tuple[int, ...]
     blocks: int
@@ -64,7 +70,19 @@ def _json_float(v: Any) -> float | None:
 
 @dataclass
 class Evaluation:
-    """The outcome of evaluating one architecture; ``perf`` (validation, higher is better) is all a search sees."""
+    """The outcome of evaluating one architecture; ``perf`` (validation, higher is better) is all a search sees.
+
+    Args:
+        arch: The evaluated architecture.
+        perf: Validation performance, higher is better (NaN when the evaluation failed).
+        test_perf: Test performance, for reports only (None when unknown).
+        resources: Resource values by name (e.g. ``params``, ``flops``, ``latency_ms``).
+        cost_s: Seconds the evaluation took (or would have taken, for a table).
+        ok: Whether the evaluation succeeded.
+        error: Why it failed (None when ``ok``).
+        extra: Space-specific details, JSON-ready.
+        trained: What a training space keeps of the trained model (``state_dict``, ``preprocessing``); None otherwise.
+    """
 
     arch: Arch
     perf: float
@@ -113,6 +131,9 @@ class SearchSpace(ABC):
     Subclasses set ``name``, ``min_blocks``, ``max_blocks``, ``resource_names`` (and ``costly_resources``, the
     ones a search should ask for only when needed and as late as possible), and the decision lists
     ``head_options``/``head_names`` (once) and ``block_options``/``block_names`` (per block, ``{i}`` = block number).
+
+    The base class takes no constructor arguments; subclasses define their own and set the class attributes listed
+    above.
     """
 
     name: str

@@ -118,7 +118,27 @@ def _check_options(ops: Any, widths: Any, stem_width: Any, ints: dict[str, Any],
 
 
 class CnnSpace(SearchSpace):
-    """CNN cells trained for a few epochs: perf = valid accuracy, test_perf = test accuracy."""
+    """CNN cells trained for a few epochs: perf = valid accuracy, test_perf = test accuracy.
+
+    Args:
+        dataset: ``"digits"`` (scikit-learn's 8x8 digits) or ``"cifar10:/path/to/folder"`` (an image folder).
+        max_blocks: Most blocks (cells) of an architecture, >= 1.
+        ops: Candidate ops of each block's two branches (each at most once): ``conv3x3``, ``conv5x5``,
+            ``sepconv3x3``, ``maxpool3x3``, ``avgpool3x3``, ``identity``.
+        widths: Candidate output channel counts of a block, each >= 1.
+        stem_width: Channels of the stem convolution, >= 1.
+        epochs: Training epochs per evaluation, >= 1.
+        batch_size: Training batch size, >= 1.
+        lr: Learning rate, > 0.
+        split_seed: Seed of the train/valid/test split, >= 0.
+        threads: Torch threads for training, >= 1.
+        latency_runs: Timed batch-1 forward passes per latency measurement (median kept), >= 1.
+        max_per_class: Most images per class of an image folder (None: all).
+
+    Raises:
+        InvalidSpace: For unknown or repeated ops, bad widths or a non-positive option.
+        InvalidDataset: For an unknown dataset or a malformed image folder.
+    """
 
     min_blocks = 1
     resource_names = ("params", "flops", "latency_ms", "intensity")

@@ -56,7 +56,15 @@ def _check_value(where: str, v: Any) -> Any:
 
 
 class Categorical:
-    """One of a list of values (numbers, strings, bools, None), e.g. ``Categorical(["relu", "gelu"])``."""
+    """One of a list of values (numbers, strings, bools, None), e.g. ``Categorical(["relu", "gelu"])``.
+
+    Args:
+        values: The options: numbers, strings, bools or None; at least one, at most 10000, no repeats (checked when
+            the space is built).
+
+    Raises:
+        InvalidSpace: If ``values`` is not a list.
+    """
 
     def __init__(self, values: Sequence[Any]) -> None:
         if isinstance(values, str | bytes) or not isinstance(values, Sequence):
@@ -81,7 +89,16 @@ class Categorical:
 
 
 class Int(Categorical):
-    """An integer from ``low`` to ``high`` inclusive in steps of ``step``, e.g. ``Int(16, 128, step=16)``."""
+    """An integer from ``low`` to ``high`` inclusive in steps of ``step``, e.g. ``Int(16, 128, step=16)``.
+
+    Args:
+        low: Smallest value.
+        high: Largest value (inclusive), >= ``low``.
+        step: Step between values, >= 1.
+
+    Raises:
+        InvalidSpace: If an argument is not an integer, ``high < low``, ``step < 1`` or there are over 10000 values.
+    """
 
     def __init__(self, low: int, high: int, step: int = 1) -> None:
         for name, v in (("low", low), ("high", high), ("step", step)):
@@ -105,7 +122,16 @@ def _choice(where: str, spec: Any) -> list[Any]:
 
 
 class Blocks:
-    """Blocks of choices that grow from ``min`` to ``max`` blocks; each block makes every choice of ``choices``."""
+    """Blocks of choices that grow from ``min`` to ``max`` blocks; each block makes every choice of ``choices``.
+
+    Args:
+        choices: Per-block choices: name to a list of values, :class:`Categorical` or :class:`Int`.
+        min: Fewest blocks, >= 1.
+        max: Most blocks, ``min <= max <= 100``.
+
+    Raises:
+        InvalidSpace: If ``choices`` is empty or not a dict, a choice is invalid, or ``min``/``max`` are out of range.
+    """
 
     def __init__(self, choices: Mapping[str, Any], min: int = 1, max: int = 4) -> None:
         if not isinstance(choices, Mapping) or not choices:

@@ -60,7 +60,15 @@ def _resources(entry: dict[str, Any]) -> dict[str, float]:
 
 
 class NasBenchGraphSpace(SearchSpace):
-    """GNN cells of NAS-Bench-Graph on one dataset; evaluation is a table look-up (valid perf; test reported)."""
+    """GNN cells of NAS-Bench-Graph on one dataset; evaluation is a table look-up (valid perf; test reported).
+
+    Args:
+        dataset: NAS-Bench-Graph dataset: ``cora``, ``citeseer``, ``pubmed``, ``cs``, ``physics``, ``photo``,
+            ``computers``, ``arxiv`` or ``proteins``.
+
+    Raises:
+        InvalidDataset: For an unknown dataset.
+    """
 
     min_blocks = 1
     max_blocks = N_NODES
@@ -272,7 +280,18 @@ def leave_one_out_tasks(target: str, config: PriorConfig | None = None) -> list[
 
 
 def leave_one_out(target: str, config: PriorConfig | None = None) -> TransferPrior:
-    """The prior for NAS-Bench-Graph dataset ``target`` from the *other* datasets' tables (cached per process)."""
+    """The prior for NAS-Bench-Graph dataset ``target`` from the *other* datasets' tables (cached per process).
+
+    Args:
+        target: The NAS-Bench-Graph dataset the prior is for (its own table is left out).
+        config: How the prior is trained (None: :class:`PriorConfig` defaults).
+
+    Returns:
+        TransferPrior: The fitted prior over the other eight datasets.
+
+    Raises:
+        MlsysoptError: For an unknown dataset.
+    """
     from mlsysopt.nas.prior import PriorConfig, TransferPrior  # torch: only for the transfer prior
 
     cfg = config or PriorConfig()

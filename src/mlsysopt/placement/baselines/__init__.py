@@ -39,7 +39,17 @@ BASELINES: Registry[Callable[[], Placer]] = Registry(
 
 
 def get_baseline(name: str) -> Placer:
-    """A fresh baseline placer by name; MlsysoptError listing the known names otherwise."""
+    """A fresh baseline placer by name; MlsysoptError listing the known names otherwise.
+
+    Args:
+        name: A key of :data:`BASELINES` (``heft``, ``random``, ``annealing``, ``saga_cpop``, ...).
+
+    Returns:
+        A new placer with default settings.
+
+    Raises:
+        MlsysoptError: If ``name`` is not a registered baseline.
+    """
     return BASELINES.load(name)()
 
 

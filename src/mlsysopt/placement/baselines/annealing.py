@@ -15,7 +15,15 @@ FINAL_FRACTION = 0.01
 
 
 class Annealing(Placer):
-    """Relocate one random task to another feasible device per step; accept by Metropolis; keep the best."""
+    """Relocate one random task to another feasible device per step; accept by Metropolis; keep the best.
+
+    Starts from ``init`` (or a random feasible placement); one evaluation to start, one per step.
+
+    Args:
+        t0_fraction: Start temperature as a fraction of the start makespan.
+        final_fraction: Temperature at the last step of the budget, as a fraction of the start temperature
+            (geometric cooling in between).
+    """
 
     name = "annealing"
 

@@ -32,7 +32,13 @@ def eft_placement(problem: PlacementProblem, order: np.ndarray) -> np.ndarray:
 
 
 class EFTGreedy(Placer):
-    """Earliest-finish-time list scheduling over random topological orders; keep the best placement."""
+    """Earliest-finish-time list scheduling over random topological orders; keep the best placement.
+
+    ``init`` is ignored; each distinct greedy placement costs one evaluation.
+
+    Args:
+        max_stale: Stop early after this many constructions in a row that repeat an evaluated placement.
+    """
 
     name = "eft_greedy"
 

@@ -23,7 +23,10 @@ def fastest_placement(problem: PlacementProblem) -> np.ndarray:
 
 
 class FastestDevice(Placer):
-    """All tasks on the fastest feasible device; one simulator evaluation (``seed`` and ``init`` are ignored)."""
+    """All tasks on the fastest feasible device; one simulator evaluation (``seed`` and ``init`` are ignored).
+
+    It takes no arguments.
+    """
 
     name = "fastest_device"
 

@@ -105,6 +105,21 @@ def heft_schedule(
     (a model's input, a constant) is not sent to the first of them (device 0, which dragged whole models onto a
     slow CPU); it stays *floating* over its tied devices, its first child to be scheduled sees its data as local on
     any of them, and it is then pinned where that child went (or to the tied device nearest it).
+
+    Args:
+        graph: The graph, or its :class:`PlacementProblem` (then ``cluster`` is None).
+        cluster: The devices (None when ``graph`` is a problem).
+
+    Returns:
+        ``(placement, order, makespan)``: device id of every task; task ids in planned start order; HEFT's planned
+        makespan (in the graph's time unit; the simulator's FIFO makespan of the placement may differ).
+
+    Shapes:
+        placement: (num_tasks,) int64 device index per task
+        order: (num_tasks,) int64 task ids
+
+    Raises:
+        ConstraintViolation: If some task can run on no device.
     """
     problem = PlacementProblem.of(graph, cluster)
     graph, mask = problem.graph, problem.mask
@@ -204,7 +219,12 @@ def _ready_floating(
 
 
 class HEFT(Placer):
-    """Heterogeneous Earliest Finish Time with insertion; one simulator evaluation of its placement."""
+    """Heterogeneous Earliest Finish Time with insertion; one simulator evaluation of its placement.
+
+    Deterministic: ``seed`` and ``init`` are ignored.
+
+    It takes no arguments.
+    """
 
     name = "heft"
 

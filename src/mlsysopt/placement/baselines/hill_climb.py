@@ -13,7 +13,13 @@ from mlsysopt.placement.move_search import SearchConfig, local_search
 
 
 class LocalSearch(Placer):
-    """Portfolio start + monotone local search with uniformly drawn moves."""
+    """Portfolio start + monotone local search with uniformly drawn moves.
+
+    Args:
+        config: The local search's knobs (None: :class:`~mlsysopt.placement.SearchConfig` defaults).
+        portfolio: Names of the portfolio's members, evaluated in order (default
+            :data:`~mlsysopt.placement.baselines.portfolio.PORTFOLIO`).
+    """
 
     name = "local_search"
 

@@ -6,7 +6,12 @@ from mlsysopt.placement.base import Placer, SearchContext
 
 
 class RandomSearch(Placer):
-    """Spend the whole budget on uniformly random feasible placements; return the best one."""
+    """Spend the whole budget on uniformly random feasible placements; return the best one.
+
+    ``init`` is ignored.
+
+    It takes no arguments.
+    """
 
     name = "random"
 

@@ -41,7 +41,22 @@ TUNERS: Registry[type[Tuner]] = Registry(
 
 
 def get_tuner(name: str, space: Space, objective: Objective, seed: int = 0, **knobs: object) -> Tuner:
-    """Build the tuner called ``name``; an unknown name or knob is a :class:`MlsysoptError` naming the choices."""
+    """Build the tuner called ``name``; an unknown name or knob is a :class:`MlsysoptError` naming the choices.
+
+    Args:
+        name: Tuner name: ``rrl``, ``default``, ``exhaustive``, ``random``, ``tpe``, ``gp``, ``bandit`` or
+            ``hill_climb``.
+        space: The configurations to search.
+        objective: What to minimize.
+        seed: Seed of the tuner.
+        **knobs: Tuner-specific keyword knobs (e.g. RRL's :class:`RRLConfig` fields).
+
+    Returns:
+        Tuner: The tuner, ready to ``ask``.
+
+    Raises:
+        MlsysoptError: For an unknown tuner name, an unknown knob or a knob value out of range.
+    """
     cls = TUNERS.load(name)
     try:
         return cls(space, objective, seed=seed, **knobs)

@@ -17,7 +17,17 @@ from mlsysopt.serving.tuners.base import Exploration, Tuner, boltzmann, knobs_fr
 
 
 class Bandit(Tuner):
-    """RRL's value table and Boltzmann exploration (and temperature knobs), updated only where it measured."""
+    """RRL's value table and Boltzmann exploration (and temperature knobs), updated only where it measured.
+
+    Args:
+        space: The configurations to search.
+        objective: What to minimize.
+        seed: Seed of the tuner's random generator.
+        **knobs: Temperature knobs of :class:`Exploration` (``tau0``, ``tau_decay``, ``tau_min``, ``tau_retune``).
+
+    Raises:
+        MlsysoptError: For an unknown knob or a value out of range.
+    """
 
     name = "bandit"
 

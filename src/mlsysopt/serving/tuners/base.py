@@ -25,7 +25,13 @@ K = TypeVar("K", bound="Exploration")
 
 
 class Tuner(ABC):
-    """Ask/tell search over a :class:`Space` for the configuration that minimizes an :class:`Objective`."""
+    """Ask/tell search over a :class:`Space` for the configuration that minimizes an :class:`Objective`.
+
+    Args:
+        space: The configurations to search.
+        objective: What to minimize.
+        seed: Seed of the tuner's random generator.
+    """
 
     name = "tuner"
 
@@ -77,6 +83,15 @@ class Exploration:
 
     The defaults (RRL's, see :mod:`mlsysopt.serving.tuners.rrl`): 0.5 at first (configurations estimated 50%
     worse than the best are e times rarer), x0.7 per measurement, floor 0.01; 0.1 after a workload change.
+
+    Args:
+        tau0: Initial Boltzmann temperature (relative to the best estimate), > 0.
+        tau_decay: Temperature multiplier per measurement, in (0, 1].
+        tau_min: Temperature floor, > 0.
+        tau_retune: Initial temperature after a workload change, > 0.
+
+    Raises:
+        MlsysoptError: If a knob is out of range.
     """
 
     tau0: float = 0.5  # initial Boltzmann temperature (relative to the best estimate)

@@ -8,7 +8,14 @@ from mlsysopt.serving.tuners.base import Tuner
 
 
 class Default(Tuner):
-    """Always asks ``space.default(cores)``: one worker, no batching, intra threads = cores, sequential."""
+    """Always asks ``space.default(cores)``: one worker, no batching, intra threads = cores, sequential.
+
+    Args:
+        space: The configurations to search.
+        objective: What to minimize.
+        seed: Seed of the tuner's random generator.
+        cores: Intra-op threads of the default configuration (None: the largest intra-op value of the space).
+    """
 
     name = "default"
 

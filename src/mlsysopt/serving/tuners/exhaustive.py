@@ -7,7 +7,13 @@ from mlsysopt.serving.tuners.base import Tuner
 
 
 class Exhaustive(Tuner):
-    """Measures every configuration in enumeration order, then keeps asking the best one."""
+    """Measures every configuration in enumeration order, then keeps asking the best one.
+
+    Args:
+        space: The configurations to search.
+        objective: What to minimize.
+        seed: Seed of the tuner's random generator.
+    """
 
     name = "exhaustive"
 

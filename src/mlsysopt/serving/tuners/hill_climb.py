@@ -8,7 +8,14 @@ from mlsysopt.serving.tuners.base import Tuner
 
 
 class HillClimb(Tuner):
-    """From ONNX Runtime's default, measure every neighbour, move to the best if it improves, else restart randomly."""
+    """From ONNX Runtime's default, measure every neighbour, move to the best if it improves, else restart randomly.
+
+    Args:
+        space: The configurations to search.
+        objective: What to minimize.
+        seed: Seed of the tuner's random generator.
+        cores: Intra-op threads of the starting (default) configuration (None: the largest intra-op value).
+    """
 
     name = "hill_climb"
 

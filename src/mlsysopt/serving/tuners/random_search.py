@@ -7,7 +7,13 @@ from mlsysopt.serving.tuners.base import Tuner
 
 
 class RandomSearch(Tuner):
-    """Draws a configuration not yet measured under this workload uniformly at random."""
+    """Draws a configuration not yet measured under this workload uniformly at random.
+
+    Args:
+        space: The configurations to search.
+        objective: What to minimize.
+        seed: Seed of the tuner's random generator.
+    """
 
     name = "random"
 

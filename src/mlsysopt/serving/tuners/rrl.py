@@ -74,7 +74,26 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RRLConfig(Exploration):
-    """RRL's knobs: the temperature schedule of :class:`Exploration` and these (the defaults and why: module doc)."""
+    """RRL's knobs: the temperature schedule of :class:`Exploration` and these (the defaults and why: module doc).
+
+    Args:
+        tau0: Initial Boltzmann temperature (relative to the best estimate), > 0.
+        tau_decay: Temperature multiplier per measurement, in (0, 1].
+        tau_min: Temperature floor, > 0.
+        tau_retune: Initial temperature after a workload change, > 0.
+        radius: Region radius in normalized coordinates, > 0.
+        alpha: Step of Q toward the estimate inside the region, in (0, 1].
+        warm_alpha: The same step when starting from a prior, in (0, 1].
+        hidden: Hidden layer widths of the estimator MLP, each >= 1.
+        steps_per_tell: Adam steps on all samples after each measurement, > 0.
+        lr: Adam learning rate, > 0.
+        huber_delta: Huber loss threshold in log-ms, > 0.
+        remeasure: Times one configuration may be re-measured when a newcomer's lead is within the noise, >= 0.
+        weight_floor: Relative interval half-width below which samples weigh the same, > 0.
+
+    Raises:
+        MlsysoptError: If a knob is out of range.
+    """
 
     tau_decay: float = 0.85  # slower than Exploration's 0.7: chosen on the tuning presets (module doc)
     radius: float = 1.5  # region radius in normalized space (the paper: distance 3 on a 0..10 grid, i.e. 0.3)
@@ -106,7 +125,18 @@ class RRLConfig(Exploration):
 
 
 class RRL(Tuner):
-    """Region-based RL: a value table over every configuration, pulled toward a learned estimate region by region."""
+    """Region-based RL: a value table over every configuration, pulled toward a learned estimate region by region.
+
+    Args:
+        space: The configurations to search.
+        objective: What to minimize.
+        seed: Seed of the tuner's random generator.
+        prior: Prior learned on other models; RRL then starts from its estimate (None: cold start).
+        **knobs: Fields of :class:`RRLConfig`.
+
+    Raises:
+        MlsysoptError: For an unknown knob or a value out of range.
+    """
 
     name = "rrl"
 
