@@ -44,6 +44,7 @@ from mlsysopt.cli.placement import placement_app
 from mlsysopt.cli.runs import add_storage_option, runs_app
 from mlsysopt.cli.serving import serving_app
 from mlsysopt.errors import MlsysoptError, MlsysoptWarning
+from mlsysopt.text import mask_secrets
 
 app = typer.Typer(
     name="mlsysopt",
@@ -144,7 +145,7 @@ def _fail(message: object, code: int = EXIT_USER_ERROR) -> int:
     from rich.text import Text
 
     # a Text is never parsed for markup or emoji codes; safe_text makes control characters visible
-    err_console.print(Text.assemble(("error:", "bold red"), " ", safe_text(_one_line(message))))
+    err_console.print(Text.assemble(("error:", "bold red"), " ", safe_text(mask_secrets(_one_line(message)))))
     return code
 
 
@@ -152,7 +153,7 @@ def _show_warning(message: Any, category: type[Warning], filename: str, lineno: 
     if issubclass(category, MlsysoptWarning):
         from rich.text import Text
 
-        err_console.print(Text.assemble(("warning:", "yellow"), " ", safe_text(_one_line(message))))
+        err_console.print(Text.assemble(("warning:", "yellow"), " ", safe_text(mask_secrets(_one_line(message)))))
     else:
         _default_showwarning(message, category, filename, lineno, *args, **kw)
 

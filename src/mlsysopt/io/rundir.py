@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mlsysopt.errors import InvalidRunDir, MlsysoptError, WriteFailed
 from mlsysopt.io.files import load_torch, remove_stale_temps, save_torch_atomic, write_atomic
 from mlsysopt.io.jsonio import loads_json, read_json, to_jsonable, write_json_atomic
+from mlsysopt.text import mask_secrets
 
 if TYPE_CHECKING:
     from mlsysopt.io.runlog import RunLog
@@ -115,7 +116,7 @@ class RunDir:
         sink: Callable[[Path, dict[str, Any]], RunSink] | None = None,
     ) -> None:
         self.path = Path(path)
-        self.settings = to_jsonable(dict(settings or {}))
+        self.settings = _masked(to_jsonable(dict(settings or {})))  # no password reaches settings.json or a store
         self.resume = bool(resume)
         self.resumable = tuple(resumable)
         self.checkpoint_name = checkpoint
@@ -219,7 +220,7 @@ class RunDir:
                 f"--out {self.path} is in use by {holder}: wait for it to finish, or choose another --out"
             ) from None
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n{' '.join(['mlsysopt', *sys.argv[1:3]])[:200]}\n".encode())
+        os.write(fd, f"{os.getpid()}\n{mask_secrets(' '.join(['mlsysopt', *sys.argv[1:3]]))[:200]}\n".encode())
         self._lock_fd = fd
         remove_stale_temps(self.path)
         self._before = {p.name for p in self.path.iterdir()}
@@ -325,6 +326,17 @@ class RunDir:
         if self.checkpoint.suffix == ".pt":
             return load_torch(self.checkpoint, error)
         return read_json(self.checkpoint, error)
+
+
+def _masked(value: Any) -> Any:
+    """``value`` (JSON-ready) with every string's URL passwords masked (:func:`~mlsysopt.text.mask_secrets`)."""
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    return value
 
 
 def _load_bytes(data: bytes, name: Path, error: type[MlsysoptError]) -> Any:

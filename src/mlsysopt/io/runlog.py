@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from mlsysopt.text import mask_secrets
+
 MAX_LOG_BYTES = 32 * 2**20  # a runaway printer cannot fill the disk through the log
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
 _BAR = ("━", "╸", "╺", "█")
@@ -69,10 +71,11 @@ def _uninstall() -> None:
 
 
 def _command_line() -> str:
+    """The command line of this process, every URL's password masked (it is written into log.txt)."""
     argv = (_session or {}).get("argv")
     if argv is not None:
-        return " ".join(["mlsysopt", *argv])
-    return " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))
+        return mask_secrets(" ".join(["mlsysopt", *argv]))
+    return mask_secrets(" ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv)))
 
 
 class _Capture:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlsysopt.errors import StoreError
+from mlsysopt.text import mask_secrets
 
 ENV = "MLSYSOPT_STORAGE"
 DEFAULT_FILE = "mlsysopt.db"
@@ -107,7 +108,8 @@ def parse_storage(text: str, source: str = "--storage", cwd: Path | None = None)
     if not raw:
         raise StoreError(f"{source}: empty storage URL (use sqlite:///FILE, postgresql://USER@HOST/DB or none)")
     if _CONTROL.search(raw):
-        raise StoreError(f"{source} {raw.encode('unicode_escape').decode()}: a storage URL has no control characters")
+        shown = mask_secrets(raw).encode("unicode_escape").decode()
+        raise StoreError(f"{source} {shown}: a storage URL has no control characters")
     base = Path.cwd() if cwd is None else cwd
     if "://" not in raw and not raw.startswith("sqlite:"):
         path = Path(raw).expanduser()
@@ -135,7 +137,7 @@ def parse_storage(text: str, source: str = "--storage", cwd: Path | None = None)
     if scheme in _POSTGRES:
         return _postgres(raw, source)
     raise StoreError(
-        f"{source} {_mask(raw)}: unsupported storage scheme '{scheme}' (use sqlite:///FILE, "
+        f"{source} {mask_secrets(raw)}: unsupported storage scheme '{scheme}' (use sqlite:///FILE, "
         "postgresql://USER@HOST[:PORT]/DB or none)"
     )
 
@@ -169,27 +171,18 @@ def _postgres(raw: str, source: str) -> StorageSpec:
     try:
         url = make_url(raw)
     except (ArgumentError, ValueError) as exc:
-        raise StoreError(f"{source} {_mask(raw)}: not a valid PostgreSQL URL ({exc})") from None
+        raise StoreError(f"{source} {mask_secrets(raw)}: not a valid PostgreSQL URL ({exc})") from None
     if url.drivername in ("postgres", "postgresql"):
         url = url.set(drivername="postgresql+psycopg2")
     if url.drivername != "postgresql+psycopg2":
-        raise StoreError(f"{source} {_mask(raw)}: driver '{url.drivername}' is not supported (use postgresql://)")
+        raise StoreError(
+            f"{source} {mask_secrets(raw)}: driver '{url.drivername}' is not supported (use postgresql://)"
+        )
     if not url.database:
-        raise StoreError(f"{source} {_mask(raw)}: name the database, e.g. postgresql://USER@HOST:5432/mlsysopt")
+        raise StoreError(f"{source} {mask_secrets(raw)}: name the database, e.g. postgresql://USER@HOST:5432/mlsysopt")
     if not url.host and "host" not in url.query:
-        raise StoreError(f"{source} {_mask(raw)}: name the server, e.g. postgresql://USER@127.0.0.1:5432/DB")
+        raise StoreError(f"{source} {mask_secrets(raw)}: name the server, e.g. postgresql://USER@127.0.0.1:5432/DB")
     return StorageSpec(url.render_as_string(hide_password=False), "postgresql", None, source)
-
-
-def _mask(raw: str) -> str:
-    """``raw`` with any ``:password@`` masked, for messages about a URL that did not parse."""
-    head, sep, tail = raw.partition("://")
-    if sep and "@" in tail:
-        cred, at, rest = tail.rpartition("@")
-        if ":" in cred:
-            cred = cred.split(":", 1)[0] + ":***"
-        tail = f"{cred}{at}{rest}"
-    return f"{head}{sep}{tail}"
 
 
 def resolve_storage(explicit: str | None, run_path: str | Path | None = None) -> StorageSpec:
