@@ -162,16 +162,34 @@ def _teacher_data(cfg: TrainConfig, checkpoint: str | Path | RunDir | None, pool
 
     path = _teacher_path(checkpoint)
     if path is not None and path.exists():
-        data = load_torch(path, IncompatibleCheckpoint)
+        try:
+            data = load_torch(path, IncompatibleCheckpoint)
+        except IncompatibleCheckpoint:  # written by an older version (pickled objects): collected again below
+            data = None
         if isinstance(data, dict) and data.get("problems") == cfg.imitation_problems and data.get("seed") == cfg.seed:
-            return list(data["samples"])
+            return [_sample_from_plain(d) for d in data["samples"]]
     jobs = [
         (problem_seed(cfg, k), cfg.distribution, cfg.teacher_steps, MAX_TASKS) for k in range(cfg.imitation_problems)
     ]
     samples = [s for part in pool.map(collect, jobs) for s in part]
-    if path is not None:
-        save_torch_atomic(path, {"problems": cfg.imitation_problems, "seed": cfg.seed, "samples": samples})
+    if path is not None:  # tensors and plain data only: the weights-only loader of --resume reads it back
+        plain = [_sample_to_plain(smp) for smp in samples]
+        save_torch_atomic(path, {"problems": cfg.imitation_problems, "seed": cfg.seed, "samples": plain})
     return samples
+
+
+def _sample_to_plain(sample: Any) -> dict[str, Any]:
+    """A :class:`~mlsysopt.placement.imitation.TeacherSample` as a dict of tensors (what teacher.pt keeps)."""
+    arrays = {k: torch.from_numpy(np.ascontiguousarray(getattr(sample, k))) for k in ("placement", "node", "kind")}
+    return {"seed": int(sample.seed), **arrays, "target": torch.from_numpy(np.ascontiguousarray(sample.target))}
+
+
+def _sample_from_plain(d: dict[str, Any]) -> Any:
+    """The :class:`~mlsysopt.placement.imitation.TeacherSample` of :func:`_sample_to_plain`'s dict."""
+    from mlsysopt.placement.imitation import TeacherSample
+
+    arrays = {k: d[k].numpy() for k in ("placement", "node", "kind", "target")}
+    return TeacherSample(seed=int(d["seed"]), **arrays)
 
 
 def _epoch(
