@@ -79,7 +79,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 # ---------------------------------------------------------------------------- longest tests first
 # pytest-xdist hands tests to its workers in collection order, so a long test collected last runs alone at the end
 # while the other worker idles. tests/durations.json (seconds per test id of >= 1 s, from `make test-durations`)
-# puts the longest first; a test missing from it keeps its place after them.
+# puts the longest modules first; a test missing from it keeps its place after the known ones of its module.
 _DURATIONS = Path(__file__).with_name("durations.json")
 
 
@@ -94,7 +94,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         known = json.loads(_DURATIONS.read_text())
     except (OSError, ValueError):
         return
-    items.sort(key=lambda item: -float(known.get(item.nodeid, 0.0)))  # stable: ties keep collection order
+    # whole modules, longest first (a module's tests stay together, so its module-scoped fixtures are built once per
+    # worker), and inside a module the longest tests first
+    total: dict[str, float] = {}
+    for item in items:
+        total[item.nodeid.split("::")[0]] = total.get(item.nodeid.split("::")[0], 0.0) + float(
+            known.get(item.nodeid, 0)
+        )
+    items.sort(key=lambda item: (-total[item.nodeid.split("::")[0]], -float(known.get(item.nodeid, 0.0))))
 
 
 _seen: dict[str, float] = {}

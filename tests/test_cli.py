@@ -1,4 +1,5 @@
-"""CLI smoke tests: real subprocesses, so exit codes and stderr are what a user sees."""
+"""CLI smoke tests: exit codes and stderr as a user sees them. In-process (``run_inprocess``) so they stay fast; the
+``--help`` test starts a real process."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cli_helpers import PNG_MAGIC, assert_user_error, run
+from cli_helpers import PNG_MAGIC, assert_user_error, run, run_inprocess
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 
@@ -87,11 +88,11 @@ def test_help_is_fast_and_lists_systems(tmp_path: Path) -> None:
 
 
 def test_info_on_a_saved_graph(files: dict[str, Path], tmp_path: Path) -> None:
-    proc = run("graph", "info", files["g.npz"], cwd=tmp_path)
+    proc = run_inprocess("graph", "info", files["g.npz"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     for word in ("tasks", "edges", "depth", "op histogram", "conv", "total FLOPs", "hardware types"):
         assert word in proc.stdout
-    proc = run("graph", "info", files["g.npz"], "--json", cwd=tmp_path)
+    proc = run_inprocess("graph", "info", files["g.npz"], "--json", cwd=tmp_path)
     info = json.loads(proc.stdout)
     assert info["tasks"] == 4 and info["edges"] == 4 and info["depth"] == 3
     assert info["total_flops"] == pytest.approx(18.0)
@@ -102,16 +103,16 @@ def test_info_on_a_saved_graph(files: dict[str, Path], tmp_path: Path) -> None:
 
 
 def test_generate_info_simulate_round_trip(tmp_path: Path) -> None:
-    proc = run(
+    proc = run_inprocess(
         "graph", "generate", "--out", "g.npz", "--tasks", "30", "--types", "2",
         "--cluster-out", "c.json", "--devices", "4", "--seed", "3", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "g.npz").is_file() and (tmp_path / "c.json").is_file()
-    info = json.loads(run("graph", "info", "g.npz", "--json", cwd=tmp_path).stdout)
+    info = json.loads(run_inprocess("graph", "info", "g.npz", "--json", cwd=tmp_path).stdout)
     assert info["tasks"] == 30
 
-    proc = run("graph", "simulate", "g.npz", "--cluster", "c.json", "--out", "run", cwd=tmp_path)
+    proc = run_inprocess("graph", "simulate", "g.npz", "--cluster", "c.json", "--out", "run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "random" in proc.stderr  # says it used a random placement
     result = json.loads((tmp_path / "run" / "result.json").read_text())
@@ -122,7 +123,7 @@ def test_generate_info_simulate_round_trip(tmp_path: Path) -> None:
     assert (tmp_path / "run" / "gantt.png").read_bytes()[:8] == PNG_MAGIC
 
     # result.json can be fed back as the placement: same makespan
-    proc = run(
+    proc = run_inprocess(
         "graph", "simulate", "g.npz", "--cluster", "c.json", "--placement", "run/result.json", "--out", "run2",
         cwd=tmp_path,
     )  # fmt: skip
@@ -132,7 +133,7 @@ def test_generate_info_simulate_round_trip(tmp_path: Path) -> None:
 
 
 def test_simulate_with_a_placement_file(files: dict[str, Path], tmp_path: Path) -> None:
-    proc = run(
+    proc = run_inprocess(
         "graph", "simulate", files["g.npz"], "--cluster", files["c.json"], "--placement", files["p_ok.json"],
         "--out", "run", cwd=tmp_path,
     )  # fmt: skip
@@ -173,7 +174,7 @@ def test_simulate_with_a_placement_file(files: dict[str, Path], tmp_path: Path) 
 )
 def test_bad_graph_files(files: dict[str, Path], tmp_path: Path, name: str, needle: str) -> None:
     path = files.get(name, tmp_path / name)
-    assert_user_error(run("graph", "info", path, cwd=tmp_path), needle)
+    assert_user_error(run_inprocess("graph", "info", path, cwd=tmp_path), needle)
 
 
 @pytest.mark.parametrize(
@@ -185,7 +186,7 @@ def test_bad_graph_files(files: dict[str, Path], tmp_path: Path, name: str, need
     ],
 )
 def test_bad_placements(files: dict[str, Path], tmp_path: Path, placement: str, needle: str) -> None:
-    proc = run(
+    proc = run_inprocess(
         "graph", "simulate", files["g.npz"], "--cluster", files["c.json"], "--placement", files[placement],
         "--out", "run", cwd=tmp_path,
     )  # fmt: skip
@@ -208,7 +209,7 @@ def test_refused_simulate_inputs_leave_no_run_folder(
 ) -> None:
     (tmp_path / "deep.json").write_text("{" + '"a": {' * 100 + "}" * 101)
     paths = [str(files.get(a, tmp_path / a)) if a.endswith((".npz", ".json", ".txt")) else a for a in args]
-    assert_user_error(run("graph", "simulate", *paths, "--out", "run", cwd=tmp_path), needle)
+    assert_user_error(run_inprocess("graph", "simulate", *paths, "--out", "run", cwd=tmp_path), needle)
     assert not (tmp_path / "run").exists()
 
 
@@ -216,30 +217,32 @@ def test_simulate_refuses_a_busy_run_folder(files: dict[str, Path], tmp_path: Pa
     from mlsysopt.io import RunDir
 
     with RunDir(tmp_path / "busy", {"command": "held by the test"}, checkpoint=None):
-        proc = run("graph", "simulate", files["g.npz"], "--cluster", files["c.json"], "--out", "busy", cwd=tmp_path)
+        proc = run_inprocess(
+            "graph", "simulate", files["g.npz"], "--cluster", files["c.json"], "--out", "busy", cwd=tmp_path
+        )
         assert_user_error(proc, f"--out busy is in use by process {os.getpid()}")
     assert sorted(p.name for p in (tmp_path / "busy").iterdir()) == ["log.txt", "settings.json"]
 
 
 @pytest.mark.parametrize(("cluster", "needle"), [("c_speed.json", "speed"), ("c_bandwidth.json", "bandwidth")])
 def test_bad_clusters(files: dict[str, Path], tmp_path: Path, cluster: str, needle: str) -> None:
-    proc = run("graph", "simulate", files["g.npz"], "--cluster", files[cluster], "--out", "run", cwd=tmp_path)
+    proc = run_inprocess("graph", "simulate", files["g.npz"], "--cluster", files[cluster], "--out", "run", cwd=tmp_path)
     assert_user_error(proc, needle)
     assert not (tmp_path / "run").exists()
 
 
 def test_simulate_option_errors(files: dict[str, Path], tmp_path: Path) -> None:
-    assert_user_error(run("graph", "simulate", files["g.npz"], "--out", "run", cwd=tmp_path), "--cluster")
-    proc = run(
+    assert_user_error(run_inprocess("graph", "simulate", files["g.npz"], "--out", "run", cwd=tmp_path), "--cluster")
+    proc = run_inprocess(
         "graph", "simulate", files["g.npz"], "--cluster", files["c.json"], "--placement", files["p_ok.json"],
         "--random", "--out", "run", cwd=tmp_path,
     )  # fmt: skip
     assert_user_error(proc, "not both")
     assert not (tmp_path / "run").exists()
-    proc = run("graph", "generate", "--out", "g.txt", cwd=tmp_path)
+    proc = run_inprocess("graph", "generate", "--out", "g.txt", cwd=tmp_path)
     assert_user_error(proc, ".npz")
     # click usage errors keep click's exit code 2
-    proc = run("graph", "generate", "--tasks", "0", "--out", "g.npz", cwd=tmp_path)
+    proc = run_inprocess("graph", "generate", "--tasks", "0", "--out", "g.npz", cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
@@ -247,7 +250,7 @@ def test_simulate_option_errors(files: dict[str, Path], tmp_path: Path) -> None:
 def test_demo_writes_report(tmp_path: Path) -> None:
     # the serving and nas sections have their own demo tests (tests/test_cli_serving.py, tests/test_cli_nas.py)
     only = "cnn,montage,placement"
-    proc = run("demo", "--out", "demo", "--seed", "0", "--only", only, cwd=tmp_path, timeout=240)
+    proc = run_inprocess("demo", "--out", "demo", "--seed", "0", "--only", only, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "demo"
     result = json.loads((out / "result.json").read_text())
@@ -267,13 +270,22 @@ def test_demo_writes_report(tmp_path: Path) -> None:
     assert 'id="summary"' in html and "summary unavailable" not in html  # the summary reads placement's result
 
 
-def test_demo_runs_again_into_its_own_folder(tmp_path: Path) -> None:
-    # `make demo` twice: the second run regenerates the synthetic data it wrote the first time, same figures
-    first = run("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path, timeout=360)
+def test_demo_runs_again_into_its_own_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make demo` twice: the second run regenerates the synthetic data it wrote the first time, same figures.
+    # The section's own sizes made smaller (about a minute for two runs otherwise); what is checked is the same.
+    from mlsysopt.demo import costmodel, costmodel_oracle
+
+    monkeypatch.setattr(costmodel, "MEM_NODES", (200, 1_000))
+    monkeypatch.setattr(costmodel, "SUBSET", {"train": 8, "valid": 4, "test": 4})
+    monkeypatch.setattr(costmodel, "EPOCHS", 1)
+    monkeypatch.setattr(costmodel, "FINETUNE_EPOCHS", 1)
+    monkeypatch.setattr(costmodel_oracle, "EPOCHS", 1)
+    monkeypatch.setattr(costmodel_oracle, "ROUNDS", 1)
+    first = run_inprocess("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     result = json.loads((tmp_path / "demo" / "result.json").read_text())
     before, oracle = result["costmodel_quality"], result["costmodel_oracle"]
-    again = run("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path, timeout=360)
+    again = run_inprocess("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     result = json.loads((tmp_path / "demo" / "result.json").read_text())
     after = result["costmodel_quality"]
@@ -311,17 +323,17 @@ def tiny():
 
 def test_import_spec_onnx_and_untraceable(tmp_path: Path) -> None:
     (tmp_path / "mymodels.py").write_text(UNTRACEABLE)
-    proc = run("graph", "import", "mymodels:tiny", "--out", "tiny.npz", cwd=tmp_path)
+    proc = run_inprocess("graph", "import", "mymodels:tiny", "--out", "tiny.npz", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     g = CompGraph.load(tmp_path / "tiny.npz")
     assert g.total_flops == 2 * 4 * 8 + 8 + 8 + 2 * 8 * 2 + 2  # two linears with bias, one relu
-    assert_user_error(run("graph", "info", "mymodels:branchy", cwd=tmp_path), "trace", "x.sum() > 0")
+    assert_user_error(run_inprocess("graph", "info", "mymodels:branchy", cwd=tmp_path), "trace", "x.sum() > 0")
 
     from mlsysopt.graph.importers.onnx import export_onnx
     from mlsysopt.zoo import get
 
     export_onnx(*get("cnn"), tmp_path / "cnn.onnx")
-    proc = run("graph", "info", "cnn.onnx", "--json", cwd=tmp_path)
+    proc = run_inprocess("graph", "info", "cnn.onnx", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["tasks"] > 5 and info["total_flops"] > 1e6
@@ -337,4 +349,4 @@ def test_wfcommons_json_missing_field(tmp_path: Path) -> None:
         },
     }
     (tmp_path / "wf.json").write_text(json.dumps(wf))
-    assert_user_error(run("graph", "info", "wf.json", cwd=tmp_path), "wf.json", "'id'")
+    assert_user_error(run_inprocess("graph", "info", "wf.json", cwd=tmp_path), "wf.json", "'id'")

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import PNG_MAGIC, assert_user_error, run
+from cli_helpers import PNG_MAGIC, assert_user_error, run_inprocess
 
+# The CLI runs in this process (run_inprocess: no interpreter start, and EPNAS's transfer prior for cora, ~15 s to
+# train, is made once per process) unless a test needs a process of its own (one it kills, one holding a lock).
 CORA = ("nas", "search", "--space", "nasbench-graph:cora")
 MEDIANS = ("--max-latency-ms", "3.7309", "--max-params", "1197575")  # cora's median latency and params
 TINY_CNN = ("--epochs", "1", "--max-blocks", "1")
@@ -26,7 +28,7 @@ def _result(out: Path) -> dict:
 
 def test_epnas_on_nasbench_graph_writes_every_evaluation_the_plots_and_resumes(tmp_path: Path) -> None:
     args = (*CORA, *MEDIANS, "--seed", "3", "--out", "r")
-    proc = run(*args, "--budget", "8", cwd=tmp_path)
+    proc = run_inprocess(*args, "--budget", "8", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "r"
     res = _result(out)
@@ -48,39 +50,39 @@ def test_epnas_on_nasbench_graph_writes_every_evaluation_the_plots_and_resumes(t
     assert (out / "checkpoint.pt").is_file() and json.loads((out / "settings.json").read_text())["seed"] == 3
     assert "best architecture" in proc.stdout and "regret" in proc.stdout
     # a second run into the same folder must not overwrite it; --resume continues it, also with a larger budget
-    assert_user_error(run(*args, "--budget", "8", cwd=tmp_path), "checkpoint.pt exists", "--resume")
-    proc = run(*args, "--budget", "10", "--resume", cwd=tmp_path)
+    assert_user_error(run_inprocess(*args, "--budget", "8", cwd=tmp_path), "checkpoint.pt exists", "--resume")
+    proc = run_inprocess(*args, "--budget", "10", "--resume", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     again = _result(out)
     assert again["resumed_from"] == 8 and again["evaluated"] == 10
     assert [e["arch"] for e in again["evaluations"][:8]] == [e["arch"] for e in res["evaluations"]]
-    other = run(*CORA, *MEDIANS, "--seed", "4", "--out", "r", "--resume", cwd=tmp_path)
+    other = run_inprocess(*CORA, *MEDIANS, "--seed", "4", "--out", "r", "--resume", cwd=tmp_path)
     assert_user_error(other, "other settings", "seed")
     # the best cell exported: its spec and table entry
-    proc = run("nas", "export", "r", "--out", "x", cwd=tmp_path)
+    proc = run_inprocess("nas", "export", "r", "--out", "x", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     arch = json.loads((tmp_path / "x" / "architecture.json").read_text())
     assert arch["link"] == again["best"]["decoded"]["link"] and arch["ops"] == again["best"]["decoded"]["ops"]
     assert arch["valid_hash"] == again["best"]["decoded"]["key"]
     assert arch["table_entry"]["perf"] == again["best"]["test_perf"] and "table entry" in proc.stdout
-    assert_user_error(run("nas", "export", "r", "--out", "r", cwd=tmp_path), "the search's own folder")
+    assert_user_error(run_inprocess("nas", "export", "r", "--out", "r", cwd=tmp_path), "the search's own folder")
 
 
 def test_a_timeout_stops_the_search_checkpointed_and_resume_finishes_it(tmp_path: Path) -> None:
     args = (*CORA, *MEDIANS, "--budget", "6", "--out", "r")
-    proc = run(*args, "--timeout", "0", cwd=tmp_path)
+    proc = run_inprocess(*args, "--timeout", "0", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "stopped by --timeout" in proc.stdout and "--resume" in proc.stdout
     res = _result(tmp_path / "r")
     assert res["stopped_by"] == "timeout" and res["evaluated"] == 0 and res["settings"]["timeout"] == 0
-    proc = run(*args, "--resume", cwd=tmp_path)  # the timeout may change on resume (here: none)
+    proc = run_inprocess(*args, "--resume", cwd=tmp_path)  # the timeout may change on resume (here: none)
     assert proc.returncode == 0, proc.stderr
     res = _result(tmp_path / "r")
     assert res["stopped_by"] == "budget" and res["evaluated"] == 6 and res["settings"]["timeout"] is None
 
 
 def test_constraints_nobody_meets_return_nothing_and_say_so(tmp_path: Path) -> None:
-    proc = run(*CORA, "--method", "random", "--max-params", "10", "--budget", "8", "--out", "r", cwd=tmp_path)
+    proc = run_inprocess(*CORA, "--method", "random", "--max-params", "10", "--budget", "8", "--out", "r", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     res = _result(tmp_path / "r")
     assert res["best"] is None and res["evaluations"] == []
@@ -90,8 +92,8 @@ def test_constraints_nobody_meets_return_nothing_and_say_so(tmp_path: Path) -> N
 
 
 def test_soft_mode_evaluates_and_may_return_an_infeasible_architecture(tmp_path: Path) -> None:
-    proc = run(*CORA, "--method", "random", "--constraint-mode", "soft", "--max-params", "10", "--budget", "8",
-               "--out", "r", cwd=tmp_path)  # fmt: skip
+    args = (*CORA, "--method", "random", "--constraint-mode", "soft", "--max-params", "10", "--budget", "8")
+    proc = run_inprocess(*args, "--out", "r", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     res = _result(tmp_path / "r")
     assert res["evaluated"] == 8 and not any(ev["feasible"] for ev in res["evaluations"])
@@ -99,8 +101,9 @@ def test_soft_mode_evaluates_and_may_return_an_infeasible_architecture(tmp_path:
 
 
 def test_digits_trains_for_real_on_two_workers(tmp_path: Path) -> None:
-    proc = run("nas", "search", "--space", "digits", "--method", "random", *TINY_CNN, "--budget", "2", "--workers", "2",
-               "--max-flops", "1e7", "--min-intensity", "0.1", "--out", "d", cwd=tmp_path)  # fmt: skip
+    proc = run_inprocess("nas", "search", "--space", "digits", "--method", "random", *TINY_CNN, "--budget", "2",
+                         "--workers", "2", "--max-flops", "1e7", "--min-intensity", "0.1", "--out", "d",
+                         cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     res = _result(tmp_path / "d")
     assert res["evaluated"] == 2 and res["failed"] == 0
@@ -111,7 +114,7 @@ def test_digits_trains_for_real_on_two_workers(tmp_path: Path) -> None:
     assert res["regret"] is None and res["space"]["options"]["epochs"] == 1
     assert (tmp_path / "d" / "pareto.png").read_bytes()[:8] == PNG_MAGIC
     # the best model exported, and checked by the export itself against the recorded accuracy
-    proc = run("nas", "export", "d", "--out", "x", cwd=tmp_path)
+    proc = run_inprocess("nas", "export", "d", "--out", "x", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert f"reproduced by ONNX Runtime: validation {ev['perf']:.4g}, test {ev['test_perf']:.4g}" in proc.stdout
     files = {p.name for p in (tmp_path / "x").iterdir()}
@@ -119,18 +122,16 @@ def test_digits_trains_for_real_on_two_workers(tmp_path: Path) -> None:
 
 
 def test_nan_and_crashing_evaluations_are_recorded_and_the_search_goes_on(tmp_path: Path) -> None:
-    proc = run("nas", "search", "--space", "digits", "--method", "random", *TINY_CNN, "--lr", "1e30", "--budget", "2",
-               "--out", "n",
-               cwd=tmp_path)  # fmt: skip
+    proc = run_inprocess("nas", "search", "--space", "digits", "--method", "random", *TINY_CNN, "--lr", "1e30",
+                         "--budget", "2", "--out", "n", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     res = _result(tmp_path / "n")
     assert res["evaluated"] == 2 and res["failed"] == 2 and res["best"] is None
     assert all(not ev["ok"] and ev["perf"] is None and "nan" in ev["error"] for ev in res["evaluations"])
     assert "all 2 evaluation(s) failed" in res["message"]
     folder = _image_folder(tmp_path / "img", corrupt=True)
-    proc = run("nas", "search", "--space", f"cifar10:{folder}", "--method", "random", *TINY_CNN, "--budget", "2",
-               "--out", "c",
-               cwd=tmp_path)  # fmt: skip
+    proc = run_inprocess("nas", "search", "--space", f"cifar10:{folder}", "--method", "random", *TINY_CNN,
+                         "--budget", "2", "--out", "c", cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     res = _result(tmp_path / "c")
     assert res["failed"] == 2 and all("cannot read image" in ev["error"] for ev in res["evaluations"])
@@ -153,13 +154,13 @@ def _image_folder(root: Path, corrupt: bool = False) -> Path:
 
 
 def test_spaces_lists_every_dataset_with_table_statistics(tmp_path: Path) -> None:
-    proc = run("nas", "spaces", cwd=tmp_path)
+    proc = run_inprocess("nas", "spaces", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     for name in ("nasbench-graph:cora", "nasbench-graph:proteins", "26,206", "2,021", "digits", "cifar10"):
         assert name in proc.stdout, name
 
 
-BAD = [  # the first five import torch (~3 s each); the rest fail before that
+BAD = [  # the first five load torch; the rest fail before that
     (["--space", "nasbench-graph:nope"], ["unknown NAS-Bench-Graph dataset 'nope'", "cora"]),
     (["--space", "digits", "--ops", "conv3x3,conv7x7"], ["unknown op", "conv7x7"]),
     (["--space", "cifar10:{tmp}/flat"], ["not a CIFAR-10 image folder", "train/<class>"]),
@@ -183,7 +184,7 @@ def test_bad_input_gives_one_clear_line(tmp_path: Path, args: list[str], needles
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     if "--budget" not in args:
         args += ["--budget", "4"]
-    assert_user_error(run("nas", "search", *args, "--out", "r", cwd=tmp_path), *needles)
+    assert_user_error(run_inprocess("nas", "search", *args, "--out", "r", cwd=tmp_path), *needles)
     assert not (tmp_path / "r").exists()  # a refused input leaves no folder and no file
 
 
@@ -197,7 +198,7 @@ def test_a_busy_run_folder_is_refused_and_left_alone(tmp_path: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         before = sorted(p.name for p in out.iterdir())
-        proc = run(*CORA, *MEDIANS, "--budget", "4", "--out", "r", cwd=tmp_path)
+        proc = run_inprocess(*CORA, *MEDIANS, "--budget", "4", "--out", "r", cwd=tmp_path)
         assert_user_error(proc, f"--out {out.name} is in use by process {holder.pid}")
         assert sorted(p.name for p in out.iterdir()) == before  # nothing written into the busy folder
     finally:
@@ -208,7 +209,7 @@ def test_a_busy_run_folder_is_refused_and_left_alone(tmp_path: Path) -> None:
 def test_a_search_killed_with_sigkill_resumes_to_the_same_result(tmp_path: Path) -> None:
     """kill -9 after the first checkpoint; --resume finishes it exactly as an uninterrupted run would."""
     args = ("nas", "search", "--space", "digits", "--method", "random", *TINY_CNN, "--budget", "3", "--seed", "1")
-    whole = run(*args, "--out", "whole", cwd=tmp_path)
+    whole = run_inprocess(*args, "--out", "whole", cwd=tmp_path)
     assert whole.returncode == 0, whole.stderr
     env = {k: v for k, v in os.environ.items() if k != "MLSYSOPT_DEBUG"}
     victim = subprocess.Popen([sys.executable, "-m", "mlsysopt.cli", *args, "--out", "cut"], cwd=tmp_path, env=env,
@@ -220,7 +221,7 @@ def test_a_search_killed_with_sigkill_resumes_to_the_same_result(tmp_path: Path)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     assert ckpt.exists() and not (tmp_path / "cut" / "result.json").exists(), "killed before or after the search"
-    proc = run(*args, "--out", "cut", "--resume", cwd=tmp_path)
+    proc = run_inprocess(*args, "--out", "cut", "--resume", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     cut, ref = _result(tmp_path / "cut"), _result(tmp_path / "whole")
     assert 1 <= cut["resumed_from"] < 3 and cut["evaluated"] == 3

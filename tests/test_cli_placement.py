@@ -1,4 +1,5 @@
-"""``mlsysopt placement ...`` smoke tests: real subprocesses, tiny budgets, clean one-line user errors."""
+"""``mlsysopt placement ...`` smoke tests: tiny budgets, clean one-line user errors. In-process (``run_inprocess``) so
+they stay fast; one refusal of a folder another process holds runs in a subprocess (``run``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_helpers import PNG_MAGIC, assert_user_error, run
+from cli_helpers import PNG_MAGIC, assert_user_error, run, run_inprocess
 
 ALL = "dev0,dev1,dev2,dev3,dev4"  # every device of the fixture cluster
 ADAPT_WITH_BAD_PLACEMENT = "adapt g.npz --devices 3 --policy untrained.pt --remove dev1 --placement p_unknown_task.json"
@@ -25,7 +26,7 @@ TINY_TRAIN = (
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A 24-task layered DAG with 2 hardware types and its 5-device cluster, an untrained policy, bad inputs."""
     d = tmp_path_factory.mktemp("placement_cli")
-    proc = run(
+    proc = run_inprocess(
         "graph", "generate", "--out", "g.npz", "--tasks", "24", "--types", "2",
         "--cluster-out", "c.json", "--devices", "5", "--q", "0.7", "--seed", "1", cwd=d,
     )  # fmt: skip
@@ -65,7 +66,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A policy trained for two tiny updates through the CLI: (run dir, stdout + stderr)."""
     d = tmp_path_factory.mktemp("train")
-    proc = run("placement", "train", "--out", "run", *TINY_TRAIN, cwd=d, timeout=180)
+    proc = run_inprocess("placement", "train", "--out", "run", *TINY_TRAIN, cwd=d)
     assert proc.returncode == 0, proc.stderr
     return d / "run", proc.stdout + proc.stderr
 
@@ -88,13 +89,15 @@ def test_train_writes_checkpoint_result_and_plot(trained: tuple[Path, str], tmp_
 
     # --resume continues the saved run; a fresh train refuses to overwrite it
     shutil.copytree(run_dir, tmp_path / "run")
-    proc = run("placement", "train", "--out", "run", "--resume", "--updates", "3", cwd=tmp_path, timeout=180)
+    proc = run_inprocess("placement", "train", "--out", "run", "--resume", "--updates", "3", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads((tmp_path / "run" / "result.json").read_text())["history"]) == 3
-    assert_user_error(run("placement", "train", "--out", "run", cwd=tmp_path), "--resume")
+    assert_user_error(run_inprocess("placement", "train", "--out", "run", cwd=tmp_path), "--resume")
     # --resume keeps the saved settings: a changed one is named, and nothing in the run folder changes
     before = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "run").iterdir()}
-    proc = run("placement", "train", "--out", "run", "--resume", "--lr", "0.5", "--max-tasks", "12", cwd=tmp_path)
+    proc = run_inprocess(
+        "placement", "train", "--out", "run", "--resume", "--lr", "0.5", "--max-tasks", "12", cwd=tmp_path
+    )
     assert_user_error(proc, "other settings", "lr 0.01 (now 0.5)")
     assert "max_tasks" not in proc.stderr  # unchanged settings are not named
     assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "run").iterdir()} == before
@@ -102,12 +105,12 @@ def test_train_writes_checkpoint_result_and_plot(trained: tuple[Path, str], tmp_
 
 def test_place_with_giph_and_heft(files: dict[str, Path], trained: tuple[Path, str], tmp_path: Path) -> None:
     policy = trained[0] / "policy.pt"
-    proc = run(
+    proc = run_inprocess(
         "placement", "place", files["g.npz"], "--cluster", files["c.json"], "--method", "giph",
         "--policy", policy, "--budget", "30", "--out", "giph", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    proc = run(
+    proc = run_inprocess(
         "placement", "place", files["g.npz"], "--devices", "4", "--method", "heft", "--out", "heft", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
@@ -144,7 +147,7 @@ def test_place_with_giph_and_heft(files: dict[str, Path], trained: tuple[Path, s
 
 
 def test_compare_two_seeds(files: dict[str, Path], tmp_path: Path) -> None:
-    proc = run(
+    proc = run_inprocess(
         "placement", "compare", files["g.npz"], "--cluster", files["c.json"], "--policy", files["untrained.pt"],
         "--seeds", "2", "--budget", "20", "--out", "cmp", cwd=tmp_path,
     )  # fmt: skip
@@ -169,7 +172,7 @@ def test_compare_two_seeds(files: dict[str, Path], tmp_path: Path) -> None:
     assert (tmp_path / "cmp" / "search.png").read_bytes()[:8] == PNG_MAGIC
 
     # without --policy the shipped policy runs GiPH; the table states its units
-    proc = run(
+    proc = run_inprocess(
         "placement", "compare", files["g.npz"], "--devices", "3", "--methods", "heft,giph_from_heft",
         "--seeds", "1", "--budget", "10", "--out", "cmp2", cwd=tmp_path,
     )  # fmt: skip
@@ -182,7 +185,7 @@ def test_compare_two_seeds(files: dict[str, Path], tmp_path: Path) -> None:
 
 
 def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) -> None:
-    proc = run(
+    proc = run_inprocess(
         "placement", "adapt", files["g.npz"], "--cluster", files["c.json"], "--policy", files["untrained.pt"],
         "--remove", "dev1,dev3", "--add", "1", "--budget", "20", "--out", "ad", cwd=tmp_path,
     )  # fmt: skip
@@ -257,18 +260,18 @@ def test_user_errors(files: dict[str, Path], tmp_path: Path, args: list[str] | s
         shutil.copy(files[name], tmp_path / name)
     for name in ("garbage.pt", "other_features.pt", "untrained.pt"):
         shutil.copy(files[name], tmp_path / name)
-    proc = run("placement", *args, "--out", "run", cwd=tmp_path)
+    proc = run_inprocess("placement", *args, "--out", "run", cwd=tmp_path)
     assert_user_error(proc, *needles)
     assert not (tmp_path / "run").exists()
 
 
 def test_a_pytorch_model_is_placed_with_no_extra_flag_and_its_device_map_moves_the_model(tmp_path: Path) -> None:
-    proc = run("placement", "place", "zoo:cnn", "--devices", "3", "--out", "p", cwd=tmp_path)
+    proc = run_inprocess("placement", "place", "zoo:cnn", "--devices", "3", "--out", "p", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "p" / "result.json").read_text())
     assert result["method"] == "giph" and result["policy"] == "pretrained"  # the defaults: GiPH, shipped policy
     assert "device_map.json" in proc.stdout and "cluster.json" in proc.stdout
-    proc = run(
+    proc = run_inprocess(
         "placement", "adapt", "zoo:cnn", "--devices", "3", "--add", "1", "--budget", "8", "--out", "a", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
@@ -298,16 +301,16 @@ def test_a_pytorch_model_is_placed_with_no_extra_flag_and_its_device_map_moves_t
 
 
 def test_help_shows_every_default_and_booleans_as_pairs(tmp_path: Path) -> None:
-    train_help = run("placement", "train", "--help", cwd=tmp_path).stdout
+    train_help = run_inprocess("placement", "train", "--help", cwd=tmp_path).stdout
     for text in ("[default: 50]", "[default: 0.01]", "--no-resume", "--timeout", "--address", "--workers"):
         assert text in train_help, text
-    compare_help = run("placement", "compare", "--help", cwd=tmp_path).stdout
+    compare_help = run_inprocess("placement", "compare", "--help", cwd=tmp_path).stdout
     for text in ("[default: pretrained]", "[default: 3]", "--workers", "--backend", "--timeout"):
         assert text in compare_help, text
 
 
 def test_place_with_the_pretrained_policy(files: dict[str, Path], tmp_path: Path) -> None:
-    proc = run(
+    proc = run_inprocess(
         "placement", "place", files["g.npz"], "--cluster", files["c.json"], "--method", "giph_from_heft",
         "--policy", "pretrained", "--out", "pre", cwd=tmp_path,
     )  # fmt: skip
@@ -330,16 +333,16 @@ def test_a_busy_run_folder_is_refused_naming_the_process(files: dict[str, Path],
     ]
     busy = tmp_path / "busy"
     with RunDir(busy, {"command": "held by the test"}, checkpoint=None):
-        for args in commands:
-            proc = run("placement", *args, "--out", busy, cwd=tmp_path)
+        for args in commands:  # the lock is an flock: another open of it is refused in this process too
+            proc = run_inprocess("placement", *args, "--out", busy, cwd=tmp_path)
             assert_user_error(proc, f"--out {busy} is in use by process {os.getpid()}")
+        proc = run("placement", *commands[1], "--out", busy, cwd=tmp_path)  # and from another process
+        assert_user_error(proc, f"--out {busy} is in use by process {os.getpid()}")
     assert sorted(p.name for p in busy.iterdir()) == ["log.txt", "settings.json"]
     assert json.loads((busy / "settings.json").read_text()) == {"command": "held by the test"}
 
 
 def test_presets_work_in_every_placement_command(tmp_path: Path) -> None:
-    from cli_helpers import run_inprocess
-
     ran = run_inprocess("placement", "place", "zoo:cnn", "--cluster", "preset:edge", "--out", "p", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     result = json.loads((tmp_path / "p" / "result.json").read_text())
@@ -366,8 +369,6 @@ def test_presets_work_in_every_placement_command(tmp_path: Path) -> None:
 
 
 def test_place_warns_when_a_portfolio_member_beats_the_method(tmp_path: Path) -> None:
-    from cli_helpers import run_inprocess
-
     ran = run_inprocess(
         "placement", "place", "zoo:transformer", "--cluster", "preset:edge", "--method", "random", "--budget", "3",
         "--out", "r", cwd=tmp_path,

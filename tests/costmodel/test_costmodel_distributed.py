@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from mlsysopt.costmodel import TrainConfig, synth, train
+from mlsysopt.costmodel import synth, train
 from mlsysopt.errors import InvalidOption
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -15,10 +16,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 MODEL = {"hidden": 16, "layers": 2}
 
 
-def tc(**kw: object) -> TrainConfig:
-    base = {"mode": "gst+efd", "segment_size": 60, "epochs": 2, "finetune_epochs": 1, "configs_per_graph": 4,
-            "graphs_per_step": 2, "k": 2, "prune_hops": None}  # fmt: skip
-    return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
+# the base of the tc fixture (conftest.py)
+TC_BASE = {"mode": "gst+efd", "segment_size": 60, "epochs": 2, "finetune_epochs": 1, "configs_per_graph": 4,
+           "graphs_per_step": 2, "k": 2, "prune_hops": None}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return r
 
 
-def test_two_local_ranks_give_the_one_process_loss_curve_and_resume(root: Path, tmp_path: Path) -> None:
+def test_two_local_ranks_give_the_one_process_loss_curve_and_resume(root: Path, tmp_path: Path, tc: Callable) -> None:
     one = train(root, None, tc(), **MODEL)
     train(root, tmp_path / "run", tc(epochs=1, finetune_epochs=0), **MODEL)  # one process, checkpointed
     two = train(root, tmp_path / "run", tc(), workers=2, resume=True, **MODEL)  # resumed on 2 ranks to 2 + 1
@@ -38,14 +38,14 @@ def test_two_local_ranks_give_the_one_process_loss_curve_and_resume(root: Path, 
     assert two["test"]["opa"] == pytest.approx(one["test"]["opa"], abs=0.02)
 
 
-def test_more_workers_than_graphs_per_step_is_refused(root: Path, tmp_path: Path) -> None:
+def test_more_workers_than_graphs_per_step_is_refused(root: Path, tmp_path: Path, tc: Callable) -> None:
     with pytest.raises(InvalidOption, match="--graphs-per-step >= 3"):
         train(root, tmp_path / "r", tc(graphs_per_step=2), workers=3, **MODEL)
     assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.xdist_group("ray")
-def test_two_ray_actors_give_the_one_process_loss_curve(root: Path, ray_cluster: object) -> None:
+def test_two_ray_actors_give_the_one_process_loss_curve(root: Path, ray_cluster: object, tc: Callable) -> None:
     one = train(root, None, tc(epochs=1, finetune_epochs=0), **MODEL)
     on_ray = train(root, None, tc(epochs=1, finetune_epochs=0), workers=2, backend="ray",
                    address=ray_cluster.address, **MODEL)  # type: ignore[attr-defined]  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,6 @@ from mlsysopt.costmodel import (
     InMemoryDataset,
     ModelConfig,
     TpuGraphsDataset,
-    TrainConfig,
     Trainer,
     evaluate,
     layout_record,
@@ -32,9 +32,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 MODEL = {"hidden": 16, "layers": 2}
 
 
-def tc(**kw: object) -> TrainConfig:
-    base = {"segment_size": 60, "epochs": 1, "finetune_epochs": 1, "configs_per_graph": 4, "k": 1}
-    return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
+# the base of the tc fixture (conftest.py)
+TC_BASE = {"segment_size": 60, "epochs": 1, "finetune_epochs": 1, "configs_per_graph": 4, "k": 1}
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +79,7 @@ def test_load_dataset_tells_a_missing_split_from_a_bad_file(roots: Path, tmp_pat
 
 
 # ---------------------------------------------------------------------------- train
-def test_train_without_a_folder_is_the_trainer_on_the_three_splits(roots: Path) -> None:
+def test_train_without_a_folder_is_the_trainer_on_the_three_splits(roots: Path, tc: Callable) -> None:
     result = train(roots / "layout", config=tc(mode="gst+efd"), **MODEL)
     # train() turns the deviation column on for layout data
     trainer = Trainer(ModelConfig.for_task("layout", **MODEL, deviation=True), tc(mode="gst+efd"))
@@ -94,7 +93,7 @@ def test_train_without_a_folder_is_the_trainer_on_the_three_splits(roots: Path) 
     assert result["peak_step_mb"] == max(h["peak_step_mb"] for h in history) > 0
 
 
-def test_train_in_a_folder_resumes_with_more_epochs_exactly(roots: Path, tmp_path: Path) -> None:
+def test_train_in_a_folder_resumes_with_more_epochs_exactly(roots: Path, tmp_path: Path, tc: Callable) -> None:
     out = tmp_path / "run"
     first = train(roots / "layout", out, tc(mode="gst+e", epochs=1, finetune_epochs=0), **MODEL)
     assert sorted(p.name for p in out.iterdir()) == [
@@ -123,7 +122,7 @@ def test_train_in_a_folder_resumes_with_more_epochs_exactly(roots: Path, tmp_pat
     ],
 )
 def test_refused_training_inputs_leave_no_folder(
-    roots: Path, tmp_path: Path, config: dict, kw: dict, error: type, match: str
+    roots: Path, tmp_path: Path, config: dict, kw: dict, error: type, match: str, tc: Callable
 ) -> None:
     kw = dict(kw)
     data = roots / kw.pop("data", "layout")
@@ -147,7 +146,7 @@ def test_one_step_measures_one_training_step() -> None:
 
 # ---------------------------------------------------------------------------- evaluate / predict
 @pytest.fixture(scope="module")
-def layout_run(roots: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+def layout_run(roots: Path, tmp_path_factory: pytest.TempPathFactory, tc: Callable) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("runs") / "layout"
     return out, train(roots / "layout", out, tc(mode="gst", finetune_epochs=0), **MODEL)
 
@@ -183,7 +182,9 @@ def test_refused_evaluate_and_predict_inputs_leave_no_folder(roots: Path, layout
         load_trainer(roots / "layout")
 
 
-def test_malnet_predicts_probabilities_and_refuses_to_evaluate_an_unlabelled_file(roots: Path, tmp_path: Path):
+def test_malnet_predicts_probabilities_and_refuses_to_evaluate_an_unlabelled_file(
+    roots: Path, tmp_path: Path, tc: Callable
+):
     run = tmp_path / "malnet"
     trained = train(roots / "malnet", run, tc(mode="gst+efd", segment_size=30), **MODEL)
     assert trained["task"] == "malnet" and 0.0 <= trained["test"]["accuracy"] <= 1.0

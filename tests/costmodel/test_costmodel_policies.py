@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from mlsysopt.costmodel.data.realistic import realistic_layout_graph, runtime_pr
 from mlsysopt.costmodel.data.tpugraphs import layout_record
 from mlsysopt.costmodel.limits import check_synth, check_train
 from mlsysopt.costmodel.model import ModelConfig
-from mlsysopt.costmodel.trainer import TrainConfig, Trainer
+from mlsysopt.costmodel.trainer import Trainer
 from mlsysopt.errors import InvalidOption
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -29,13 +30,14 @@ def realistic() -> tuple[ListDataset, ListDataset]:
     return ListDataset(recs[:4]), ListDataset(recs[4:])
 
 
-def tc(**kw: object) -> TrainConfig:
-    base = {"segment_size": 100, "epochs": 2, "finetune_epochs": 0, "configs_per_graph": 8, "lr": 3e-3, "k": 2,
-            "prune_hops": None}  # fmt: skip
-    return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
+# the base of the tc fixture (conftest.py)
+TC_BASE = {"segment_size": 100, "epochs": 2, "finetune_epochs": 0, "configs_per_graph": 8, "lr": 3e-3, "k": 2,
+           "prune_hops": None}  # fmt: skip
 
 
-def test_refreshing_the_varying_segments_makes_the_table_exact_for_a_ranking_loss(realistic: tuple) -> None:
+def test_refreshing_the_varying_segments_makes_the_table_exact_for_a_ranking_loss(
+    realistic: tuple, tc: Callable
+) -> None:
     # segments on which the step's configs agree add one constant to every config's score, which a ranking loss
     # cannot see; recomputing the others (refresh="varying") leaves nothing stale: gst+e trains exactly as gst
     train, _ = realistic
@@ -48,7 +50,7 @@ def test_refreshing_the_varying_segments_makes_the_table_exact_for_a_ranking_los
     assert all(np.isfinite(h["loss"]) for h in stale)  # the reference's policy still runs (the ablation's baseline)
 
 
-def test_refresh_stalest_and_sample_uniform_run_and_options_are_checked(realistic: tuple) -> None:
+def test_refresh_stalest_and_sample_uniform_run_and_options_are_checked(realistic: tuple, tc: Callable) -> None:
     train, _ = realistic
     hist = Trainer(MC, tc(mode="gst+efd", refresh="stalest", refresh_segments=2, sample="uniform")).fit(train)
     assert len(hist) == 2 and all(np.isfinite(h["loss"]) for h in hist)
@@ -57,7 +59,7 @@ def test_refresh_stalest_and_sample_uniform_run_and_options_are_checked(realisti
             tc(**kw).validate()
 
 
-def test_validate_every_n_epochs_and_at_the_end_of_each_phase(realistic: tuple) -> None:
+def test_validate_every_n_epochs_and_at_the_end_of_each_phase(realistic: tuple, tc: Callable) -> None:
     train, valid = realistic
     hist = Trainer(MC, tc(mode="gst+ef", epochs=5, finetune_epochs=2, validate_every=2)).fit(train, valid)
     validated = [(h["phase"], h["epoch"]) for h in hist if "valid_opa" in h]

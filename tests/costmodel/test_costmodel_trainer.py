@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from gst_fakes import ListDataset, easy_layout, easy_malnet, easy_tile
 
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.model import ModelConfig
-from mlsysopt.costmodel.trainer import MODES, TrainConfig, Trainer, combine
+from mlsysopt.costmodel.trainer import MODES, Trainer, combine
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 
 MC = ModelConfig.for_task("layout", hidden=16, layers=2, opcode_dim=4, dropout=0.0)
@@ -29,11 +30,12 @@ def layout_sets(n_train: int = 12, nodes: int = 120) -> tuple[ListDataset, ListD
     return ListDataset(train), ListDataset(valid)
 
 
-def tc(**kw: object) -> TrainConfig:
-    base = {"segment_size": 40, "epochs": 2, "finetune_epochs": 1, "configs_per_graph": 8, "lr": 3e-3, "k": 1}
-    base["prune_hops"] = None  # these tests are about the GST mechanics on whole graphs
-    base["measure_memory"] = 1
-    return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
+# the base of the tc fixture (conftest.py)
+TC_BASE = {
+    "segment_size": 40, "epochs": 2, "finetune_epochs": 1, "configs_per_graph": 8, "lr": 3e-3, "k": 1,
+    "prune_hops": None,  # these tests are about the GST mechanics on whole graphs
+    "measure_memory": 1,
+}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- options
@@ -53,12 +55,12 @@ def tc(**kw: object) -> TrainConfig:
         ({"grad_clip": 0.0}, "grad clip"),
     ],
 )
-def test_bad_train_options(kw: dict, match: str) -> None:
+def test_bad_train_options(kw: dict, match: str, tc: Callable) -> None:
     with pytest.raises(InvalidOption, match=match):
         tc(**kw).validate()
 
 
-def test_options_that_do_not_fit_the_task() -> None:
+def test_options_that_do_not_fit_the_task(tc: Callable) -> None:
     with pytest.raises(InvalidOption, match="does not fit task 'malnet'"):
         Trainer(ModelConfig.for_task("malnet"), tc(loss="hinge"))
     with pytest.raises(InvalidOption, match="prune hops applies to layout"):
@@ -92,7 +94,7 @@ def test_sed_aggregate_is_unbiased_exactly(S: int, k: int, p: float) -> None:
 
 # ---------------------------------------------------------------------------- learning
 @pytest.mark.parametrize("mode", MODES)
-def test_every_mode_learns_the_easy_layout_task(mode: str) -> None:
+def test_every_mode_learns_the_easy_layout_task(mode: str, tc: Callable) -> None:
     train, valid = layout_sets()
     trainer = Trainer(MC, tc(mode=mode, epochs=4, finetune_epochs=2))
     before = trainer.evaluate(valid)["opa"]
@@ -107,7 +109,7 @@ def test_every_mode_learns_the_easy_layout_task(mode: str) -> None:
         assert h["epoch_s"] > 0 and math.isfinite(h["valid_kendall"])
 
 
-def test_malnet_and_tile_tasks_train_and_evaluate() -> None:
+def test_malnet_and_tile_tasks_train_and_evaluate(tc: Callable) -> None:
     mal = ListDataset([easy_malnet(f"m{i}", i % 2, n=80 + 5 * i, seed=i) for i in range(8)])
     mc = ModelConfig.for_task("malnet", num_classes=2, hidden=16, layers=2)
     trainer = Trainer(mc, tc(mode="gst+efd", segment_size=30, epochs=6, graphs_per_step=2))
@@ -121,7 +123,7 @@ def test_malnet_and_tile_tasks_train_and_evaluate() -> None:
 
 
 # ---------------------------------------------------------------------------- F, evaluation
-def test_finetune_changes_only_the_head(tmp_path: Path) -> None:
+def test_finetune_changes_only_the_head(tmp_path: Path, tc: Callable) -> None:
     train, _ = layout_sets(4)
     first = Trainer(MC, tc(mode="gst+ef", epochs=1, finetune_epochs=0))
     first.fit(train, run_dir=tmp_path)
@@ -138,7 +140,7 @@ def test_finetune_changes_only_the_head(tmp_path: Path) -> None:
         assert second.ft_table.num_entries(rec.name) == offsets[-1]
 
 
-def test_evaluate_never_reads_the_table_and_sums_fresh_segments() -> None:
+def test_evaluate_never_reads_the_table_and_sums_fresh_segments(tc: Callable) -> None:
     train, valid = layout_sets(4)
     trainer = Trainer(MC, tc(mode="gst+e", epochs=1))
     trainer.fit(train)
@@ -163,17 +165,17 @@ def test_evaluate_never_reads_the_table_and_sums_fresh_segments() -> None:
 
 
 # ---------------------------------------------------------------------------- memory
-def _step_mb(mode: str, n: int) -> float:
+def _step_mb(tc: Callable, mode: str, n: int) -> float:
     rec = easy_layout("big", n, configs=4, seed=1)
     cfg = tc(mode=mode, segment_size=200, epochs=1, finetune_epochs=0, configs_per_graph=4)
     return Trainer(MC, cfg).fit(ListDataset([rec]))[0]["peak_step_mb"]
 
 
-def test_gst_step_memory_is_flat_in_graph_size_while_full_grows() -> None:
-    full = _step_mb("full", 20_000) / _step_mb("full", 2_000)
+def test_gst_step_memory_is_flat_in_graph_size_while_full_grows(tc: Callable) -> None:
+    full = _step_mb(tc, "full", 20_000) / _step_mb(tc, "full", 2_000)
     assert full > 7.0
     for mode in ("gst", "gst+efd"):
-        assert _step_mb(mode, 20_000) / _step_mb(mode, 2_000) < 1.25, mode
+        assert _step_mb(tc, mode, 20_000) / _step_mb(tc, mode, 2_000) < 1.25, mode
 
 
 # ---------------------------------------------------------------------------- checkpoints
@@ -189,7 +191,7 @@ def _interrupt_at(step: int):
     return progress
 
 
-def test_interrupted_run_resumed_twice_matches_an_uninterrupted_one(tmp_path: Path) -> None:
+def test_interrupted_run_resumed_twice_matches_an_uninterrupted_one(tmp_path: Path, tc: Callable) -> None:
     train, valid = layout_sets(4)
     cfg = tc(mode="gst+efd", epochs=2, finetune_epochs=2)
     straight = Trainer(MC, cfg)
@@ -209,14 +211,14 @@ def test_interrupted_run_resumed_twice_matches_an_uninterrupted_one(tmp_path: Pa
     assert loaded.evaluate(valid) == straight.evaluate(valid)
 
 
-def test_progress_reports_every_step() -> None:
+def test_progress_reports_every_step(tc: Callable) -> None:
     train, _ = layout_sets(3)
     seen: list[tuple[int, int]] = []
     Trainer(MC, tc(mode="gst", epochs=2)).fit(train, progress=lambda d, t, info: seen.append((d, t)))
     assert seen == [(i, 6) for i in range(1, 7)]
 
 
-def test_incompatible_or_corrupt_checkpoints(tmp_path: Path) -> None:
+def test_incompatible_or_corrupt_checkpoints(tmp_path: Path, tc: Callable) -> None:
     train, _ = layout_sets(2)
     Trainer(MC, tc(mode="gst+e", epochs=1)).fit(train, run_dir=tmp_path)
     other = ModelConfig.for_task("layout", hidden=32, layers=2, opcode_dim=4, dropout=0.0)

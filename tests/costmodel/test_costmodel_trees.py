@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,20 +18,27 @@ from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SYNTHETIC realistic layout graphs (clustered runtimes), small: trees train on them in about a second."""
     r = tmp_path_factory.mktemp("trees") / "layout"
-    synth("layout", r, {"train": 4, "valid": 1, "test": 2}, (600, 900), 120, seed=5)
+    synth("layout", r, {"train": 4, "valid": 1, "test": 2}, (600, 900), 60, seed=5)
     return r
 
 
-def test_trees_learn_save_reload_and_predict_the_same(root: Path, tmp_path: Path) -> None:
-    result = train(root, tmp_path / "run", TrainConfig(mode="trees", seed=0))
+@pytest.fixture(scope="module")
+def trees_run(root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A trees run on ``root`` (seed 0) and its result: trained once for the tests that read or break it."""
+    out = tmp_path_factory.mktemp("trees-run") / "run"
+    return out, train(root, out, TrainConfig(mode="trees", seed=0))
+
+
+def test_trees_learn_save_reload_and_predict_the_same(root: Path, trees_run: tuple[Path, dict]) -> None:
+    run, result = trees_run
     assert result["test"]["opa"] > 0.6  # random ranking is 0.5
-    assert (tmp_path / "run" / MODEL_NAME).is_file() and (tmp_path / "run" / "result.json").is_file()
-    with np.load(tmp_path / "run" / MODEL_NAME, allow_pickle=False) as z:  # plain arrays, never a pickle
+    assert (run / MODEL_NAME).is_file() and (run / "result.json").is_file()
+    with np.load(run / MODEL_NAME, allow_pickle=False) as z:  # plain arrays, never a pickle
         assert z["value"].dtype == np.float64
-    model = load_trainer(tmp_path / "run")
+    model = load_trainer(run)
     assert isinstance(model, TreesModel)
-    assert evaluate(tmp_path / "run", root)["metrics"] == result["test"]
-    ranked = predict(tmp_path / "run", root)["graphs"]
+    assert evaluate(run, root)["metrics"] == result["test"]
+    ranked = predict(run, root)["graphs"]
     test = load_dataset(root, "test")
     assert set(ranked) == set(test.names)
     again = train(root, None, TrainConfig(mode="trees", seed=0))
@@ -39,14 +47,16 @@ def test_trees_learn_save_reload_and_predict_the_same(root: Path, tmp_path: Path
 
 def test_exported_trees_predict_like_scikit_learn() -> None:
     from sklearn.ensemble import HistGradientBoostingRegressor
+    from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(400, 6))
     x[::7, 2] = np.nan  # missing values take the learned side
     y = np.where(np.isnan(x[:, 2]), 3.0, x[:, 0] * 2 - x[:, 1])
-    est = HistGradientBoostingRegressor(max_iter=30, random_state=0).fit(x, y)
-    trees = TreeArrays.from_estimator(est)
-    np.testing.assert_allclose(trees.predict(x), est.predict(x), rtol=1e-12, atol=1e-12)
+    with threadpool_limits(1):  # OpenMP threads that wait for a busy core are 50x slower (seen at 2 cores, load 4)
+        est = HistGradientBoostingRegressor(max_iter=30, random_state=0).fit(x, y)
+        trees = TreeArrays.from_estimator(est)
+        np.testing.assert_allclose(trees.predict(x), est.predict(x), rtol=1e-12, atol=1e-12)
 
 
 def test_features_are_per_configuration_rows(root: Path) -> None:
@@ -56,7 +66,7 @@ def test_features_are_per_configuration_rows(root: Path) -> None:
     assert not np.allclose(f[0], f[1])  # configurations differ
 
 
-def test_trees_refuse_what_they_cannot_do(root: Path, tmp_path: Path) -> None:
+def test_trees_refuse_what_they_cannot_do(root: Path, trees_run: tuple[Path, dict], tmp_path: Path) -> None:
     with pytest.raises(InvalidOption, match="not malnet"):
         TreesModel("malnet")
     with pytest.raises(InvalidOption, match="no --resume, no --workers"):
@@ -64,7 +74,7 @@ def test_trees_refuse_what_they_cannot_do(root: Path, tmp_path: Path) -> None:
     with pytest.raises(InvalidOption, match="not trained"):
         TreesModel("layout").predict(load_dataset(root, "test"))
     assert not (tmp_path / "r").exists()
-    train(root, tmp_path / "ok", TrainConfig(mode="trees"))
+    shutil.copytree(trees_run[0], tmp_path / "ok")  # a trained run, then its trees file broken
     (tmp_path / "ok" / MODEL_NAME).write_bytes(b"not an npz")
     with pytest.raises(InvalidCheckpoint, match=MODEL_NAME):
         load_trainer(tmp_path / "ok")

@@ -24,4 +24,3 @@ def test_every_module_has_a_layer() -> None:
     modules = {p.relative_to(ROOT).parts[0].removesuffix(".py") for p in ROOT.iterdir() if p.name != "__init__.py"}
     modules = {m for m in modules if not m.startswith("__")}
     assert modules <= placed, sorted(modules - placed)
-

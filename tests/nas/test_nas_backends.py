@@ -39,9 +39,10 @@ def _search(executor: Any, workers: int) -> Any:
     return run_search(searcher, executor, workers=workers)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def serial() -> Any:
-    """The reference: the same search in this process, one candidate at a time."""
+    """The reference: the same search in this process, one candidate at a time (session-scoped: the suite runs the
+    longest tests first, so this module's tests need not run one after another, and it is made once)."""
     return _search(SerialExecutor(), workers=1)
 
 

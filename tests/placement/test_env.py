@@ -14,17 +14,16 @@ from mlsysopt.graph.simulator import Simulator
 from mlsysopt.placement.env import PlacementEnv
 from mlsysopt.placement.gpnet import GpNet
 
-
-def problem(seed: int = 4) -> tuple[CompGraph, DeviceCluster]:
-    return layered_dag(10, alpha=0.3, p=0.3, num_types=3, seed=seed), random_cluster(4, num_types=3, seed=seed)
+# make_graph_and_cluster(**PROBLEM): 10 tasks of 3 hardware types, 4 devices
+PROBLEM = {"n": 10, "d": 4, "seed": 4, "types": 3, "alpha": 0.3}
 
 
 def allowed(obs: GpNet) -> np.ndarray:
     return np.flatnonzero(obs.action_mask.numpy())
 
 
-def test_reset_returns_obs_and_info() -> None:
-    g, c = problem()
+def test_reset_returns_obs_and_info(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     env = PlacementEnv(g, c)
     out = env.reset(seed=1)
     assert isinstance(out, tuple) and len(out) == 2
@@ -44,8 +43,8 @@ def test_reset_returns_obs_and_info() -> None:
     assert (env.placement >= 0).all()
 
 
-def test_reset_is_seeded() -> None:
-    g, c = problem()
+def test_reset_is_seeded(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     env = PlacementEnv(g, c)
     a = env.reset(seed=3)[1]["placement"]
     b = env.reset(seed=3)[1]["placement"]
@@ -54,8 +53,8 @@ def test_reset_is_seeded() -> None:
     assert any(not np.array_equal(a, o) for o in others)
 
 
-def test_step_reward_is_makespan_decrease() -> None:
-    g, c = problem()
+def test_step_reward_is_makespan_decrease(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     env = PlacementEnv(g, c)
     sim = Simulator(g, c)
     obs, info = env.reset(seed=0)
@@ -113,8 +112,8 @@ def test_steps_per_task_sets_the_horizon() -> None:
     assert env.step(int(allowed(obs)[0]))[3] is False
 
 
-def test_start_placement_from_options() -> None:
-    g, c = problem()
+def test_start_placement_from_options(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     feas = c.feasible(g)
     start = np.array([np.flatnonzero(row)[-1] for row in feas])
     env = PlacementEnv(g, c)
@@ -130,8 +129,8 @@ def test_start_placement_from_options() -> None:
     assert np.array_equal(info["placement"], start)
 
 
-def test_bad_start_placement_raises() -> None:
-    g, c = problem()
+def test_bad_start_placement_raises(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     env = PlacementEnv(g, c)
     with pytest.raises(InvalidPlacement):
         env.reset(options={"placement": [0] * (g.num_nodes - 1)})
@@ -143,8 +142,8 @@ def test_bad_start_placement_raises() -> None:
         env.reset(options={"placement": bad})
 
 
-def test_graph_and_cluster_from_options() -> None:
-    env = PlacementEnv(*problem())
+def test_graph_and_cluster_from_options(make_graph_and_cluster) -> None:
+    env = PlacementEnv(*make_graph_and_cluster(**PROBLEM))
     g, c = chain(5), homogeneous_cluster(2)
     obs, info = env.reset(seed=0, options={"graph": g, "cluster": c})
     assert env.graph is g and obs.num_tasks == 5 and obs.num_devices == 2
@@ -152,8 +151,8 @@ def test_graph_and_cluster_from_options() -> None:
     assert info["makespan"] == Simulator(g, c).makespan(info["placement"])
 
 
-def test_masked_and_out_of_range_actions_raise() -> None:
-    g, c = problem()
+def test_masked_and_out_of_range_actions_raise(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     env = PlacementEnv(g, c)
     obs, _ = env.reset(seed=2)
     placement = env.placement.copy()
@@ -166,8 +165,8 @@ def test_masked_and_out_of_range_actions_raise() -> None:
     assert np.array_equal(env.placement, placement) and env.steps == 0
 
 
-def test_step_before_reset_raises() -> None:
-    env = PlacementEnv(*problem())
+def test_step_before_reset_raises(make_graph_and_cluster) -> None:
+    env = PlacementEnv(*make_graph_and_cluster(**PROBLEM))
     with pytest.raises(MlsysoptError, match="reset"):
         env.step(0)
 

@@ -25,8 +25,8 @@ def make_policy(seed: int = 0) -> GiPHPolicy:
     return GiPHPolicy(PolicyConfig(hidden=16))
 
 
-def problem(seed: int = 2) -> tuple[CompGraph, DeviceCluster]:
-    return layered_dag(12, alpha=0.3, p=0.3, num_types=3, seed=seed), random_cluster(5, num_types=3, seed=seed)
+# make_graph_and_cluster(**PROBLEM): 12 tasks of 3 hardware types, 5 devices
+PROBLEM = {"n": 12, "d": 5, "seed": 2, "types": 3, "alpha": 0.3}
 
 
 def named_cluster(speeds: list[float], names: list[str], supports: np.ndarray | None = None) -> DeviceCluster:
@@ -63,26 +63,26 @@ def check_result(res: PlacementResult, graph: CompGraph, cluster: DeviceCluster,
 
 # ---------------------------------------------------------------------- place
 @pytest.mark.parametrize("budget", [1, 2, 9, 30])
-def test_place_contract(budget: int) -> None:
-    g, c = problem()
+def test_place_contract(budget: int, make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     res = GiPH(make_policy()).place(g, c, budget=budget, seed=3)
     check_result(res, g, c, budget)
 
 
-def test_default_budget_is_ten_per_task() -> None:
-    g, c = problem()
+def test_default_budget_is_ten_per_task(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     res = GiPH(make_policy()).place(g, c, seed=0)
     check_result(res, g, c, max(100, 10 * g.num_nodes))
 
 
-def test_search_improves_on_the_start() -> None:
-    g, c = problem()
+def test_search_improves_on_the_start(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     res = GiPH(make_policy()).place(g, c, budget=40, seed=0)
     assert res.history[-1] < res.history[0]
 
 
-def test_place_is_deterministic_per_seed() -> None:
-    g, c = problem()
+def test_place_is_deterministic_per_seed(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     a = GiPH(make_policy()).place(g, c, budget=15, seed=4)
     b = GiPH(make_policy()).place(g, c, budget=15, seed=4)
     assert np.array_equal(a.placement, b.placement) and a.history == b.history
@@ -90,8 +90,8 @@ def test_place_is_deterministic_per_seed() -> None:
     assert any(o.history != a.history or not np.array_equal(o.placement, a.placement) for o in others)
 
 
-def test_init_is_respected() -> None:
-    g, c = problem()
+def test_init_is_respected(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     sim = Simulator(g, c)
     for s in range(3):
         init = random_placement(g, c, np.random.default_rng(100 + s))
@@ -104,8 +104,8 @@ def test_init_is_respected() -> None:
     assert isinstance(init, np.ndarray) and init.dtype.kind == "i"
 
 
-def test_infeasible_init_or_budget_raise() -> None:
-    g, c = problem()
+def test_infeasible_init_or_budget_raise(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     feas = c.feasible(g)
     t = int(np.flatnonzero(~feas.all(axis=1))[0])
     init = np.array([np.flatnonzero(row)[0] for row in feas])
@@ -116,8 +116,8 @@ def test_infeasible_init_or_budget_raise() -> None:
         GiPH(make_policy()).place(g, c, budget=0)
 
 
-def test_greedy_follows_the_argmax() -> None:
-    g, c = problem()
+def test_greedy_follows_the_argmax(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     init = random_placement(g, c, np.random.default_rng(7))
     policy = make_policy()
     giph = GiPH(policy, greedy=True)
@@ -196,8 +196,8 @@ def test_carry_over_orphans_tasks_whose_device_lost_their_type() -> None:
     check_placement(g, new, start)
 
 
-def test_carry_over_after_adding_devices_keeps_everything() -> None:
-    g, c = problem()
+def test_carry_over_after_adding_devices_keeps_everything(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     placement = random_placement(g, c, np.random.default_rng(1))
     bigger = c.add_device(3.0, [True] * c.num_types, 2.0, 0.01).add_device(0.5, [True, False, True], 1.0, 0.2)
     start, orphans = carry_over(g, c, bigger, placement)
@@ -205,8 +205,8 @@ def test_carry_over_after_adding_devices_keeps_everything() -> None:
     assert np.array_equal(start, placement)
 
 
-def test_carry_over_checks_the_old_placement() -> None:
-    g, c = problem()
+def test_carry_over_checks_the_old_placement(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     with pytest.raises(MlsysoptError):
         carry_over(g, c, c, np.zeros(g.num_nodes + 1, np.int64))
 
@@ -251,8 +251,8 @@ def test_adapt_after_removing_a_device_moves_the_orphans_first() -> None:
     assert counts == list(range(hosted.size, 0, -1))
 
 
-def test_adapt_is_feasible_on_a_heterogeneous_cluster() -> None:
-    g, c = problem()
+def test_adapt_is_feasible_on_a_heterogeneous_cluster(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     placement = random_placement(g, c, np.random.default_rng(0))
     for victim in range(c.num_devices):
         new = c.remove_device(victim)
@@ -264,8 +264,8 @@ def test_adapt_is_feasible_on_a_heterogeneous_cluster() -> None:
         check_result(res, g, new, 6)
 
 
-def test_adapt_after_adding_devices_has_no_orphans() -> None:
-    g, c = problem()
+def test_adapt_after_adding_devices_has_no_orphans(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     placement = random_placement(g, c, np.random.default_rng(2))
     bigger = c.add_device(2.0, [True] * c.num_types, 1.5, 0.05, name="new0")
     giph = GiPH(make_policy(), walk=True)
@@ -276,8 +276,8 @@ def test_adapt_after_adding_devices_has_no_orphans() -> None:
     assert seen and all(r is None for r in seen)  # nothing to move first
 
 
-def test_adapt_is_deterministic() -> None:
-    g, c = problem()
+def test_adapt_is_deterministic(make_graph_and_cluster) -> None:
+    g, c = make_graph_and_cluster(**PROBLEM)
     placement = random_placement(g, c, np.random.default_rng(2))
     new = c.add_device(2.0, [True] * c.num_types, 1.5, 0.05)
     a = GiPH(make_policy()).adapt(g, c, new, placement, budget=10, seed=3)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mlsysopt.graph.generate import layered_dag, random_cluster
-from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import Evaluator
 from mlsysopt.placement.baselines import LocalSearch, heft_schedule
 from mlsysopt.placement.baselines.portfolio import run_portfolio
@@ -14,13 +12,8 @@ from mlsysopt.placement.move_search import SearchConfig, gumbel_top_k, local_sea
 from mlsysopt.placement.moves import CHAIN, RELOCATE, SWAP, critical_chains, move_set, node_ids, other_moves
 
 
-def problem(seed: int = 0, n: int = 18, d: int = 4) -> PlacementProblem:
-    graph = layered_dag(n, alpha=0.4, num_types=2, seed=seed)
-    return PlacementProblem(graph, random_cluster(d, num_types=2, seed=seed))
-
-
-def test_moves_are_valid_and_apply_as_named() -> None:
-    p = problem(1)
+def test_moves_are_valid_and_apply_as_named(make_problem) -> None:
+    p = make_problem(18, 4, seed=1, alpha=0.4)
     placement = heft_schedule(p)[0]
     sched = p.simulate(placement)
     moves = move_set(p, placement, sched, node_ids(p))
@@ -45,8 +38,8 @@ def test_moves_are_valid_and_apply_as_named() -> None:
     assert not set(more.task[moves.size :].tolist()) & path
 
 
-def test_critical_chains_split_where_the_path_waits_for_a_device() -> None:
-    p = problem(2)
+def test_critical_chains_split_where_the_path_waits_for_a_device(make_problem) -> None:
+    p = make_problem(18, 4, seed=2, alpha=0.4)
     sched = p.simulate(heft_schedule(p)[0])
     ids = critical_chains(p, sched.critical_path)
     assert ids.size == len(sched.critical_path) and (np.diff(ids) >= 0).all()
@@ -61,8 +54,8 @@ def test_gumbel_top_k_draws_without_replacement_in_proportion() -> None:
 
 
 @pytest.mark.parametrize("proposals", [1, 8])
-def test_search_is_monotone_spends_its_budget_and_never_loses_its_start(proposals: int) -> None:
-    p = problem(3)
+def test_search_is_monotone_spends_its_budget_and_never_loses_its_start(proposals: int, make_problem) -> None:
+    p = make_problem(18, 4, seed=3, alpha=0.4)
     ev = Evaluator(p, 120)
     heft = heft_schedule(p)[0]
     start = ev(heft)
@@ -72,16 +65,16 @@ def test_search_is_monotone_spends_its_budget_and_never_loses_its_start(proposal
     assert ev.best_makespan == pytest.approx(p.makespan(ev.best_placement))
 
 
-def test_search_restarts_when_every_move_was_tried() -> None:
-    p = problem(4, n=6, d=2)  # tiny: every move is tried quickly
+def test_search_restarts_when_every_move_was_tried(make_problem) -> None:
+    p = make_problem(6, 2, seed=4, alpha=0.4)  # tiny: every move is tried quickly
     ev = Evaluator(p, 300)
     heft = heft_schedule(p)[0]
     trace = local_search(p, ev, [("heft", heft, ev(heft))], None, np.random.default_rng(0), SearchConfig(patience=1))
     assert trace.restarts >= 1 and len(ev.history) == 300
 
 
-def test_portfolio_members_are_evaluated_once_best_first() -> None:
-    p = problem(5)
+def test_portfolio_members_are_evaluated_once_best_first(make_problem) -> None:
+    p = make_problem(18, 4, seed=5, alpha=0.4)
     ev = Evaluator(p, 100)
     out = run_portfolio(p, ev)
     assert {"heft", "fastest_device", "saga_cpop", "saga_best"} <= set(out.makespans)
@@ -91,8 +84,8 @@ def test_portfolio_members_are_evaluated_once_best_first() -> None:
     assert out.to_dict()["best"] == out.starts[0][0]
 
 
-def test_local_search_placer_never_worse_than_its_portfolio() -> None:
-    p = problem(6)
+def test_local_search_placer_never_worse_than_its_portfolio(make_problem) -> None:
+    p = make_problem(18, 4, seed=6, alpha=0.4)
     res = LocalSearch().solve(p, budget=80, seed=1)
     assert res.makespan <= min(res.info["portfolio"]["makespans"].values())
     assert res.info["search"]["steps"] > 0

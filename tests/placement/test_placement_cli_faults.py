@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cli_helpers import run, terminal_sigint
+from cli_helpers import run_inprocess, terminal_sigint
 from mlsysopt.placement import TrainConfig, load_checkpoint, train
 from mlsysopt.runtime import LocalRayCluster
 
@@ -30,11 +30,12 @@ ARGS = [a for k, v in SIZES.items() for a in (f"--{k.replace('_', '-')}", str(v)
 DEADLINE_S = 180
 
 
-def start(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
-    """``placement train --out run`` with a long run (400 updates), in its own process group."""
-    env = {k: v for k, v in os.environ.items() if k != "MLSYSOPT_DEBUG"}
+def start(tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``placement train --out run`` with a long run (400 updates), in its own process group; ``env``: more
+    environment variables."""
+    base = {k: v for k, v in os.environ.items() if k != "MLSYSOPT_DEBUG"}
     cmd = [sys.executable, "-m", "mlsysopt.cli", "placement", "train", *ARGS, "--updates", "400", "--out", "run"]
-    return subprocess.Popen([*cmd, *extra], cwd=tmp_path, env={**env, "COLUMNS": "80"}, text=True,
+    return subprocess.Popen([*cmd, *extra], cwd=tmp_path, env={**base, "COLUMNS": "80", **(env or {})}, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                             preexec_fn=terminal_sigint)  # fmt: skip
 
@@ -105,7 +106,8 @@ def test_a_dead_worker_is_survived_ctrl_c_is_one_line_and_resume_finishes_exactl
     assert not (tmp_path / "run" / "result.json").exists()
 
     done = checkpointed_update(ckpt) + 1
-    proc2 = run("placement", "train", "--out", "run", "--resume", "--updates", str(done + 1), cwd=tmp_path)
+    # the resume needs no process of its own: it runs here (the runtime options are never taken from the saved run)
+    proc2 = run_inprocess("placement", "train", "--out", "run", "--resume", "--updates", str(done + 1), cwd=tmp_path)
     assert proc2.returncode == 0, proc2.stderr
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["resumed_from_update"] == done and result["stopped_by"] == "updates"
@@ -116,7 +118,9 @@ def test_a_dead_worker_is_survived_ctrl_c_is_one_line_and_resume_finishes_exactl
 def test_the_ray_head_gone_is_one_error_and_resume_continues_locally_even_after_kill_9(tmp_path: Path) -> None:
     ckpt = tmp_path / "run" / "policy.pt"
     with LocalRayCluster(nodes=1) as cluster:
-        proc = start(tmp_path, "--backend", "ray", "--address", cluster.address)
+        # the Ray driver gives up on a dead head after 5 s, not mlsysopt's default 15 s (same error, sooner)
+        quick = {"RAY_gcs_rpc_server_reconnect_timeout_s": "5"}
+        proc = start(tmp_path, "--backend", "ray", "--address", cluster.address, env=quick)
         try:
             wait_for("a checkpoint", lambda: ckpt.exists(), proc)
             cluster.kill_head()
@@ -142,7 +146,9 @@ def test_the_ray_head_gone_is_one_error_and_resume_continues_locally_even_after_
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     killed_at = checkpointed_update(ckpt)
-    proc = run("placement", "train", "--out", "run", "--resume", "--updates", str(killed_at + 2), cwd=tmp_path)
+    proc = run_inprocess(
+        "placement", "train", "--out", "run", "--resume", "--updates", str(killed_at + 2), cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["history"] == straight(killed_at + 2)

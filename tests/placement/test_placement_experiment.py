@@ -26,10 +26,6 @@ def giph() -> GiPH:
     return GiPH(GiPHPolicy(PolicyConfig(hidden=16)))
 
 
-def problem(seed: int = 1) -> PlacementProblem:
-    return PlacementProblem(layered_dag(14, num_types=2, seed=seed), random_cluster(4, num_types=2, seed=seed))
-
-
 GIPH = ["giph", "giph_paper", "giph_from_heft", "giph_walk"]
 NO_POLICY = [m for m in METHODS if m not in GIPH]
 
@@ -48,8 +44,8 @@ def test_registry_lists_every_baseline_and_the_giph_variants() -> None:
 
 
 @pytest.mark.parametrize("method", list(METHODS))
-def test_run_method_contract(method: str, giph: GiPH) -> None:
-    p = problem()
+def test_run_method_contract(method: str, giph: GiPH, make_problem) -> None:
+    p = make_problem(14, 4, seed=1)
     res = run_method(method, p, budget=9, seed=2, giph=giph)
     assert res.method == method
     check_placement(p.graph, p.cluster, res.placement)
@@ -58,8 +54,8 @@ def test_run_method_contract(method: str, giph: GiPH) -> None:
     assert again.history == res.history and np.array_equal(again.placement, res.placement)
 
 
-def test_run_method_variants_are_what_they_say(giph: GiPH) -> None:
-    p = problem(3)
+def test_run_method_variants_are_what_they_say(giph: GiPH, make_problem) -> None:
+    p = make_problem(14, 4, seed=3)
     baseline = run_method("annealing", p, 12, 4)
     direct = get_baseline("annealing").place(p.graph, p.cluster, 12, 4)
     assert baseline.history == direct.history
@@ -76,11 +72,11 @@ def test_run_method_variants_are_what_they_say(giph: GiPH) -> None:
     assert default.makespan <= min(default.info["portfolio"]["makespans"].values())
 
 
-def test_giph_methods_need_a_policy() -> None:
+def test_giph_methods_need_a_policy(make_problem) -> None:
     with pytest.raises(MlsysoptError, match="needs a GiPH policy"):
-        run_method("giph", problem(), 5)
+        run_method("giph", make_problem(14, 4, seed=1), 5)
     with pytest.raises(MlsysoptError, match="unknown method 'nope'.*heft, fastest_device, random"):
-        run_method("nope", problem(), 5)
+        run_method("nope", make_problem(14, 4, seed=1), 5)
 
 
 def test_select_methods() -> None:
@@ -96,8 +92,8 @@ def test_select_methods() -> None:
         select_methods([], True)
 
 
-def test_compare_every_method_and_seed(giph: GiPH) -> None:
-    p = problem(5)
+def test_compare_every_method_and_seed(giph: GiPH, make_problem) -> None:
+    p = make_problem(14, 4, seed=5)
     calls: list[tuple[int, str, int]] = []
     cmp = compare(p, seeds=[3, 4], budget=10, giph=giph, on_run=lambda k, m, s: calls.append((k, m, s)))
     names = [m for m, s in METHODS.items() if s.default]
@@ -116,8 +112,8 @@ def test_compare_every_method_and_seed(giph: GiPH) -> None:
     assert means[cmp.best] == min(means.values())
 
 
-def test_compare_without_a_policy_skips_giph_and_takes_a_pair() -> None:
-    p = problem(6)
+def test_compare_without_a_policy_skips_giph_and_takes_a_pair(make_problem) -> None:
+    p = make_problem(14, 4, seed=6)
     cmp = compare(p.graph, p.cluster, seeds=1, budget=5)
     assert list(cmp.runs) == [m for m in NO_POLICY if m not in cmp.skipped]
     assert {k: v for k, v in cmp.skipped.items() if k.startswith("giph")} == dict.fromkeys(

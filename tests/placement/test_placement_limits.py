@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
-from mlsysopt.graph.generate import layered_dag, random_cluster
-from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement import GiPH, run_method
 from mlsysopt.placement.base import Evaluator, TimeUp
 from mlsysopt.placement.limits import (
@@ -56,13 +54,9 @@ def test_ordinary_sizes_pass_and_a_timeout_bounds_the_time_estimate() -> None:
     check_search(100, 300, 8, 10**12, runs=18, timeout=TIME_LIMIT_S / 100)  # the timeout caps each search
 
 
-def problem() -> PlacementProblem:
-    return PlacementProblem(layered_dag(40, num_types=2, seed=3), random_cluster(6, num_types=2, seed=3))
-
-
 @pytest.mark.parametrize("method", ["random", "annealing", "eft_greedy", "giph"])
-def test_a_search_stops_at_its_timeout_with_the_best_placement_so_far(method: str) -> None:
-    p = problem()
+def test_a_search_stops_at_its_timeout_with_the_best_placement_so_far(method: str, make_problem) -> None:
+    p = make_problem(40, 6, seed=3)
     giph = GiPH(GiPHPolicy(PolicyConfig(hidden=8)))
     t0 = time.perf_counter()
     res = run_method(method, p, budget=10**7, seed=1, giph=giph, timeout=0.3)
@@ -74,8 +68,8 @@ def test_a_search_stops_at_its_timeout_with_the_best_placement_so_far(method: st
     assert full.history == run_method(method, p, budget=5, seed=1, giph=giph).history  # a timeout changes nothing
 
 
-def test_the_first_evaluation_always_runs_and_then_the_evaluator_refuses() -> None:
-    p = problem()
+def test_the_first_evaluation_always_runs_and_then_the_evaluator_refuses(make_problem) -> None:
+    p = make_problem(40, 6, seed=3)
     ev = Evaluator(p, budget=100, timeout=1e-9)
     time.sleep(0.01)
     assert ev.remaining == 100  # nothing evaluated yet
@@ -90,12 +84,12 @@ def test_the_first_evaluation_always_runs_and_then_the_evaluator_refuses() -> No
 
 
 def test_a_batch_that_passes_its_check_is_evaluated_even_if_the_deadline_passes_meanwhile(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, make_problem
 ) -> None:
     """The deadline was read twice per batch: passing in between gave an empty batch (the search then crashed)."""
     import mlsysopt.placement.base as base
 
-    p = problem()
+    p = make_problem(40, 6, seed=3)
     rng = np.random.default_rng(0)
     ev = Evaluator(p, budget=100, timeout=60)
     ev(p.random_placement(rng))

@@ -367,11 +367,12 @@ class TreesModel(TreeRanker):
         from threadpoolctl import threadpool_limits
 
         est = HistGradientBoostingRegressor(max_iter=self.rounds, random_state=self.seed, **PARAMS)
-        with threadpool_limits(self.threads):  # scikit-learn's trees use OpenMP threads
+        with threadpool_limits(self.threads):  # scikit-learn's trees use OpenMP threads, in predict too
             est.fit(x, y)
+            theirs = est.predict(x)
         self.trees = TreeArrays.from_estimator(est)
         fitted = self.trees.predict(x)
-        if not np.allclose(fitted, est.predict(x), rtol=1e-9, atol=1e-9):
+        if not np.allclose(fitted, theirs, rtol=1e-9, atol=1e-9):
             raise InvalidOption("the exported trees do not reproduce scikit-learn's predictions (unsupported version)")
         return float(np.mean((fitted - y) ** 2))
 

@@ -26,6 +26,8 @@ from pathlib import Path
 from mlsysopt.errors import MlsysoptError
 
 START_TIMEOUT_S = 60.0
+#: Seconds a stopped node gets to exit after SIGTERM before its processes are killed (`ray start` itself ignores it).
+STOP_GRACE_S = 3.0
 
 
 def _free_port(host: str) -> int:
@@ -169,8 +171,8 @@ class LocalRayCluster:
         for proc in tree:  # workers may have left the session: signal each one as well
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)
-        try:
-            node.process.wait(timeout=20)
+        try:  # `ray start --block` ends once its raylet is gone; what still lives a few seconds on is killed
+            node.process.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             for proc in tree:
                 with contextlib.suppress(psutil.Error):
