@@ -18,6 +18,7 @@ import pytest
 
 DEADLINE_S = 180
 SIZES = ["--episodes-per-update", "2", "--min-tasks", "8", "--max-tasks", "12", "--min-devices", "4",
+         "--imitation-problems", "2", "--teacher-steps", "2",
          "--max-devices", "6", "--seed", "3"]  # fmt: skip
 
 
