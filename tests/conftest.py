@@ -20,6 +20,20 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
+@pytest.fixture
+def small_costmodel_demo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's costmodel section at smaller sizes (about a minute at its own): the same steps, plots and figures
+    of each kind, for the tests that check what the section writes rather than how good its model is."""
+    from mlsysopt.demo import costmodel, costmodel_oracle
+
+    monkeypatch.setattr(costmodel, "MEM_NODES", (200, 1_000))
+    monkeypatch.setattr(costmodel, "SUBSET", {"train": 8, "valid": 4, "test": 4})
+    monkeypatch.setattr(costmodel, "EPOCHS", 1)
+    monkeypatch.setattr(costmodel, "FINETUNE_EPOCHS", 1)
+    monkeypatch.setattr(costmodel_oracle, "EPOCHS", 1)
+    monkeypatch.setattr(costmodel_oracle, "ROUNDS", 1)
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[object]:
     """A real 2-node Ray cluster of local processes (head + one worker node, 1 CPU each), on loopback only.

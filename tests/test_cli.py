@@ -270,17 +270,10 @@ def test_demo_writes_report(tmp_path: Path) -> None:
     assert 'id="summary"' in html and "summary unavailable" not in html  # the summary reads placement's result
 
 
-def test_demo_runs_again_into_its_own_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("small_costmodel_demo")
+def test_demo_runs_again_into_its_own_folder(tmp_path: Path) -> None:
     # `make demo` twice: the second run regenerates the synthetic data it wrote the first time, same figures.
     # The section's own sizes made smaller (about a minute for two runs otherwise); what is checked is the same.
-    from mlsysopt.demo import costmodel, costmodel_oracle
-
-    monkeypatch.setattr(costmodel, "MEM_NODES", (200, 1_000))
-    monkeypatch.setattr(costmodel, "SUBSET", {"train": 8, "valid": 4, "test": 4})
-    monkeypatch.setattr(costmodel, "EPOCHS", 1)
-    monkeypatch.setattr(costmodel, "FINETUNE_EPOCHS", 1)
-    monkeypatch.setattr(costmodel_oracle, "EPOCHS", 1)
-    monkeypatch.setattr(costmodel_oracle, "ROUNDS", 1)
     first = run_inprocess("demo", "--out", "demo", "--only", "costmodel", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     result = json.loads((tmp_path / "demo" / "result.json").read_text())

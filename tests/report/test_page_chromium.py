@@ -51,6 +51,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Chromium:
     chrome.close()
 
 
+@pytest.mark.usefixtures("small_costmodel_demo")
 def test_demo_page_shows_summary_and_every_image(tmp_path: Path, browser: Chromium) -> None:
     result = run_demo(tmp_path / "demo", seed=0, only=["cnn", "montage", "nas", "costmodel"])
     alone = tmp_path / "alone"
