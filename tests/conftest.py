@@ -69,6 +69,25 @@ def postgres() -> Iterator[object]:
 _README_TIMES = Path(__file__).resolve().parents[1] / "runs" / "readme-times.txt"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """One folder where this session's processes (xdist workers, the commands they start) share the NAS transfer
+    priors they fit (``MLSYSOPT_PRIOR_CACHE``): the first fits one, the others read it (~15 s each otherwise)."""
+    import os
+    import tempfile
+
+    if not hasattr(config, "workerinput") and "MLSYSOPT_PRIOR_CACHE" not in os.environ:
+        os.environ["MLSYSOPT_PRIOR_CACHE"] = tempfile.mkdtemp(prefix="mlsysopt-test-priors-")
+        config._mlsysopt_prior_cache = os.environ["MLSYSOPT_PRIOR_CACHE"]  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    folder = getattr(config, "_mlsysopt_prior_cache", None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """A fresh table of README run times per session (the controller clears it; xdist workers append)."""
     if not hasattr(session.config, "workerinput"):

@@ -89,6 +89,7 @@ BASELINE: dict[str, list[str]] = {
     "graph import": ["{graph}"],
     "graph simulate": ["{graph}", "--devices", "2"],
     "costmodel synth": ["layout", "--graphs", "2", "--nodes", "50-60", "--configs", "4"],
+    "costmodel collect": ["--graphs", "4"],  # a small plan: drawing one traces every candidate graph's FLOPs
     "costmodel train": ["--data", "{data}", "--epochs", "1"],
     "costmodel evaluate": ["--run", "{missing_run}", "--data", "{data}"],
     "costmodel predict": ["--run", "{missing_run}", "--inputs", "{data}"],
@@ -182,7 +183,8 @@ def make_inputs(d: Path) -> dict[str, Path]:
     ran = run_inprocess("costmodel", "synth", "layout", "--out", data, "--graphs", "2", "--nodes", "50-60",
                         "--configs", "4")  # fmt: skip
     assert ran.returncode == 0, ran.stderr
-    ran = run_inprocess("nas", "search", "--space", "nasbench-graph:cora", "--budget", "3", "--out", d / "nas_run")
+    ran = run_inprocess("nas", "search", "--space", "nasbench-graph:cora", "--method", "random", "--budget", "3",
+                        "--out", d / "nas_run")  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     broken = d / "broken"
     broken.mkdir()

@@ -266,6 +266,8 @@ def table_records(dataset: str, rng: np.random.Generator | None = None, n: int |
 
 
 _LOO_CACHE: dict[tuple[str, tuple[Any, ...]], TransferPrior] = {}  # leave-one-out priors of this process
+#: A folder where processes of one machine share the leave-one-out priors they fit (unset: each fits its own).
+PRIOR_CACHE_ENV = "MLSYSOPT_PRIOR_CACHE"
 
 
 def leave_one_out_tasks(target: str, config: PriorConfig | None = None) -> list[TaskRecords]:
@@ -292,13 +294,38 @@ def leave_one_out(target: str, config: PriorConfig | None = None) -> TransferPri
     Raises:
         MlsysoptError: For an unknown dataset.
     """
-    from mlsysopt.nas.prior import PriorConfig, TransferPrior  # torch: only for the transfer prior
+    from mlsysopt.nas.prior import PriorConfig  # torch: only for the transfer prior
 
     cfg = config or PriorConfig()
     key = (target, tuple(asdict(cfg).values()))
     if key not in _LOO_CACHE:
-        _LOO_CACHE[key] = TransferPrior(cfg).fit(leave_one_out_tasks(target, cfg))
+        _LOO_CACHE[key] = _shared_prior(target, cfg, key)
     return _LOO_CACHE[key]
+
+
+def _shared_prior(target: str, cfg: PriorConfig, key: tuple[Any, ...]) -> TransferPrior:
+    """Fit the prior, or read it from ``$MLSYSOPT_PRIOR_CACHE`` when another process of this machine fitted it with
+    the same settings (the folder is the caller's: a test session's, a benchmark's; one process fits at a time)."""
+    import fcntl
+    import hashlib
+    import os
+    from pathlib import Path
+
+    from mlsysopt.io import load_torch, save_torch_atomic
+    from mlsysopt.nas.prior import TransferPrior  # torch: only for the transfer prior
+
+    folder = os.environ.get(PRIOR_CACHE_ENV)
+    if not folder:
+        return TransferPrior(cfg).fit(leave_one_out_tasks(target, cfg))
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    path = Path(folder) / f"{target}-{hashlib.sha256(repr(key).encode()).hexdigest()[:16]}.pt"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first process fits it, the others wait and read
+        if path.is_file():
+            return TransferPrior.from_state_dict(load_torch(path, MlsysoptError))
+        prior = TransferPrior(cfg).fit(leave_one_out_tasks(target, cfg))
+        save_torch_atomic(path, prior.state_dict())
+        return prior
 
 
 def register_prior(target: str, prior: TransferPrior, config: PriorConfig | None = None) -> None:
