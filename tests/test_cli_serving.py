@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import tempfile
 from html import unescape
 from pathlib import Path
 
 import pytest
 
-from cli_helpers import PNG_MAGIC, assert_user_error, run
+from cli_helpers import PNG_MAGIC, assert_user_error, run, run_inprocess
 
 SIM = ("--engine", "sim", "--profile", "synthetic:4", "--requests", "60")
 SMALL = ("--instances", "1,2", "--max-batch", "1,4", "--batch-timeout-ms", "0,2", "--intra", "1,2", "--inter", "1")
@@ -46,7 +47,7 @@ def test_tune_on_the_simulator_writes_measurements_confirmation_and_usable_confi
 
     from mlsysopt.serving.deploy import parse_triton_config, session_options_from_json
 
-    proc = run(
+    proc = run_inprocess(
         "serving", "tune", *SIM, *SMALL, *QUICK, "--rate", "300,600", "--budget", "5", "--out", "r", cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
@@ -85,23 +86,23 @@ def test_tune_on_the_simulator_writes_measurements_confirmation_and_usable_confi
 
 def test_tune_resume_after_the_run_replays_the_checkpoint(tmp_path: Path) -> None:
     args = ("serving", "tune", *SIM, *SMALL, *QUICK, "--rate", "300", "--seed", "1", "--out", "r")
-    assert run(*args, "--budget", "3", cwd=tmp_path).returncode == 0
-    again = run(*args, "--budget", "3", cwd=tmp_path)
+    assert run_inprocess(*args, "--budget", "3", cwd=tmp_path).returncode == 0
+    again = run_inprocess(*args, "--budget", "3", cwd=tmp_path)
     assert_user_error(again, "checkpoint.json exists", "--resume")
     before = (tmp_path / "r" / "result.json").read_text()
-    smaller = run(*args, "--budget", "2", "--resume", cwd=tmp_path)
+    smaller = run_inprocess(*args, "--budget", "2", "--resume", cwd=tmp_path)
     assert_user_error(smaller, "already holds 3 search measurements", "--budget 3 or more")
     assert (tmp_path / "r" / "result.json").read_text() == before
-    proc = run(*args, "--budget", "6", "--resume", cwd=tmp_path)
+    proc = run_inprocess(*args, "--budget", "6", "--resume", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "r" / "result.json").read_text())
     assert result["replayed_from_checkpoint"] == 3 and len(result["measurements"]) == 6
-    other = run(*args[:-2], "--seed", "2", "--out", "r", "--budget", "6", "--resume", cwd=tmp_path)
+    other = run_inprocess(*args[:-2], "--seed", "2", "--out", "r", "--budget", "6", "--resume", cwd=tmp_path)
     assert_user_error(other, "other settings")
 
 
 def test_tune_cost_objective_with_an_unmeetable_slo_says_slo_missed(tmp_path: Path) -> None:
-    proc = run(
+    proc = run_inprocess(
         "serving", "tune", *SIM, *SMALL, *QUICK, "--objective", "cost", "--slo-ms", "0.001", "--budget", "3",
         "--out", "r", cwd=tmp_path,
     )  # fmt: skip
@@ -156,8 +157,8 @@ def test_tune_then_serve_on_a_zoo_model_reproduces_the_confirmed_value(tmp_path:
 
 
 def test_serve_sweeps_rates_draws_the_curve_and_marks_saturation(tmp_path: Path, model: Path) -> None:
-    proc = run(
-        "serving", "serve", "--model", model, "--rate", "200,100000", "--requests", "300", "--slo-ms", "50",
+    proc = run_inprocess(
+        "serving", "serve", "--model", model, "--rate", "200,100000", "--requests", "100", "--slo-ms", "50",
         "--out", "s", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -170,7 +171,7 @@ def test_serve_sweeps_rates_draws_the_curve_and_marks_saturation(tmp_path: Path,
 
 
 def test_profile_fits_calibrates_and_warns_about_extrapolation(tmp_path: Path, model: Path) -> None:
-    proc = run(
+    proc = run_inprocess(
         "serving", "profile", "--model", model, "--rows", "1,4,8", "--intra", "1,2", "--inter", "1", "--repeats", "1",
         "--cores", "16", "--out", "p", cwd=tmp_path,
     )  # fmt: skip
@@ -182,15 +183,17 @@ def test_profile_fits_calibrates_and_warns_about_extrapolation(tmp_path: Path, m
     assert json.loads((out / "profile_16.json").read_text())["source"] == "extrapolated"
     assert (out / "profile.png").read_bytes()[:8] == PNG_MAGIC
     assert "warning: extrapolation: a 16-core profile" in proc.stderr and "6/6" in proc.stderr  # the progress bar
-    proc = run("serving", "tune", "--engine", "sim", "--profile", out / "profile.json", *SMALL[:-4], "--intra", "1",
-               *QUICK, "--budget", "2", "--requests", "30", "--out", "r", cwd=tmp_path)  # fmt: skip
+    proc = run_inprocess(
+        "serving", "tune", "--engine", "sim", "--profile", out / "profile.json", *SMALL[:-4], "--intra", "1",
+        *QUICK, "--budget", "2", "--requests", "30", "--out", "r", cwd=tmp_path,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
 
 
 def test_study_runs_tuners_by_seeds_on_the_local_pool(tmp_path: Path) -> None:
-    proc = run(
+    proc = run_inprocess(
         "serving", "study", "--tuners", "rrl,random", "--seeds", "2", "--profile", "synthetic:2", "--requests", "60",
-        "--cap", "0.5", "--out", "st", cwd=tmp_path, timeout=240,
+        "--cap", "0.5", "--out", "st", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "st" / "result.json").read_text())
@@ -200,7 +203,7 @@ def test_study_runs_tuners_by_seeds_on_the_local_pool(tmp_path: Path) -> None:
 
 
 def test_help_shows_defaults_and_the_renamed_options() -> None:
-    text = run("serving", "tune", "--help", cwd=Path.cwd()).stdout
+    text = run_inprocess("serving", "tune", "--help").stdout
     for needle in ("--instances", "--engine", "--timeout", "--resume", "--no-resume", "default: 30"):
         assert needle in text, needle
 
@@ -255,7 +258,8 @@ def test_refused_inputs_give_one_clear_line_and_leave_no_run_folder(
 ) -> None:
     temp = tmp_path / "temp"  # where the command exports a PyTorch model while it validates
     temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setenv("TMPDIR", str(temp))  # for the processes the command starts
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # and for this one (the command runs in-process)
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
     (tmp_path / "p.json").write_text('{"a_ms": 1}')
     (tmp_path / "c.json").write_text('{"instances": 2, "threads": 4}')
@@ -264,7 +268,7 @@ def test_refused_inputs_give_one_clear_line_and_leave_no_run_folder(
     (tmp_path / "true.json").write_text('{"instances": true}')
     (tmp_path / "fixed.py").write_text(FIXED_BATCH)
     argv = [a.format(model=model, tmp=tmp_path) for a in args]
-    line = assert_user_error(run("serving", *argv, "--out", "out", cwd=tmp_path, timeout=240), *needles)
+    line = assert_user_error(run_inprocess("serving", *argv, "--out", "out", cwd=tmp_path), *needles)
     assert "\ufe0f" not in line and not any(ord(ch) > 0x2000 for ch in line)  # no emoji, as typed
     assert not (tmp_path / "out").exists()
     assert not list(temp.glob("mlsysopt-model-*"))
@@ -280,7 +284,7 @@ def test_a_busy_run_folder_is_refused_naming_the_holder(tmp_path: Path) -> None:
 
 
 def test_demo_serving_section(tmp_path: Path) -> None:
-    proc = run("demo", "--out", "demo", "--only", "serving", cwd=tmp_path, timeout=300)
+    proc = run_inprocess("demo", "--out", "demo", "--only", "serving", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "demo"
     result = json.loads((out / "result.json").read_text())

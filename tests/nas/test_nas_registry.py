@@ -49,3 +49,11 @@ def test_the_searcher_gets_exactly_the_built_config() -> None:
         EPNAS(FakeSpace(), constraints(), config=PNASConfig())  # type: ignore[arg-type]
     with pytest.raises(MlsysoptError, match="unknown stage_split 'fast'"):
         PNASConfig(stage_split="fast")
+
+
+def test_a_knob_called_prior_reaches_the_method_beside_the_prior_object(tmp_path) -> None:
+    from mlsysopt.nas.experiment import SearchOptions, prepare_search
+
+    opts = SearchOptions(space="nasbench-graph:cora", method="epnas", budget=2, seed=0, knobs={"prior": "none"})
+    job = prepare_search(tmp_path / "run", opts)
+    assert job.searcher.cfg.prior == "none" and job.searcher.resolve_prior(job.searcher.cfg.prior) is None

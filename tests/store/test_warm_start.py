@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,16 @@ KNOBS = {"instances": [1, 2], "max_batch": [1, 4], "batch_timeout_ms": [0.0], "i
          "inter_threads": [1]}  # fmt: skip
 SIM = {"engine": "sim", "profile": "synthetic:4", "requests": 40, "knobs": KNOBS, "confirm_top": 1,
        "confirm_rounds": 1, "noise_windows": 2}  # fmt: skip
+
+
+@pytest.fixture
+def brief_nas_prior(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NAS transfer priors (EPNAS's leave-one-out one, and the one --warm-start trains) trained briefly: these tests
+    check what a prior learns from and what is refused, not how well it ranks. Its own cache key: the default
+    prior other tests of this process use is not replaced."""
+    from mlsysopt.nas import prior
+
+    monkeypatch.setattr(prior, "PriorConfig", functools.partial(prior.PriorConfig, epochs=2, per_task=300))
 
 
 @pytest.fixture(scope="module")
@@ -45,19 +57,23 @@ def test_the_records_are_what_result_json_lists(nas_store: Path) -> None:
         read_histories("auto", "nas", nas_store / "cora")
 
 
-def test_nas_predictor_is_pretrained_on_another_dataset(nas_store: Path) -> None:
+@pytest.mark.usefixtures("brief_nas_prior")
+def test_nas_predictor_is_pretrained_on_another_dataset(nas_store: Path, tmp_path: Path) -> None:
     from mlsysopt.nas.experiment import SearchOptions, prepare_search
 
-    job = prepare_search(nas_store / "citeseer", SearchOptions(space="nasbench-graph:citeseer", budget=2))
+    store = tmp_path / "store"  # its run joins a copy of the store: the module's keeps one finished NAS run, cora's
+    shutil.copytree(nas_store, store)
+    job = prepare_search(store / "citeseer", SearchOptions(space="nasbench-graph:citeseer", budget=2))
     note = warm_start_search(job, "auto")
     # EPNAS's transfer prior (#23) learns the earlier run's records before the first ask
     assert "pretrained on 8 evaluations of cora" in note and job.searcher.warm_prior is not None
     assert job.run_dir.settings["warm_start"] == {"spec": "auto", "studies": ["cora"], "records": 8, "used": 8}
     job.run()
-    settings = json.loads((nas_store / "citeseer" / "settings.json").read_text())
+    settings = json.loads((store / "citeseer" / "settings.json").read_text())
     assert settings["warm_start"]["used"] == 8
 
 
+@pytest.mark.usefixtures("brief_nas_prior")
 def test_bad_warm_starts_are_one_error_and_write_nothing(nas_store: Path) -> None:
     out = nas_store / "refused"
     ran = run_inprocess("nas", "search", "--out", out, "--budget", "2", "--warm-start", "serve1")

@@ -25,7 +25,7 @@ from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import RunDir
 from mlsysopt.nas.constraints import MODES, RESOURCES, Constraints, parse_name
 from mlsysopt.nas.limits import MAX_SEED, check_search_size
-from mlsysopt.nas.registry import check_method, get_method, method_config
+from mlsysopt.nas.registry import check_method, method_class, method_config
 from mlsysopt.nas.report import best_feasible_test, eval_record, plot_search, regret, space_info
 from mlsysopt.nas.search import SearchResult, read_checkpoint, run_search
 from mlsysopt.nas.spaces.base import Evaluation
@@ -406,7 +406,9 @@ def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False
 
         space = predicted_space(space, options.latency_model)
     check_search_size(space, options)  # budget, workers, blocks, epochs, images: bounded before anything is allocated
-    searcher = get_method(options.method, space, cons, budget=options.budget, seed=options.seed,
-                          prior=options.prior, **options.knobs)  # fmt: skip
+    # the config first: a method's knob may be called `prior` (EPNAS: auto | none) beside the prior object itself
+    config = method_config(options.method, **options.knobs)
+    searcher = method_class(options.method)(space, cons, budget=options.budget, seed=options.seed, config=config,
+                                            prior=options.prior)  # fmt: skip
     done = len(read_checkpoint(run)["history"]) if resume else 0
     return SearchJob(run, options, space, cons, searcher, resumed_from=done)
