@@ -283,7 +283,12 @@ def test_a_busy_run_folder_is_refused_naming_the_holder(tmp_path: Path) -> None:
     assert not (tmp_path / "r" / "result.json").exists()
 
 
-def test_demo_serving_section(tmp_path: Path) -> None:
+def test_demo_serving_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlsysopt.demo import serving as section
+
+    # the section's budgets made smaller (about a minute at its own): the same steps, plots and verdicts
+    monkeypatch.setattr(section, "REAL_BUDGET", 5)
+    monkeypatch.setattr(section, "SIM_BUDGET", 12)
     proc = run_inprocess("demo", "--out", "demo", "--only", "serving", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "demo"
@@ -291,7 +296,7 @@ def test_demo_serving_section(tmp_path: Path) -> None:
     assert result["sections"] == ["serving"]
     real = result["serving_real"]
     assert "real measurements" in real["data"]
-    assert len(real["measurements"]) == 12 and real["best"] is not None
+    assert len(real["measurements"]) == section.REAL_BUDGET and real["best"] is not None
     assert real["confirmation"]["rounds"] == 2 and real["confirmation"]["pick"]["config"]
     assert "extrapolated" in result["serving_sim"]["data"]
     html = (out / "index.html").read_text()
