@@ -127,14 +127,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         known = json.loads(_DURATIONS.read_text())
     except (OSError, ValueError):
         return
-    # whole modules, longest first (a module's tests stay together, so its module-scoped fixtures are built once per
-    # worker), and inside a module the longest tests first
+    # whole modules, longest first; a module's tests stay together and in their own order (its module-scoped
+    # fixtures are built once per worker; tests sharing a session resource keep the order they were written in)
     total: dict[str, float] = {}
     for item in items:
-        total[item.nodeid.split("::")[0]] = total.get(item.nodeid.split("::")[0], 0.0) + float(
-            known.get(item.nodeid, 0)
-        )
-    items.sort(key=lambda item: (-total[item.nodeid.split("::")[0]], -float(known.get(item.nodeid, 0.0))))
+        module = item.nodeid.split("::")[0]
+        total[module] = total.get(module, 0.0) + float(known.get(item.nodeid, 0.0))
+    items.sort(key=lambda item: -total[item.nodeid.split("::")[0]])  # stable
 
 
 _seen: dict[str, float] = {}

@@ -26,8 +26,18 @@ from pathlib import Path
 from mlsysopt.errors import MlsysoptError
 
 START_TIMEOUT_S = 60.0
-#: Seconds a stopped node gets to exit after SIGTERM before its processes are killed (`ray start` itself ignores it).
-STOP_GRACE_S = 3.0
+#: Seconds a stopped node's raylet gets to leave the cluster after SIGTERM, then `ray start` (which ignores it) gets.
+STOP_WAIT_S, STOP_GRACE_S = 20.0, 1.0
+
+
+def _name(proc: object) -> str:
+    """A process's name, or "" once it is gone."""
+    import psutil  # installed with Ray
+
+    try:
+        return proc.name()  # type: ignore[attr-defined,no-any-return]
+    except psutil.Error:
+        return ""
 
 
 def _free_port(host: str) -> int:
@@ -158,8 +168,14 @@ class LocalRayCluster:
             self.started.remove(node)
 
     @staticmethod
-    def _stop_node(node: RayNode, sig: int = signal.SIGTERM) -> None:
-        """Signal the node's whole process tree (raylet, workers mid-task, agents), then reap ``ray start``."""
+    def _stop_node(node: RayNode, sig: int = signal.SIGTERM, wait: float = 20.0) -> None:
+        """Signal the node's whole process tree (raylet, workers mid-task, agents), then reap ``ray start``.
+
+        Args:
+            node: the node.
+            sig: SIGTERM (the raylet leaves the cluster cleanly) or SIGKILL (a machine that dies).
+            wait: seconds the raylet gets to leave (a head node's processes ignore SIGTERM: it needs none).
+        """
         import psutil  # installed with Ray
 
         try:
@@ -171,10 +187,15 @@ class LocalRayCluster:
         for proc in tree:  # workers may have left the session: signal each one as well
             with contextlib.suppress(psutil.Error):
                 proc.send_signal(sig)
-        try:  # `ray start --block` ends once its raylet is gone; what still lives a few seconds on is killed
+        # the raylet and its workers leave the cluster cleanly on SIGTERM (the head then stops counting the node at
+        # once); `ray start --block` itself does not exit on it, so it is killed once the others are gone
+        raylets = [p for p in tree if _name(p) == "raylet"]
+        psutil.wait_procs(raylets, timeout=wait)
+        alive = [p for p in tree[1:] if p.is_running()]
+        try:
             node.process.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
-            for proc in tree:
+            for proc in [*alive, *tree[:1]]:
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
             node.process.wait(timeout=20)
@@ -182,7 +203,7 @@ class LocalRayCluster:
     def stop(self) -> None:
         """Stop every node (workers first) and remove the temp folder."""
         for node in sorted(self.started, key=lambda n: n.ip == self.head_ip):
-            self._stop_node(node)
+            self._stop_node(node, wait=STOP_GRACE_S if node.ip == self.head_ip else STOP_WAIT_S)
         self.started.clear()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         for key, value in getattr(self, "_saved_env", {}).items():  # a cluster started earlier gets its token back
