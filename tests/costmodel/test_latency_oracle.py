@@ -87,7 +87,7 @@ def test_the_serving_prior_gives_measurement_records_for_op_level_knobs(oracle_r
 def test_serving_tune_narrows_the_op_level_knobs_to_the_cost_models_fast_settings(oracle_run: Path,
                                                                                   tmp_path: Path) -> None:  # fmt: skip
     knobs = ("--instances", "1", "--max-batch", "1,2", "--batch-timeout-ms", "0", "--intra", "1,2", "--inter", "2")
-    quick = ("--rate", "100", "--requests", "30", "--budget", "2", "--confirm-top", "1", "--confirm-rounds", "2",
+    quick = ("--rate", "300", "--requests", "30", "--budget", "2", "--confirm-top", "1", "--confirm-rounds", "2",
              "--noise-windows", "2")  # fmt: skip
     ran = run_inprocess("serving", "tune", "--engine", "real", "--model", "zoo:cnn", *knobs, *quick, "--cost-model",
                         oracle_run, "--cost-model-tolerance", "0", "--out", tmp_path / "t")  # fmt: skip
