@@ -18,12 +18,12 @@ from mlsysopt.placement.jobs import (
     AdaptRequest,
     CompareRequest,
     PlaceRequest,
-    ProblemSpec,
     compare_methods,
     place,
     prepare_adapt,
     prepare_place,
 )
+from mlsysopt.placement.problem_spec import ProblemSpec
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread")]
 

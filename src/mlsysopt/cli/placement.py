@@ -25,7 +25,7 @@ from mlsysopt.cli.common import (
     progress_bar,
 )
 from mlsysopt.placement.config import TrainConfig
-from mlsysopt.placement.jobs import ProblemSpec, check_timeout
+from mlsysopt.placement.problem_spec import ProblemSpec, check_timeout
 from mlsysopt.runtime import check_parallel
 
 placement_app = typer.Typer(

@@ -3,7 +3,8 @@
 ``mlsysopt placement place|compare|adapt`` build a :class:`PlaceRequest`, :class:`CompareRequest` or
 :class:`AdaptRequest` and run it; a Python user gets the same checks, bounds and outputs::
 
-    from mlsysopt.placement.jobs import PlaceRequest, ProblemSpec, place
+    from mlsysopt.placement.jobs import PlaceRequest, place
+    from mlsysopt.placement.problem_spec import ProblemSpec
 
     outcome = place(PlaceRequest(ProblemSpec("montage", devices=8), out="runs/p", budget=200))
     outcome.result["makespan"], outcome.files  # result.json's figures (seconds), the files written
@@ -17,194 +18,33 @@ library's default shows nothing.
 
 from __future__ import annotations
 
-import contextlib
-import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
-from mlsysopt.graph.limits import parse_shape
 from mlsysopt.io import RunDir
-from mlsysopt.placement.limits import check_devices, check_num_tasks
+from mlsysopt.placement.limits import check_devices
 from mlsysopt.placement.methods import METHODS, get_method, select_methods
+from mlsysopt.placement.problem_spec import (  # the problem every job places, and what the jobs share
+    LoadedProblem,
+    LoadsProblem,
+    Outcome,
+    ProblemSpec,
+    Status,
+    check_policy,
+    one_shot_run,
+    quiet,
+    write_device_map,
+)
 from mlsysopt.runtime import check_parallel
-from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
-    from mlsysopt.graph.problem import PlacementProblem
-    from mlsysopt.placement.giph import GiPH
     from mlsysopt.runtime import Executor
 
-Status = Callable[[str], AbstractContextManager[Any]]
 INITS = ("heft", "random")
-
-
-@contextlib.contextmanager
-def _quiet(_what: str) -> Iterator[None]:
-    yield
-
-
-def check_timeout(timeout: float | None) -> None:
-    """``--timeout`` must be a finite number of seconds > 0."""
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise InvalidOption(f"--timeout {timeout}: must be a finite number of seconds > 0")
-
-
-def check_policy(policy: str) -> None:
-    """Fail fast (before torch is imported) when ``--policy`` is neither 'pretrained' nor a file."""
-    if policy != "pretrained" and not Path(policy).is_file():
-        raise MlsysoptError(
-            f"--policy {policy}: no such checkpoint file (train one with 'mlsysopt placement train --out RUN', "
-            "or use --policy pretrained, the policy shipped with mlsysopt)"
-        )
-
-
-def load_giph(policy: str) -> GiPH:
-    """The GiPH placer of ``--policy`` (a checkpoint or 'pretrained'); a clear error when it is unusable."""
-    from mlsysopt.placement.giph import GiPH  # torch: only once the inputs are checked
-
-    return GiPH.load(policy)  # GiPH's search runs with one torch thread itself
-
-
-# ---------------------------------------------------------------------------- the problem
-class LoadedProblem(NamedTuple):
-    """A validated placement problem, what result.json says of it, and the fx node owners of a PyTorch model."""
-
-    problem: PlacementProblem
-    about: dict[str, Any]
-    owners: dict[str, Any] | None
-
-
-def graph_and_owners(src: Any, input_shape: tuple[int, ...] | None) -> tuple[Any, dict[str, Any]]:
-    """The CompGraph of a PyTorch source and its fx node owners, from one build of the model."""
-    from mlsysopt.graph.importers.torch_fx import from_module  # torch: a PyTorch source only
-    from mlsysopt.placement.devicemap import node_owners
-
-    module, inputs = src.pytorch(input_shape)
-    return from_module(module, inputs, name=src.name), node_owners(module)
-
-
-@dataclass(frozen=True)
-class ProblemSpec:
-    """Which graph on which cluster: what every placement command places, bounded when it is built.
-
-    Args:
-        source: any graph source (``.npz``, WfFormat JSON, a recipe name, ``zoo:NAME``, ONNX, ``file.py:factory``).
-        cluster: a cluster JSON file or ``preset:NAME``; or None with ``devices``.
-        devices: with no ``cluster``: a random heterogeneous cluster of this many devices in the graph's units.
-        num_tasks: tasks of a workflow recipe.
-        input_shape: the example input of a PyTorch factory returning a bare module (``"1,3,32,32"`` or a tuple).
-        seed: seeds the recipe and the drawn cluster.
-        timeout: seconds a user's factory may take, and each search.
-    """
-
-    source: str
-    cluster: str | None = None
-    devices: int | None = None
-    num_tasks: int = 100
-    input_shape: str | tuple[int, ...] | None = None
-    seed: int = 0
-    timeout: float | None = None
-
-    def __post_init__(self) -> None:
-        check_timeout(self.timeout)
-        if self.devices is not None:
-            check_devices(self.devices)
-        check_num_tasks(self.num_tasks)
-        self.shape()  # a malformed or oversized shape is refused now
-
-    def shape(self) -> tuple[int, ...] | None:
-        """The example input shape as a tuple (checked against this machine's memory)."""
-        if isinstance(self.input_shape, tuple):
-            return parse_shape(",".join(map(str, self.input_shape)))
-        return parse_shape(self.input_shape)
-
-    def load(
-        self, budget: int | None = None, runs: int = 1, giph: GiPH | None = None, status: Status = _quiet
-    ) -> LoadedProblem:
-        """The graph on its cluster, validated, and the search's size checked (``runs`` searches of ``budget``).
-
-        Returns:
-            The problem, what result.json says of it (``graph``, ``cluster_source``, ``cluster``) and, for a PyTorch
-            source, the fx node owners (the model is built once, for the graph and for them).
-        """
-        from mlsysopt.graph.importers.source import resolve_source
-        from mlsysopt.graph.presets import load_cluster
-        from mlsysopt.graph.problem import load_problem as problem_of
-        from mlsysopt.placement.base import default_budget
-        from mlsysopt.placement.limits import check_search
-        from mlsysopt.report.summary import graph_summary
-
-        owners = None
-        shape = self.shape()
-        with status("loading graph and cluster"):
-            src = resolve_source(self.source)
-            if src.runs_user_code:  # the user's factory runs in a child process, bounded by the timeout
-                graph, owners = src.isolated(graph_and_owners, src, shape, timeout=self.timeout)
-            elif src.kind == "pytorch":
-                graph, owners = graph_and_owners(src, shape)
-            else:
-                graph = src.graph(num_tasks=self.num_tasks, seed=self.seed, input_shape=shape)
-            cluster = None if self.cluster is None else load_cluster(str(self.cluster), graph, self.seed)
-            devices = cluster.num_devices if cluster is not None else (self.devices or 1)
-            hidden = None if giph is None else giph.policy.config.hidden
-            check_search(graph.num_nodes, graph.num_edges, devices, budget or default_budget(graph), runs, hidden,
-                         self.timeout)  # fmt: skip
-            problem, how = problem_of(graph, cluster, self.devices, self.seed)
-            if cluster is not None:
-                how = str(cluster.meta.get("source", how))
-        about = {"graph": graph_summary(graph, name=str(graph.meta.get("name") or self.source))}
-        return LoadedProblem(problem, {**about, "cluster_source": how, "cluster": problem.cluster.to_dict()}, owners)
-
-    def settings(self) -> dict[str, Any]:
-        """The problem's part of a run's settings (the command line's option names)."""
-        shape = self.input_shape if not isinstance(self.input_shape, tuple) else ",".join(map(str, self.input_shape))
-        return {"graph_source": self.source, "cluster_path": self.cluster, "devices": self.devices,
-                "timeout": self.timeout, "seed": self.seed, "num_tasks": self.num_tasks,
-                "input_shape": shape}  # fmt: skip
-
-
-def _run_dir(command: str, out: str | Path, settings: dict[str, Any]) -> RunDir:
-    """The checked (not yet created) run folder of a one-shot command (no checkpoint)."""
-    return RunDir(out, {"command": command, **settings}, checkpoint=None, sink=RunStore).check()
-
-
-def write_device_map(run: RunDir, problem: PlacementProblem, placement: Any, owners: Any, source: str) -> bool:
-    """Write ``device_map.json`` when the graph came from PyTorch (torch.fx); whether it was written."""
-    if problem.graph.meta.get("source") != "torch.fx":
-        return False
-    from mlsysopt.placement.devicemap import device_map
-
-    run.write_json("device_map.json", device_map(problem.graph, problem.cluster, placement, owners, source))
-    return True
-
-
-class _Loads:
-    """A job's :meth:`load`: the policy and the problem, once (a problem the cluster cannot run is refused here,
-    before the job writes anything or shows progress)."""
-
-    giph: GiPH | None = None
-    loaded: LoadedProblem | None = None
-
-    def _load(
-        self, spec: ProblemSpec, policy: str | None, budget: int | None, runs: int, status: Status
-    ) -> LoadedProblem:
-        if self.loaded is None:
-            self.giph = load_giph(policy) if policy is not None else None
-            self.loaded = spec.load(budget, runs=runs, giph=self.giph, status=status)
-        return self.loaded
-
-
-class Outcome(NamedTuple):
-    """What a placement job wrote: result.json's contents, the problem, and the files in the run folder."""
-
-    result: dict[str, Any]
-    problem: PlacementProblem
-    files: list[str]
 
 
 # ---------------------------------------------------------------------------- place
@@ -244,12 +84,12 @@ class PlaceRequest:
 
 
 @dataclass
-class PlaceJob(_Loads):
+class PlaceJob(LoadsProblem):
     """A checked ``placement place`` (nothing written yet); :meth:`run` writes the run folder."""
 
     request: PlaceRequest
     run_dir: RunDir
-    status: Status = _quiet
+    status: Status = quiet
     notes: list[str] = field(default_factory=list)
 
     def load(self) -> LoadedProblem:
@@ -303,15 +143,15 @@ class PlaceJob(_Loads):
         return Outcome(result, problem, files)
 
 
-def prepare_place(request: PlaceRequest, status: Status = _quiet) -> PlaceJob:
+def prepare_place(request: PlaceRequest, status: Status = quiet) -> PlaceJob:
     """Check the run folder of ``request`` (nothing is created) and return the job; notes say what is ignored."""
-    job = PlaceJob(request, _run_dir("placement place", request.out, request.settings()), status)
+    job = PlaceJob(request, one_shot_run("placement place", request.out, request.settings()), status)
     if request.init is not None and request.method not in ("giph", "giph_paper", "annealing", "local_search"):
         job.notes.append(f"--init is ignored by {request.method}")
     return job
 
 
-def place(request: PlaceRequest, status: Status = _quiet) -> Outcome:
+def place(request: PlaceRequest, status: Status = quiet) -> Outcome:
     """``placement place`` in one call: :func:`prepare_place`, then run it."""
     return prepare_place(request, status).run()
 
@@ -369,12 +209,12 @@ class CompareRequest:
 
 
 @dataclass
-class CompareJob(_Loads):
+class CompareJob(LoadsProblem):
     """A checked ``placement compare``; :meth:`run` writes result.json, cluster.json and search.png."""
 
     request: CompareRequest
     run_dir: RunDir
-    status: Status = _quiet
+    status: Status = quiet
 
     def load(self) -> LoadedProblem:
         """The policy (when a method needs one) and the problem, loaded and checked once."""
@@ -418,12 +258,12 @@ class CompareJob(_Loads):
         return Outcome(result, problem, ["result.json", "cluster.json", "search.png"])
 
 
-def prepare_compare(request: CompareRequest, status: Status = _quiet) -> CompareJob:
+def prepare_compare(request: CompareRequest, status: Status = quiet) -> CompareJob:
     """Check the run folder of ``request`` (nothing is created) and return the job."""
-    return CompareJob(request, _run_dir("placement compare", request.out, request.settings()), status)
+    return CompareJob(request, one_shot_run("placement compare", request.out, request.settings()), status)
 
 
-def compare_methods(request: CompareRequest, status: Status = _quiet) -> Outcome:
+def compare_methods(request: CompareRequest, status: Status = quiet) -> Outcome:
     """``placement compare`` in one call."""
     return prepare_compare(request, status).run()
 
@@ -478,13 +318,13 @@ class AdaptRequest:
 
 
 @dataclass
-class AdaptJob(_Loads):
+class AdaptJob(LoadsProblem):
     """A checked ``placement adapt``; :meth:`run` writes result.json, placement.json, cluster.json (the changed
     cluster), old_cluster.json, gantt.png (and device_map.json for a PyTorch model)."""
 
     request: AdaptRequest
     run_dir: RunDir
-    status: Status = _quiet
+    status: Status = quiet
     old_devices: int = 0  # devices before the change (known once the job ran)
 
     def load(self) -> LoadedProblem:
@@ -535,6 +375,6 @@ class AdaptJob(_Loads):
         return Outcome(result, res.problem, files)
 
 
-def prepare_adapt(request: AdaptRequest, status: Status = _quiet) -> AdaptJob:
+def prepare_adapt(request: AdaptRequest, status: Status = quiet) -> AdaptJob:
     """Check the run folder of ``request`` (nothing is created) and return the job."""
-    return AdaptJob(request, _run_dir("placement adapt", request.out, request.settings()), status)
+    return AdaptJob(request, one_shot_run("placement adapt", request.out, request.settings()), status)
