@@ -55,14 +55,7 @@ class LightGBMRanker(BoosterRanker):
     """LightGBM ``lambdarank`` over the configurations of each graph (``--mode lightgbm``).
 
     Args:
-        task: ``"layout"`` or ``"tile"`` (configurations are ranked).
-        seed: Seed of the booster.
-        rounds: Most boosting rounds; validation chooses how many are used.
-        threads: Threads the library may use.
-        top_k: Configurable nodes summarized per layout graph in the feature rows.
-
-    Raises:
-        InvalidOption: If ``task`` is not ``layout`` or ``tile``.
+        task, seed, rounds, threads, top_k: as :class:`~mlsysopt.costmodel.trees.TreeRanker`.
     """
 
     library = "lightgbm"
@@ -97,14 +90,7 @@ class XGBoostRanker(BoosterRanker):
     """XGBoost ``rank:pairwise`` over the configurations of each graph (``--mode xgboost``).
 
     Args:
-        task: ``"layout"`` or ``"tile"`` (configurations are ranked).
-        seed: Seed of the booster.
-        rounds: Most boosting rounds; validation chooses how many are used.
-        threads: Threads the library may use.
-        top_k: Configurable nodes summarized per layout graph in the feature rows.
-
-    Raises:
-        InvalidOption: If ``task`` is not ``layout`` or ``tile``.
+        task, seed, rounds, threads, top_k: as :class:`~mlsysopt.costmodel.trees.TreeRanker`.
     """
 
     library = "xgboost"

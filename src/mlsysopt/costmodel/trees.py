@@ -340,14 +340,7 @@ class TreesModel(TreeRanker):
     """scikit-learn's HistGradientBoostingRegressor on log(runtime / fastest) (``--mode trees``).
 
     Args:
-        task: ``"layout"`` or ``"tile"`` (configurations are ranked).
-        seed: Seed of the booster.
-        rounds: Most boosting rounds; validation chooses how many are used.
-        threads: Threads the library may use.
-        top_k: Configurable nodes summarized per layout graph in the feature rows.
-
-    Raises:
-        InvalidOption: If ``task`` is not ``layout`` or ``tile``.
+        task, seed, rounds, threads, top_k: as :class:`~mlsysopt.costmodel.trees.TreeRanker`.
     """
 
     library = "sklearn"

@@ -76,20 +76,11 @@ class EPNASConfig(ControllerConfig, PredictorConfig, SearcherConfig):
     """Every EPNAS knob, the controller's and the predictor's included (see the module docstring for the defaults).
 
     Args:
-        tries: Random draws per ask before giving up on finding a new admissible candidate, 1 to 1e6.
-        members: Predictor ensemble size, 1 to 64.
-        pred_hidden: Predictor hidden width, 1 to 4096.
-        pred_epochs: Predictor training epochs per fit, 1 to 100000.
-        pred_lr: Predictor Adam learning rate, > 0.
-        rank_weight: Weight of the pairwise ranking loss next to the MSE, >= 0.
-        refit_growth: Refit the predictor once its data grew by this fraction, >= 0.
-        hidden: Controller LSTM width, 1 to 4096.
-        temperature: Logit temperature (logits = tanh_c * tanh(x / temperature)), > 0.
-        tanh_c: Logit range of the controller, > 0.
-        lr: Controller Adam learning rate, > 0.
-        entropy: Entropy bonus weight, >= 0.
-        baseline_decay: Decay of the moving-average reward baseline, in [0, 1).
-        penalty: Normalized advantage given to infeasible, invalid or failed samples.
+        tries: as :class:`~mlsysopt.nas.searcher.SearcherConfig`.
+        members, pred_hidden, pred_epochs, pred_lr, rank_weight, refit_growth: as
+            :class:`~mlsysopt.nas.predictor.PredictorConfig`.
+        hidden, temperature, tanh_c, lr, entropy, baseline_decay, penalty: as
+            :class:`~mlsysopt.nas.controller.ControllerConfig`.
         prior: ``"auto"`` (the given prior, else the space's own) or ``"none"`` (cold); default ``"auto"``.
         predictor: ``"gp"`` (GP with the prior as mean) or ``"mlp"`` (MLP ensemble).
         neighbours: Best-so-far architectures whose one-edit neighbours join the pool, >= 0.
@@ -128,16 +119,10 @@ class EPNAS(Searcher[EPNASConfig]):
     are evaluated in parallel.
 
     Args:
-        space: The search space.
-        constraints: Resource constraints (None: every architecture is feasible).
-        budget: Evaluations the driver spends, >= 1.
-        seed: Seed of every random choice of the method.
-        config: The method's knobs, a :class:`EPNASConfig` (None: its defaults).
+        space, constraints, budget, seed: as :class:`~mlsysopt.nas.searcher.Searcher` (which also says
+            what it raises).
+        config: a :class:`EPNASConfig` (None: its defaults).
         prior: A transfer prior (:class:`~mlsysopt.nas.prior.TransferPrior`); None: the space's own (if any).
-
-    Raises:
-        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`EPNASConfig`.
-        InvalidConstraint: If a constraint reads a resource the space does not report.
     """
 
     name = "epnas"
@@ -381,36 +366,8 @@ class EPNASColdConfig(EPNASConfig):
     """EPNAS without transfer: the same knobs, ``prior="none"`` by default (its own defaults; see the module doc).
 
     Args:
-        tries: Random draws per ask before giving up on finding a new admissible candidate, 1 to 1e6.
-        members: Predictor ensemble size, 1 to 64.
-        pred_hidden: Predictor hidden width, 1 to 4096.
-        pred_epochs: Predictor training epochs per fit, 1 to 100000.
-        pred_lr: Predictor Adam learning rate, > 0.
-        rank_weight: Weight of the pairwise ranking loss next to the MSE, >= 0.
-        refit_growth: Refit the predictor once its data grew by this fraction, >= 0.
-        hidden: Controller LSTM width, 1 to 4096.
-        temperature: Logit temperature (logits = tanh_c * tanh(x / temperature)), > 0.
-        tanh_c: Logit range of the controller, > 0.
-        lr: Controller Adam learning rate, > 0.
-        entropy: Entropy bonus weight, >= 0.
-        baseline_decay: Decay of the moving-average reward baseline, in [0, 1).
-        penalty: Normalized advantage given to infeasible, invalid or failed samples.
-        prior: ``"auto"`` (the given prior, else the space's own) or ``"none"`` (cold); default ``"none"``.
-        predictor: ``"gp"`` (GP with the prior as mean) or ``"mlp"`` (MLP ensemble).
-        neighbours: Best-so-far architectures whose one-edit neighbours join the pool, >= 0.
-        candidates: Admissible controller samples the predictor ranks per round, >= 1.
-        round_size: Architectures evaluated per round (0: ``ask``'s ``n``, i.e. the driver's workers).
-        warmup: Evaluations before a cold predictor ranks, >= 0.
-        stage_split: Budget split over stages: ``"auto"``, ``"linear"``, ``"equal"`` or ``"last"``.
-        ucb: Rank by predicted mean + ``ucb`` * std, >= 0.
-        grow: Fraction of each sample batch that completes prefixes of the best architectures, in [0, 1].
-        beam: How many best architectures those prefixes come from, >= 1.
-        predicted_update: Weight of a policy step on the predictor's scores of each pool (0: none; default 0.0).
-        prior_steps: Policy steps on the prior's scores before the first round, >= 0 (default 0).
-        prior_pool: The prior's best unevaluated architectures joining every round's pool, >= 0.
-
-    Raises:
-        InvalidOption: If a knob has the wrong type or is out of range.
+        every knob of :class:`EPNASConfig`; the defaults that differ: ``prior="none"``, ``predicted_update=0.0``,
+            ``prior_steps=0``.
     """
 
     prior: str = knob("none", choices=PRIORS)
@@ -422,16 +379,10 @@ class EPNASCold(EPNAS):
     """EPNAS started cold: no prior, the predictor learns from the target's evaluations alone.
 
     Args:
-        space: The search space.
-        constraints: Resource constraints (None: every architecture is feasible).
-        budget: Evaluations the driver spends, >= 1.
-        seed: Seed of every random choice of the method.
-        config: The method's knobs, a :class:`EPNASColdConfig` (None: its defaults).
+        space, constraints, budget, seed: as :class:`~mlsysopt.nas.searcher.Searcher` (which also says
+            what it raises).
+        config: a :class:`EPNASColdConfig` (None: its defaults).
         prior: Ignored unless ``config.prior`` is ``"auto"`` (cold by default).
-
-    Raises:
-        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`EPNASColdConfig`.
-        InvalidConstraint: If a constraint reads a resource the space does not report.
     """
 
     name = "epnas_cold"

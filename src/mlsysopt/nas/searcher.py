@@ -55,6 +55,10 @@ class Searcher(Candidates, Rewards, PriorSource, ABC, Generic[ConfigT]):
         prior: a transfer prior (:class:`~mlsysopt.nas.prior.TransferPrior`) for the methods that read one
             (``uses_prior``); None lets such a method take the space's own (``space.default_prior()``).
 
+    Raises:
+        MlsysoptError: ``budget`` < 1, or ``config`` is not an instance of the method's ``Config``.
+        InvalidConstraint: a constraint reads a resource the space does not report.
+
     The helpers every method uses come from the mixins: :class:`~mlsysopt.nas.candidates.Candidates` (a
     candidate's validity, identity, resources and feasibility, cached; costly resources fetched last),
     :class:`~mlsysopt.nas.rewards.Rewards` and :class:`~mlsysopt.nas.prior_source.PriorSource`.

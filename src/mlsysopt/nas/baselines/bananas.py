@@ -55,16 +55,10 @@ class Bananas(Searcher[BananasConfig]):
     """Ensemble predictor + mutation acquisition.
 
     Args:
-        space: The search space.
-        constraints: Resource constraints (None: every architecture is feasible).
-        budget: Evaluations the driver spends, >= 1.
-        seed: Seed of every random choice of the method.
-        config: The method's knobs, a :class:`BananasConfig` (None: its defaults).
+        space, constraints, budget, seed: as :class:`~mlsysopt.nas.searcher.Searcher` (which also says
+            what it raises).
+        config: a :class:`BananasConfig` (None: its defaults).
         prior: Ignored by this method (it reads no prior).
-
-    Raises:
-        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`BananasConfig`.
-        InvalidConstraint: If a constraint reads a resource the space does not report.
     """
 
     name = "bananas"

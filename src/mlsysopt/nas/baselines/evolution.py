@@ -38,16 +38,10 @@ class RegularizedEvolution(Searcher[EvolutionConfig]):
     """Aging evolution over architectures of ``max_blocks`` blocks.
 
     Args:
-        space: The search space.
-        constraints: Resource constraints (None: every architecture is feasible).
-        budget: Evaluations the driver spends, >= 1.
-        seed: Seed of every random choice of the method.
-        config: The method's knobs, a :class:`EvolutionConfig` (None: its defaults).
+        space, constraints, budget, seed: as :class:`~mlsysopt.nas.searcher.Searcher` (which also says
+            what it raises).
+        config: a :class:`EvolutionConfig` (None: its defaults).
         prior: Ignored by this method (it reads no prior).
-
-    Raises:
-        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`EvolutionConfig`.
-        InvalidConstraint: If a constraint reads a resource the space does not report.
     """
 
     name = "evolution"

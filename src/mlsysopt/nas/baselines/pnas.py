@@ -28,13 +28,9 @@ class PNASConfig(PredictorConfig, SearcherConfig):
     """Beam width, candidate cap per stage, budget split and the predictor knobs (shared with EPNAS).
 
     Args:
-        tries: Random draws per ask before giving up on finding a new admissible candidate, 1 to 1e6.
-        members: Predictor ensemble size, 1 to 64.
-        pred_hidden: Predictor hidden width, 1 to 4096.
-        pred_epochs: Predictor training epochs per fit, 1 to 100000.
-        pred_lr: Predictor Adam learning rate, > 0.
-        rank_weight: Weight of the pairwise ranking loss next to the MSE, >= 0.
-        refit_growth: Refit the predictor once its data grew by this fraction, >= 0.
+        tries: as :class:`~mlsysopt.nas.searcher.SearcherConfig`.
+        members, pred_hidden, pred_epochs, pred_lr, rank_weight, refit_growth: as
+            :class:`~mlsysopt.nas.predictor.PredictorConfig`.
         beam: Best architectures of a stage expanded into the next, >= 1.
         max_candidates: Most candidates listed per stage (a uniform sample beyond), >= 1.
         stage_split: Budget split over stages: ``"auto"``, ``"linear"``, ``"equal"`` or ``"last"``.
@@ -52,16 +48,10 @@ class PNAS(Searcher[PNASConfig]):
     """Progressive beam search ranked by the performance predictor.
 
     Args:
-        space: The search space.
-        constraints: Resource constraints (None: every architecture is feasible).
-        budget: Evaluations the driver spends, >= 1.
-        seed: Seed of every random choice of the method.
-        config: The method's knobs, a :class:`PNASConfig` (None: its defaults).
+        space, constraints, budget, seed: as :class:`~mlsysopt.nas.searcher.Searcher` (which also says
+            what it raises).
+        config: a :class:`PNASConfig` (None: its defaults).
         prior: Ignored by this method (it reads no prior).
-
-    Raises:
-        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`PNASConfig`.
-        InvalidConstraint: If a constraint reads a resource the space does not report.
     """
 
     name = "pnas"

@@ -17,14 +17,9 @@ class ReinforceConfig(ControllerConfig, SearcherConfig):
     """Controller and policy-gradient knobs (the same defaults as EPNAS's controller).
 
     Args:
-        tries: Random draws per ask before giving up on finding a new admissible candidate, 1 to 1e6.
-        hidden: Controller LSTM width, 1 to 4096.
-        temperature: Logit temperature (logits = tanh_c * tanh(x / temperature)), > 0.
-        tanh_c: Logit range of the controller, > 0.
-        lr: Controller Adam learning rate, > 0.
-        entropy: Entropy bonus weight, >= 0.
-        baseline_decay: Decay of the moving-average reward baseline, in [0, 1).
-        penalty: Normalized advantage given to infeasible, invalid or failed samples.
+        tries: as :class:`~mlsysopt.nas.searcher.SearcherConfig`.
+        hidden, temperature, tanh_c, lr, entropy, baseline_decay, penalty: as
+            :class:`~mlsysopt.nas.controller.ControllerConfig`.
 
     Raises:
         InvalidOption: If a knob has the wrong type or is out of range.
@@ -35,16 +30,10 @@ class ReinforceSearch(Searcher[ReinforceConfig]):
     """ENAS-style controller trained with REINFORCE on the evaluated architectures' rewards.
 
     Args:
-        space: The search space.
-        constraints: Resource constraints (None: every architecture is feasible).
-        budget: Evaluations the driver spends, >= 1.
-        seed: Seed of every random choice of the method.
-        config: The method's knobs, a :class:`ReinforceConfig` (None: its defaults).
+        space, constraints, budget, seed: as :class:`~mlsysopt.nas.searcher.Searcher` (which also says
+            what it raises).
+        config: a :class:`ReinforceConfig` (None: its defaults).
         prior: Ignored by this method (it reads no prior).
-
-    Raises:
-        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`ReinforceConfig`.
-        InvalidConstraint: If a constraint reads a resource the space does not report.
     """
 
     name = "reinforce"

@@ -41,16 +41,10 @@ class ZeroShot(Searcher[ZeroShotConfig]):
     """The prior's ranking, top first.
 
     Args:
-        space: The search space.
-        constraints: Resource constraints (None: every architecture is feasible).
-        budget: Evaluations the driver spends, >= 1.
-        seed: Seed of every random choice of the method.
-        config: The method's knobs, a :class:`ZeroShotConfig` (None: its defaults).
+        space, constraints, budget, seed: as :class:`~mlsysopt.nas.searcher.Searcher` (which also says
+            what it raises).
+        config: a :class:`ZeroShotConfig` (None: its defaults).
         prior: A transfer prior (:class:`~mlsysopt.nas.prior.TransferPrior`); None: the space's own (if any).
-
-    Raises:
-        MlsysoptError: If ``budget`` < 1 or ``config`` is not a :class:`ZeroShotConfig`.
-        InvalidConstraint: If a constraint reads a resource the space does not report.
         MlsysoptError: Also if neither ``prior`` nor the space gives a transfer prior.
     """
 

@@ -38,7 +38,20 @@ WARM_TRIALS = 10  # as many as the samplers' default random start-up trials
 
 
 class OptunaTuner(Tuner):
-    """A tuner driven by an Optuna sampler through the ask/tell API."""
+    """A tuner driven by an Optuna sampler through the ask/tell API.
+
+    Args:
+        space: The configurations to search.
+        objective: What to minimize.
+        seed: Seed of the tuner's random generator.
+        prior: Prior learned on other tasks; each new study first enqueues its top configurations (None: cold).
+        warm_trials: How many of the prior's configurations to enqueue per study, >= 1.
+        max_retries: Times a proposal of an already measured configuration is re-asked before a random one is used.
+        **sampler_knobs: Passed to the subclass's Optuna sampler.
+
+    Raises:
+        MlsysoptError: If ``warm_trials`` < 1.
+    """
 
     name = "optuna"
 

@@ -11,16 +11,9 @@ class OptunaTPE(OptunaTuner):
     """Bayesian optimisation with Optuna's ``TPESampler`` (default settings, seeded).
 
     Args:
-        space: The configurations to search.
-        objective: What to minimize.
-        seed: Seed of the tuner's random generator.
-        prior: Prior learned on other tasks; each new study first enqueues its top configurations (None: cold).
-        warm_trials: How many of the prior's configurations to enqueue per study, >= 1.
-        max_retries: Times a proposal of an already measured configuration is re-asked before a random one is used.
+        space, objective, seed, prior, warm_trials, max_retries: as
+            :class:`~mlsysopt.serving.tuners._optuna.OptunaTuner`.
         **sampler_knobs: Passed to Optuna's ``TPESampler``.
-
-    Raises:
-        MlsysoptError: If ``warm_trials`` < 1.
     """
 
     name = "tpe"
