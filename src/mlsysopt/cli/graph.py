@@ -214,8 +214,19 @@ def graph_simulate(
     num_tasks: NumTasksOpt = 100,
     input_shape: InputShapeOpt = None,
     seed: SeedOpt = 0,
+    execution: Annotated[
+        str,
+        typer.Option(
+            "--execution",
+            help="fifo: each device runs ready tasks in arrival order | ordered: each device runs its tasks in "
+            "HEFT's order for this map (upward rank, insertion).",
+        ),
+    ] = "fifo",
 ) -> None:
     """Simulate a placement of GRAPH on a cluster: makespan, CP_MIN, SLR, critical path and a Gantt chart."""
+    from mlsysopt.graph.list_schedule import check_execution
+
+    check_execution(execution)
     if cluster_spec is None and devices is None:
         raise MlsysoptError(
             "graph simulate needs --cluster C.json, --cluster preset:NAME or --devices N "
@@ -226,7 +237,7 @@ def graph_simulate(
     if placement_path is not None and random:
         raise MlsysoptError("give either --placement P.json or --random, not both")
     settings = {"command": "graph simulate", "source": graph_source, "cluster": cluster_spec, "seed": seed}
-    settings.update(devices=devices, num_tasks=num_tasks, input_shape=input_shape)
+    settings.update(devices=devices, num_tasks=num_tasks, input_shape=input_shape, execution=execution)
     run = RunDir(out, {**settings, "placement": placement_path}, checkpoint=None, sink=RunStore).check()
     result, problem, sched, placement = _simulate(graph_source, {**settings, "random": random}, placement_path, seed)
     from mlsysopt.report.gantt import plot_gantt
@@ -265,7 +276,9 @@ def _simulate(graph_source: str, settings: dict[str, Any], placement_path: Path 
 
     with err_console.status("loading graph, cluster and placement"):
         graph = load_source(graph_source, settings["num_tasks"], seed, settings["input_shape"])
-        problem, cluster_how = load_problem(graph, settings["cluster"], settings["devices"], seed)
+        problem, cluster_how = load_problem(
+            graph, settings["cluster"], settings["devices"], seed, settings.get("execution", "fifo")
+        )
         if placement_path is not None:
             placement, how = load_placement(placement_path, graph, problem.cluster), f"from {placement_path}"
         else:

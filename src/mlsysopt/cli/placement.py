@@ -175,19 +175,21 @@ def placement_place(
     seed: SeedOpt = 0,
     num_tasks: NumTasksOpt = 100,
     input_shape: InputShapeOpt = None,
+    execution: pio.ExecutionOpt = "fifo",
 ) -> None:
     """Place a graph on a cluster with one method (GiPH with the shipped policy by default).
 
     GiPH starts from the best of a portfolio (HEFT, all on the fastest feasible device, CPOP, the best of saga's
     schedulers) and improves it with a local search whose moves its policy proposes: never worse than that start.
     The table compares the result with each portfolio member (or, for another method, with HEFT and the fastest
-    device), and says when one of them is better. Writes result.json, placement.json, cluster.json, gantt.png,
-    search.png, and device_map.json for a PyTorch model. The search ends after --budget simulator evaluations or
-    --timeout seconds, whichever comes first.
+    device), and says when one of them is better. Writes result.json, placement.json, schedule.json (each
+    device's tasks in order, with start and finish), cluster.json, gantt.png, search.png, and device_map.json for
+    a PyTorch model. --execution ordered simulates a static schedule (HEFT is then its own schedule). The
+    search ends after --budget simulator evaluations or --timeout seconds, whichever comes first.
     """
     from mlsysopt.placement.jobs import PlaceRequest, prepare_place
 
-    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout)
+    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout, execution)
     job = prepare_place(PlaceRequest(problem, out, method, policy, init, budget), status=err_console.status)
     job.load()
     for note in job.notes:
@@ -213,6 +215,7 @@ def placement_compare(
     address: AddressOpt = None,
     num_tasks: NumTasksOpt = 100,
     input_shape: InputShapeOpt = None,
+    execution: pio.ExecutionOpt = "fifo",
 ) -> None:
     """Run every method with the same simulator budget over several seeds.
 
@@ -223,7 +226,7 @@ def placement_compare(
     from mlsysopt.placement.jobs import CompareRequest, prepare_compare
     from mlsysopt.runtime import make_executor
 
-    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout)
+    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout, execution)
     names = None if methods is None else tuple(pio.parse_names(methods))
     request = CompareRequest(problem, out, names, policy, budget, seeds, workers, backend, address)
     job = prepare_compare(request, status=err_console.status)
@@ -265,6 +268,7 @@ def placement_adapt(
     address: AddressOpt = None,
     num_tasks: NumTasksOpt = 100,
     input_shape: InputShapeOpt = None,
+    execution: pio.ExecutionOpt = "fifo",
 ) -> None:
     """Re-place after devices leave or join: GiPH.adapt vs a HEFT re-run vs keeping the placement.
 
@@ -273,7 +277,7 @@ def placement_adapt(
     """
     from mlsysopt.placement.jobs import AdaptRequest, prepare_adapt
 
-    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout)
+    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout, execution)
     start = None if placement_path is None else str(placement_path)
     request = AdaptRequest(problem, out, tuple(pio.parse_names(remove)), add, start, policy, budget, seeds, workers,
                            backend, address)  # fmt: skip
@@ -292,8 +296,9 @@ def _problem(
     input_shape: str | None,
     seed: int,
     timeout: float | None,
+    execution: str = "fifo",
 ) -> ProblemSpec:
     """The problem options every placement command shares, as the library's checked request."""
     return ProblemSpec(
-        source, None if cluster is None else str(cluster), devices, num_tasks, input_shape, seed, timeout
+        source, None if cluster is None else str(cluster), devices, num_tasks, input_shape, seed, timeout, execution
     )

@@ -66,6 +66,15 @@ ClusterOpt = Annotated[
 DevicesOpt = Annotated[
     int | None, int_opt("--devices", "Or a random cluster of N devices in the graph's units (saved as cluster.json).")
 ]
+ExecutionOpt = Annotated[
+    str,
+    typer.Option(
+        "--execution",
+        help="How a device runs its tasks: fifo (ready tasks in arrival order, as a dataflow runtime or a workflow "
+        "manager does) | ordered (a static schedule's order: HEFT's own schedule for HEFT, schedule.json for "
+        "the result).",
+    ),
+]
 PolicyOpt = Annotated[
     str,
     typer.Option("--policy", help="GiPH checkpoint (from 'placement train'), or 'pretrained': the shipped policy."),
@@ -132,7 +141,7 @@ def print_place(result: dict[str, Any], num_devices: int, out: Path, files: list
         ("devices used", f"{len(set(result['placement'].values()))} / {num_devices}"),
         ("search time (s)", f"{result['seconds']:.2f}"),
     ]
-    show(f"placement ({result['method']})", rows)
+    show(f"placement ({result['method']}, {result['execution']} execution)", rows)
     print_comparison(result["comparison"], result["method"])
     console.print(f"wrote {', '.join(files)} to {escape(str(out))}")
 
@@ -162,6 +171,8 @@ def print_comparison(compared: dict[str, Any], method: str) -> None:
     rows.append((f"final ({method})", seconds(compared["final"]), f"{compared['final_over_heft']:.3f}"))
     styles.append("bold green" if not compared["better"] else "bold red")
     show("comparison", rows, ("placement", "makespan (s)", "x HEFT"), styles)
+    if "heft_reference" in compared:
+        console.print(f"x HEFT: against {escape(compared['heft_reference'])}")
     if compared["better"]:
         names = ", ".join(PORTFOLIO_LABELS.get(n, n) for n in compared["better"])
         console.print(f"[yellow]warning:[/yellow] {method}'s placement is worse than {escape(names)} on this problem")
@@ -170,18 +181,28 @@ def print_comparison(compared: dict[str, Any], method: str) -> None:
 def print_compare(result: dict[str, Any], out: Path) -> None:
     """The per-method table of ``placement compare``; the best mean makespan in green."""
     seeds, budget, bound = len(result["seeds"]), result["budget"], seconds(result["cp_min"])
-    title = f"{seeds} seed(s), budget {budget} evaluations, CP_MIN {bound} s"
-    best = min(r["mean_makespan"] for r in result["results"].values())
+    execution = result.get("execution", "fifo")
+    title = f"{seeds} seed(s), budget {budget} evaluations, CP_MIN {bound} s, {execution} execution"
+    valid = {name: r.get("valid", True) for name, r in result["results"].items()}
+    best = min((r["mean_makespan"] for n, r in result["results"].items() if valid[n]), default=None)
     rows = []
     for name, r in result["results"].items():
         mean, low, ratio = seconds(r["mean_makespan"]), seconds(r["min_makespan"]), f"{r['mean_ratio_to_heft']:.3f}"
         own = [i["saga_makespan"] for i in r.get("info", []) if "saga_makespan" in i]
         saga = seconds(sum(own) / len(own)) if own else "-"  # saga's makespan in its own model, beside ours
-        rows.append((name, mean, low, ratio, saga, f"{r['mean_steps_to_best']:.1f}", f"{r['seconds']:.2f}"))
-    styles = ["bold green" if r["mean_makespan"] == best else None for r in result["results"].values()]
-    columns = ("method", "mean makespan (s)", "min makespan (s)", "x HEFT", "saga's own (s)", "steps to best")
-    columns += ("search time (s)",)
+        repaired = max((i.get("repaired_tasks", 0) for i in r.get("info", [])), default=0)
+        label = name if valid[name] else f"{name} (invalid: left {r.get('missing_tasks', '?')} tasks out)"
+        rows.append((label, mean, low, ratio, saga, str(repaired) if own else "-", f"{r['mean_steps_to_best']:.1f}",
+                     f"{r['seconds']:.2f}"))  # fmt: skip
+    styles = [
+        "bold green" if valid[n] and r["mean_makespan"] == best else ("dim" if not valid[n] else None)
+        for n, r in result["results"].items()
+    ]
+    columns = ("method", "mean makespan (s)", "min makespan (s)", "x HEFT", "saga's own (s)", "repaired tasks")
+    columns += ("steps to best", "search time (s)")
     show(title, rows, columns, styles)
+    if "heft_reference" in result:
+        console.print(f"x HEFT: against {escape(result['heft_reference'])}")
     for name, why in result["skipped"].items():
         console.print(f"skipped {name}: {why}")
     console.print(f"wrote result.json, cluster.json and search.png to {escape(str(out))}")

@@ -17,6 +17,7 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.list_schedule import check_execution
 from mlsysopt.graph.placement import placement_to_dict, random_from_mask
 from mlsysopt.graph.simulator import Schedule, Simulator, cp_min, slr_from_bound
 
@@ -28,20 +29,23 @@ class PlacementProblem:
         graph: the task graph.
         cluster: the devices; every task must have at least one device that supports its hardware type
             (ConstraintViolation naming the task otherwise).
+        execution: how a device runs its tasks: ``fifo`` (ready tasks in arrival order, a dataflow runtime) or
+            ``ordered`` (a static schedule's order; see :mod:`mlsysopt.graph.list_schedule`).
 
     Shapes: ``mask`` and ``exec_times`` are (tasks, devices).
     """
 
-    def __init__(self, graph: CompGraph, cluster: DeviceCluster) -> None:
+    def __init__(self, graph: CompGraph, cluster: DeviceCluster, execution: str = "fifo") -> None:
         from mlsysopt.graph.limits import check_problem
 
+        self.execution = check_execution(execution)
         check_problem(graph.num_nodes, cluster.num_devices)
         self.graph = graph
         self.cluster = cluster
         self.mask: np.ndarray = cluster.check_feasible(graph)
         self.mask.flags.writeable = False
         self._check_finite()
-        self.simulator = Simulator(graph, cluster, feasible=self.mask)
+        self.simulator = Simulator(graph, cluster, feasible=self.mask, execution=execution)
 
     def _check_finite(self) -> None:
         """Refuse a graph/cluster pair whose times overflow (speed 1e-308, bytes 1e308, ...): an inf makespan
@@ -151,13 +155,19 @@ class PlacementProblem:
         """A uniformly random feasible placement."""
         return random_from_mask(self.mask, rng)
 
-    def simulate(self, placement: Any) -> Schedule:
-        """Full schedule of ``placement`` (see :meth:`Simulator.run`)."""
-        return self.simulator.run(placement)
+    def simulate(self, placement: Any, order: Any = None) -> Schedule:
+        """Full schedule of ``placement`` (see :meth:`Simulator.run`; ``order``: a schedule's own task order)."""
+        return self.simulator.run(placement, order)
 
-    def makespan(self, placement: Any) -> float:
-        """Makespan of ``placement``."""
-        return self.simulator.makespan(placement)
+    def makespan(self, placement: Any, order: Any = None) -> float:
+        """Makespan of ``placement`` in the problem's execution semantics (``order``: a schedule's own order)."""
+        return self.simulator.makespan(placement, order=order)
+
+    def with_execution(self, execution: str) -> PlacementProblem:
+        """This graph and cluster under another execution semantics (``self`` when it is the same one)."""
+        if execution == self.execution:
+            return self
+        return PlacementProblem(self.graph, self.cluster, execution)
 
     @cached_property
     def cp_min(self) -> float:
@@ -179,7 +189,11 @@ class PlacementProblem:
 
 
 def load_problem(
-    graph: CompGraph, cluster: str | Path | DeviceCluster | None = None, devices: int | None = None, seed: int = 0
+    graph: CompGraph,
+    cluster: str | Path | DeviceCluster | None = None,
+    devices: int | None = None,
+    seed: int = 0,
+    execution: str = "fifo",
 ) -> tuple[PlacementProblem, str]:
     """The problem of ``graph`` on a cluster, and a line saying where the cluster came from.
 
@@ -189,6 +203,11 @@ def load_problem(
             :func:`~mlsysopt.graph.presets.load_cluster`); or None to draw one.
         devices: with no ``cluster``: a random heterogeneous cluster of this many devices in the graph's units
             (:func:`~mlsysopt.graph.generate.cluster_for`, seeded with ``seed``).
+        seed: Seed of the random cluster.
+        execution: ``fifo`` or ``ordered`` (see :class:`PlacementProblem`).
+
+    Returns:
+        ``(problem, how)``: the problem, and where its cluster came from.
     """
     if cluster is not None and devices is not None:
         raise MlsysoptError("give either a cluster (--cluster C.json) or a number of devices (--devices N), not both")
@@ -202,6 +221,6 @@ def load_problem(
     cluster = load_cluster(given, graph, seed)
     how = "given" if isinstance(given, DeviceCluster) else str(cluster.meta.get("source", "given"))
     try:
-        return PlacementProblem(graph, cluster), how
+        return PlacementProblem(graph, cluster, execution), how
     except MlsysoptError as exc:
         raise type(exc)(f"cluster {how}: {exc}") from None

@@ -7,8 +7,11 @@ Semantics (shared by every system in mlsysopt, and by the SimPy reference in ``b
   ``comm = delay[du, dv] + b / bandwidth[du, dv]`` if ``du != dv`` and ``0`` on one device.
   Links have no contention (every transfer proceeds in parallel).
 * A task is *ready* when the last of its inputs has arrived (sources at time 0).
-* Each device runs one task at a time, in order of readiness (FIFO; ties by task id): a task starts at
-  ``max(ready, time its device becomes free)``.
+* Each device runs one task at a time. Under ``fifo`` execution (the default; a dataflow runtime) it runs ready
+  tasks in order of readiness (ties by task id): a task starts at ``max(ready, time its device becomes free)``.
+  Under ``ordered`` execution (a static schedule, :mod:`mlsysopt.graph.list_schedule`) it runs its tasks in the
+  schedule's order: a task starts when its inputs have arrived and the task before it on its device has finished;
+  a placement given without an order gets HEFT's (upward rank, insertion).
 * The makespan is the latest finish time. The critical path is traced back from the last task to finish:
   through the previous task on the same device when the task waited for its device, otherwise through
   the input that arrived last.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numba
@@ -36,6 +40,14 @@ import numpy as np
 from mlsysopt.errors import InvalidGraph, InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.list_schedule import (
+    check_execution,
+    insertion_batch,
+    insertion_schedule,
+    rank_sequence,
+    start_order,
+    upward_rank,
+)
 from mlsysopt.graph.placement import check_placement
 from mlsysopt.graph.topology import longest_paths_csr
 
@@ -152,6 +164,7 @@ class Schedule:
         ready: Time the last input of every task arrived, in seconds (0 for sources).
         placement: Device id of every task.
         critical_path: Task ids on the critical path, first to last.
+        execution: ``fifo`` or ``ordered`` (see the module docstring).
 
     Shapes:
         start, finish, ready: (num_tasks,) float64 seconds
@@ -164,6 +177,7 @@ class Schedule:
     ready: np.ndarray
     placement: np.ndarray
     critical_path: list[int] = field(default_factory=list)
+    execution: str = "fifo"
 
     def to_dict(self, graph: CompGraph, cluster: DeviceCluster) -> dict[str, Any]:
         """JSON-ready dict with task and device names.
@@ -173,7 +187,8 @@ class Schedule:
             cluster: The cluster it was simulated on (for device names).
 
         Returns:
-            ``{"makespan", "critical_path": [task names], "tasks": [{"task", "device", "start", "finish"}]}``.
+            ``{"makespan", "execution", "critical_path": [task names], "tasks": [{"task", "device", "start",
+            "finish"}], "devices": {device: [task names in the order it runs them]}}``.
         """
         tasks = [
             {
@@ -184,10 +199,15 @@ class Schedule:
             }
             for i in range(graph.num_nodes)
         ]
+        by_device: dict[str, list[str]] = {}
+        for i in np.lexsort((np.arange(graph.num_nodes), self.finish, self.start)):
+            by_device.setdefault(cluster.names[int(self.placement[i])], []).append(graph.names[i])
         return {
             "makespan": float(self.makespan),
+            "execution": self.execution,
             "critical_path": [graph.names[i] for i in self.critical_path],
             "tasks": tasks,
+            "devices": by_device,
         }
 
 
@@ -199,13 +219,21 @@ class Simulator:
         cluster: The devices it runs on.
         feasible: The (tasks, devices) feasibility mask when the caller already holds it (a PlacementProblem);
             None computes it from ``cluster.feasible(graph)``.
+        execution: ``fifo`` (a device runs ready tasks in arrival order) or ``ordered`` (each device runs its
+            tasks in a static schedule's order; without one, HEFT's upward rank with insertion derives it).
 
     Shapes:
         feasible: (num_tasks, num_devices) bool
     """
 
-    def __init__(self, graph: CompGraph, cluster: DeviceCluster, feasible: np.ndarray | None = None) -> None:
-        """``feasible`` is the (tasks, devices) mask when the caller already holds it (a PlacementProblem)."""
+    def __init__(
+        self,
+        graph: CompGraph,
+        cluster: DeviceCluster,
+        feasible: np.ndarray | None = None,
+        execution: str = "fifo",
+    ) -> None:
+        self.execution = check_execution(execution)
         self.graph = graph
         self.cluster = cluster
         indptr, child, eid = graph.children_csr
@@ -219,6 +247,17 @@ class Simulator:
         self._inv_bw = np.ascontiguousarray(cluster.inv_bandwidth, dtype=np.float64)
         self._feasible = cluster.feasible(graph) if feasible is None else feasible
         self._rows = np.arange(graph.num_nodes)
+
+    @cached_property
+    def sequence(self) -> np.ndarray:
+        """The ``ordered`` semantics' scheduling sequence: tasks in decreasing upward rank (HEFT's)."""
+        return rank_sequence(self.graph, upward_rank(self.graph, self.cluster, self._feasible))
+
+    @cached_property
+    def _ordered_args(self) -> tuple[np.ndarray, ...]:
+        indptr, par, eid = self.graph.parents_csr
+        b = np.ascontiguousarray(self.graph.edge_bytes[eid], np.float64)
+        return (indptr, par, b, self._compute, self._speed, self._delay, self._inv_bw)
 
     def _args(self) -> tuple[np.ndarray, ...]:
         return (
@@ -246,14 +285,32 @@ class Simulator:
             return p.astype(np.int64, copy=False)
         return check_placement(self.graph, self.cluster, p)  # slow path: raises naming the task
 
-    def makespan(self, placement: Any, check: bool = True) -> float:
-        """Makespan of one placement (``check=False`` skips validation on a hot path you trust)."""
+    def makespan(self, placement: Any, check: bool = True, order: Any = None) -> float:
+        """Makespan of one placement in this simulator's execution semantics.
+
+        Args:
+            placement: Device id of every task.
+            check: False skips validation on a hot path you trust.
+            order: A schedule's task order (topological; per device, the order each device runs its tasks): the
+                placement is then run ``ordered`` in that order, whatever the simulator's semantics.
+
+        Returns:
+            The makespan, in the graph's time unit.
+        """
         p = self.check(placement) if check else np.asarray(placement, np.int64)
         n = self.graph.num_nodes
+        if order is not None:
+            return float(_schedule(*self._args(), p, self._check_order(order), np.empty(n), np.empty(n), np.empty(n)))
+        if self.execution == "ordered":
+            return float(insertion_schedule(*self._ordered_args, p, self.sequence, *self._buffers(n)))
         return float(_schedule(*self._args(), p, _FIFO, np.empty(n), np.empty(n), np.empty(n)))
 
+    @staticmethod
+    def _buffers(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return np.empty(n), np.empty(n), np.empty(n)
+
     def makespans(self, placements: Any, check: bool = True) -> np.ndarray:
-        """Makespans of a batch of placements, shape (B, tasks) -> (B,)."""
+        """Makespans of a batch of placements, shape (B, tasks) -> (B,), in this simulator's semantics."""
         ps = np.ascontiguousarray(placements, dtype=np.int64)
         if ps.ndim == 1:
             ps = ps[None, :]
@@ -266,6 +323,8 @@ class Simulator:
         ):
             for row in ps:
                 self.check(row)
+        if self.execution == "ordered":
+            return insertion_batch(*self._ordered_args, ps, self.sequence)
         return _schedule_batch(*self._args(), ps)
 
     def makespan_in_order(self, placement: Any, order: Any = None) -> float:
@@ -293,13 +352,44 @@ class Simulator:
             raise InvalidPlacement(f"order is not topological: '{v}' comes before its input '{u}'")
         return o
 
-    def run(self, placement: Any) -> Schedule:
-        """Full schedule of one placement: start, finish, ready times and the critical path."""
+    def order(self, placement: Any) -> np.ndarray:
+        """The ``ordered`` semantics' task order of a placement given without one (upward rank, insertion).
+
+        Args:
+            placement: Device id of every task.
+
+        Returns:
+            Task ids by planned start (topological; per device, the order it runs them), shape (num_tasks,).
+        """
+        p = self.check(placement)
+        start, finish, ready = self._buffers(self.graph.num_nodes)
+        insertion_schedule(*self._ordered_args, p, self.sequence, start, finish, ready)
+        return start_order(start, finish, self.sequence)
+
+    def run(self, placement: Any, order: Any = None) -> Schedule:
+        """Full schedule of one placement: start, finish, ready times and the critical path.
+
+        Args:
+            placement: Device id of every task.
+            order: A schedule's task order, run ``ordered`` (see :meth:`makespan`); None: this simulator's semantics.
+
+        Returns:
+            The schedule (its ``execution`` says which semantics produced it).
+        """
         p = self.check(placement)
         n = self.graph.num_nodes
-        start, finish, ready = np.empty(n), np.empty(n), np.empty(n)
-        ms = float(_schedule(*self._args(), p, _FIFO, start, finish, ready))
-        return Schedule(ms, start, finish, ready, p, self._critical_path(p, start, finish, ready))
+        start, finish, ready = self._buffers(n)
+        if order is None and self.execution == "ordered":
+            ms = float(insertion_schedule(*self._ordered_args, p, self.sequence, start, finish, ready))
+            execution = "ordered"
+        elif order is not None:
+            ms = float(_schedule(*self._args(), p, self._check_order(order), start, finish, ready))
+            execution = "ordered"
+        else:
+            ms = float(_schedule(*self._args(), p, _FIFO, start, finish, ready))
+            execution = "fifo"
+        crit = self._critical_path(p, start, finish, ready)
+        return Schedule(ms, start, finish, ready, p, crit, execution)
 
     def _critical_path(self, p: np.ndarray, start: np.ndarray, finish: np.ndarray, ready: np.ndarray) -> list[int]:
         g = self.graph
@@ -329,13 +419,14 @@ class Simulator:
         return list(zip(par[sl].tolist(), self.graph.edge_bytes[eid[sl]].tolist(), strict=True))
 
 
-def simulate(graph: CompGraph, cluster: DeviceCluster, placement: Any) -> Schedule:
+def simulate(graph: CompGraph, cluster: DeviceCluster, placement: Any, execution: str = "fifo") -> Schedule:
     """Simulate one placement of ``graph`` on ``cluster`` (see the module docstring for the semantics).
 
     Args:
         graph: The computation graph.
         cluster: The devices it runs on.
         placement: Device id of every task.
+        execution: ``fifo`` or ``ordered`` (see the module docstring).
 
     Returns:
         The full :class:`Schedule`: makespan (seconds), start/finish/ready times and the critical path.
@@ -347,7 +438,7 @@ def simulate(graph: CompGraph, cluster: DeviceCluster, placement: Any) -> Schedu
         InvalidPlacement: If ``placement`` has the wrong shape or an unknown device id.
         ConstraintViolation: If a task is placed on a device that does not support its hardware type.
     """
-    return Simulator(graph, cluster).run(placement)
+    return Simulator(graph, cluster, execution=execution).run(placement)
 
 
 def cp_min(graph: CompGraph, cluster: DeviceCluster) -> float:

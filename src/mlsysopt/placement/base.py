@@ -47,9 +47,14 @@ class PlacementResult:
         history: Best makespan after each simulator evaluation.
         stopped_by: ``budget`` (evaluations spent, or the method was done) or ``timeout``.
         info: What the method reports besides (e.g. a SAGA scheduler's own makespan).
+        execution: The semantics the makespan was simulated in: ``fifo`` or ``ordered``.
+        order: Under ``ordered`` execution, the schedule's task order (per device, the order it runs its tasks;
+            the method's own when it made one, e.g. HEFT's, else re-derived by upward rank and insertion); None
+            under ``fifo``.
 
     Shapes:
         placement: (num_tasks,) int64 device index per task
+        order: (num_tasks,) int64 task ids
     """
 
     placement: np.ndarray
@@ -59,6 +64,8 @@ class PlacementResult:
     history: list[float] = field(default_factory=list)  # best makespan after each simulator evaluation
     stopped_by: str = "budget"  # "budget" (evaluations spent, or the method was done) or "timeout"
     info: dict[str, Any] = field(default_factory=dict)  # what the method reports besides (saga's makespan, ...)
+    execution: str = "fifo"
+    order: np.ndarray | None = None
 
     @property
     def steps_to_best(self) -> int:
@@ -78,6 +85,7 @@ class PlacementResult:
             "steps_to_best": self.steps_to_best,
             "history": [float(v) for v in self.history],
             "stopped_by": self.stopped_by,
+            "execution": self.execution,
             "placement": placement_to_dict(graph, cluster, self.placement),
             **({"info": self.info} if self.info else {}),
         }
@@ -105,6 +113,8 @@ class Evaluator:
         self.history: list[float] = []
         self.best_makespan = float("inf")
         self.best_placement: np.ndarray | None = None
+        self.best_order: np.ndarray | None = None
+        self.ordered = problem.execution == "ordered"
 
     @property
     def remaining(self) -> int:
@@ -115,10 +125,20 @@ class Evaluator:
             return 0
         return left
 
-    def __call__(self, placement: np.ndarray) -> float:
-        """Makespan of ``placement`` (one evaluation); remembers it if it is the best so far."""
+    def __call__(self, placement: np.ndarray, order: np.ndarray | None = None) -> float:
+        """Makespan of ``placement`` (one evaluation); remembers it if it is the best so far.
+
+        Args:
+            placement: Device id of every task.
+            order: The method's own schedule order (HEFT's, a saga scheduler's): under ``ordered`` execution the
+                placement runs in it; under ``fifo`` it is ignored (a dataflow runtime has no order).
+
+        Returns:
+            The makespan, in the graph's time unit.
+        """
         self._spend()
-        return self._record(placement, self.simulator.makespan(placement))
+        order = order if self.ordered else None
+        return self._record(placement, self.simulator.makespan(placement, order=order), order)
 
     def batch(self, placements: np.ndarray) -> np.ndarray:
         """Makespans of a batch of placements, shape (B, tasks) -> (B,), one evaluation each, in one simulator call.
@@ -148,10 +168,11 @@ class Evaluator:
             raise BudgetExhausted(f"budget of {self.budget} simulator evaluations is used up")
         return left
 
-    def _record(self, placement: np.ndarray, ms: float) -> float:
+    def _record(self, placement: np.ndarray, ms: float, order: np.ndarray | None = None) -> float:
         if ms < self.best_makespan:
             self.best_makespan = ms
             self.best_placement = np.array(placement, dtype=np.int64)
+            self.best_order = None if order is None else np.array(order, dtype=np.int64)
         self.history.append(self.best_makespan)
         return ms
 
@@ -160,8 +181,19 @@ class Evaluator:
         if self.best_placement is None:
             raise MlsysoptError(f"{method} evaluated no placement")
         stopped = "timeout" if self.timed_out else "budget"
+        order = self.best_order
+        if self.ordered and order is None:
+            order = self.simulator.order(self.best_placement)
         return PlacementResult(
-            self.best_placement, self.best_makespan, method, len(self.history), list(self.history), stopped, info or {}
+            self.best_placement,
+            self.best_makespan,
+            method,
+            len(self.history),
+            list(self.history),
+            stopped,
+            info or {},
+            self.problem.execution,
+            order,
         )
 
     def run(self, search: Callable[[], None]) -> None:
@@ -233,6 +265,7 @@ class Placer(ABC):
         seed: int = 0,
         init: np.ndarray | None = None,
         timeout: float | None = None,
+        execution: str = "fifo",
     ) -> PlacementResult:
         """Best placement found with at most ``budget`` simulator evaluations (default :func:`default_budget`).
 
@@ -247,6 +280,8 @@ class Placer(ABC):
             init: Start placement, shape (num_tasks,) int device index per task, or None.
             timeout: Wall-clock seconds (> 0) after which the search stops with the best placement so far; None:
                 no limit.
+            execution: ``fifo`` (devices run ready tasks in arrival order) or ``ordered`` (each device runs a
+                static schedule's order); see :mod:`mlsysopt.graph.list_schedule`.
 
         Returns:
             The best placement found, its makespan and the search history.
@@ -257,8 +292,9 @@ class Placer(ABC):
             InvalidOption: If the problem is too big for this machine's memory.
             InvalidPlacement: If ``init`` has the wrong shape or device ids.
             MlsysoptError: If ``budget`` is below 1 or ``timeout`` is not a positive finite number.
+            InvalidOption: If ``execution`` is neither ``fifo`` nor ``ordered``.
         """
-        return self.solve(PlacementProblem(graph, cluster), budget, seed, init, timeout)
+        return self.solve(PlacementProblem(graph, cluster, execution), budget, seed, init, timeout)
 
     def solve(
         self,

@@ -26,8 +26,9 @@ from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import PlacementResult, default_budget
 from mlsysopt.placement.methods import (  # the registry, re-exported: experiments name methods through it
+    HEFT_REFERENCE,
     METHODS,
-    heft_placement,
+    heft_makespan,
     run_method,
     select_methods,
 )
@@ -61,7 +62,7 @@ def comparison(problem: PlacementProblem, result: PlacementResult) -> dict[str, 
     given = portfolio.get("makespans", {})
     members = {k: float(v) for k, v in given.items() if k in PORTFOLIO or k in ("init", "keep")}
     if "heft" not in members:
-        members["heft"] = problem.makespan(heft_placement(problem))
+        members["heft"] = heft_makespan(problem)
     if "fastest_device" not in members:
         members["fastest_device"] = problem.makespan(fastest_placement(problem))
     start = portfolio.get("best")
@@ -73,6 +74,8 @@ def comparison(problem: PlacementProblem, result: PlacementResult) -> dict[str, 
         "final": float(result.makespan),
         "final_over_heft": float(result.makespan / members["heft"]) if members["heft"] > 0 else float("nan"),
         "better": sorted(k for k, v in members.items() if v < result.makespan * (1 - 1e-12)),
+        "execution": problem.execution,
+        "heft_reference": HEFT_REFERENCE[problem.execution],
     }
     return out
 
@@ -89,6 +92,7 @@ class Comparison:
         runs: Method -> its results, one per seed.
         seconds: Method -> wall-clock seconds of all its searches.
         skipped: Method -> why it did not run.
+        execution: ``fifo`` or ``ordered``: the semantics every makespan was simulated in.
     """
 
     budget: int
@@ -98,6 +102,7 @@ class Comparison:
     runs: dict[str, list[PlacementResult]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # method -> why it did not run
+    execution: str = "fifo"
 
     @property
     def summary(self) -> dict[str, dict[str, Any]]:
@@ -106,8 +111,9 @@ class Comparison:
 
     @property
     def best(self) -> str:
-        """The method with the lowest mean makespan."""
-        return min(self.runs, key=lambda m: float(np.mean([r.makespan for r in self.runs[m]])))
+        """The method with the lowest mean makespan (a saga schedule that left tasks out is never ranked)."""
+        valid = [m for m in self.runs if all(r.info.get("valid", True) for r in self.runs[m])] or list(self.runs)
+        return min(valid, key=lambda m: float(np.mean([r.makespan for r in self.runs[m]])))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: budget, seeds, methods, HEFT's makespan, CP_MIN and the per-method summaries."""
@@ -116,6 +122,8 @@ class Comparison:
             "budget": self.budget,
             "methods": list(self.runs),
             "heft_makespan": self.heft_makespan,
+            "execution": self.execution,
+            "heft_reference": HEFT_REFERENCE[self.execution],
             "cp_min": self.cp_min,
             "results": self.summary,
             "skipped": self.skipped,
@@ -152,9 +160,10 @@ def compare(
     if not seed_list:
         raise MlsysoptError("compare needs at least one seed")
     spend = default_budget(problem.graph) if budget is None else int(budget)
-    heft_ms = problem.makespan(heft_placement(problem))
+    heft_ms = heft_makespan(problem)
     no_policy = "needs a GiPH policy (--policy)"
     result = Comparison(spend, seed_list, heft_ms, problem.cp_min, skipped=dict.fromkeys(skipped, no_policy))
+    result.execution = problem.execution
     names = _runnable(names, problem, result.skipped)
     pairs = [(name, s) for name in names for s in seed_list]
     if executor is None or executor.workers <= 1:
@@ -179,7 +188,10 @@ def compare(
         return result
     spec = PolicySpec.of(giph) if giph is not None and any(METHODS[m].needs_policy for m in names) else None
     g, c = problem.graph, problem.cluster
-    tasks = [SearchTask(m, g, c, spend, s, spec if METHODS[m].needs_policy else None, timeout) for m, s in pairs]
+    tasks = [
+        SearchTask(m, g, c, spend, s, spec if METHODS[m].needs_policy else None, timeout, problem.execution)
+        for m, s in pairs
+    ]
     outcomes: list[tuple[PlacementResult, float]] = []
     for lo in range(0, len(tasks), executor.workers):  # batches of one task per worker, for progress reports
         if on_run is not None:
@@ -231,13 +243,17 @@ def method_summary(runs: list[PlacementResult], heft_makespan: float, seconds: f
         seconds: Wall-clock seconds of all the runs.
 
     Returns:
-        JSON-ready dict: ``mean_makespan``, ``min_makespan``, ``std_makespan``, ``mean_ratio_to_heft``,
+        JSON-ready dict: ``valid`` and ``missing_tasks`` (a saga schedule that left tasks out is invalid),
+        ``mean_makespan``, ``min_makespan``, ``std_makespan``, ``mean_ratio_to_heft``,
         ``mean_steps_to_best``, per-seed ``steps_to_best``/``makespans``/``evaluations``/``stopped_by``,
         ``seconds``, ``curve`` (see :func:`mean_curve`) and ``info`` when a run reported any.
     """
     ms = np.array([r.makespan for r in runs], dtype=np.float64)
     steps = [r.steps_to_best for r in runs]
+    missing = max(int(r.info.get("missing_tasks", 0)) for r in runs)
     return {
+        "valid": missing == 0,  # False: a saga schedule that left tasks out (never ranked)
+        "missing_tasks": missing,
         "mean_makespan": float(ms.mean()),
         "min_makespan": float(ms.min()),
         "std_makespan": float(ms.std()),

@@ -42,6 +42,8 @@ from mlsysopt.placement.problem_spec import (  # the problem every job places, a
 from mlsysopt.runtime import check_parallel
 
 if TYPE_CHECKING:
+    from mlsysopt.graph.problem import PlacementProblem
+    from mlsysopt.graph.simulator import Schedule
     from mlsysopt.runtime import Executor
 
 INITS = ("heft", "random")
@@ -104,7 +106,8 @@ class PlaceJob(LoadsProblem):
         import numpy as np
 
         from mlsysopt.placement.base import default_budget
-        from mlsysopt.placement.experiment import comparison, heft_placement, run_method
+        from mlsysopt.placement.experiment import comparison, run_method
+        from mlsysopt.placement.methods import heft_placement
         from mlsysopt.report.gantt import plot_gantt
         from mlsysopt.report.search import plot_search
 
@@ -123,24 +126,57 @@ class PlaceJob(LoadsProblem):
             res = run_method(req.method, problem, spend, seed, giph, start, req.problem.timeout)
         seconds = time.perf_counter() - t0
         compared = comparison(problem, res)
-        sched = problem.simulate(res.placement)
+        sched = problem.simulate(res.placement, res.order)
         result = {"command": "placement place", "source": source, "seed": seed, "budget": spend, "init": req.init}
         result.update(policy=req.policy if needs_policy else None, **res.to_dict(graph, cluster), seconds=seconds)
         result.update({k: v for k, v in problem.describe(sched).items() if k != "placement"}, **about)
         result["comparison"] = compared
         result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
-        files = ["result.json", "placement.json", "cluster.json", "gantt.png", "search.png"]
+        files = ["result.json", "placement.json", "schedule.json", "cluster.json", "gantt.png", "search.png"]
         run = self.run_dir
         with run:
-            plot_gantt(graph, cluster, sched, run.file("gantt.png"), title=f"{source}: {req.method}")
+            title = f"{source}: {req.method} ({sched.execution} execution)"
+            plot_gantt(graph, cluster, sched, run.file("gantt.png"), title=title)
             plot_search({req.method: res.history}, run.file("search.png"),
                         title=f"{source}: {req.method} (budget {spend})")  # fmt: skip
             run.write_json("placement.json", result["placement"])
+            run.write_json("schedule.json", schedule_file(problem, sched))
             run.write_json("cluster.json", cluster.to_dict())
             if write_device_map(run, problem, res.placement, owners, source):
                 files.append("device_map.json")
             run.write_json("result.json", result)
         return Outcome(result, problem, files)
+
+
+def schedule_file(problem: PlacementProblem, sched: Schedule) -> dict[str, Any]:
+    """``schedule.json``: each device's tasks in the order it runs them, with start and finish times.
+
+    A workflow manager or a script follows it as a static schedule: on each device, start a task when its inputs
+    have arrived and the task before it there has finished (times in seconds are the simulator's prediction).
+
+    Args:
+        problem: The placed problem.
+        sched: The simulated schedule of the result.
+
+    Returns:
+        JSON-ready: ``execution``, ``makespan``, ``units``, ``devices`` {device: [{task, start, finish}] in order}.
+    """
+    import numpy as np
+
+    g, c = problem.graph, problem.cluster
+    devices: dict[str, list[dict[str, Any]]] = {name: [] for name in c.names}
+    for i in np.lexsort((np.arange(g.num_nodes), sched.finish, sched.start)).tolist():
+        devices[c.names[int(sched.placement[i])]].append(
+            {"task": g.names[i], "start": float(sched.start[i]), "finish": float(sched.finish[i])}
+        )
+    return {
+        "execution": sched.execution,
+        "makespan": float(sched.makespan),
+        "units": {"start": "s", "finish": "s", "makespan": "s"},
+        "how_to_run": "on each device, run its tasks in this order; start a task when its inputs have arrived and "
+        "the task before it on that device has finished",
+        "devices": {name: tasks for name, tasks in devices.items() if tasks},
+    }
 
 
 def prepare_place(request: PlaceRequest, status: Status = quiet) -> PlaceJob:
@@ -337,7 +373,7 @@ class AdaptJob(LoadsProblem):
         from mlsysopt.graph.placement import load_placement, placement_to_dict
         from mlsysopt.placement.adaptation import adapt, change_cluster
         from mlsysopt.placement.base import default_budget
-        from mlsysopt.placement.experiment import heft_placement
+        from mlsysopt.placement.methods import heft_placement
         from mlsysopt.report.gantt import plot_gantt
         from mlsysopt.runtime import make_executor
 

@@ -176,3 +176,28 @@ def heft_placement(problem: PlacementProblem) -> np.ndarray:
     from mlsysopt.placement.baselines import heft_schedule
 
     return heft_schedule(problem)[0]
+
+
+#: What "HEFT" means in each execution semantics (every ratio to HEFT says which).
+HEFT_REFERENCE = {
+    "fifo": "HEFT's map run FIFO (each device runs ready tasks in arrival order)",
+    "ordered": "HEFT's own schedule (its map and insertion order)",
+}
+
+
+def heft_makespan(problem: PlacementProblem) -> float:
+    """HEFT's makespan in the problem's execution semantics: the reference of every ratio to HEFT.
+
+    Under ``ordered`` execution it is HEFT's own schedule (its planned makespan: the map run in its insertion
+    order); under ``fifo`` HEFT's map runs with each device taking ready tasks in arrival order.
+
+    Args:
+        problem: The problem to place.
+
+    Returns:
+        The makespan, in the graph's time unit.
+    """
+    from mlsysopt.placement.baselines import heft_schedule
+
+    placement, order, _ = heft_schedule(problem)
+    return problem.makespan(placement, order=order if problem.execution == "ordered" else None)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.graph.limits import parse_shape
+from mlsysopt.graph.list_schedule import check_execution
 from mlsysopt.io import RunDir
 from mlsysopt.placement.limits import check_devices, check_num_tasks
 from mlsysopt.store.run import RunStore
@@ -86,6 +87,9 @@ class ProblemSpec:
         input_shape: the example input of a PyTorch factory returning a bare module (``"1,3,32,32"`` or a tuple).
         seed: seeds the recipe and the drawn cluster.
         timeout: seconds a user's factory may take, and each search.
+        execution: how devices run their tasks: ``fifo`` (ready tasks in arrival order, as a dataflow runtime or a
+            workflow manager releasing jobs when ready does; the default) or ``ordered`` (each device follows a
+            static schedule's order, HEFT's own for HEFT; ``place`` then writes ``schedule.json``).
     """
 
     source: str
@@ -95,8 +99,10 @@ class ProblemSpec:
     input_shape: str | tuple[int, ...] | None = None
     seed: int = 0
     timeout: float | None = None
+    execution: str = "fifo"
 
     def __post_init__(self) -> None:
+        check_execution(self.execution)
         check_timeout(self.timeout)
         if self.devices is not None:
             check_devices(self.devices)
@@ -140,7 +146,7 @@ class ProblemSpec:
             hidden = None if giph is None else giph.policy.config.hidden
             check_search(graph.num_nodes, graph.num_edges, devices, budget or default_budget(graph), runs, hidden,
                          self.timeout)  # fmt: skip
-            problem, how = problem_of(graph, cluster, self.devices, self.seed)
+            problem, how = problem_of(graph, cluster, self.devices, self.seed, self.execution)
             if cluster is not None:
                 how = str(cluster.meta.get("source", how))
         about = {"graph": graph_summary(graph, name=str(graph.meta.get("name") or self.source))}
@@ -151,7 +157,7 @@ class ProblemSpec:
         shape = self.input_shape if not isinstance(self.input_shape, tuple) else ",".join(map(str, self.input_shape))
         return {"graph_source": self.source, "cluster_path": self.cluster, "devices": self.devices,
                 "timeout": self.timeout, "seed": self.seed, "num_tasks": self.num_tasks,
-                "input_shape": shape}  # fmt: skip
+                "input_shape": shape, "execution": self.execution}  # fmt: skip
 
 
 def one_shot_run(command: str, out: str | Path, settings: dict[str, Any]) -> RunDir:

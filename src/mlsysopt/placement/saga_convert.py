@@ -228,11 +228,27 @@ def to_saga(problem: PlacementProblem) -> tuple[FastNetwork, FastTaskGraph]:
 
 @dataclass
 class SagaPlacement:
-    """What one saga schedule means for mlsysopt: the placement, saga's own makespan, the tasks repaired."""
+    """What one saga schedule means for mlsysopt.
+
+    Args:
+        placement: Device id of every task (repaired ones included).
+        saga_makespan: saga's own makespan, in the graph's time unit, in saga's model (no delay, effective link
+            speeds, no hardware types).
+        repaired: Tasks moved to a feasible device or placed because the scheduler left them out.
+        order: The schedule's task order (by saga's start, then finish; topological): each device's own order.
+        missing: Tasks the scheduler left out of its schedule; a schedule missing any is *invalid* (its
+            makespan covers part of the work) and is never ranked.
+
+    Shapes:
+        placement: (num_tasks,) int64 device index per task
+        order: (num_tasks,) int64 task ids
+    """
 
     placement: np.ndarray
-    saga_makespan: float  # seconds, in saga's model (no delay, effective link speeds, no hardware types)
-    repaired: int  # tasks moved to a feasible device (or placed because the scheduler left them out)
+    saga_makespan: float
+    repaired: int
+    order: np.ndarray | None = None
+    missing: int = 0
 
 
 def from_saga(schedule: saga.Schedule, problem: PlacementProblem) -> SagaPlacement:
@@ -243,25 +259,33 @@ def from_saga(schedule: saga.Schedule, problem: PlacementProblem) -> SagaPlaceme
         problem: The problem it schedules.
 
     Returns:
-        The placement (shape (num_tasks,) int64 device index per task), saga's makespan in the graph's time unit,
-        and how many tasks were repaired.
+        The placement, saga's makespan in the graph's time unit, how many tasks were repaired, the schedule's task
+        order and how many tasks it left out (see :class:`SagaPlacement`).
     """
     n = problem.num_tasks
     placement = np.full(n, -1, np.int64)
     start = np.full(n, np.inf)
+    finish = np.full(n, np.inf)
     for node, scheduled in schedule.items():
         dev = int(node[1:])
         for t in scheduled:
             if t.name.startswith("t"):
                 i = int(t.name[1:])
-                placement[i], start[i] = dev, t.start
+                placement[i], start[i], finish[i] = dev, t.start, t.end
+    missing = int((placement < 0).sum())
     mask = problem.mask
     ok = placement >= 0
     ok[ok] = mask[np.flatnonzero(ok), placement[ok]]
     repaired = int((~ok).sum())
     if repaired:
         placement = _repair(problem, placement, ok, start)
-    return SagaPlacement(problem.check(placement), float(schedule.makespan) * time_scale(problem), repaired)
+    # saga's (start, finish) order, topological: a task never starts before its parent in a valid schedule, and
+    # priority_order breaks the ties (zero-length tasks) by readiness
+    key = np.empty(n)
+    key[np.lexsort((np.arange(n), finish, start))] = np.arange(n)
+    order = problem.graph.priority_order(key).astype(np.int64)
+    makespan = float(schedule.makespan) * time_scale(problem)
+    return SagaPlacement(problem.check(placement), makespan, repaired, order, missing)
 
 
 def _repair(problem: PlacementProblem, placement: np.ndarray, ok: np.ndarray, start: np.ndarray) -> np.ndarray:

@@ -78,6 +78,7 @@ class SearchTask:
         seed: Seed of the search.
         policy: The GiPH policy, for the methods that need one (None otherwise).
         timeout: Wall-clock seconds after which the search stops; None: no limit.
+        execution: ``fifo`` or ``ordered`` (see :class:`~mlsysopt.graph.problem.PlacementProblem`).
     """
 
     method: str
@@ -87,6 +88,7 @@ class SearchTask:
     seed: int
     policy: PolicySpec | None = None
     timeout: float | None = None
+    execution: str = "fifo"
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def run_search(task: SearchTask) -> tuple[PlacementResult | str, float]:
 
     t0 = time.perf_counter()
     giph = None if task.policy is None else task.policy.placer()
-    problem = PlacementProblem(task.graph, task.cluster)
+    problem = PlacementProblem(task.graph, task.cluster, task.execution)
     try:
         result: PlacementResult | str = run_method(
             task.method, problem, task.budget, task.seed, giph, timeout=task.timeout

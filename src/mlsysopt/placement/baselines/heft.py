@@ -9,28 +9,21 @@ import numpy as np
 
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.list_schedule import upward_rank as graph_upward_rank
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import Placer, SearchContext
 
 
 def upward_rank(problem: PlacementProblem) -> np.ndarray:
-    """HEFT's rank_u: mean feasible compute time plus the longest mean-cost path to an exit task."""
-    graph, cluster, mask = problem.graph, problem.cluster, problem.mask
-    w = problem.exec_times
-    w_mean = (w * mask).sum(axis=1) / mask.sum(axis=1)
-    d = cluster.num_devices
-    if d > 1:
-        off = ~np.eye(d, dtype=bool)
-        c_mean = cluster.delay[off].mean() + graph.edge_bytes * cluster.inv_bandwidth[off].mean()
-    else:
-        c_mean = np.zeros(graph.num_edges)
-    indptr, child, eid = problem.children_csr
-    rank = np.zeros(graph.num_nodes)
-    for i in graph.topo_order[::-1]:
-        sl = slice(indptr[i], indptr[i + 1])
-        tail = (c_mean[eid[sl]] + rank[child[sl]]).max() if indptr[i + 1] > indptr[i] else 0.0
-        rank[i] = w_mean[i] + tail
-    return rank
+    """HEFT's rank_u: mean feasible compute time plus the longest mean-cost path to an exit task.
+
+    Args:
+        problem: The placement problem.
+
+    Returns:
+        Every task's rank, shape (num_tasks,) float64 (see :func:`mlsysopt.graph.list_schedule.upward_rank`).
+    """
+    return graph_upward_rank(problem.graph, problem.cluster, problem.mask)
 
 
 def earliest_slot(starts: list[float], finishes: list[float], ready: float, duration: float) -> float:
@@ -219,7 +212,7 @@ def _ready_floating(
 
 
 class HEFT(Placer):
-    """Heterogeneous Earliest Finish Time with insertion; one simulator evaluation of its placement.
+    """Heterogeneous Earliest Finish Time with insertion; one simulator evaluation of its schedule.
 
     Deterministic: ``seed`` and ``init`` are ignored.
 
@@ -229,5 +222,10 @@ class HEFT(Placer):
     name = "heft"
 
     def search(self, ctx: SearchContext) -> None:
-        """HEFT's placement, evaluated once (``seed`` and ``init`` are ignored: HEFT is deterministic)."""
-        ctx.evaluate(heft_schedule(ctx.problem)[0])
+        """HEFT's placement, evaluated once (``seed`` and ``init`` are ignored: HEFT is deterministic).
+
+        Under ``ordered`` execution the placement runs in HEFT's own schedule order (its insertion included), so
+        the makespan is HEFT's planned one; under ``fifo`` its map runs with ready tasks in arrival order.
+        """
+        placement, order, _ = heft_schedule(ctx.problem)
+        ctx.evaluate(placement, order)

@@ -1,5 +1,8 @@
 """The portfolio GiPH starts from: HEFT, all on the fastest feasible device, CPOP and the best of saga's schedulers.
 
+Under ``ordered`` execution each member is evaluated as its own schedule (HEFT's and each saga scheduler's order,
+insertion included), and a saga schedule that left tasks out is skipped as invalid.
+
 :func:`run_portfolio` evaluates each member's placement once (one evaluation each, identical placements once) and
 returns them best first: the local search starts from the first and restarts from the next when it is stuck, so
 GiPH's result is never worse than the best member. saga's schedulers run within a time limit (their run-time
@@ -82,20 +85,23 @@ def run_portfolio(
     t0 = time.monotonic()
     budget_s = None if evaluate.deadline is None else SAGA_TIME_SHARE * (evaluate.deadline - t0)
 
-    def add(name: str, placement: np.ndarray) -> float | None:
-        key = placement.tobytes()
+    ordered = problem.execution == "ordered"
+
+    def add(name: str, placement: np.ndarray, order: np.ndarray | None = None) -> float | None:
+        # under ordered execution a member is its own schedule (map and order), evaluated as its method made it
+        key = placement.tobytes() + (order.tobytes() if ordered and order is not None else b"")
         if key not in seen:
             if evaluate.remaining <= 0:
                 out.skipped[name] = "the evaluation budget was used up"
                 return None
-            seen[key] = evaluate(placement)
+            seen[key] = evaluate(placement, order)
             out.starts.append((name, placement, seen[key]))
         out.makespans[name] = seen[key]
         return seen[key]
 
     spent = [0.0]  # estimated seconds of the saga members run so far
 
-    def saga(name: str) -> np.ndarray | None:
+    def saga(name: str) -> tuple[np.ndarray, np.ndarray | None] | None:
         left = min(limit, saga_total - spent[0])
         if budget_s is not None:
             left = min(left, budget_s - (time.monotonic() - t0))
@@ -106,11 +112,15 @@ def run_portfolio(
             out.skipped[f"saga_{name}"] = str(exc)
             return None
         spent[0] += est
-        return run.placement
+        if not run.valid:
+            out.skipped[f"saga_{name}"] = f"invalid: its schedule left {run.missing} of {problem.num_tasks} tasks out"
+            return None
+        return run.placement, run.order
 
     for member in members:
         if member == "heft":
-            add("heft", heft_schedule(problem)[0])
+            placement, order, _ = heft_schedule(problem)
+            add("heft", placement, order)
         elif member == "fastest_device":
             add("fastest_device", fastest_placement(problem))
         elif member == "saga_best":
@@ -118,8 +128,8 @@ def run_portfolio(
             for name in SAGA_SCHEDULERS:
                 if f"saga_{name}" in members:
                     continue
-                placement = saga(name)
-                ms = None if placement is None else add(f"saga_{name}", placement)
+                sched = saga(name)
+                ms = None if sched is None else add(f"saga_{name}", *sched)
                 if ms is not None and ms < best:
                     best, out.saga_best = ms, f"saga_{name}"
             if "saga_cpop" in out.makespans and out.makespans["saga_cpop"] <= best:
@@ -127,8 +137,8 @@ def run_portfolio(
             if np.isfinite(best):
                 out.makespans["saga_best"] = float(best)
         elif member.startswith("saga_"):
-            placement = saga(member[5:])
-            if placement is not None:
-                add(member, placement)
+            sched = saga(member[5:])
+            if sched is not None:
+                add(member, *sched)
     out.starts.sort(key=lambda s: s[2])
     return out
