@@ -6,14 +6,24 @@ set. Each configuration runs at equal evaluations (the default budget) and at 1 
 the geomean makespan / HEFT over the problems. ``local_search`` is the same search with uniform proposals.
 
     python benchmarks/placement_validation.py [--problems 24] --out docs/benchmarks/placement_validation.json
+
+``--anytime`` instead decides whether the default keeps the learned proposer (issue #31): on the same validation
+problems, in both execution semantics, GiPH (learned proposals) against the same search with uniform proposals
+(``local_search``) at equal evaluations and at 1 s, and the evaluations and seconds each takes to get within 1% of
+the better final makespan (3 seeds). The rule: the policy stays in the default only if it reaches 1% in <= 0.67x
+the evaluations of uniform proposals and does not lose at 1 s.
+
+    python benchmarks/placement_validation.py --anytime --out docs/benchmarks/placement_validation_anytime.json
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +36,12 @@ def main() -> None:
     ap.add_argument("--problems", type=int, default=24)
     ap.add_argument("--policy", default="pretrained")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/placement_validation.json"))
+    ap.add_argument("--anytime", action="store_true", help="the learned-vs-uniform decision (issue #31)")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per problem (--anytime)")
     args = ap.parse_args()
+    if args.anytime:
+        anytime(args)
+        return
     import torch
 
     from mlsysopt.graph.problem import PlacementProblem
@@ -62,6 +77,72 @@ def main() -> None:
             "geomean_ratio_to_heft": summary,
             "ratios": ratios,
             "problems": args.problems,
+            "data": "validation problems of the training distribution (mixed), seeds from VALIDATION_OFFSET",
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "seconds": time.perf_counter() - t0,
+        },
+    )
+
+
+def anytime(args: argparse.Namespace) -> None:
+    """GiPH vs uniform proposals on the validation problems, both semantics: the default's decision."""
+    import torch
+
+    from mlsysopt.graph.problem import PlacementProblem
+    from mlsysopt.placement import GiPH, run_method
+    from mlsysopt.placement.imitation import training_problem
+    from mlsysopt.placement.methods import heft_makespan
+    from mlsysopt.placement.train_search import VALIDATION_OFFSET
+
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    giph = GiPH.load(args.policy)
+    methods = ("giph", "local_search")
+    rows: dict[str, list[dict[str, Any]]] = {"fifo": [], "ordered": []}
+    for k in range(args.problems):
+        base = training_problem(VALIDATION_OFFSET + k, "mixed")
+        for execution in rows:
+            problem = base.with_execution(execution)
+            heft = heft_makespan(problem)
+            row: dict[str, Any] = {"tasks": problem.num_tasks, "devices": problem.num_devices, "seeds": []}
+            for s in range(args.seeds):
+                runs = {m: run_method(m, problem, None, s, giph) for m in methods}
+                target = 1.01 * min(r.makespan for r in runs.values())
+                seed_row: dict[str, Any] = {}
+                for m, r in runs.items():
+                    hist = np.asarray(r.history)
+                    hit = np.flatnonzero(hist <= target * (1 + 1e-12))
+                    j = int(hit[0]) if hit.size else len(hist) - 1  # never within 1%: its whole budget
+                    fresh = PlacementProblem(problem.graph, problem.cluster, execution)
+                    clock = run_method(m, fresh, 10**9, s, giph, timeout=1.0).makespan
+                    seed_row[m] = {"evaluations": r.makespan / heft, "wall_clock": clock / heft,
+                                   "evals_to_1pct": j + 1, "seconds_to_1pct": r.elapsed[j]}  # fmt: skip
+                row["seeds"].append(seed_row)
+            rows[execution].append(row)
+        print(f"problem {k}: {base.num_tasks} tasks, {base.num_devices} devices", flush=True)
+    summary: dict[str, Any] = {}
+    for execution, by in rows.items():
+        flat = [seed for row in by for seed in row["seeds"]]
+
+        def gm(values: list[float]) -> float:
+            return float(np.exp(np.mean(np.log(values))))
+
+        sem = {m: {key: gm([f[m][key] for f in flat]) for key in ("evaluations", "wall_clock")} for m in methods}
+        learned = {key: gm([f["giph"][key] / f["local_search"][key] for f in flat])
+                   for key in ("evals_to_1pct", "seconds_to_1pct", "evaluations", "wall_clock")}  # fmt: skip
+        sem["learned_over_uniform"] = learned
+        sem["policy_earns_its_place"] = bool(learned["evals_to_1pct"] <= 0.67 and learned["wall_clock"] <= 1.0)
+        summary[execution] = sem
+        print(execution, json.dumps(sem, indent=1))
+    write_json_atomic(
+        args.out,
+        {
+            "summary": summary,
+            "rule": "the learned proposer stays in the default only if it reaches within 1% of the better final "
+            "makespan in <= 0.67x the evaluations of uniform proposals and does not lose at 1 s",
+            "rows": rows,
+            "problems": args.problems,
+            "seeds": args.seeds,
             "data": "validation problems of the training distribution (mixed), seeds from VALIDATION_OFFSET",
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "seconds": time.perf_counter() - t0,

@@ -106,7 +106,7 @@ def test_a_cluster_that_cannot_run_the_graph_is_refused_when_the_job_loads(tmp_p
 def test_place_and_compare_write_what_the_command_writes(graph: str, tmp_path: Path) -> None:
     spec = ProblemSpec(graph, devices=3, seed=2)
     placed = place(PlaceRequest(spec, tmp_path / "p", method="local_search", budget=30))
-    assert placed.files == ["result.json", "placement.json", "cluster.json", "gantt.png", "search.png"]
+    assert placed.files == ["result.json", "placement.json", "schedule.json", "cluster.json", "gantt.png", "search.png"]
     assert all((tmp_path / "p" / f).is_file() for f in placed.files)
     saved = json.loads((tmp_path / "p" / "result.json").read_text())
     assert saved["makespan"] == placed.result["makespan"] >= saved["cp_min"] > 0 and saved["evaluations"] <= 30

@@ -51,6 +51,7 @@ class PlacementResult:
         order: Under ``ordered`` execution, the schedule's task order (per device, the order it runs its tasks;
             the method's own when it made one, e.g. HEFT's, else re-derived by upward rank and insertion); None
             under ``fifo``.
+        elapsed: Seconds of wall clock from the start of the search after each evaluation (beside ``history``).
 
     Shapes:
         placement: (num_tasks,) int64 device index per task
@@ -66,6 +67,7 @@ class PlacementResult:
     info: dict[str, Any] = field(default_factory=dict)  # what the method reports besides (saga's makespan, ...)
     execution: str = "fifo"
     order: np.ndarray | None = None
+    elapsed: list[float] = field(default_factory=list)
 
     @property
     def steps_to_best(self) -> int:
@@ -109,8 +111,10 @@ class Evaluator:
         if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
             raise MlsysoptError(f"timeout must be a finite number of seconds > 0, got {timeout}")
         self.deadline = None if timeout is None else time.monotonic() + float(timeout)
+        self.started = time.perf_counter()  # for ``elapsed`` (the deadline reads the monotonic clock)
         self.timed_out = False
         self.history: list[float] = []
+        self.elapsed: list[float] = []
         self.best_makespan = float("inf")
         self.best_placement: np.ndarray | None = None
         self.best_order: np.ndarray | None = None
@@ -174,6 +178,7 @@ class Evaluator:
             self.best_placement = np.array(placement, dtype=np.int64)
             self.best_order = None if order is None else np.array(order, dtype=np.int64)
         self.history.append(self.best_makespan)
+        self.elapsed.append(time.perf_counter() - self.started)
         return ms
 
     def result(self, method: str, info: dict[str, Any] | None = None) -> PlacementResult:
@@ -194,6 +199,7 @@ class Evaluator:
             info or {},
             self.problem.execution,
             order,
+            list(self.elapsed),
         )
 
     def run(self, search: Callable[[], None]) -> None:

@@ -29,10 +29,13 @@ from mlsysopt.placement.methods import (  # the registry, re-exported: experimen
     HEFT_REFERENCE,
     METHODS,
     heft_makespan,
+    heft_placement,
     run_method,
     select_methods,
 )
 from mlsysopt.placement.tasks import PolicySpec, SearchTask, run_search
+
+__all__ = ["METHODS", "Comparison", "compare", "comparison", "heft_makespan", "heft_placement", "run_method"]
 from mlsysopt.store.records import record_comparison
 
 if TYPE_CHECKING:

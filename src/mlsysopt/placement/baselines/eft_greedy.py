@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from mlsysopt.graph.ir import CompGraph
@@ -18,16 +19,64 @@ def random_topological_order(graph: CompGraph, rng: np.random.Generator) -> np.n
 
 
 def eft_placement(problem: PlacementProblem, order: np.ndarray) -> np.ndarray:
-    """Place tasks in ``order``, each on the feasible device where it would finish first (append-only)."""
-    n, w, mask = problem.num_tasks, problem.exec_times, problem.mask
+    """Place tasks in ``order``, each on the feasible device where it would finish first (append-only).
+
+    Args:
+        problem: The problem to place.
+        order: A topological order of the tasks.
+
+    Returns:
+        Device id of every task, shape (num_tasks,) int64 (ties: the lowest device id).
+    """
+    indptr, par, eid = problem.graph.parents_csr
+    c = problem.cluster
+    return _eft(
+        indptr,
+        par,
+        np.ascontiguousarray(problem.graph.edge_bytes[eid], np.float64),
+        np.ascontiguousarray(problem.exec_times),
+        np.ascontiguousarray(problem.mask),
+        np.ascontiguousarray(c.delay, np.float64),
+        np.ascontiguousarray(c.inv_bandwidth, np.float64),
+        np.ascontiguousarray(order, np.int64),
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def _eft(
+    indptr: np.ndarray,
+    par: np.ndarray,
+    nbytes: np.ndarray,
+    w: np.ndarray,
+    mask: np.ndarray,
+    delay: np.ndarray,
+    inv_bw: np.ndarray,
+    order: np.ndarray,
+) -> np.ndarray:
+    n, d = w.shape
     placement = np.full(n, -1, np.int64)
     finish = np.zeros(n)
-    dev_free = np.zeros(problem.num_devices)
+    dev_free = np.zeros(d)
+    ready = np.zeros(d)
     for i in order:
-        eft = np.maximum(problem.arrival_times(i, placement, finish), dev_free) + w[i]
-        eft[~mask[i]] = np.inf
-        d = int(np.argmin(eft))
-        placement[i], finish[i], dev_free[d] = d, eft[d], eft[d]
+        ready[:] = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            q = par[k]
+            dq = placement[q]
+            for dev in range(d):
+                a = finish[q] + delay[dq, dev] + nbytes[k] * inv_bw[dq, dev] if dev != dq else finish[q]
+                if a > ready[dev]:
+                    ready[dev] = a
+        best, best_t = -1, np.inf
+        for dev in range(d):
+            if not mask[i, dev]:
+                continue
+            t = (ready[dev] if ready[dev] > dev_free[dev] else dev_free[dev]) + w[i, dev]
+            if t < best_t:
+                best, best_t = dev, t
+        placement[i] = best
+        finish[i] = best_t
+        dev_free[best] = best_t
     return placement
 
 

@@ -11,7 +11,7 @@ saga's schedulers are pure Python; several are quadratic in the number of tasks 
 devices takes MinMin about a minute here). Each has a run-time estimate (:data:`SAGA_SCHEDULERS`, calibrated on
 this machine) and a scheduler estimated above ``time_limit`` seconds is skipped with a :class:`SagaSkipped` that
 says so, instead of running for minutes: the estimate, not the clock, decides, so results do not depend on load.
-Results of one (problem, scheduler) pair are kept for the problem's lifetime, so ``saga_best`` after the single
+Results of one (graph, cluster, scheduler) are kept for the graph's lifetime, so ``saga_best`` after the single
 schedulers (as ``compare`` runs them) does not schedule twice.
 """
 
@@ -116,7 +116,9 @@ class SagaRun:
         return self.missing == 0
 
 
-_RUNS: weakref.WeakKeyDictionary[PlacementProblem, dict[tuple[str, int], SagaRun]] = weakref.WeakKeyDictionary()
+# per graph: (cluster id, scheduler, seed) -> (the cluster, kept alive so that its id is not reused; the run). Keyed
+# by graph and cluster, not by problem: the same problem under another execution semantics reuses saga's runs.
+_RUNS: weakref.WeakKeyDictionary[Any, dict[tuple[int, str, int], tuple[Any, SagaRun]]] = weakref.WeakKeyDictionary()
 
 
 def check_runnable(name: str, problem: PlacementProblem, time_limit: float | None) -> float:
@@ -132,10 +134,10 @@ def check_runnable(name: str, problem: PlacementProblem, time_limit: float | Non
 
 def saga_run(name: str, problem: PlacementProblem, seed: int = 0, time_limit: float | None = TIME_LIMIT_S) -> SagaRun:
     """Run saga scheduler ``name`` on ``problem`` (or reuse its earlier run); SagaSkipped / SagaFailed if not."""
-    key = (name, seed if name == "wba" else 0)  # only WBA draws random numbers
-    runs = _RUNS.setdefault(problem, {})
+    key = (id(problem.cluster), name, seed if name == "wba" else 0)  # only WBA draws random numbers
+    runs = _RUNS.setdefault(problem.graph, {})
     if key in runs:
-        return runs[key]
+        return runs[key][1]
     check_runnable(name, problem, time_limit)
     import saga.schedulers
 
@@ -153,7 +155,7 @@ def saga_run(name: str, problem: PlacementProblem, seed: int = 0, time_limit: fl
     run = SagaRun(
         converted.placement, converted.saga_makespan, converted.repaired, seconds, converted.order, converted.missing
     )
-    runs[key] = run
+    runs[key] = (problem.cluster, run)
     return run
 
 
