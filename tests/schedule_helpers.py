@@ -31,7 +31,7 @@ def simpy_ordered(problem: PlacementProblem, placement: np.ndarray, order: np.nd
         for i in tasks:
             if inputs[i]:
                 yield env.all_of(inputs[i])
-            yield env.timeout(float(g.compute[i] / c.speed[d]))
+            yield env.timeout(float(g.compute[i] / c.speed[d] + c.overhead[d]))
             finish[i] = env.now
             done[i].succeed()
 

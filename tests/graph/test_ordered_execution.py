@@ -8,7 +8,7 @@ import pytest
 from mlsysopt.errors import InvalidOption, InvalidPlacement
 from mlsysopt.graph.generate import layered_dag, random_cluster
 from mlsysopt.graph.problem import PlacementProblem
-from mlsysopt.graph.simulator import Simulator
+from mlsysopt.graph.simulator import Simulator, longest_path
 from schedule_helpers import simpy_ordered
 
 
@@ -66,3 +66,49 @@ def test_schedule_dict_lists_each_device_in_run_order() -> None:
         starts = [by_name[t]["start"] for t in tasks]
         assert starts == sorted(starts)
     assert sum(len(t) for t in d["devices"].values()) == problem.num_tasks
+
+
+def test_per_task_overhead_is_paid_by_every_task_in_both_semantics() -> None:
+    from mlsysopt.graph.cluster import DeviceCluster
+
+    # everything on one device, no transfers: the device never idles, the makespan is the sum of the task times
+    g = layered_dag(12, num_types=1, seed=4)
+    c = DeviceCluster([10.0], [True], [[np.inf]], [[0.0]], overhead=[0.5])
+    for execution in ("fifo", "ordered"):
+        problem = PlacementProblem(g, c, execution)
+        want = float((g.compute / 10.0 + 0.5).sum())
+        assert problem.makespan(np.zeros(g.num_nodes, np.int64)) == pytest.approx(want)
+        assert problem.cp_min == pytest.approx(longest_path(g, g.compute / 10.0 + 0.5))
+    assert DeviceCluster.from_dict(c.to_dict()).overhead.tolist() == [0.5]
+
+
+def test_bad_overhead_is_refused_naming_the_device() -> None:
+    from mlsysopt.errors import InvalidCluster
+    from mlsysopt.graph.cluster import DeviceCluster
+
+    with pytest.raises(InvalidCluster, match="device 'dev1' has overhead -1.0"):
+        DeviceCluster([1.0, 1.0], [True, True], [[np.inf, 1.0], [1.0, np.inf]], np.zeros((2, 2)), overhead=[0, -1])
+    data = DeviceCluster([1.0], [True], [[np.inf]], [[0.0]]).to_dict()
+    with pytest.raises(InvalidCluster, match=r"c.json: 'overhead'\[0\] is '5us': expected a number"):
+        DeviceCluster.from_dict({**data, "overhead": ["5us"]}, where="c.json")
+    with pytest.raises(InvalidCluster, match="overhead has shape"):
+        DeviceCluster.from_dict({**data, "overhead": [1e-6, 1e-6]}, where="c.json")
+
+
+def test_presets_give_dnn_operators_their_overhead_and_workflows_none() -> None:
+    from mlsysopt.graph.presets import OP_OVERHEAD, preset_cluster
+    from mlsysopt.graph.units import implausible
+
+    dnn = preset_cluster("edge")
+    assert dnn.overhead.tolist() == [OP_OVERHEAD[n.rstrip("0123456789")] for n in dnn.names]
+    assert (dnn.overhead > 0).all()
+    wf = layered_dag(5, seed=0)
+    wf.meta["source"] = "wfcommons"
+    assert (preset_cluster("edge", wf).overhead == 0).all()
+    # a DNN graph on a cluster without overhead: the makespan counts FLOPs only, and says so
+    g = layered_dag(6, seed=0)
+    g.meta["source"] = "onnx"
+    bare = preset_cluster("edge", g)
+    bare.overhead[:] = 0.0
+    assert any("no per-task overhead" in w for w in implausible(g, bare, 1e-7, 1e-7))
+    assert not any("no per-task overhead" in w for w in implausible(g, preset_cluster("edge", g), 1e-4, 1e-4))

@@ -119,12 +119,13 @@ def test_unit_systems_and_plausibility() -> None:
     slow = homogeneous_cluster(2, speed=1.0, bandwidth=1.0)  # speed 1 FLOP/s, 1 B/s: the generate cluster
     p = PlacementProblem(g, slow)
     found = implausible(g, slow, p.makespan(np.array([0, 0, 0])), p.cp_min)
-    assert len(found) == 1 and "more than a year" in found[0]  # 3 x 2e9 s
+    assert len(found) == 2 and "more than a year" in found[0]  # 3 x 2e9 s
+    assert "no per-task overhead" in found[1]  # a bare cluster: FLOPs only, no operator dispatch
     light = chain(3, compute=2e3, nbytes=4e6)
     light.meta["source"] = "onnx"
     p = PlacementProblem(light, slow)
     found = implausible(light, slow, p.makespan(np.array([0, 1, 0])), p.cp_min)  # 2 transfers of 4e6 s
-    assert len(found) == 1 and found[0].startswith("SLR 1,334 ") and "data transfers dominate" in found[0]
+    assert len(found) == 2 and found[0].startswith("SLR 1,334 ") and "data transfers dominate" in found[0]
     fast = preset_cluster("gpu-node-nvlink", g)
     p = PlacementProblem(g, fast)
     assert implausible(g, fast, p.makespan(np.zeros(3, np.int64)), p.cp_min) == []

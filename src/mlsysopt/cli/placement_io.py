@@ -143,6 +143,8 @@ def print_place(result: dict[str, Any], num_devices: int, out: Path, files: list
     ]
     show(f"placement ({result['method']}, {result['execution']} execution)", rows)
     print_comparison(result["comparison"], result["method"])
+    for line in result.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {escape(line)}")
     console.print(f"wrote {', '.join(files)} to {escape(str(out))}")
 
 

@@ -32,9 +32,12 @@ class DeviceCluster:
         names: Distinct device names; None means ``dev0``, ``dev1``, ...
         units: Unit system of the numbers (a key of ``mlsysopt.graph.units.UNIT_SYSTEMS``), or None if unknown.
         meta: Free-form JSON-ready metadata about where the cluster came from.
+        overhead: Seconds every task pays on each device besides its compute (an operator's dispatch or a
+            kernel's launch; finite, >= 0); None: 0. A task takes ``compute / speed + overhead`` there.
 
     Shapes:
         speed: (num_devices,) float64
+        overhead: (num_devices,) float64 seconds
         supports: (num_devices, num_types) bool
         bandwidth: (num_devices, num_devices) float64 bytes/s
         delay: (num_devices, num_devices) float64 seconds
@@ -53,8 +56,11 @@ class DeviceCluster:
         names: Sequence[str] | None = None,
         units: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        overhead: Any = None,
     ) -> None:
         self.speed = _arr(speed, np.float64, "speed")
+        n_dev = self.speed.shape[0] if self.speed.ndim == 1 else 0
+        self.overhead = np.zeros(n_dev) if overhead is None else _arr(overhead, np.float64, "overhead").copy()
         sup = _arr(supports, bool, "supports")
         self.supports = sup.reshape(-1, 1) if sup.ndim == 1 else sup
         self.bandwidth = _arr(bandwidth, np.float64, "bandwidth").copy()
@@ -84,6 +90,13 @@ class DeviceCluster:
         for i, s in enumerate(self.speed):
             if not np.isfinite(s) or s <= 0:
                 raise InvalidCluster(f"device '{self.names[i]}' has speed {s}: speed must be finite and > 0")
+        if self.overhead.shape != (d,):
+            raise InvalidCluster(f"overhead has shape {self.overhead.shape}, expected ({d},): one per device")
+        for i, o in enumerate(self.overhead):
+            if not np.isfinite(o) or o < 0:
+                raise InvalidCluster(
+                    f"device '{self.names[i]}' has overhead {o}: the per-task overhead must be finite and >= 0 seconds"
+                )
         if self.supports.ndim != 2 or self.supports.shape[0] != d or self.supports.shape[1] == 0:
             raise InvalidCluster(f"supports has shape {self.supports.shape}, expected ({d}, num_types)")
         for key, mat in (("bandwidth", self.bandwidth), ("delay", self.delay)):
@@ -156,6 +169,7 @@ class DeviceCluster:
         bandwidth: float | Sequence[float],
         delay: float | Sequence[float],
         name: str | None = None,
+        overhead: float = 0.0,
     ) -> DeviceCluster:
         """A new cluster with one more device; ``bandwidth``/``delay`` to every existing device (symmetric)."""
         d = self.num_devices
@@ -179,6 +193,7 @@ class DeviceCluster:
             [*self.names, name],
             self.units,
             self.meta,
+            np.append(self.overhead, overhead),
         )
 
     def remove_device(self, device: int | str) -> DeviceCluster:
@@ -197,6 +212,7 @@ class DeviceCluster:
             [self.names[k] for k in keep],
             self.units,
             self.meta,
+            self.overhead[keep],
         )
 
     def __repr__(self) -> str:
@@ -216,6 +232,8 @@ class DeviceCluster:
             "bandwidth": mat(self.bandwidth),
             "delay": mat(self.delay),
         }
+        if (self.overhead > 0).any():
+            out["overhead"] = self.overhead.tolist()
         if self.units is not None:
             from mlsysopt.graph.units import describe_units
 
@@ -251,8 +269,11 @@ class DeviceCluster:
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise InvalidCluster(f"{where}: 'meta' must be a JSON object, got {type(meta).__name__}")
+        overhead = data.get("overhead")
+        if overhead is not None:
+            overhead = _numbers(overhead, where, "overhead", depth=1)
         try:
-            return cls(speed, supports, bandwidth, delay, names, units, meta)
+            return cls(speed, supports, bandwidth, delay, names, units, meta, overhead)
         except InvalidCluster as exc:
             raise InvalidCluster(f"{where}: {exc}") from None
 

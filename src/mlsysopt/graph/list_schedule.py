@@ -43,7 +43,7 @@ def upward_rank(graph: CompGraph, cluster: DeviceCluster, mask: np.ndarray) -> n
         mask: (num_tasks, num_devices) bool
         return: (num_tasks,) float64
     """
-    w = np.asarray(graph.compute, np.float64)[:, None] / cluster.speed[None, :]
+    w = np.asarray(graph.compute, np.float64)[:, None] / cluster.speed[None, :] + cluster.overhead[None, :]
     w_mean = (w * mask).sum(axis=1) / mask.sum(axis=1)
     d = cluster.num_devices
     if d > 1:
@@ -110,6 +110,7 @@ def insertion_schedule(
     parent_bytes: np.ndarray,
     compute: np.ndarray,
     speed: np.ndarray,
+    overhead: np.ndarray,
     delay: np.ndarray,
     inv_bw: np.ndarray,
     place: np.ndarray,
@@ -145,7 +146,7 @@ def insertion_schedule(
             a = finish[q] if dq == d else finish[q] + (delay[dq, d] + parent_bytes[k] * inv_bw[dq, d])
             if a > r:
                 r = a
-        dur = compute[i] / speed[d]
+        dur = compute[i] / speed[d] + overhead[d]
         base = offset[d]
         m = count[d]
         # slots that end at or before r cannot hold the task's start: scan from the first that ends after it
@@ -189,6 +190,7 @@ def insertion_batch(
     parent_bytes: np.ndarray,
     compute: np.ndarray,
     speed: np.ndarray,
+    overhead: np.ndarray,
     delay: np.ndarray,
     inv_bw: np.ndarray,
     places: np.ndarray,
@@ -202,7 +204,19 @@ def insertion_batch(
     ready = np.empty(n)
     for b in range(places.shape[0]):
         out[b] = insertion_schedule(
-            p_indptr, parent, parent_bytes, compute, speed, delay, inv_bw, places[b], sequence, start, finish, ready
+            p_indptr,
+            parent,
+            parent_bytes,
+            compute,
+            speed,
+            overhead,
+            delay,
+            inv_bw,
+            places[b],
+            sequence,
+            start,
+            finish,
+            ready,
         )
     return out
 

@@ -49,6 +49,27 @@ PCIE_DELAY = 10e-6  # estimate: copy start-up across the PCIe root complex
 DDR4_SOCKET = 204.8e9  # EPYC 7742: 8 channels of DDR4-3200
 DRAM_DELAY = 100e-9  # estimate: one DRAM round trip between core complexes
 
+# ---------------------------------------------------------------------------- per-task overhead (s)
+# What every operator costs on a device besides its FLOPs (framework dispatch on a CPU, a kernel launch on a GPU):
+# it dominates small models (a tiny ViT runs 83 µs here for ~0.4 MFLOP). Spec sheets do not give it; the CPU figure
+# is measured on this project's machine (a PyTorch module call on one AMD EPYC core: 4.4-8.9 µs), the others are
+# estimates scaled from it and from typical CUDA launch latencies (a few µs).
+CPU_OP_OVERHEAD = 5e-6  # measured here: one PyTorch module call on a server-class x86 core
+LAPTOP_OP_OVERHEAD = 5e-6  # estimate: the same dispatch on a laptop x86 core
+RPI_OP_OVERHEAD = 20e-6  # estimate: the same dispatch on a Cortex-A72 (about 4x slower per core)
+GPU_OP_OVERHEAD = 5e-6  # estimate: a CUDA kernel launch plus the framework's dispatch on the host
+ORIN_OP_OVERHEAD = 10e-6  # estimate: a CUDA launch dispatched from the Orin's ARM cores
+#: Per-task overhead by device kind (a preset device's name without its digits), for DNN graphs.
+OP_OVERHEAD: dict[str, float] = {
+    "rpi": RPI_OP_OVERHEAD,
+    "orin": ORIN_OP_OVERHEAD,
+    "laptop": LAPTOP_OP_OVERHEAD,
+    "server": GPU_OP_OVERHEAD,
+    "gpu": GPU_OP_OVERHEAD,
+    "cpu": CPU_OP_OVERHEAD,
+    "ccd": CPU_OP_OVERHEAD,
+}
+
 #: Where every number above comes from.
 SOURCES: dict[str, str] = {
     "Raspberry Pi 4 Model B": "https://www.raspberrypi.com/products/raspberry-pi-4-model-b/specifications/",
@@ -58,6 +79,8 @@ SOURCES: dict[str, str] = {
     "NVIDIA A100": "https://www.nvidia.com/en-us/data-center/a100/",
     "AMD EPYC 7742": "https://www.amd.com/en/products/cpu/amd-epyc-7742",
     "Gigabit Ethernet": "IEEE 802.3ab (1000BASE-T), 1000 Mb/s",
+    "per-task overhead": "measured on this project's machine for CPUs (benchmarks/placement.py, sim_vs_measured); "
+    "estimates for the other devices (see OP_OVERHEAD)",
 }
 
 
@@ -149,7 +172,8 @@ def preset_cluster(name: str, graph: CompGraph | None = None) -> DeviceCluster:
             device otherwise) and the number of hardware types. None: DNN units, one type.
 
     Returns:
-        The cluster; bandwidths in bytes/s, delays in seconds, ``meta`` naming the preset.
+        The cluster; bandwidths in bytes/s, delays in seconds, ``meta`` naming the preset; for a DNN graph every
+        device's per-task overhead (:data:`OP_OVERHEAD`, seconds), 0 otherwise.
 
     Raises:
         InvalidCluster: If there is no preset ``name``.
@@ -175,7 +199,9 @@ def preset_cluster(name: str, graph: CompGraph | None = None) -> DeviceCluster:
                 bandwidth[i, j], delay[i, j] = preset.link(names[i], names[j])
     types = 1 if graph is None else int(graph.hw_type.max()) + 1
     meta = {"source": f"{PREFIX}{key}", "preset": preset.description, "reference_device": preset.reference}
-    return DeviceCluster(speed, np.ones((d, types), bool), bandwidth, delay, names, system, meta)
+    # a DNN operator pays its device's dispatch or launch overhead; a workflow task's recorded runtime includes its own
+    overhead = np.array([OP_OVERHEAD[_group(n)] for n in names]) if system == "dnn" else np.zeros(d)
+    return DeviceCluster(speed, np.ones((d, types), bool), bandwidth, delay, names, system, meta, overhead)
 
 
 def load_cluster(spec: Any, graph: CompGraph | None = None, seed: int = 0) -> DeviceCluster:

@@ -116,8 +116,9 @@ class PlacementProblem:
 
     @cached_property
     def exec_times(self) -> np.ndarray:
-        """(tasks, devices) compute times ``compute[i] / speed[d]``."""
-        return np.asarray(self.graph.compute, np.float64)[:, None] / self.cluster.speed[None, :]
+        """(tasks, devices) times ``compute[i] / speed[d] + overhead[d]`` (seconds for real units)."""
+        c = self.cluster
+        return np.asarray(self.graph.compute, np.float64)[:, None] / c.speed[None, :] + c.overhead[None, :]
 
     @property
     def children_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -2,7 +2,8 @@
 
 Semantics (shared by every system in mlsysopt, and by the SimPy reference in ``benchmarks/simulator.py``):
 
-* Task ``i`` placed on device ``d`` runs for ``compute[i] / speed[d]`` seconds, non-preemptively.
+* Task ``i`` placed on device ``d`` runs for ``compute[i] / speed[d] + overhead[d]`` seconds, non-preemptively
+  (``overhead``: the device's per-task dispatch or launch latency, 0 unless the cluster gives one).
 * An edge ``u -> v`` with ``b`` bytes delivers ``u``'s output at ``finish[u] + comm``, where
   ``comm = delay[du, dv] + b / bandwidth[du, dv]`` if ``du != dv`` and ``0`` on one device.
   Links have no contention (every transfer proceeds in parallel).
@@ -62,6 +63,7 @@ def _schedule(
     n_parents: np.ndarray,
     compute: np.ndarray,
     speed: np.ndarray,
+    overhead: np.ndarray,
     delay: np.ndarray,
     inv_bw: np.ndarray,
     place: np.ndarray,
@@ -96,7 +98,7 @@ def _schedule(
             r = ready[i]
         d = place[i]
         s = r if r > dev_free[d] else dev_free[d]
-        f = s + compute[i] / speed[d]
+        f = s + (compute[i] / speed[d] + overhead[d])
         start[i] = s
         finish[i] = f
         dev_free[d] = f
@@ -123,6 +125,7 @@ def _schedule_batch(
     n_parents: np.ndarray,
     compute: np.ndarray,
     speed: np.ndarray,
+    overhead: np.ndarray,
     delay: np.ndarray,
     inv_bw: np.ndarray,
     places: np.ndarray,
@@ -142,6 +145,7 @@ def _schedule_batch(
             n_parents,
             compute,
             speed,
+            overhead,
             delay,
             inv_bw,
             places[b],
@@ -243,6 +247,7 @@ class Simulator:
         self._n_parents = np.bincount(graph.edge_index[1], minlength=graph.num_nodes).astype(np.int64)
         self._compute = np.ascontiguousarray(graph.compute, dtype=np.float64)
         self._speed = np.ascontiguousarray(cluster.speed, dtype=np.float64)
+        self._overhead = np.ascontiguousarray(cluster.overhead, dtype=np.float64)
         self._delay = np.ascontiguousarray(cluster.delay, dtype=np.float64)
         self._inv_bw = np.ascontiguousarray(cluster.inv_bandwidth, dtype=np.float64)
         self._feasible = cluster.feasible(graph) if feasible is None else feasible
@@ -257,7 +262,7 @@ class Simulator:
     def _ordered_args(self) -> tuple[np.ndarray, ...]:
         indptr, par, eid = self.graph.parents_csr
         b = np.ascontiguousarray(self.graph.edge_bytes[eid], np.float64)
-        return (indptr, par, b, self._compute, self._speed, self._delay, self._inv_bw)
+        return (indptr, par, b, self._compute, self._speed, self._overhead, self._delay, self._inv_bw)
 
     def _args(self) -> tuple[np.ndarray, ...]:
         return (
@@ -267,6 +272,7 @@ class Simulator:
             self._n_parents,
             self._compute,
             self._speed,
+            self._overhead,
             self._delay,
             self._inv_bw,
         )
@@ -457,9 +463,10 @@ def cp_min(graph: CompGraph, cluster: DeviceCluster) -> float:
         ConstraintViolation: If some task needs a hardware type no device supports.
     """
     feas = cluster.check_feasible(graph)
-    best_speed = np.where(feas, cluster.speed[None, :], 0.0).max(axis=1)
+    times = np.asarray(graph.compute, np.float64)[:, None] / cluster.speed[None, :] + cluster.overhead[None, :]
+    fastest = np.where(feas, times, np.inf).min(axis=1)
     indptr, par, _ = graph.parents_csr
-    return float(longest_paths_csr(graph.topo_order, indptr, par, graph.compute / best_speed)[0])
+    return float(longest_paths_csr(graph.topo_order, indptr, par, fastest)[0])
 
 
 def longest_path(graph: CompGraph, durations: Any) -> float:

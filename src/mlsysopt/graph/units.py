@@ -33,6 +33,7 @@ class DeviceCluster(Protocol):
     """What the checks here read of a :class:`~mlsysopt.graph.cluster.DeviceCluster` (which imports this module)."""
 
     units: str | None
+    overhead: Any
 
 
 #: Unit labels of each system, by quantity.
@@ -131,6 +132,12 @@ def implausible(graph: CompGraph, cluster: DeviceCluster, makespan: float, cp_mi
         found.append(
             f"makespan {makespan:.3g} s is more than a year: the cluster's speeds are probably not in "
             f"{unit(system, 'speed')}"
+        )
+    if system == "dnn" and not (cluster.overhead > 0).any() and graph.num_nodes > 1:
+        found.append(
+            f"makespan {makespan:.3g} s counts FLOPs only: the cluster gives no per-task overhead, so every "
+            "operator's dispatch or kernel launch (a few µs each, which dominate small models) is left out; give "
+            "the cluster an 'overhead' per device (seconds) or use a preset"
         )
     why = mismatch(graph, cluster)
     if why:

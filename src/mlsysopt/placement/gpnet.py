@@ -187,7 +187,7 @@ class GpNetBuilder:
         # static node columns, already scaled
         comp = graph.compute[task]
         speed = cluster.speed[device]
-        self._compute_time = comp / speed
+        self._compute_time = comp / speed + cluster.overhead[device]
         self._x_static = _minmax(np.stack([np.log1p(comp), speed, np.log1p(self._compute_time)], axis=1))
 
     @property

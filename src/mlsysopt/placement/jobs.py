@@ -132,6 +132,10 @@ class PlaceJob(LoadsProblem):
         result.update({k: v for k, v in problem.describe(sched).items() if k != "placement"}, **about)
         result["comparison"] = compared
         result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
+        from mlsysopt.graph.units import implausible, mismatch
+
+        said = mismatch(graph, cluster)  # said when the cluster was loaded
+        result["warnings"] = [w for w in implausible(graph, cluster, res.makespan, problem.cp_min) if w != said]
         files = ["result.json", "placement.json", "schedule.json", "cluster.json", "gantt.png", "search.png"]
         run = self.run_dir
         with run:
