@@ -16,14 +16,15 @@ _EXPORTS = {
     "DEFAULT_VOCAB": "mlsysopt.graph.ir",
     "CompGraph": "mlsysopt.graph.ir",
     "DeviceCluster": "mlsysopt.graph.cluster",
-    "Schedule": "mlsysopt.graph.simulator",
+    "Schedule": "mlsysopt.graph.schedule",
+    "EXECUTIONS": "mlsysopt.graph.list_schedule",
     "Simulator": "mlsysopt.graph.simulator",
     "simulate": "mlsysopt.graph.simulator",
-    "cp_min": "mlsysopt.graph.simulator",
-    "slr": "mlsysopt.graph.simulator",
-    "slr_from_bound": "mlsysopt.graph.simulator",
-    "longest_path": "mlsysopt.graph.simulator",
-    "longest_paths": "mlsysopt.graph.simulator",
+    "cp_min": "mlsysopt.graph.bounds",
+    "slr": "mlsysopt.graph.bounds",
+    "slr_from_bound": "mlsysopt.graph.bounds",
+    "longest_path": "mlsysopt.graph.bounds",
+    "longest_paths": "mlsysopt.graph.bounds",
     "build_csr": "mlsysopt.graph.topology",
     "longest_paths_csr": "mlsysopt.graph.topology",
     "priority_order": "mlsysopt.graph.topology",
@@ -52,12 +53,14 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
+    from mlsysopt.graph.bounds import cp_min, longest_path, longest_paths, slr, slr_from_bound
     from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.generate import cluster_for, graph_units, layered_dag, random_cluster
     from mlsysopt.graph.importers import load_graph
     from mlsysopt.graph.importers.source import Source, resolve_source
     from mlsysopt.graph.ir import BASE_FEATURES, DEFAULT_VOCAB, CompGraph
     from mlsysopt.graph.limits import memory_budget
+    from mlsysopt.graph.list_schedule import EXECUTIONS
     from mlsysopt.graph.placement import (
         check_placement,
         load_placement,
@@ -68,16 +71,8 @@ if TYPE_CHECKING:
     )
     from mlsysopt.graph.presets import PRESETS, load_cluster, preset_cluster
     from mlsysopt.graph.problem import PlacementProblem, load_problem
-    from mlsysopt.graph.simulator import (
-        Schedule,
-        Simulator,
-        cp_min,
-        longest_path,
-        longest_paths,
-        simulate,
-        slr,
-        slr_from_bound,
-    )
+    from mlsysopt.graph.schedule import Schedule
+    from mlsysopt.graph.simulator import Simulator, simulate
     from mlsysopt.graph.topology import build_csr, longest_paths_csr, priority_order
     from mlsysopt.graph.units import UNIT_LABELS, implausible, units_of
 

@@ -21,8 +21,9 @@ Like every work-conserving list schedule, FIFO-by-readiness has Graham's anomali
 reorder a device's queue and *shorten* the makespan. :meth:`Simulator.makespan_in_order` evaluates a placement
 with a fixed per-device order instead (static list scheduling), which is monotone in every delay and size.
 
-``cp_min`` is a lower bound on every placement's makespan: the longest path where each task runs on the
-fastest device that supports its type and communication is free. SLR = makespan / CP_MIN >= 1.
+``cp_min`` (in :mod:`mlsysopt.graph.bounds`, re-exported here) is a lower bound on every placement's makespan: the
+longest path where each task runs on the fastest device that supports its type and communication is free.
+SLR = makespan / CP_MIN >= 1.
 
 The event loop is one numba-compiled kernel over flat arrays (CSR children, precomputed once per graph in
 :class:`Simulator`); :meth:`Simulator.makespans` evaluates a batch of placements of one graph.
@@ -31,14 +32,14 @@ The event loop is one numba-compiled kernel over flat arrays (CSR children, prec
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import numba
 import numpy as np
 
-from mlsysopt.errors import InvalidGraph, InvalidPlacement
+from mlsysopt.errors import InvalidPlacement
+from mlsysopt.graph.bounds import cp_min, longest_path, longest_paths, slr, slr_from_bound
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.list_schedule import (
@@ -50,7 +51,7 @@ from mlsysopt.graph.list_schedule import (
     upward_rank,
 )
 from mlsysopt.graph.placement import check_placement
-from mlsysopt.graph.topology import longest_paths_csr
+from mlsysopt.graph.schedule import Schedule
 
 _FIFO = np.empty(0, np.int64)  # an empty order selects the FIFO-by-readiness semantics
 
@@ -155,64 +156,6 @@ def _schedule_batch(
             ready,
         )
     return out
-
-
-@dataclass
-class Schedule:
-    """Result of simulating one placement.
-
-    Args:
-        makespan: Latest finish time, in seconds.
-        start: Start time of every task, in seconds.
-        finish: Finish time of every task, in seconds.
-        ready: Time the last input of every task arrived, in seconds (0 for sources).
-        placement: Device id of every task.
-        critical_path: Task ids on the critical path, first to last.
-        execution: ``fifo`` or ``ordered`` (see the module docstring).
-
-    Shapes:
-        start, finish, ready: (num_tasks,) float64 seconds
-        placement: (num_tasks,) int64 device index per task
-    """
-
-    makespan: float
-    start: np.ndarray
-    finish: np.ndarray
-    ready: np.ndarray
-    placement: np.ndarray
-    critical_path: list[int] = field(default_factory=list)
-    execution: str = "fifo"
-
-    def to_dict(self, graph: CompGraph, cluster: DeviceCluster) -> dict[str, Any]:
-        """JSON-ready dict with task and device names.
-
-        Args:
-            graph: The graph that was simulated (for task names).
-            cluster: The cluster it was simulated on (for device names).
-
-        Returns:
-            ``{"makespan", "execution", "critical_path": [task names], "tasks": [{"task", "device", "start",
-            "finish"}], "devices": {device: [task names in the order it runs them]}}``.
-        """
-        tasks = [
-            {
-                "task": graph.names[i],
-                "device": cluster.names[int(self.placement[i])],
-                "start": float(self.start[i]),
-                "finish": float(self.finish[i]),
-            }
-            for i in range(graph.num_nodes)
-        ]
-        by_device: dict[str, list[str]] = {}
-        for i in np.lexsort((np.arange(graph.num_nodes), self.finish, self.start)):
-            by_device.setdefault(cluster.names[int(self.placement[i])], []).append(graph.names[i])
-        return {
-            "makespan": float(self.makespan),
-            "execution": self.execution,
-            "critical_path": [graph.names[i] for i in self.critical_path],
-            "tasks": tasks,
-            "devices": by_device,
-        }
 
 
 class Simulator:
@@ -447,103 +390,13 @@ def simulate(graph: CompGraph, cluster: DeviceCluster, placement: Any, execution
     return Simulator(graph, cluster, execution=execution).run(placement)
 
 
-def cp_min(graph: CompGraph, cluster: DeviceCluster) -> float:
-    """CP_MIN: longest path with every task on its fastest feasible device and free communication.
-
-    A lower bound on the makespan of every feasible placement.
-
-    Args:
-        graph: The computation graph.
-        cluster: The devices it may run on.
-
-    Returns:
-        The bound, in seconds.
-
-    Raises:
-        ConstraintViolation: If some task needs a hardware type no device supports.
-    """
-    feas = cluster.check_feasible(graph)
-    times = np.asarray(graph.compute, np.float64)[:, None] / cluster.speed[None, :] + cluster.overhead[None, :]
-    fastest = np.where(feas, times, np.inf).min(axis=1)
-    indptr, par, _ = graph.parents_csr
-    return float(longest_paths_csr(graph.topo_order, indptr, par, fastest)[0])
-
-
-def longest_path(graph: CompGraph, durations: Any) -> float:
-    """Critical-path length of ``graph`` with per-node durations, shape (n,) (no devices, no communication).
-
-    Args:
-        graph: The computation graph.
-        durations: Run time of every node (finite, >= 0), e.g. seconds.
-
-    Returns:
-        The longest node-weighted path length, in the unit of ``durations``.
-
-    Shapes:
-        durations: (num_nodes,) float
-
-    Raises:
-        InvalidGraph: If ``durations`` has the wrong shape, or a value that is negative or not finite.
-    """
-    dur = np.ascontiguousarray(durations, dtype=np.float64)
-    if dur.shape != (graph.num_nodes,):
-        raise InvalidGraph(f"durations has shape {dur.shape}, expected ({graph.num_nodes},)")
-    return float(longest_paths(graph, dur[None, :])[0])
-
-
-def longest_paths(graph: CompGraph, durations: Any) -> np.ndarray:
-    """Critical-path lengths for a batch of per-node durations: shape (B, n) -> (B,).
-
-    Args:
-        graph: The computation graph.
-        durations: One row of node run times (finite, >= 0) per case.
-
-    Returns:
-        The longest node-weighted path length of every row.
-
-    Shapes:
-        durations: (B, num_nodes) float
-        return: (B,) float64
-
-    Raises:
-        InvalidGraph: If ``durations`` is not 2-D with one column per node, or holds a negative or non-finite value.
-    """
-    dur = np.ascontiguousarray(durations, dtype=np.float64)
-    if dur.ndim != 2 or dur.shape[1] != graph.num_nodes:
-        raise InvalidGraph(f"durations has shape {dur.shape}, expected (B, {graph.num_nodes})")
-    if not np.isfinite(dur).all() or (dur < 0).any():
-        raise InvalidGraph("durations must be finite and >= 0")
-    indptr, par, _ = graph.parents_csr
-    return longest_paths_csr(graph.topo_order, indptr, par, dur)
-
-
-def slr(makespan: float, graph: CompGraph, cluster: DeviceCluster) -> float:
-    """Schedule length ratio: makespan / CP_MIN (>= 1 for every feasible placement).
-
-    Args:
-        makespan: Makespan of a placement, in seconds.
-        graph: The graph it places.
-        cluster: The cluster it places on.
-
-    Returns:
-        ``makespan / cp_min(graph, cluster)`` (see :func:`slr_from_bound` for a zero bound).
-
-    Raises:
-        ConstraintViolation: If some task needs a hardware type no device supports.
-    """
-    return slr_from_bound(makespan, cp_min(graph, cluster))
-
-
-def slr_from_bound(makespan: float, bound: float) -> float:
-    """makespan / bound, for callers that already hold CP_MIN (1 for an all-zero graph, inf for 0 bound).
-
-    Args:
-        makespan: Makespan of a placement, in seconds.
-        bound: A lower bound on the makespan (CP_MIN), in seconds.
-
-    Returns:
-        ``makespan / bound``; 1.0 when both are 0, inf when only ``bound`` is 0.
-    """
-    if bound > 0:
-        return float(makespan / bound)
-    return 1.0 if makespan == 0 else float("inf")
+__all__ = [
+    "Schedule",
+    "Simulator",
+    "cp_min",
+    "longest_path",
+    "longest_paths",
+    "simulate",
+    "slr",
+    "slr_from_bound",
+]
