@@ -206,6 +206,7 @@ def probe(spec: StorageSpec, must_have_parent: bool = True) -> bool:
                 con.close()
         except sqlite3.Error as exc:
             raise db_error(spec, exc, "reading it") from None
+        check_foreign(spec, names)
         check_meta(spec, meta)
         return True
     import sqlalchemy as sa
@@ -216,18 +217,43 @@ def probe(spec: StorageSpec, must_have_parent: bool = True) -> bool:
             conn.execute(sa.text("SELECT 1"))
             version = read_schema_version(conn)
             by = written_by(conn)
-            exists = sa.inspect(conn).has_table("studies")
+            tables = set(sa.inspect(conn).get_table_names())
+            exists = "studies" in tables
     except MlsysoptError as exc:
         raise StoreError(f"{spec.where()}: {exc}") from None
     except sa.exc.SQLAlchemyError as exc:
         raise db_error(spec, exc) from None
     finally:
         engine.dispose()
+    check_foreign(spec, tables)
     try:
         check_schema_version(version, by)
     except StoreError as exc:
         raise StoreError(f"{spec.where()}: {exc}") from None
     return exists
+
+
+#: Tables whose presence says a database is an Optuna (and so possibly an mlsysopt) store.
+STORE_TABLES = frozenset({"studies", "version_info", "alembic_version", "mlsysopt_meta"})
+
+
+def check_foreign(spec: StorageSpec, tables: set[str]) -> None:
+    """Refuse a database that holds tables but none of an Optuna/mlsysopt store's: adding Optuna's tables to
+    someone else's database would change it behind their back.
+
+    Args:
+        spec: The store's URL, parsed.
+        tables: The names of the tables the database holds.
+
+    Raises:
+        StoreError: If ``tables`` is not empty and holds none of :data:`STORE_TABLES`.
+    """
+    if tables and not (tables & STORE_TABLES):
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(
+            f"{spec.where()}: this database holds other tables ({shown}) and no mlsysopt/Optuna store: mlsysopt "
+            "will not add its tables to it; give a new file, an empty database or an existing store"
+        )
 
 
 def pg_connect_args() -> dict[str, Any]:
