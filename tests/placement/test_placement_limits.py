@@ -97,3 +97,17 @@ def test_a_batch_that_passes_its_check_is_evaluated_even_if_the_deadline_passes_
     monkeypatch.setattr(base.time, "monotonic", lambda: next(clock) + (ev.deadline or 0) - 30)
     ms = ev.batch(np.stack([p.random_placement(rng) for _ in range(4)]))
     assert ms.shape == (4,) and len(ev.history) == 5
+
+
+@pytest.mark.parametrize("seeds", [0, 1001, 100_000])
+def test_seeds_are_bounded_up_front_with_the_bound_named(seeds: int, tmp_path) -> None:
+    from mlsysopt.errors import InvalidOption
+    from mlsysopt.placement.jobs import AdaptRequest, CompareRequest
+    from mlsysopt.placement.problem_spec import ProblemSpec
+
+    spec = ProblemSpec("montage", devices=4)
+    with pytest.raises(InvalidOption, match=rf"--seeds {seeds:,}: must be between 1 and 1,000"):
+        CompareRequest(spec, tmp_path / "c", ("heft",), seeds=seeds)
+    with pytest.raises(InvalidOption, match=rf"--seeds {seeds:,}: must be between 1 and 1,000"):
+        AdaptRequest(spec, tmp_path / "a", remove=("dev1",), seeds=seeds)
+    assert not (tmp_path / "c").exists() and not (tmp_path / "a").exists()

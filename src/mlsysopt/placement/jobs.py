@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.io import RunDir
-from mlsysopt.placement.limits import check_devices
+from mlsysopt.placement.limits import check_devices, check_seeds
 from mlsysopt.placement.methods import METHODS, get_method, select_methods
 from mlsysopt.placement.problem_spec import (  # the problem every job places, and what the jobs share
     LoadedProblem,
@@ -222,8 +222,7 @@ class CompareRequest:
     address: str | None = None
 
     def __post_init__(self) -> None:
-        if self.seeds < 1:
-            raise InvalidOption(f"--seeds {self.seeds}: must be >= 1")
+        check_seeds(self.seeds)
         if self.needs_policy:
             check_policy(self.policy)
         check_parallel(self.workers, self.backend, self.address)
@@ -340,8 +339,9 @@ class AdaptRequest:
     def __post_init__(self) -> None:
         if not self.remove and self.add == 0:
             raise MlsysoptError("nothing changes: give --remove dev3,dev5 and/or --add N")
-        if self.add < 0 or self.seeds < 1:
-            raise InvalidOption(f"--add {self.add} / --seeds {self.seeds}: --add must be >= 0 and --seeds >= 1")
+        if self.add < 0:
+            raise InvalidOption(f"--add {self.add}: must be >= 0")
+        check_seeds(self.seeds)
         check_policy(self.policy)
         if self.add:
             check_devices(self.add + (self.problem.devices or 0))

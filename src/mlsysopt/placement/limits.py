@@ -57,6 +57,9 @@ SIM_NS = 500
 RECIPE_BYTES_PER_TASK = 20_000
 #: Beyond these the estimates are not computed (the value is refused at once): they keep the arithmetic small.
 HARD_MAX = 10**12
+#: Most seeds per method of one ``compare`` or ``adapt`` (each seed is one search per method; a figure over more
+#: seeds gains nothing a second command would not, and 100,000 of them filled a store for minutes).
+MAX_SEEDS = 1_000
 #: Widest policy (as ``costmodel train --hidden``): wider gpNets are not policies a CPU trains.
 MAX_HIDDEN = 4096
 #: Training memory that grows with hidden x hidden: gpNet's ~9 weight matrices, their grads, Adam's two moments and
@@ -139,6 +142,22 @@ def _largest(fits: Callable[[int], bool], low: int, high: int = HARD_MAX) -> int
         else:
             high = mid - 1
     return low
+
+
+def check_seeds(seeds: int) -> None:
+    """InvalidOption naming ``--seeds`` and its bound when ``seeds`` is below 1 or above :data:`MAX_SEEDS`.
+
+    Args:
+        seeds: Seeds per method.
+
+    Raises:
+        InvalidOption: If it is out of bounds.
+    """
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise InvalidOption(
+            f"--seeds {seeds:,}: must be between 1 and {MAX_SEEDS:,} (seeds per method; each is one search of "
+            "every method)"
+        )
 
 
 def _hard_max(**values: int) -> None:
