@@ -288,6 +288,7 @@ def test_demo_serving_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
     # the section's budgets made smaller (about a minute at its own): the same steps, plots and verdicts
     monkeypatch.setattr(section, "REAL_BUDGET", 5)
+    monkeypatch.setattr(section, "REAL_REQUESTS", 50)  # shorter windows of the same real measurements
     monkeypatch.setattr(section, "SIM_BUDGET", 12)
     proc = run_inprocess("demo", "--out", "demo", "--only", "serving", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cli_helpers import run
+from cli_helpers import run_inprocess
 from mlsysopt.nas import SearchOptions, get_method, get_space, prepare_search, run_search
 from mlsysopt.runtime import LocalExecutor, LocalRayCluster, RayExecutor, SerialExecutor
 
@@ -111,7 +111,9 @@ def test_the_head_gone_is_one_error_the_checkpoint_kept_and_resume_continues_on_
 
         killer = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
         killer.start()
-        proc = run(*CLI, "--backend", "ray", "--address", cluster.address, "--out", "cut", cwd=tmp_path, timeout=240)
+        # the real command line, in this process (the Ray driver is a process of its own either way); the search is
+        # finite (budget 4), so it cannot hang without the head
+        proc = run_inprocess(*CLI, "--backend", "ray", "--address", cluster.address, "--out", "cut", cwd=tmp_path)
         killer.join(timeout=10)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]

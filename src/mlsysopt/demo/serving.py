@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from mlsysopt.demo import DemoContext
 
 REAL_BUDGET = 12
+REAL_REQUESTS = 150  # requests per measurement window of the real engine
 SIM_BUDGET = 30
 SIM_PRESET = "mobilenet@16"  # held out: no history of the shipped prior is of this model
 SIM_TUNERS = ("rrl_warm", "gp_warm", "rrl", "gp")
@@ -57,7 +58,9 @@ def _real(ctx: DemoContext) -> Section:
     space = Space.for_machine(cores, max_batch=(1, 4, 16))
     workload = Workload(rate)
     ctx.step(f"serving: RRL tunes the real engine at {rate:.0f} req/s ({REAL_BUDGET} measurements)")
-    with Engine(model, n_requests=150, max_seconds=4.0, slo_ms=slo, max_threads=cores, seed=ctx.seed) as engine:
+    with Engine(
+        model, n_requests=REAL_REQUESTS, max_seconds=4.0, slo_ms=slo, max_threads=cores, seed=ctx.seed
+    ) as engine:
         default_cfg = space.default(engine.cores)
         result = tune(get_tuner("rrl", space, objective, seed=ctx.seed), engine, [(workload, REAL_BUDGET)])
         top = result.per_rate[-1].ranked(objective)[:1]
