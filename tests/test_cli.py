@@ -151,6 +151,7 @@ def test_simulate_with_a_placement_file(files: dict[str, Path], tmp_path: Path) 
         "devices": None,
         "num_tasks": 100,
         "input_shape": None,
+        "execution": "fifo",
         "placement": str(files["p_ok.json"]),
     }
     files_written = sorted(p.name for p in (tmp_path / "run").iterdir())

@@ -206,8 +206,15 @@ def test_adapt_after_removing_devices(files: dict[str, Path], tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
-        (["place", "g.npz", "--devices", "3", "--policy", "garbage.pt"], ["garbage.pt", "not a readable checkpoint"]),
-        (["place", "g.npz", "--devices", "3", "--policy", "other_features.pt"], ["other_features.pt", "features"]),
+        (
+            ["place", "g.npz", "--devices", "3", "--method", "giph", "--policy", "garbage.pt"],
+            ["garbage.pt", "not a readable checkpoint"],
+        ),
+        (
+            ["place", "g.npz", "--devices", "3", "--method", "giph", "--policy", "other_features.pt"],
+            ["other_features.pt", "features"],
+        ),
+        (["place", "g.npz", "--devices", "3", "--policy", "untrained.pt"], ["uses no policy", "--method giph"]),
         (["place", "g.npz", "--cluster", "c_no_type1.json", "--method", "heft"], ["task 't", "hardware type 1"]),
         (
             ["place", "g.npz", "--cluster", "c_inf_string.json", "--method", "heft"],
@@ -269,7 +276,7 @@ def test_a_pytorch_model_is_placed_with_no_extra_flag_and_its_device_map_moves_t
     proc = run_inprocess("placement", "place", "zoo:cnn", "--devices", "3", "--out", "p", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "p" / "result.json").read_text())
-    assert result["method"] == "giph" and result["policy"] == "pretrained"  # the defaults: GiPH, shipped policy
+    assert result["method"] == "local_search" and result["policy"] is None  # the default: the portfolio's search
     assert "device_map.json" in proc.stdout and "cluster.json" in proc.stdout
     proc = run_inprocess(
         "placement", "adapt", "zoo:cnn", "--devices", "3", "--add", "1", "--budget", "8", "--out", "a", cwd=tmp_path
@@ -346,7 +353,7 @@ def test_presets_work_in_every_placement_command(tmp_path: Path) -> None:
     ran = run_inprocess("placement", "place", "zoo:cnn", "--cluster", "preset:edge", "--out", "p", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     result = json.loads((tmp_path / "p" / "result.json").read_text())
-    assert result["cluster_source"] == "preset:edge" and result["method"] == "giph"
+    assert result["cluster_source"] == "preset:edge" and result["method"] == "local_search"
     assert result["comparison"]["final_over_heft"] <= 1.0 + 1e-12
     ran = run_inprocess(
         "placement", "compare", "montage", "--num-tasks", "60", "--cluster", "preset:gpu-node-pcie",

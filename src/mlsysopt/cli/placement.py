@@ -160,7 +160,14 @@ def placement_place(
     out: OutOpt,
     cluster_path: pio.ClusterOpt = None,
     devices: pio.DevicesOpt = None,
-    method: Annotated[str, typer.Option("--method", help="A method of 'placement compare'.")] = "giph",
+    method: Annotated[
+        str,
+        typer.Option(
+            "--method",
+            help="A method of 'placement compare' [default: local_search: the portfolio's best start, then a local "
+            "search; giph: the same search with the shipped policy proposing the moves].",
+        ),
+    ] = "local_search",
     policy: pio.PolicyOpt = "pretrained",
     init: Annotated[
         str | None,
@@ -177,10 +184,11 @@ def placement_place(
     input_shape: InputShapeOpt = None,
     execution: pio.ExecutionOpt = "fifo",
 ) -> None:
-    """Place a graph on a cluster with one method (GiPH with the shipped policy by default).
+    """Place a graph on a cluster with one method (by default GiPH's portfolio start and local search).
 
-    GiPH starts from the best of a portfolio (HEFT, all on the fastest feasible device, CPOP, the best of saga's
-    schedulers) and improves it with a local search whose moves its policy proposes: never worse than that start.
+    The default starts from the best of a portfolio (HEFT, all on the fastest feasible device, CPOP, the best of
+    saga's schedulers) and improves it with a local search: never worse than that start. --method giph lets the
+    shipped policy propose the moves (fewer evaluations, more seconds: at equal wall clock it does not win).
     The table compares the result with each portfolio member (or, for another method, with HEFT and the fastest
     device), and says when one of them is better. Writes result.json, placement.json, schedule.json (each
     device's tasks in order, with start and finish), cluster.json, gantt.png, search.png, and device_map.json for

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.io import RunDir
 from mlsysopt.placement.limits import check_devices, check_seeds
-from mlsysopt.placement.methods import METHODS, get_method, select_methods
+from mlsysopt.placement.methods import DEFAULT_METHOD, METHODS, get_method, select_methods
 from mlsysopt.placement.problem_spec import (  # the problem every job places, and what the jobs share
     LoadedProblem,
     LoadsProblem,
@@ -65,7 +65,7 @@ class PlaceRequest:
 
     problem: ProblemSpec
     out: str | Path
-    method: str = "giph"
+    method: str = DEFAULT_METHOD
     policy: str = "pretrained"
     init: str | None = None
     budget: int | None = None
@@ -74,8 +74,13 @@ class PlaceRequest:
         spec = get_method(self.method)
         if self.init not in (None, *INITS):
             raise MlsysoptError(f"unknown --init '{self.init}' (choose from: {', '.join(INITS)})")
-        if spec.needs_policy:
+        if spec.needs_policy or self.policy != "pretrained":
             check_policy(self.policy)
+        if self.policy != "pretrained" and not spec.needs_policy:
+            # the default used to be giph: a policy given to a method that has none must not be ignored silently
+            raise InvalidOption(
+                f"--policy {self.policy}: method {self.method} uses no policy; add --method giph to place with it"
+            )
 
     def settings(self) -> dict[str, Any]:
         """settings.json of the run (every option but ``--out``)."""
