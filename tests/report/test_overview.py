@@ -43,8 +43,8 @@ def test_rows_values_and_verdicts() -> None:
     assert errors == []
     got = {(h.system, h.measure, h.ours): (h.ours_value, h.baseline_value, h.verdict()) for h in rows}
     assert got == {
-        ("placement", "SLR (makespan / CP_MIN)", "GiPH (shipped policy)"): (2.2, 2.0, "no (10.0% higher)"),
-        ("placement", "SLR (makespan / CP_MIN)", "best saga scheduler"): (1.8, 2.0, "yes (10.0% lower)"),
+        ("placement", "SLR (makespan / CP_MIN), fifo", "GiPH (shipped policy)"): (2.2, 2.0, "no (10.0% higher)"),
+        ("placement", "SLR (makespan / CP_MIN), fifo", "best saga scheduler"): (1.8, 2.0, "yes (10.0% lower)"),
         ("placement", "makespan after losing 2 devices", "GiPH adapt"): (4000.0, 4000.0, "tie"),
         ("serving", "mean latency, confirmed (median of interleaved rounds)", "RRL's pick"): (
             5.0,
@@ -160,3 +160,16 @@ def test_the_placement_rows_say_which_method_won_the_section() -> None:
     slr = [r for r in rows if r.measure.startswith("SLR")]
     assert len(slr) == 2 and all("a baseline won the section: eft_greedy (SLR 1.600" in r.note for r in slr)
     assert "not GiPH" in slr[0].row()[-1]
+
+
+def test_the_ordered_headline_is_against_hefts_own_schedule() -> None:
+    res = placement_and_serving()
+    res["placement"]["methods"]["local_search"] = {"makespan": 1900.0}
+    res["placement"]["ordered"] = {"makespans": {"heft": 1950.0, "local_search": 1850.0}}
+    rows, errors = headlines(res)
+    assert errors == []
+    fifo = [r for r in rows if r.measure == "SLR (makespan / CP_MIN), fifo"]
+    assert fifo[0].ours == "local search (the default)" and fifo[0].baseline == "HEFT's map run FIFO"
+    (ordered,) = [r for r in rows if r.measure == "SLR (makespan / CP_MIN), ordered"]
+    assert ordered.baseline == "HEFT's own schedule" and ordered.verdict().startswith("yes")
+    assert ordered.ours_value == pytest.approx(1850.0 / 1500.0) and ordered.baseline_value == pytest.approx(1.3)
