@@ -112,3 +112,44 @@ def test_presets_give_dnn_operators_their_overhead_and_workflows_none() -> None:
     bare.overhead[:] = 0.0
     assert any("no per-task overhead" in w for w in implausible(g, bare, 1e-7, 1e-7))
     assert not any("no per-task overhead" in w for w in implausible(g, preset_cluster("edge", g), 1e-4, 1e-4))
+
+
+def test_a_schedule_file_gives_the_placement_and_an_order_that_keeps_each_devices_list() -> None:
+    from mlsysopt.graph.placement import is_schedule, schedule_from_dict
+
+    problem = _problem(8)
+    sched = problem.simulate(problem.random_placement(np.random.default_rng(2)))
+    data = sched.to_dict(problem.graph, problem.cluster)
+    assert is_schedule(data) and not is_schedule({"t0": "dev0"})
+    placement, order = schedule_from_dict(problem.graph, problem.cluster, data)
+    assert np.array_equal(placement, sched.placement)
+    assert problem.makespan(placement, order=order) == pytest.approx(sched.makespan, rel=1e-12)
+    pos = np.empty(problem.num_tasks, np.int64)
+    pos[order] = np.arange(problem.num_tasks)
+    names = {n: i for i, n in enumerate(problem.graph.names)}
+    for tasks in data["devices"].values():
+        assert list(np.argsort([pos[names[t]] for t in tasks])) == list(range(len(tasks)))
+
+
+def test_a_bad_schedule_file_is_one_clear_error_naming_what_is_wrong() -> None:
+    from mlsysopt.graph.placement import schedule_from_dict
+
+    problem = _problem(9)
+    g, c = problem.graph, problem.cluster
+    data = problem.simulate(problem.random_placement(np.random.default_rng(3))).to_dict(g, c)
+    dev, tasks = next(iter(data["devices"].items()))
+
+    def bad(devices: dict, match: str) -> None:
+        with pytest.raises(InvalidPlacement, match=match):
+            schedule_from_dict(g, c, {"devices": devices}, where="s.json")
+
+    bad({**data["devices"], "gpu9": []}, "s.json: 'devices' names 'gpu9', which is not a device")
+    bad({**data["devices"], dev: [*tasks, tasks[0]]}, f"task '{tasks[0]}' is listed twice")
+    bad({**data["devices"], dev: [*tasks[1:], "nope"]}, r"'devices'\['" + dev + r"'\]\[\d+\] is 'nope'")
+    bad({dev: tasks}, "is on no device")
+    # everything on one device, listed in reverse topological order: no executor can follow it
+    one = layered_dag(10, num_types=1, seed=1)
+    two = random_cluster(2, num_types=1, seed=1)
+    with pytest.raises(InvalidPlacement, match="s.json: the devices' orders contradict the graph"):
+        schedule_from_dict(one, two, {"devices": {two.names[0]: [one.names[i] for i in one.topo_order[::-1]]}},
+                           where="s.json")  # fmt: skip

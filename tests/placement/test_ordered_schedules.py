@@ -135,3 +135,20 @@ def test_place_ordered_writes_a_schedule_a_script_can_follow(tmp_path) -> None:
     assert sched["makespan"] == pytest.approx(result["makespan"], rel=1e-12)
     with pytest.raises(Exception, match="--execution"):
         ProblemSpec("montage", devices=4, execution="static")
+
+
+def test_graph_simulate_runs_a_schedule_file_in_its_order(tmp_path) -> None:
+    import json
+
+    from cli_helpers import run_inprocess
+
+    args = ["genome", "--devices", "6", "--num-tasks", "60", "--execution", "ordered", "--budget", "80"]
+    ran = run_inprocess("placement", "place", *args, "--out", "p", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    ran = run_inprocess("graph", "simulate", "genome", "--num-tasks", "60", "--cluster", "p/cluster.json",
+                        "--placement", "p/schedule.json", "--out", "s", cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    placed = json.loads((tmp_path / "p" / "result.json").read_text())
+    simulated = json.loads((tmp_path / "s" / "result.json").read_text())
+    assert simulated["makespan"] == pytest.approx(placed["makespan"], rel=1e-12)
+    assert simulated["schedule"]["execution"] == "ordered" and "schedule.json" in simulated["placement_source"]

@@ -206,7 +206,11 @@ def graph_simulate(
     cluster_spec: ClusterSpecOpt = None,
     devices: DevicesSpecOpt = None,
     placement_path: Annotated[
-        Path | None, typer.Option("--placement", help="Placement JSON: {task: device}, or a result.json.")
+        Path | None,
+        typer.Option(
+            "--placement",
+            help="Placement JSON: {task: device}, a result.json, or a schedule.json (then its devices' orders run).",
+        ),
     ] = None,
     random: Annotated[
         bool, typer.Option("--random/--no-random", help="Use a seeded random feasible placement.")
@@ -269,9 +273,11 @@ def _simulate(graph_source: str, settings: dict[str, Any], placement_path: Path 
     """Load graph, cluster and placement, simulate; (result.json, problem, schedule, placement)."""
     import numpy as np
 
-    from mlsysopt.graph.placement import load_placement
+    from mlsysopt.errors import InvalidPlacement
+    from mlsysopt.graph.placement import is_schedule, load_placement, schedule_from_dict
     from mlsysopt.graph.problem import load_problem
     from mlsysopt.graph.units import describe_units, implausible, units_of
+    from mlsysopt.io import read_json
     from mlsysopt.report.summary import cluster_summary
 
     with err_console.status("loading graph, cluster and placement"):
@@ -279,7 +285,12 @@ def _simulate(graph_source: str, settings: dict[str, Any], placement_path: Path 
         problem, cluster_how = load_problem(
             graph, settings["cluster"], settings["devices"], seed, settings.get("execution", "fifo")
         )
-        if placement_path is not None:
+        order = None
+        if placement_path is not None and is_schedule(read_json(placement_path, InvalidPlacement, expect=None)):
+            data = read_json(placement_path, InvalidPlacement, expect=None)
+            placement, order = schedule_from_dict(graph, problem.cluster, data, where=str(placement_path))
+            how = f"the schedule in {placement_path} (its devices' orders, ordered execution)"
+        elif placement_path is not None:
             placement, how = load_placement(placement_path, graph, problem.cluster), f"from {placement_path}"
         else:
             placement = problem.random_placement(np.random.default_rng(seed))
@@ -287,7 +298,7 @@ def _simulate(graph_source: str, settings: dict[str, Any], placement_path: Path 
             if not settings.get("random"):
                 err_console.print(f"no --placement given: using a {how}")
     with err_console.status("simulating"):
-        sched = problem.simulate(placement)
+        sched = problem.simulate(placement, order)
     if not np.isfinite(sched.makespan):
         raise MlsysoptError(f"the simulated makespan is {sched.makespan}: the graph's times overflow on this cluster")
     result = {

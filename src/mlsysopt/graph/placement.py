@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -187,3 +188,92 @@ def random_from_mask(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """
     u = rng.random(mask.shape) * mask
     return np.argmax(u, axis=1).astype(np.int64)
+
+
+def is_schedule(data: Any) -> bool:
+    """Whether JSON ``data`` is a ``schedule.json`` (``{"devices": {device: [tasks in order]}}``)."""
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("devices"), dict)
+        and all(isinstance(v, list) for v in data["devices"].values())
+    )
+
+
+def schedule_from_dict(
+    graph: CompGraph, cluster: DeviceCluster, data: dict[str, Any], where: str = "schedule"
+) -> tuple[np.ndarray, np.ndarray]:
+    """The placement and the task order of a ``schedule.json``: each device's tasks in the order it runs them.
+
+    Entries are task names or ``{"task": name, ...}`` objects (``place`` writes start and finish besides, which are
+    not needed: the order is what a static executor follows).
+
+    Args:
+        graph: The graph it schedules.
+        cluster: The cluster it schedules on.
+        data: The parsed JSON.
+        where: The file, for messages.
+
+    Returns:
+        ``(placement, order)``: device id of every task, and a topological order of the tasks that runs each
+        device's tasks in the file's order.
+
+    Raises:
+        InvalidPlacement: If a device or task is unknown, a task is missing or listed twice, or a device's order
+            contradicts the graph (a task listed before one of its inputs' ancestors on the same device).
+        ConstraintViolation: If a task is on a device that does not support its hardware type.
+    """
+    index = {name: i for i, name in enumerate(graph.names)}
+    n = graph.num_nodes
+    placement = np.full(n, -1, np.int64)
+    chains: list[list[int]] = []
+    for dev, entries in data["devices"].items():
+        if dev not in cluster.names:
+            raise InvalidPlacement(f"{where}: 'devices' names '{dev}', which is not a device of the cluster")
+        d = cluster.names.index(dev)
+        chain = []
+        for k, entry in enumerate(entries):
+            name = entry.get("task") if isinstance(entry, dict) else entry
+            if not isinstance(name, str) or name not in index:
+                raise InvalidPlacement(f"{where}: 'devices'['{dev}'][{k}] is {name!r}, not a task of the graph")
+            i = index[name]
+            if placement[i] >= 0:
+                raise InvalidPlacement(f"{where}: task '{name}' is listed twice")
+            placement[i] = d
+            chain.append(i)
+        chains.append(chain)
+    missing = np.flatnonzero(placement < 0)
+    if missing.size:
+        raise InvalidPlacement(
+            f"{where}: task '{graph.names[int(missing[0])]}' is on no device ({missing.size} missing)"
+        )
+    try:
+        placement = check_placement(graph, cluster, placement)
+    except InvalidPlacement as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    # Kahn's algorithm over the graph's edges plus each device's chain: a topological order that keeps the file's
+    # per-device order, or the proof that the file's order cannot run
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indeg = np.zeros(n, np.int64)
+    for u, v in graph.edge_index.T.tolist():
+        succ[u].append(v)
+        indeg[v] += 1
+    for chain in chains:
+        for u, v in itertools.pairwise(chain):
+            succ[u].append(v)
+            indeg[v] += 1
+    ready = [i for i in range(n) if indeg[i] == 0]
+    order = []
+    while ready:
+        u = ready.pop()
+        order.append(u)
+        for v in succ[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    if len(order) < n:
+        stuck = graph.names[int(np.flatnonzero(indeg > 0)[0])]
+        raise InvalidPlacement(
+            f"{where}: the devices' orders contradict the graph: task '{stuck}' waits on a task listed after one "
+            "of its inputs' successors on the same device (no executor can follow this order)"
+        )
+    return placement, np.asarray(order, np.int64)
