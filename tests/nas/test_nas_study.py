@@ -167,3 +167,34 @@ def test_a_resource_measure_plugs_into_any_space() -> None:
     plain = with_measures(FakeSpace(), [Memory()])
     run_search(get_method("random", plain, Constraints.from_limits(max_params=6), budget=5, seed=0))
     assert plain.measures[0].calls == 5  # type: ignore[attr-defined]  # only to complete the records: never to filter
+
+
+def test_a_non_finite_or_negative_resource_is_refused_and_the_trial_stays_open() -> None:
+    from mlsysopt.nas import Study
+    from mlsysopt.nas.spaces.nasbench_graph import NasBenchGraphSpace
+
+    study = Study(NasBenchGraphSpace("cora"), method="random", budget=3, seed=0)
+    trial = study.ask()
+    for bad in (float("nan"), float("inf"), -1.0, "3"):
+        with pytest.raises(MlsysoptError, match=rf"trial 0: resource 'latency_ms' is {bad!r}"):
+            study.tell(trial, 0.8, {"latency_ms": bad})
+    assert trial.state == "running"
+    assert study.tell(trial, 0.8, {"latency_ms": 1.5}).state == "complete"
+
+
+def test_asking_past_the_budget_warns_once() -> None:
+    import warnings
+
+    from mlsysopt.errors import MlsysoptWarning
+    from mlsysopt.nas import Study
+    from mlsysopt.nas.spaces.nasbench_graph import NasBenchGraphSpace
+
+    study = Study(NasBenchGraphSpace("cora"), method="random", budget=2, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        study.ask(), study.ask()
+    with pytest.warns(MlsysoptWarning, match="trial 2 is past the budget of 2"):
+        study.ask()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        study.ask()  # once

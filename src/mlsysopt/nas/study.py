@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.errors import MlsysoptError, MlsysoptWarning
 from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.objective import DIRECTIONS, invoke, parse_result
 from mlsysopt.nas.registry import get_method
@@ -74,7 +75,8 @@ class Study:
         space: any :class:`~mlsysopt.nas.spaces.base.SearchSpace`, e.g. a declared :class:`~mlsysopt.nas.Space`.
         constraints: a :class:`Constraints`, or limits such as ``{"max_params": 1e6, "max_latency_ms": 5}``.
         method: the NAS method (default ``"epnas"``).
-        budget: the evaluations planned (methods with stages split it; asking beyond it is allowed).
+        budget: the evaluations planned (methods with stages split it; asking beyond it is allowed, with one
+            :class:`~mlsysopt.errors.MlsysoptWarning` at the first trial past it).
         seed: seeds the method.
         direction: ``"maximize"`` (accuracy) or ``"minimize"`` (a loss).
         prior: a transfer prior for EPNAS and zero-shot (e.g. from earlier studies' :meth:`records`).
@@ -106,6 +108,7 @@ class Study:
             )
         self.space, self.constraints, self.direction = space, cons, direction
         self.searcher = get_method(method, space, cons, budget=budget, seed=seed, prior=prior, **knobs)
+        self.budget = int(budget)
         self.trials: list[Trial] = []
         self._evals: dict[int, Evaluation] = {}
 
@@ -123,6 +126,13 @@ class Study:
                 f"after {len(self.trials)} trial(s) (the space, or its feasible part, is exhausted)"
             )
         arch = got[0]
+        if len(self.trials) == self.budget:  # once: asking on is allowed (as Optuna's), but the plan is spent
+            warnings.warn(
+                f"trial {self.budget} is past the budget of {self.budget} this {self.method} study planned for: "
+                "its stages are spent and it keeps proposing (give a larger budget= to plan for more)",
+                MlsysoptWarning,
+                stacklevel=2,
+            )
         decode = getattr(self.space, "params", None) or self.space.decode
         trial = Trial(len(self.trials), arch, decode(arch), _t0=time.perf_counter())
         self.trials.append(trial)
@@ -141,7 +151,14 @@ class Study:
             raise MlsysoptError("tell() takes a trial this study's ask() returned (or its number)")
         if t.state != "running":
             raise MlsysoptError(f"trial {t.number} was already told ({t.state})")
-        res = {str(k): float(v) for k, v in dict(resources or {}).items()}
+        res = {}
+        for k, v in dict(resources or {}).items():
+            number = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
+            if not (math.isfinite(number) and number >= 0):
+                raise MlsysoptError(
+                    f"trial {t.number}: resource '{k}' is {v!r}; a measured resource must be a finite number >= 0"
+                )
+            res[str(k)] = number
         ok = value is not None and isinstance(value, int | float) and math.isfinite(float(value))
         sign = 1.0 if self.direction == "maximize" else -1.0
         perf = sign * float(value) if ok else math.nan  # type: ignore[arg-type]
