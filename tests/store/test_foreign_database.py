@@ -20,12 +20,17 @@ def _tables(path: Path) -> list[str]:
         con.close()
 
 
-def test_a_foreign_sqlite_database_is_refused_and_untouched(tmp_path: Path) -> None:
-    path = tmp_path / "crm.db"
+def _foreign(path: Path, table: str) -> Path:
+    """An SQLite database of someone else's: one table ``table``."""
     con = sqlite3.connect(path)
-    con.execute("CREATE TABLE customers (id INTEGER)")
+    con.execute(f"CREATE TABLE {table} (id INTEGER)")
     con.commit()
     con.close()
+    return path
+
+
+def test_a_foreign_sqlite_database_is_refused_and_untouched(tmp_path: Path) -> None:
+    path = _foreign(tmp_path / "crm.db", "customers")
     spec = parse_storage(f"sqlite:///{path}")
     with pytest.raises(StoreError, match=r"holds other tables \(customers\) and no mlsysopt/Optuna store"):
         probe(spec)
@@ -46,11 +51,7 @@ def test_an_empty_sqlite_database_is_accepted(tmp_path: Path) -> None:
 def test_the_cli_refuses_it_before_creating_the_run_folder(tmp_path: Path) -> None:
     from cli_helpers import assert_user_error, run_inprocess
 
-    path = tmp_path / "crm.db"
-    con = sqlite3.connect(path)
-    con.execute("CREATE TABLE orders (id INTEGER)")
-    con.commit()
-    con.close()
+    path = _foreign(tmp_path / "crm.db", "orders")
     out = tmp_path / "run"
     ran = run_inprocess("placement", "place", "montage", "--devices", "4", "--method", "heft", "--budget", "5",
                         "--storage", f"sqlite:///{path}", "--out", out)  # fmt: skip

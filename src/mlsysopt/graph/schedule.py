@@ -57,13 +57,50 @@ class Schedule:
             }
             for i in range(graph.num_nodes)
         ]
-        by_device: dict[str, list[str]] = {}
-        for i in np.lexsort((np.arange(graph.num_nodes), self.finish, self.start)):
-            by_device.setdefault(cluster.names[int(self.placement[i])], []).append(graph.names[i])
         return {
             "makespan": float(self.makespan),
             "execution": self.execution,
             "critical_path": [graph.names[i] for i in self.critical_path],
             "tasks": tasks,
-            "devices": by_device,
+            "devices": {cluster.names[d]: [graph.names[i] for i in ids] for d, ids in self.device_orders().items()},
+        }
+
+    def device_orders(self) -> dict[int, list[int]]:
+        """Each used device's task ids in the order it runs them (by start, then finish, then id).
+
+        Returns:
+            ``{device id: [task ids]}``, devices in id order.
+        """
+        out: dict[int, list[int]] = {}
+        for i in np.lexsort((np.arange(self.start.size), self.finish, self.start)).tolist():
+            out.setdefault(int(self.placement[i]), []).append(i)
+        return dict(sorted(out.items()))
+
+    def to_file(self, graph: CompGraph, cluster: DeviceCluster) -> dict[str, Any]:
+        """``schedule.json``: each device's tasks in the order it runs them, with start and finish times.
+
+        A workflow manager or a script follows it as a static schedule: on each device, start a task when its
+        inputs have arrived and the task before it there has finished (times in seconds are the simulator's
+        prediction); ``graph simulate --placement`` reads it back.
+
+        Args:
+            graph: The graph that was simulated (for task names).
+            cluster: The cluster it was simulated on (for device names).
+
+        Returns:
+            ``execution``, ``makespan``, ``units``, ``how_to_run``, ``devices`` {device: [{task, start, finish}]}.
+        """
+        devices = {
+            cluster.names[d]: [
+                {"task": graph.names[i], "start": float(self.start[i]), "finish": float(self.finish[i])} for i in ids
+            ]
+            for d, ids in self.device_orders().items()
+        }
+        return {
+            "execution": self.execution,
+            "makespan": float(self.makespan),
+            "units": {"start": "s", "finish": "s", "makespan": "s"},
+            "how_to_run": "on each device, run its tasks in this order; start a task when its inputs have arrived "
+            "and the task before it on that device has finished",
+            "devices": devices,
         }

@@ -42,8 +42,6 @@ from mlsysopt.placement.problem_spec import (  # the problem every job places, a
 from mlsysopt.runtime import check_parallel
 
 if TYPE_CHECKING:
-    from mlsysopt.graph.problem import PlacementProblem
-    from mlsysopt.graph.simulator import Schedule
     from mlsysopt.runtime import Executor
 
 INITS = ("heft", "random")
@@ -149,43 +147,12 @@ class PlaceJob(LoadsProblem):
             plot_search({req.method: res.history}, run.file("search.png"),
                         title=f"{source}: {req.method} (budget {spend})")  # fmt: skip
             run.write_json("placement.json", result["placement"])
-            run.write_json("schedule.json", schedule_file(problem, sched))
+            run.write_json("schedule.json", sched.to_file(graph, cluster))
             run.write_json("cluster.json", cluster.to_dict())
             if write_device_map(run, problem, res.placement, owners, source):
                 files.append("device_map.json")
             run.write_json("result.json", result)
         return Outcome(result, problem, files)
-
-
-def schedule_file(problem: PlacementProblem, sched: Schedule) -> dict[str, Any]:
-    """``schedule.json``: each device's tasks in the order it runs them, with start and finish times.
-
-    A workflow manager or a script follows it as a static schedule: on each device, start a task when its inputs
-    have arrived and the task before it there has finished (times in seconds are the simulator's prediction).
-
-    Args:
-        problem: The placed problem.
-        sched: The simulated schedule of the result.
-
-    Returns:
-        JSON-ready: ``execution``, ``makespan``, ``units``, ``devices`` {device: [{task, start, finish}] in order}.
-    """
-    import numpy as np
-
-    g, c = problem.graph, problem.cluster
-    devices: dict[str, list[dict[str, Any]]] = {name: [] for name in c.names}
-    for i in np.lexsort((np.arange(g.num_nodes), sched.finish, sched.start)).tolist():
-        devices[c.names[int(sched.placement[i])]].append(
-            {"task": g.names[i], "start": float(sched.start[i]), "finish": float(sched.finish[i])}
-        )
-    return {
-        "execution": sched.execution,
-        "makespan": float(sched.makespan),
-        "units": {"start": "s", "finish": "s", "makespan": "s"},
-        "how_to_run": "on each device, run its tasks in this order; start a task when its inputs have arrived and "
-        "the task before it on that device has finished",
-        "devices": {name: tasks for name, tasks in devices.items() if tasks},
-    }
 
 
 def prepare_place(request: PlaceRequest, status: Status = quiet) -> PlaceJob:

@@ -9,6 +9,7 @@ import numpy as np
 
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.list_schedule import rank_sequence, start_order
 from mlsysopt.graph.list_schedule import upward_rank as graph_upward_rank
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import Placer, SearchContext
@@ -119,11 +120,8 @@ def heft_schedule(
     c = problem.cluster
     n, d = mask.shape
     w = problem.exec_times
-    rank = upward_rank(problem)
-    topo_pos = np.empty(n, np.int64)
-    topo_pos[graph.topo_order] = np.arange(n)
     # decreasing rank; ties (zero-cost tasks) broken topologically so parents always come first
-    sequence = np.lexsort((topo_pos, -rank))
+    sequence = rank_sequence(graph, upward_rank(problem))
     placement = np.full(n, -1, np.int64)
     start = np.zeros(n)
     finish = np.zeros(n)
@@ -180,12 +178,8 @@ def heft_schedule(
     for i in list(floating):  # only tasks whose every child floated too (never in practice): first tied device
         if i in floating:
             pin(i, int(floating.pop(i)[0]), waiting.pop(i))
-    seq_pos = np.empty(n, np.int64)
-    seq_pos[sequence] = np.arange(n)
-    # by start, then finish (a zero-length task before the one starting with it on its device), then HEFT's
-    # sequence: topological, and per device the plan's own order, so makespan_in_order reproduces the plan
-    order = np.lexsort((seq_pos, finish, start)).astype(np.int64)
-    return placement, order, float(finish.max())
+    # by start, then finish, then HEFT's sequence: per device the plan's own order (makespan_in_order reproduces it)
+    return placement, start_order(start, finish, sequence), float(finish.max())
 
 
 def _max_bytes(problem: PlacementProblem, parent: int, child: int) -> float:
