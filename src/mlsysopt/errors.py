@@ -78,6 +78,11 @@ class StoreError(MlsysoptError):
     used unsafely (a network file system, another host, locked past its timeout), a study that does not fit."""
 
 
+class StoreBusy(StoreError):
+    """A store write met a lock held by other writers (SQLite past its timeout): nothing was written, and the same
+    write may succeed when tried again (:func:`mlsysopt.store.writer.retry` does)."""
+
+
 class MissingSplit(InvalidDataFile):
     """A cost-model data root has no such split (no ``split/*.npz`` folder, no ``split_info/split.txt``)."""
 

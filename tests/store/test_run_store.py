@@ -105,7 +105,24 @@ def test_a_bad_store_is_refused_before_the_folder_exists(tmp_path: Path, monkeyp
     assert not any(tmp_path.iterdir())
 
 
-def test_a_store_failing_mid_run_stops_the_store_not_the_run(tmp_path: Path) -> None:
+def test_a_store_failing_mid_run_stops_the_run_with_one_line(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("MLSYSOPT_STORE_ERRORS", raising=False)
+    with (
+        pytest.raises(StoreError) as err,
+        RunDir(tmp_path / "run", SETTINGS, checkpoint=None, sink=RunStore).check() as run,
+    ):
+        record_trial({"x": 1}, 1.0)
+        run.store.flush()
+        record_trial({"x": 1.5}, 2.0)  # another kind of parameter: the store refuses it
+        run.store.flush()
+    text = str(err.value)
+    assert "\n" not in text and "so the run stopped" in text and "MLSYSOPT_STORE_ERRORS=continue" in text
+    assert not (tmp_path / "run").exists()  # failed before a checkpoint: the folder and the study are removed
+    assert _study_names(tmp_path / "mlsysopt.db") == []
+
+
+def test_a_store_failing_mid_run_under_continue_stops_the_store_not_the_run(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MLSYSOPT_STORE_ERRORS", "continue")
     warned = pytest.warns(UserWarning, match="stopped taking this run's trials")
     with warned, RunDir(tmp_path / "run", SETTINGS, checkpoint=None, sink=RunStore).check() as run:
         record_trial({"x": 1}, 1.0)
@@ -115,6 +132,12 @@ def test_a_store_failing_mid_run_stops_the_store_not_the_run(tmp_path: Path) -> 
         assert not record_trial({"x": 3}, 3.0)
         run.write_json("result.json", {"ok": True})
     assert (tmp_path / "run" / "result.json").is_file()
+    attrs = optuna.load_study(study_name="run", storage=f"sqlite:///{tmp_path / 'mlsysopt.db'}").user_attrs
+    assert attrs["mlsysopt.status"] == "done" and "Cannot set different distribution" in attrs["mlsysopt.incomplete"]
+
+
+def _study_names(db: Path) -> list[str]:
+    return [s.study_name for s in optuna.get_all_study_summaries(f"sqlite:///{db}")]
 
 
 def test_a_run_records_from_a_forked_worker_directly(tmp_path: Path) -> None:

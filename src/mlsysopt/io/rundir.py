@@ -248,8 +248,14 @@ class RunDir:
         """
         keep = not failed or self.has_checkpoint
         status = "done" if not failed else ("failed" if self.status == "done" else self.status)
+        sink_error: MlsysoptError | None = None
         if self._store is not None and self._lock_fd is not None:
-            self._store.close(status, self._result() if keep else None, keep=keep)
+            try:
+                self._store.close(status, self._result() if keep else None, keep=keep)
+            except MlsysoptError as exc:  # the sink lost this run's writes: the run failed (raised once closed)
+                sink_error, status = exc, "failed"
+                if self.log is not None:
+                    self.log.note(f"failed: {mask_secrets(' '.join(str(exc).split()))[:400]}")
         if self.log is not None:
             self.log.stop(status, keep=keep)
             self.log = None
@@ -262,6 +268,8 @@ class RunDir:
             self._lock_fd = None
         if failed and self._created_folder and self.path.is_dir() and not any(self.path.iterdir()):
             self.path.rmdir()
+        if sink_error is not None:
+            raise sink_error
 
     def _roll_back(self) -> None:
         if not self.path.is_dir():

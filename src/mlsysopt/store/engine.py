@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mlsysopt.errors import MlsysoptError, StoreError
+from mlsysopt.errors import MlsysoptError, StoreBusy, StoreError
 from mlsysopt.store.schema import (
     SCHEMA_VERSION,
     check_schema_version,
@@ -66,8 +66,8 @@ def db_error(spec: StorageSpec, exc: BaseException, doing: str = "") -> StoreErr
     orig = getattr(cause, "orig", None) or cause
     text = " ".join(str(orig).split()) or type(orig).__name__
     doing = f" ({doing})" if doing else ""
-    if spec.kind == "sqlite" and "locked" in text:
-        return StoreError(
+    if spec.kind == "sqlite" and ("locked" in text or "busy" in text):
+        return StoreBusy(
             f"{spec.where()}: the SQLite file stayed locked by other writers for more than {spec.timeout:g} s{doing}; "
             "SQLite takes one writer at a time, so nothing was written: use PostgreSQL for many concurrent writers "
             "(--storage postgresql://USER@HOST/DB), or fewer writers"

@@ -52,7 +52,7 @@ def open_existing(spec: StorageSpec) -> Store:
 
 
 #: Every status a run can have (``optuna study``: a study not made by mlsysopt).
-STATUSES = ("running", "done", "failed", "interrupted", "killed", "optuna study")
+STATUSES = ("running", "done", "incomplete", "failed", "interrupted", "killed", "optuna study")
 
 
 @dataclass
@@ -77,8 +77,11 @@ class RunSummary:
 
 
 def status_of(attrs: dict[str, Any]) -> str:
-    """The run's status; ``killed`` for a ``running`` run whose process is gone from this machine."""
+    """The run's status; ``killed`` for a ``running`` run whose process is gone from this machine, ``incomplete``
+    for a ``done`` run whose study lacks writes the store refused (it went on under MLSYSOPT_STORE_ERRORS=continue)."""
     status = str(attrs.get(ATTR + "status", "unknown"))
+    if status == "done" and attrs.get(ATTR + "incomplete"):
+        return "incomplete"  # done, but the store lost some of its writes (MLSYSOPT_STORE_ERRORS=continue)
     if status == "running" and attrs.get(ATTR + "machine") == machine_id():
         pid = attrs.get(ATTR + "pid")
         if isinstance(pid, int) and pid != os.getpid() and not process_alive(pid):

@@ -8,8 +8,13 @@ flushes and records the status and the headline figure, or removes the study aga
 first checkpoint (the folder is removed then too).
 
 A system's experiment layer records a trial with one call, :func:`record_trial`, which writes to the study of the
-innermost open run (nothing happens when no run is open or the store is off). The store is a copy: if it stops
-accepting writes in the middle of a run, the run goes on (its folder keeps everything) after one warning.
+innermost open run (nothing happens when no run is open or the store is off).
+
+Every write is retried while other writers hold the lock (:func:`~mlsysopt.store.writer.retry`). A write that still
+fails stops the run with one :class:`~mlsysopt.errors.StoreError` naming the store (the folder's log and the study
+both say ``failed``), so the run folder, ``runs list`` and the store never disagree silently. Only when told so
+(``MLSYSOPT_STORE_ERRORS=continue``, or :func:`on_store_error`) does the run go on without the store after one
+warning; the study then says ``incomplete`` (attribute ``mlsysopt.incomplete``: what was lost) once it is done.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from mlsysopt.errors import MlsysoptWarning, StoreError
 from mlsysopt.store.systems import direction_of, headline, result_trials, system_of
 from mlsysopt.store.trials import TrialRecord
 from mlsysopt.store.url import StorageSpec, resolve_storage
-from mlsysopt.store.writer import StudyHandle, StudyWriter, machine_id
+from mlsysopt.store.writer import StudyHandle, StudyWriter, machine_id, retry
+from mlsysopt.text import mask_secrets
 
 if TYPE_CHECKING:
     from mlsysopt.store.database import Store
@@ -41,6 +47,8 @@ MAX_MIRROR = 64 * 2**20  # checkpoints larger than this are not copied into the 
 MIRROR_EVERY_S = 5.0  # the checkpoint is copied into the store at most this often (and when the run closes)
 
 _explicit: str | None = None  # --storage of the command being run (None: MLSYSOPT_STORAGE or the default)
+_on_error: str | None = None  # what a failed store write does: stop or continue (None: MLSYSOPT_STORE_ERRORS, stop)
+ON_ERROR_ENV = "MLSYSOPT_STORE_ERRORS"
 _command: str | None = None  # the command being run ("nas search"), when the CLI runs one
 _open: list[RunStore] = []
 _lock = threading.Lock()
@@ -71,6 +79,26 @@ def storage(url: str | None) -> Iterator[None]:
         yield
     finally:
         _explicit = before
+
+
+def on_store_error(policy: str | None) -> None:
+    """What a store write that fails after its retries does to the runs opened next: ``stop`` (the default: the
+    run ends with that StoreError) or ``continue`` (one warning; the run goes on, its study marked incomplete).
+    None: ``$MLSYSOPT_STORE_ERRORS``, else ``stop``."""
+    global _on_error
+    if policy not in (None, "stop", "continue"):
+        raise StoreError(f"store error policy {policy!r}: choose stop or continue")
+    _on_error = policy
+
+
+def store_error_policy() -> str:
+    """``stop`` or ``continue`` (see :func:`on_store_error`); a bad ``$MLSYSOPT_STORE_ERRORS`` is one StoreError."""
+    if _on_error is not None:
+        return _on_error
+    value = os.environ.get(ON_ERROR_ENV, "").strip().lower() or "stop"
+    if value not in ("stop", "continue"):
+        raise StoreError(f"{ON_ERROR_ENV}={value[:40]!r}: choose stop or continue")
+    return value
 
 
 def set_command(command: str | None) -> None:
@@ -180,7 +208,8 @@ class RunStore:
         self.command: str | None = None
         self.existed = False  # whether the store existed when this run was checked
         self.created_study = False
-        self.disabled: str | None = None
+        self.disabled: str | None = None  # why the store stopped taking this run's writes
+        self.policy = "stop"  # what a failed write does (store_error_policy(), read by check())
         self.recorded = 0
         self.pid = os.getpid()
         self._mirrored_at = -math.inf  # when the checkpoint was last copied into the store
@@ -197,6 +226,7 @@ class RunStore:
         from mlsysopt.store.database import Store
 
         spec = resolve_storage(_explicit, self.path)
+        self.policy = store_error_policy()
         if spec != self.spec:
             self.existed = Store.probe(spec, must_have_parent=spec.source != "default")
             self.spec = spec
@@ -229,7 +259,7 @@ class RunStore:
         if not spec.enabled:
             return
         self.command = _command or self.settings.get("command")
-        self.store = Store.open(spec)
+        self.store = retry(Store.open, spec)
         if resume:
             for sid in reversed(self.store.study_ids(ATTR + "run_dir", str(self.path))):
                 attrs = self.store.study_attrs(sid)
@@ -237,8 +267,8 @@ class RunStore:
                     self.study_id, self.study_name = sid, self.store.study_names()[sid]
                     self.command = self.command or attrs.get(ATTR + "command")
                     resumed = int(attrs.get(ATTR + "resumed", 0)) + 1
-                    self.store.set_study_attrs(sid, {**self._process_attrs(), ATTR + "resumed": resumed,
-                                                     ATTR + "status": "running"})  # fmt: skip
+                    retry(self.store.set_study_attrs, sid, {**self._process_attrs(), ATTR + "resumed": resumed,
+                                                            ATTR + "status": "running"})  # fmt: skip
                     self.writer = StudyWriter(self.store, sid)
                     return
         direction = direction_of(self.command)
@@ -264,24 +294,30 @@ class RunStore:
             **self._process_attrs(),
             **{SETTING + str(k): v for k, v in self.settings.items()},
         }
-        self.study_id, self.study_name = self.store.create_study(self.path.name or "run", direction, attrs)
+        self.study_id, self.study_name = retry(self.store.create_study, self.path.name or "run", direction, attrs)
         self.created_study = True
         self.writer = StudyWriter(self.store, self.study_id)
 
     def _guard(self, what: str, fn: Any, *args: Any) -> bool:
-        """Run ``fn``; a store error stops the store for this run (one warning), never the run."""
+        """Run ``fn`` (its writes retried already); a store error that remains stops the store for this run and,
+        by default, the run too (one StoreError); under policy ``continue``, one warning and the run goes on."""
         try:
             fn(*args)
             return True
         except StoreError as exc:
             self.disabled = str(exc)
-            warnings.warn(
-                f"the study store stopped taking this run's {what}: {exc}; the run goes on, its folder keeps "
-                "everything",
-                MlsysoptWarning,
-                stacklevel=3,
-            )
-            return False
+            if self.policy == "continue":
+                warnings.warn(
+                    f"the study store stopped taking this run's {what}: {exc}; the run goes on "
+                    f"({ON_ERROR_ENV}=continue), its folder keeps everything and its study is marked incomplete",
+                    MlsysoptWarning,
+                    stacklevel=3,
+                )
+                return False
+            raise StoreError(
+                f"the study store failed to take this run's {what}, so the run stopped: {exc} (to go on without "
+                f"the store instead, set {ON_ERROR_ENV}=continue)"
+            ) from None
 
     def record(self, trial: TrialRecord, direction: str | None = None, live: bool = False) -> bool:
         """Queue ``trial`` for the run's study (created now when it waited for its direction)."""
@@ -344,15 +380,39 @@ class RunStore:
             self._guard("checkpoint", self.writer.add_checkpoint, path.name, data)
 
     def close(self, status: str, result: dict[str, Any] | None, keep: bool = True) -> None:
-        """Flush, then record ``status`` and the headline (``keep=False``: remove the study this run created)."""
+        """Flush, then record ``status`` and the headline (``keep=False``: remove the study this run created).
+
+        A store write that fails here (after its retries) marks the study ``failed`` if it still can and, for a run
+        that ended ``done`` under policy ``stop``, raises that one StoreError (the run folder says ``failed`` too);
+        a run that failed already keeps its own error.
+        """
         with _lock:
             if self in _open:
                 _open.remove(self)
-        if not self.enabled or self.store is None:
+        if self.spec is None or not self.spec.enabled or self.store is None:
+            return
+        if self.disabled is not None:  # the store stopped taking this run's writes: say so in the study
+            if not keep:
+                self._discard()
+            self._mark_lost(status)
+            if status == "done" and self.policy == "stop":  # the error was caught on the way: the run failed
+                raise StoreError(f"the study store failed to take some of this run's writes, so the run failed: "
+                                 f"{self.disabled}")  # fmt: skip
             return
         if not keep:
             self._discard()
             return
+        try:
+            self._finish(status, result)
+        except StoreError:
+            self._mark_lost(status)
+            if status == "done" and self.policy == "stop":
+                raise
+            return
+        self._mark_lost(status)  # only when a write failed under policy continue
+
+    def _finish(self, status: str, result: dict[str, Any] | None) -> None:
+        assert self.store is not None
         command = self.command or (result or {}).get("command")
         if self.study_id is None:
             self.command = command
@@ -363,7 +423,8 @@ class RunStore:
             self.mirror_checkpoint(self._unmirrored, force=True)
         if result is not None and self.recorded == 0:
             for trial in result_trials(command, result):
-                self._guard("trials", self.writer.add, trial)
+                if not self._guard("trials", self.writer.add, trial):
+                    return
         if not self._guard("trials", self.writer.close):
             return
         attrs: dict[str, Any] = {ATTR + "status": status, ATTR + "finished": _now()}
@@ -371,7 +432,22 @@ class RunStore:
             attrs |= {ATTR + "command": command, ATTR + "system": system_of(command)}
         if result is not None:
             attrs[ATTR + "headline"] = headline(command, result)
-        self._guard("status", self.store.set_study_attrs, self.study_id, attrs)
+        self._guard("status", retry, self.store.set_study_attrs, self.study_id, attrs)
+
+    def _mark_lost(self, status: str) -> None:
+        """Best effort, after the store lost some of this run's writes: the study says ``failed`` (policy ``stop``)
+        or the run's own status (``done`` under policy ``continue``: shown ``incomplete``), and, in
+        ``mlsysopt.incomplete``, why."""
+        if self.store is None or self.study_id is None or self.disabled is None:
+            return
+        if self.writer is not None:
+            with contextlib.suppress(StoreError):
+                self.writer.close()
+        stopped = self.policy == "stop" and status == "done"  # the run fails for it (an interrupted run stays so)
+        attrs = {ATTR + "status": "failed" if stopped else status, ATTR + "finished": _now(),
+                 ATTR + "incomplete": mask_secrets(" ".join(self.disabled.split()))[:400]}  # fmt: skip
+        with contextlib.suppress(StoreError):
+            retry(self.store.set_study_attrs, self.study_id, attrs)
 
     def _discard(self) -> None:
         """Remove what this run put in the store (a run that failed before its first checkpoint leaves nothing)."""
@@ -381,7 +457,8 @@ class RunStore:
                 self.writer.close()
         if self.created_study and self.study_id is not None:
             with contextlib.suppress(StoreError):
-                self.store.delete_study(self.study_id)
+                retry(self.store.delete_study, self.study_id)
+                self.study_id = None
         spec = self.store.spec
         if spec.kind == "sqlite" and not self.existed:
             from mlsysopt.store.database import forget

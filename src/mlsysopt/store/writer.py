@@ -9,12 +9,18 @@ most; a killed run's resume records its checkpoint's history again and the keys 
 :class:`StudyHandle` is a picklable reference to a study that a worker process writes to directly and
 synchronously. A SQLite handle refuses to write from another machine (a Ray node elsewhere): the file is not
 shared, and SQLite over a network share is unsafe; a server store (PostgreSQL) takes writers from anywhere.
+
+Every write goes through :func:`retry`: a write that met a lock held by other writers (SQLite past its
+``timeout``) is rolled back whole, so it is tried again after a short jittered pause, for up to :data:`RETRY_S`
+seconds; one that still fails is a plain :class:`~mlsysopt.errors.StoreError` that
+says so, and the run decides what that means (:mod:`mlsysopt.store.run`: it stops, unless told to go on).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import threading
 import time
@@ -22,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mlsysopt.errors import StoreError
+from mlsysopt.errors import StoreBusy, StoreError
 from mlsysopt.store.trials import TrialRecord
 
 if TYPE_CHECKING:
@@ -33,6 +39,24 @@ if TYPE_CHECKING:
 
 BATCH = 500  # trials per transaction at most
 WAKE_S = 0.5  # the thread writes what was queued at least this often
+RETRIES = 100  # tries of a write that meets a lock held by other writers (RETRY_S bounds them first)
+RETRY_S = 6.0  # the longest a write keeps trying (short jittered pauses: another writer's turn is milliseconds)
+
+
+def retry(fn: Any, *args: Any, tries: int = RETRIES) -> Any:
+    """``fn(*args)``, tried again after a :class:`~mlsysopt.errors.StoreBusy` (a rolled-back write, safe to redo:
+    keyed trials are written once), up to ``tries`` times or :data:`RETRY_S` seconds; the last failure is a plain
+    StoreError that says so."""
+    pause, t0 = 0.01, time.monotonic()
+    for attempt in range(1, tries + 1):
+        try:
+            return fn(*args)
+        except StoreBusy as exc:
+            if attempt == tries or time.monotonic() - t0 + pause > RETRY_S:
+                raise StoreError(f"{exc} (tried {attempt} times over {time.monotonic() - t0:.1f} s)") from None
+        time.sleep(pause * random.uniform(0.5, 1.5))
+        pause = min(0.25, pause * 2)
+    raise AssertionError("unreachable")
 
 
 def machine_id() -> str:
@@ -154,7 +178,8 @@ class StudyWriter:
 
         def write_batch() -> None:
             for lo in range(0, len(batch), BATCH):
-                self.written += len(self.store.write_trials(self.study_id, batch[lo : lo + BATCH], self.kinds))
+                chunk = batch[lo : lo + BATCH]
+                self.written += len(retry(self.store.write_trials, self.study_id, chunk, self.kinds))
             batch.clear()
 
         for kind, payload in ops:
@@ -163,9 +188,9 @@ class StudyWriter:
                 continue
             write_batch()
             if kind == "live":
-                self.written += update_live(self.store, self.study_id, payload, self.kinds)
+                self.written += retry(update_live, self.store, self.study_id, payload, self.kinds)
             else:
-                self.store.save_checkpoint(self.study_id, *payload)
+                retry(self.store.save_checkpoint, self.study_id, *payload)
         write_batch()
 
 
@@ -228,8 +253,8 @@ class StudyHandle:
                 f"runs on {socket.gethostname()} (pid {os.getpid()}): use PostgreSQL (--storage postgresql://...) for "
                 "writers on other machines"
             )
-        store = Store.connect(self.spec)
-        return store.write_trials(self.study_id, list(trials), {})
+        store = retry(Store.connect, self.spec)
+        return retry(store.write_trials, self.study_id, list(trials), {})
 
 
 def write_task(item: tuple[StudyHandle, list[TrialRecord], int]) -> tuple[list[int], int]:
