@@ -30,7 +30,6 @@ def small_costmodel_demo(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(costmodel, "SUBSET", {"train": 8, "valid": 4, "test": 4})
     monkeypatch.setattr(costmodel, "EPOCHS", 1)
     monkeypatch.setattr(costmodel, "FINETUNE_EPOCHS", 1)
-    monkeypatch.setattr(costmodel_oracle, "EPOCHS", 1)
     monkeypatch.setattr(costmodel_oracle, "ROUNDS", 1)
 
 

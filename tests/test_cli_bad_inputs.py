@@ -93,6 +93,9 @@ BASELINE: dict[str, list[str]] = {
     "costmodel train": ["--data", "{data}", "--epochs", "1"],
     "costmodel evaluate": ["--run", "{missing_run}", "--data", "{data}"],
     "costmodel predict": ["--run", "{missing_run}", "--inputs", "{data}"],
+    "costmodel latency": ["zoo:cnn"],
+    "costmodel latency-train": ["--data", "real:cpu", "--method", "flops"],
+    "costmodel collect-latency": ["--models", "2"],
     "placement place": ["{graph}", "--devices", "2", "--policy", "pretrained"],
     "placement compare": ["{graph}", "--devices", "2"],
     "placement adapt": ["{graph}", "--devices", "3", "--remove", "dev0", "--policy", "pretrained"],
@@ -115,7 +118,8 @@ OUT_FILES = {
     "runs compare": "out.png",
 }
 #: Commands that write plain files instead of a run folder: their first atomic write is "work".
-WRITES_FILES = {"graph import", "graph generate", "costmodel synth", "runs export", "runs compare"}
+WRITES_FILES = {"graph import", "graph generate", "costmodel synth", "runs export", "runs compare",
+                "costmodel latency-train"}  # fmt: skip
 #: Commands whose work is something else: what starts it.
 WORK = {"runs dashboard": "optuna_dashboard.run_server"}
 #: Values of one option beyond its type's table (placeholders are inputs): unreachable, unsupported and newer

@@ -35,6 +35,7 @@ from typing import Annotated, Any
 
 import typer
 
+import mlsysopt.cli.latency
 from mlsysopt.cli.common import Interrupted, apply_aliases, err_console, harden, safe_text
 from mlsysopt.cli.costmodel import costmodel_app
 from mlsysopt.cli.demo import demo

@@ -226,6 +226,17 @@ def graph_simulate(
             "HEFT's order for this map (upward rank, insertion).",
         ),
     ] = "fifo",
+    op_costs: Annotated[
+        str | None,
+        typer.Option(
+            "--op-costs",
+            help="builtin or an oracle folder: the CPU device's per-op times from the latency "
+            "oracle instead of FLOPs / speed (an .onnx GRAPH).",
+        ),
+    ] = None,
+    op_costs_device: Annotated[
+        str | None, typer.Option("--op-costs-device", help="The CPU device --op-costs is for (default: named cpu*).")
+    ] = None,
 ) -> None:
     """Simulate a placement of GRAPH on a cluster: makespan, CP_MIN, SLR, critical path and a Gantt chart."""
     from mlsysopt.graph.list_schedule import check_execution
@@ -242,6 +253,11 @@ def graph_simulate(
         raise MlsysoptError("give either --placement P.json or --random, not both")
     settings = {"command": "graph simulate", "source": graph_source, "cluster": cluster_spec, "seed": seed}
     settings.update(devices=devices, num_tasks=num_tasks, input_shape=input_shape, execution=execution)
+    if op_costs is not None or op_costs_device is not None:
+        from mlsysopt.costmodel.oracle.op_costs import check_op_costs  # LightGBM: only when asked
+
+        check_op_costs(op_costs, op_costs_device)
+        settings.update(op_costs=op_costs, op_costs_device=op_costs_device)
     run = RunDir(out, {**settings, "placement": placement_path}, checkpoint=None, sink=RunStore).check()
     result, problem, sched, placement = _simulate(graph_source, {**settings, "random": random}, placement_path, seed)
     from mlsysopt.report.gantt import plot_gantt
@@ -285,6 +301,14 @@ def _simulate(graph_source: str, settings: dict[str, Any], placement_path: Path 
         problem, cluster_how = load_problem(
             graph, settings["cluster"], settings["devices"], seed, settings.get("execution", "fifo")
         )
+        op_costs = None
+        if settings.get("op_costs"):
+            from mlsysopt.costmodel.oracle.op_costs import with_op_costs  # torch and LightGBM: only when asked
+            from mlsysopt.graph.problem import PlacementProblem
+
+            graph, cluster, op_costs = with_op_costs(graph, problem.cluster, settings["op_costs"],
+                                                     settings["op_costs_device"])  # fmt: skip
+            problem = PlacementProblem(graph, cluster, problem.execution)
         order = None
         if placement_path is not None and is_schedule(read_json(placement_path, InvalidPlacement, expect=None)):
             data = read_json(placement_path, InvalidPlacement, expect=None)
@@ -311,6 +335,7 @@ def _simulate(graph_source: str, settings: dict[str, Any], placement_path: Path 
         **problem.describe(sched),
         "graph": info_summary(graph, graph_source),
         "gantt": "gantt.png",
+        **({"op_costs": op_costs} if op_costs else {}),
     }
     result["warnings"] = implausible(graph, problem.cluster, sched.makespan, problem.cp_min)
     return result, problem, sched, placement

@@ -117,7 +117,12 @@ def nas_search(
         list[str] | None, _opt("--knob", "A method knob NAME=VALUE, repeatable, e.g. --knob round_size=4 (see README).")
     ] = None,
     latency_model: Annotated[
-        Path | None, _opt("--latency-model", "A cost-model run (--loss logmse) predicting latency_ms, CNN spaces.")
+        Path | None,
+        _opt(
+            "--latency-model",
+            "builtin (the shipped latency oracle), an oracle folder or a logmse "
+            "cost-model run predicting latency_ms (CNN spaces).",
+        ),
     ] = None,
     seed: SeedOpt = 0,
     resume: Annotated[bool, _opt("--resume/--no-resume", "Continue RUN_DIR/checkpoint.pt after a stop.")] = False,

@@ -183,6 +183,8 @@ def placement_place(
     num_tasks: NumTasksOpt = 100,
     input_shape: InputShapeOpt = None,
     execution: pio.ExecutionOpt = "fifo",
+    op_costs: pio.OpCostsOpt = None,
+    op_costs_device: pio.OpCostsDeviceOpt = None,
 ) -> None:
     """Place a graph on a cluster with one method (by default GiPH's portfolio start and local search).
 
@@ -197,7 +199,8 @@ def placement_place(
     """
     from mlsysopt.placement.jobs import PlaceRequest, prepare_place
 
-    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout, execution)
+    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout, execution, op_costs,
+                       op_costs_device)  # fmt: skip
     job = prepare_place(PlaceRequest(problem, out, method, policy, init, budget), status=err_console.status)
     job.load()
     for note in job.notes:
@@ -224,6 +227,8 @@ def placement_compare(
     num_tasks: NumTasksOpt = 100,
     input_shape: InputShapeOpt = None,
     execution: pio.ExecutionOpt = "fifo",
+    op_costs: pio.OpCostsOpt = None,
+    op_costs_device: pio.OpCostsDeviceOpt = None,
 ) -> None:
     """Run every method with the same simulator budget over several seeds.
 
@@ -234,7 +239,8 @@ def placement_compare(
     from mlsysopt.placement.jobs import CompareRequest, prepare_compare
     from mlsysopt.runtime import make_executor
 
-    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout, execution)
+    problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout, execution, op_costs,
+                       op_costs_device)  # fmt: skip
     names = None if methods is None else tuple(pio.parse_names(methods))
     request = CompareRequest(problem, out, names, policy, budget, seeds, workers, backend, address)
     job = prepare_compare(request, status=err_console.status)
@@ -305,8 +311,9 @@ def _problem(
     seed: int,
     timeout: float | None,
     execution: str = "fifo",
+    op_costs: str | None = None,
+    op_costs_device: str | None = None,
 ) -> ProblemSpec:
     """The problem options every placement command shares, as the library's checked request."""
-    return ProblemSpec(
-        source, None if cluster is None else str(cluster), devices, num_tasks, input_shape, seed, timeout, execution
-    )
+    return ProblemSpec(source, None if cluster is None else str(cluster), devices, num_tasks, input_shape, seed,
+                       timeout, execution, op_costs, op_costs_device)  # fmt: skip

@@ -66,6 +66,17 @@ ClusterOpt = Annotated[
 DevicesOpt = Annotated[
     int | None, int_opt("--devices", "Or a random cluster of N devices in the graph's units (saved as cluster.json).")
 ]
+OpCostsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--op-costs",
+        help="builtin or an oracle folder: the CPU device's per-op times from the latency oracle instead of FLOPs / "
+        "speed (an .onnx graph; other devices keep their speed ratio).",
+    ),
+]
+OpCostsDeviceOpt = Annotated[
+    str | None, typer.Option("--op-costs-device", help="The CPU device --op-costs is for (default: named cpu*).")
+]
 ExecutionOpt = Annotated[
     str,
     typer.Option(

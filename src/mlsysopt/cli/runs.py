@@ -59,7 +59,7 @@ def _storage_param() -> Any:
 
 
 #: Commands whose ``--out`` is a plain file, not a run folder: no run, no study.
-FILE_OUTPUTS = ("graph import", "graph generate", "costmodel synth")
+FILE_OUTPUTS = ("graph import", "graph generate", "costmodel synth", "costmodel latency-train")
 
 
 def add_storage_option(command: Any) -> Any:

@@ -149,8 +149,8 @@ def serving_tune(
         str | None,
         typer.Option(
             "--cost-model",
-            help="RUN of 'costmodel train --loss logmse': keep only the op-level settings (intra-op threads, "
-            "execution mode) it predicts fast, and the default's; the real engine only.",
+            help="builtin (the shipped latency oracle), an oracle folder or a logmse cost-model RUN: keep only the "
+            "op-level settings (intra-op threads, execution mode) it predicts fast, and the default's; real engine.",
         ),
     ] = None,
     cost_model_tolerance: Annotated[

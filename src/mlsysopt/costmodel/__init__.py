@@ -33,6 +33,12 @@ _EXPORTS = {
     "XGBoostRanker": "mlsysopt.costmodel.boosting",
     "TREE_MODES": "mlsysopt.costmodel.train_config",
     "collect": "mlsysopt.costmodel.collection",
+    # the latency oracle
+    "LatencyOracle": "mlsysopt.costmodel.oracle.oracle",
+    "load_oracle": "mlsysopt.costmodel.oracle.api",
+    "predict_source": "mlsysopt.costmodel.oracle.api",
+    "collect_latency": "mlsysopt.costmodel.oracle.collect",
+    "load_collection": "mlsysopt.costmodel.oracle.dataset",
     "TableDataset": f"{_DATA}.table",
     "layout_graph": f"{_DATA}.features",
     "graph_features": "mlsysopt.costmodel.trees",
@@ -151,6 +157,10 @@ if TYPE_CHECKING:
     )
     from mlsysopt.costmodel.model import CostModel
     from mlsysopt.costmodel.model_config import BACKBONES, ModelConfig
+    from mlsysopt.costmodel.oracle.api import load_oracle, predict_source
+    from mlsysopt.costmodel.oracle.collect import collect_latency
+    from mlsysopt.costmodel.oracle.dataset import load_collection
+    from mlsysopt.costmodel.oracle.oracle import LatencyOracle
     from mlsysopt.costmodel.plan import GraphPlan, config_region
     from mlsysopt.costmodel.segment import Segmentation, Segmenter, contiguous_segments, metis_segments
     from mlsysopt.costmodel.synthesis import PROFILES, SYNTH_KINDS, synth

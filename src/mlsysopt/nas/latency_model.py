@@ -1,13 +1,15 @@
-"""``nas search --latency-model RUN``: a trained cost model as the CNN space's latency measure, confirmed by timing.
+"""``nas search --latency-model RUN``: the latency oracle as the CNN space's latency measure, confirmed by timing.
 
-A CNN space measures ``latency_ms`` by timing every candidate (20 batch-1 forward passes), a *costly* resource
-that the search only checks for the few candidates it proposes. With a latency model the space predicts it
-instead (:class:`~mlsysopt.costmodel.latency.LatencyModel`, a GNN trained with ``--loss logmse`` on ``costmodel
-collect`` runtimes), where timing is not possible or not wanted (another target machine). The prediction is not
-free either (the model is traced with torch.fx twice and the GNN runs: ~0.1 s on this CPU, more than timing a
-small CNN), so it stays a costly resource: the search predicts it lazily, for the candidates its predictor ranks
-highest, until enough of them meet the limit (filtering EPNAS's 500-sample pools on it took minutes per round).
-After the search :func:`confirm` times the final candidates the way the space does (the best feasible by
+A CNN space measures ``latency_ms`` by timing every candidate (20 batch-1 forward passes), a *costly* resource that
+the search only checks for the few candidates it proposes. With a latency model the space predicts it instead:
+``builtin`` is the oracle shipped with mlsysopt (:mod:`mlsysopt.costmodel.oracle`, trained on real latencies of ten
+model families measured on this machine class), a folder from ``costmodel latency-train`` your own, and a GST run
+trained with ``--loss logmse`` on ``costmodel collect`` runtimes is still read. With an oracle, ``latency_ms`` is
+the upper end of its 90% interval (a conservative prediction: a candidate it calls feasible meets the limit when
+timed, measured in ``benchmarks/latency_oracle.py``). The prediction is not free either (the model is exported to
+ONNX and read: ~0.05 s), so it stays a costly resource: the search predicts it lazily, for the candidates its
+predictor ranks highest, until enough of them meet the limit (filtering EPNAS's 500-sample pools on it took minutes
+per round). After the search :func:`confirm` times the final candidates the way the space does (the best feasible by
 prediction, then the next best by validation performance, ``top`` in all) and reports predicted against measured
 latency and whether each meets the limit when measured; ``confirmed_best`` is the best of them that does.
 """
@@ -24,12 +26,12 @@ from mlsysopt.nas.spaces.cnn import CnnSpace
 
 def predicted_space(space: Any, run: str | Path) -> Any:
     """A copy of CNN ``space`` whose ``latency_ms`` is predicted by the cost model in ``run`` (not timed)."""
-    from mlsysopt.costmodel.latency import LatencyModel
+    from mlsysopt.costmodel.oracle.api import load_oracle
 
     if not isinstance(space, CnnSpace):
         raise MlsysoptError(f"--latency-model predicts the latency of CNN spaces (digits, cifar10:/folder), not of "
                             f"'{space.name}' (NAS-Bench-Graph's table has measured latencies)")  # fmt: skip
-    LatencyModel(run)  # a run that cannot serve as an oracle is refused now, before any folder exists
+    load_oracle(run)  # a run that cannot serve as an oracle is refused now, before any folder exists
     out = PredictedLatencyCnnSpace.__new__(PredictedLatencyCnnSpace)
     out.__dict__.update(space.__dict__)
     out.latency_run = str(run)
@@ -53,16 +55,27 @@ class PredictedLatencyCnnSpace(CnnSpace):
         return out
 
     def predicted_ms(self, arch: Any) -> float:
-        """The cost model's latency of ``arch``'s model (batch 1, one thread; cached)."""
+        """The oracle's latency of ``arch``'s model (batch 1, one thread; the interval's upper end; cached)."""
+        import warnings
+
         import torch
 
-        from mlsysopt.costmodel.latency import LatencyModel
+        from mlsysopt.costmodel.oracle.api import load_oracle
+        from mlsysopt.costmodel.oracle.oracle import LatencyOracle
+        from mlsysopt.costmodel.oracle.settings import Setting
 
         if arch not in self._predicted:
             if self._oracle is None:
-                self._oracle = LatencyModel(self.latency_run)
+                self._oracle = load_oracle(self.latency_run)
             model = self.build(arch).eval()
-            self._predicted[arch] = self._oracle.torch_ms(model, (torch.zeros(1, *self.input_shape),))
+            x = (torch.zeros(1, *self.input_shape),)
+            if isinstance(self._oracle, LatencyOracle):
+                with warnings.catch_warnings():  # an out-of-distribution cell is widened, not a warning per cell
+                    warnings.simplefilter("ignore")
+                    p = self._oracle.predict_module(model, x, Setting("torch", 1, "seq", 1), f"cnn{arch.choices}")
+                self._predicted[arch] = p.high
+            else:
+                self._predicted[arch] = self._oracle.torch_ms(model, x)
         return self._predicted[arch]
 
     def measured_ms(self, arch: Any) -> float:

@@ -90,6 +90,9 @@ class ProblemSpec:
         execution: how devices run their tasks: ``fifo`` (ready tasks in arrival order, as a dataflow runtime or a
             workflow manager releasing jobs when ready does; the default) or ``ordered`` (each device follows a
             static schedule's order, HEFT's own for HEFT; ``place`` then writes ``schedule.json``).
+        op_costs: ``builtin`` or a latency-oracle folder: a CPU device's per-op times from the oracle instead of
+            FLOPs / speed (:mod:`mlsysopt.costmodel.oracle.op_costs`; an ONNX source only).
+        op_costs_device: the CPU device ``op_costs`` is for (default: the first named like ``cpu``).
     """
 
     source: str
@@ -100,6 +103,8 @@ class ProblemSpec:
     seed: int = 0
     timeout: float | None = None
     execution: str = "fifo"
+    op_costs: str | None = None
+    op_costs_device: str | None = None
 
     def __post_init__(self) -> None:
         check_execution(self.execution)
@@ -108,6 +113,10 @@ class ProblemSpec:
             check_devices(self.devices)
         check_num_tasks(self.num_tasks)
         self.shape()  # a malformed or oversized shape is refused now
+        if self.op_costs is not None or self.op_costs_device is not None:
+            from mlsysopt.costmodel.oracle.op_costs import check_op_costs  # LightGBM: only when asked
+
+            check_op_costs(self.op_costs, self.op_costs_device)
 
     def shape(self) -> tuple[int, ...] | None:
         """The example input shape as a tuple (checked against this machine's memory)."""
@@ -147,17 +156,26 @@ class ProblemSpec:
             check_search(graph.num_nodes, graph.num_edges, devices, budget or default_budget(graph), runs, hidden,
                          self.timeout)  # fmt: skip
             problem, how = problem_of(graph, cluster, self.devices, self.seed, self.execution)
+            if self.op_costs is not None:
+                from mlsysopt.costmodel.oracle.op_costs import with_op_costs  # torch, LightGBM: only when asked
+                from mlsysopt.graph.problem import PlacementProblem
+
+                graph, costed, op_costs = with_op_costs(graph, problem.cluster, self.op_costs, self.op_costs_device)
+                problem = PlacementProblem(graph, costed, self.execution)
             if cluster is not None:
                 how = str(cluster.meta.get("source", how))
         about = {"graph": graph_summary(graph, name=str(graph.meta.get("name") or self.source))}
+        if self.op_costs is not None:
+            about["op_costs"] = op_costs
         return LoadedProblem(problem, {**about, "cluster_source": how, "cluster": problem.cluster.to_dict()}, owners)
 
     def settings(self) -> dict[str, Any]:
         """The problem's part of a run's settings (the command line's option names)."""
         shape = self.input_shape if not isinstance(self.input_shape, tuple) else ",".join(map(str, self.input_shape))
+        costs = {"op_costs": self.op_costs, "op_costs_device": self.op_costs_device} if self.op_costs else {}
         return {"graph_source": self.source, "cluster_path": self.cluster, "devices": self.devices,
                 "timeout": self.timeout, "seed": self.seed, "num_tasks": self.num_tasks,
-                "input_shape": shape, "execution": self.execution}  # fmt: skip
+                "input_shape": shape, "execution": self.execution, **costs}  # fmt: skip
 
 
 def one_shot_run(command: str, out: str | Path, settings: dict[str, Any]) -> RunDir:

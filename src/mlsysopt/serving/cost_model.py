@@ -1,13 +1,14 @@
 """``serving tune --cost-model RUN``: a trained cost model narrows the op-level knobs before anything is measured.
 
-The cost model (:class:`~mlsysopt.costmodel.latency.LatencyModel`, a GNN trained with ``--loss logmse`` on
-``costmodel collect`` runtimes of ONNX models) predicts one inference's time under each op-level setting of ONNX
-Runtime: intra-op threads, and sequential or parallel execution. That is the part of serving it sees; instances,
-batching and queueing are the load's, which it does not. So it is used where it fits: the op-level settings whose
-predicted time is within ``tolerance`` of the predicted best are kept (plus the default's own setting, so that the
-verdict still compares against ONNX Runtime's out-of-the-box serving), and the tuner searches the request-level
-knobs over those only. A wrong prediction can cost the optimum; ``result.json["cost_model"]`` lists every
-prediction and what was kept, so the narrowing can be checked (or the tune rerun without it).
+The latency oracle (``builtin``: :mod:`mlsysopt.costmodel.oracle`, shipped, trained on real latencies measured on
+this machine class; or an oracle folder, or a GST run trained with ``--loss logmse``) predicts one inference's time
+under each op-level setting of ONNX Runtime: intra-op threads, and sequential or parallel execution. That is the
+part of serving it sees; instances, batching and queueing are the load's, which it does not. So it is used where it
+fits: the op-level settings whose predicted time is within ``tolerance`` of the predicted best are kept (plus the
+default's own setting, so that the verdict still compares against ONNX Runtime's out-of-the-box serving), and the
+tuner searches the request-level knobs over those only. A wrong prediction can cost the optimum;
+``result.json["cost_model"]`` lists every prediction and what was kept, so the narrowing can be checked (or the tune
+rerun without it).
 
 :func:`serving_prior` turns the same predictions into *history records* in the serving contract's format
 (``Measurement.to_dict()``): one per op-level configuration of the space at its smallest request-level setting (one
@@ -76,13 +77,13 @@ def check_tolerance(tolerance: float) -> float:
 
 
 def check_cost_model(run: str | Path, engine: str) -> Any:
-    """The :class:`~mlsysopt.costmodel.latency.LatencyModel` of ``run``, loaded once; refused before anything is
-    measured or written when the run cannot predict milliseconds or the engine is not the real one."""
-    from mlsysopt.costmodel.latency import LatencyModel
+    """The latency oracle ``run`` names (``builtin``, an oracle folder or a logmse GST run), loaded once; refused
+    before anything is measured or written when it cannot predict milliseconds or the engine is not the real one."""
+    from mlsysopt.costmodel.oracle.api import load_oracle
 
     if engine != "real":
         raise InvalidOption(f"--cost-model {run}: it predicts ONNX Runtime sessions, for --engine real (not {engine})")
-    return LatencyModel(run)
+    return load_oracle(run)
 
 
 def op_label(intra_threads: int, execution_mode: int) -> str:
@@ -96,11 +97,11 @@ def op_level_shortlist(
     """Predict every op-level setting of ``space`` for ``onnx_path`` with ``oracle`` (a run folder, or the
     :class:`~mlsysopt.costmodel.latency.LatencyModel` :func:`check_cost_model` loaded) and keep those within
     ``tolerance`` of the best, plus the default's (``space.default(cores)``)."""
-    from mlsysopt.costmodel.latency import LatencyModel
+    from mlsysopt.costmodel.oracle.api import load_oracle
 
     tolerance = check_tolerance(tolerance)
-    if not isinstance(oracle, LatencyModel):
-        oracle = LatencyModel(oracle)
+    if not hasattr(oracle, "session_ms"):
+        oracle = load_oracle(oracle)
     run = oracle.run
     pairs = sorted({(c.intra_threads, c.execution_mode) for c in space.configs()})
     try:
@@ -134,14 +135,14 @@ SOURCE = "costmodel prediction"
 def serving_prior(run: str | Path, onnx_path: str | Path, space: Any, workload: Any) -> list[dict[str, Any]]:
     """Predicted service times of ``onnx_path`` for the op-level configurations of a serving ``space``, as
     ``Measurement.to_dict()`` records under ``workload`` (mean = p50 = p95 = p99 = the predicted time)."""
-    from mlsysopt.costmodel.latency import LatencyModel  # torch: the CLI reads this module at start-up
+    from mlsysopt.costmodel.oracle.api import load_oracle  # torch: the CLI reads this module at start-up
     from mlsysopt.serving.backend import Measurement
 
     configs = [c for c in space.configs() if c.instances == min(space.values["instances"]) and c.max_batch == 1]
     if not configs:
         raise InvalidOption("the serving space has no configuration with max_batch 1 and its fewest instances: the "
                             "cost-model prior covers op-level knobs at the smallest request-level setting")  # fmt: skip
-    oracle = LatencyModel(run)
+    oracle = load_oracle(run)
     ms = oracle.session_ms(onnx_path, [(c.intra_threads, c.execution_mode) for c in configs])
     records = []
     for cfg, t in zip(configs, ms, strict=True):

@@ -1,0 +1,115 @@
+"""``mlsysopt costmodel collect-latency | latency | latency-train``: the latency oracle from the command line."""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from mlsysopt.cli.common import SeedOpt, TimeoutOpt, console, err_console
+from mlsysopt.cli.costmodel import costmodel_app
+from mlsysopt.errors import InvalidOption, MlsysoptWarning
+
+
+@costmodel_app.command("collect-latency")
+def costmodel_collect_latency(
+    out: Annotated[Path, typer.Option("--out", help="Run folder to write (--resume continues it).")],
+    models: Annotated[int, typer.Option("--models", help="Distinct generated models to time.")] = 1100,
+    rounds: Annotated[int, typer.Option("--rounds", help="Timing rounds per setting (>= 2: the noise floor).")] = 2,
+    families: Annotated[
+        str | None, typer.Option("--families", help="Comma-separated families (default: all ten).")
+    ] = None,
+    max_others: Annotated[
+        float, typer.Option("--max-others", help="Cores other processes may use before a model is timed again.")
+    ] = 0.25,
+    timeout: TimeoutOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted collection.")] = False,
+    seed: SeedOpt = 0,
+) -> None:
+    """Time REAL latencies on this machine: generated models x 12 settings (ONNX Runtime and PyTorch eager, 1-2
+    threads, batch 1 and 8). Timing-sensitive: run it alone. Checkpointed after every model."""
+    from mlsysopt.costmodel.oracle.collect import collect_latency
+    from mlsysopt.costmodel.oracle.families import FAMILIES
+
+    fams = list(FAMILIES) if families is None else [f.strip() for f in families.split(",") if f.strip()]
+    manifest = collect_latency(out, models=models, rounds=rounds, seed=seed, families=fams, timeout=timeout,
+                               resume=resume, max_others=max_others,
+                               log=lambda line: err_console.print(escape(line)))  # fmt: skip
+    state = "complete" if manifest["complete"] else "stopped: --resume continues"
+    console.print(f"{manifest['models']} models ({state}), noise floor {manifest['noise_floor']:.1%}; wrote "
+                  f"{escape(str(out))}")  # fmt: skip
+
+
+@costmodel_app.command("latency")
+def costmodel_latency(
+    source: Annotated[str, typer.Argument(help="A model: file.py:factory, model.onnx or zoo:NAME.")],
+    engine: Annotated[str, typer.Option("--engine", help="onnxruntime | torch.")] = "onnxruntime",
+    threads: Annotated[int, typer.Option("--threads", help="Intra-op threads.")] = 1,
+    mode: Annotated[str, typer.Option("--mode", help="seq | par (ONNX Runtime's executor).")] = "seq",
+    batch: Annotated[int, typer.Option("--batch", help="Batch size.")] = 1,
+    run: Annotated[
+        str | None, typer.Option("--run", help="An oracle folder ('costmodel latency-train'); default: builtin.")
+    ] = None,
+    measure: Annotated[bool, typer.Option("--measure", help="Also time the model here, for comparison.")] = False,
+    grid: Annotated[
+        bool, typer.Option("--grid", help="Every setting the oracle learned, fastest predicted first (a ranking).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Predicted milliseconds of one inference of SOURCE under a setting, with an interval (~20 ms, offline)."""
+    from mlsysopt.costmodel.oracle.api import measure_source, predict_grid, predict_source
+    from mlsysopt.costmodel.oracle.settings import make_setting
+
+    setting = make_setting(engine, threads, mode, batch)
+    if grid:
+        if measure:
+            raise InvalidOption("--grid predicts every setting; time one with --measure and without --grid")
+        preds, oracle_name = predict_grid(source, run)
+        if as_json:
+            console.print_json(json.dumps({"source": source, "oracle": oracle_name,
+                                           "settings": [p.to_dict() for p in preds]}))  # fmt: skip
+            return
+        console.print(f"{escape(source)}: every setting, fastest predicted first (oracle {escape(oracle_name)})")
+        for p in preds:
+            console.print(f"  {p.setting:<16} {p.ms:9.4g} ms  ({p.low:.4g}-{p.high:.4g})")
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", MlsysoptWarning)
+        t0 = time.perf_counter()
+        pred, oracle_name = predict_source(source, setting, run)
+        seconds = time.perf_counter() - t0
+    out = {"source": source, "oracle": oracle_name, **pred.to_dict(), "seconds": round(seconds, 4)}
+    if measure:
+        out["measured_ms"] = measure_source(source, setting)
+    if as_json:
+        console.print_json(json.dumps(out))
+    else:
+        for w in caught:
+            if issubclass(w.category, MlsysoptWarning):
+                err_console.print(f"warning: {escape(str(w.message))}")
+        line = (f"{escape(source)} [{setting.key}]: {pred.ms:.4g} ms predicted "
+                f"(90% interval {pred.low:.4g}-{pred.high:.4g} ms; oracle {escape(oracle_name)})")  # fmt: skip
+        if measure:
+            line += f"; measured here {out['measured_ms']:.4g} ms ({out['measured_ms'] / pred.ms - 1:+.0%})"
+        console.print(line)
+
+
+@costmodel_app.command("latency-train")
+def costmodel_latency_train(
+    data: Annotated[Path, typer.Option("--data", help="A collection folder ('costmodel collect-latency').")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the oracle into.")],
+    method: Annotated[str, typer.Option("--method", help="flops | additive | gbm | additive+gbm.")] = "additive+gbm",
+    seed: SeedOpt = 0,
+) -> None:
+    """Train a latency oracle on your own collection (train split; interval from the valid split)."""
+    from mlsysopt.costmodel.oracle.api import train_oracle
+
+    summary = train_oracle(data, out, method, seed)
+    console.print(f"oracle ({summary['method']}) on {summary['train']} models: valid within +-10% "
+                  f"{summary['valid_within10']:.1%}, Spearman {summary['valid_spearman']:.3f}; wrote "
+                  f"{escape(str(out))}")  # fmt: skip

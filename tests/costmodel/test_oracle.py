@@ -1,0 +1,226 @@
+"""The latency oracle: a real collection timed here (tiny), predictors behind one interface, the oracle's interval
+and out-of-distribution flag, the shipped oracle, and the ``costmodel latency`` commands' bad inputs."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_helpers import assert_user_error, run_inprocess
+from mlsysopt.costmodel.oracle.collect import collect_latency
+from mlsysopt.costmodel.oracle.dataset import COLUMNS, TimedModel, load_collection
+from mlsysopt.costmodel.oracle.oracle import LatencyOracle
+from mlsysopt.costmodel.oracle.predictors import PREDICTORS, from_dict
+from mlsysopt.costmodel.oracle.settings import SETTINGS, Setting, make_setting
+from mlsysopt.errors import InvalidDataset, InvalidOption, MlsysoptWarning
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory, one_torch_thread: None) -> Path:
+    """Six REAL models (MLPs and GRUs) timed here under every setting, stopped once by --timeout and resumed."""
+    out = tmp_path_factory.mktemp("latency") / "run"
+    first = collect_latency(out, models=6, rounds=2, families=["mlp", "gru"], timeout=1e-6, max_others=64)
+    assert not first["complete"] and 1 <= first["models"] < 6  # stopped after one model, nothing packed
+    assert not (out / "latency.npz").exists()
+    done = collect_latency(out, models=6, rounds=2, families=["mlp", "gru"], resume=True, max_others=64)
+    assert done["complete"] and done["models"] == 6
+    return out
+
+
+def test_a_collection_records_every_setting_the_machine_and_the_loads(tiny: Path) -> None:
+    models, manifest = load_collection(tiny, include_flagged=True)
+    assert len(models) == 6 and {m.family for m in models} == {"mlp", "gru"}
+    for m in models:
+        assert set(m.ms) == {s.key for s in SETTINGS} and all(v > 0 for v in m.ms.values())
+        assert m.nodes.shape == (len(m.ops), len(COLUMNS)) and m.edges.shape[0] == 2
+    assert manifest["machine"] and 0 <= manifest["noise_floor"] < 1
+    assert manifest["load_1min"]["median"] is not None and manifest["others_cpu"]["limit"] == 64
+    rows = json.loads(str(np.load(tiny / "latency.npz")["rows"]))
+    assert all(len(v) == 2 for r in rows for v in r["rounds_ms"].values())  # both rounds kept
+
+
+def test_a_collection_from_two_machines_or_a_foreign_file_is_refused(tiny: Path, tmp_path: Path) -> None:
+    z = dict(np.load(tiny / "latency.npz"))
+    rows = json.loads(str(z["rows"]))
+    rows[0]["machine"] = "another CPU"
+    np.savez(tmp_path / "mixed.npz", **(z | {"rows": np.array(json.dumps(rows))}))
+    with pytest.raises(InvalidDataset, match="2 machines"):
+        load_collection(tmp_path / "mixed.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(InvalidDataset, match="not a latency collection"):
+        load_collection(tmp_path / "junk.npz")
+
+
+def test_collect_latency_refuses_bad_options_before_writing(tmp_path: Path) -> None:
+    for kw, match in (({"models": 0}, "--models"), ({"rounds": 1}, "--rounds"), ({"families": ["cnn"]}, "families"),
+                      ({"timeout": -1.0}, "--timeout"), ({"max_others": 0.0}, "--max-others")):  # fmt: skip
+        with pytest.raises(InvalidOption, match=match):
+            collect_latency(tmp_path / "out", **kw)
+    assert not (tmp_path / "out").exists()
+
+
+def test_settings_parse_and_bad_values_name_the_option() -> None:
+    for s in SETTINGS:
+        assert Setting.parse(s.key) == s
+    assert make_setting("torch", 2, "seq", 8).key == "torch-t2-b8"
+    for args, match in ((("tensorrt",), "--engine"), (("torch", 1, "par"), "--mode par"),
+                        (("onnxruntime", 0), "--threads"), (("onnxruntime", 1, "seq", 0), "--batch")):  # fmt: skip
+        with pytest.raises(InvalidOption, match=match):
+            make_setting(*args)
+
+
+def _synthetic(n: int, seed: int) -> list[TimedModel]:
+    """SYNTHETIC models whose latency is exactly additive: 2 us per node + 1 ms per GFLOP of linear layers."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        k = int(rng.integers(2, 9))
+        ops = np.array(["input", *(["linear", "relu"] * k), "output"])
+        nodes = np.zeros((len(ops), len(COLUMNS)))
+        nodes[:, COLUMNS.index("groups")] = nodes[:, COLUMNS.index("kernel_area")] = 1
+        lin = ops == "linear"
+        nodes[lin, COLUMNS.index("flops")] = rng.uniform(2e7, 8e7, lin.sum())  # one size bin
+        ms = {}
+        for s in SETTINGS:
+            gf = nodes[:, 0].sum() * s.batch / 1e9
+            ms[s.key] = (0.002 * len(ops) + gf * (1.0 if s.threads == 1 else 0.6)) * (1.3 if s.engine == "torch" else 1)
+        edges = np.array([np.arange(len(ops) - 1), np.arange(1, len(ops))])
+        out.append(TimedModel(f"m{i}", "synthetic", "train", ops, nodes, ms, edges=edges))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(PREDICTORS))
+def test_every_predictor_fits_predicts_positive_ms_and_round_trips(name: str) -> None:
+    import mlsysopt.costmodel.oracle.gnn  # noqa: F401 - registers the GNN
+
+    models = _synthetic(40, 0)
+    cls = PREDICTORS[name]
+    p = (cls(epochs=2) if name == "gnn" else cls()).fit(models, list(SETTINGS))
+    s = Setting("onnxruntime", 2, "seq", 8)
+    pred = p.predict_models(models[:5], s)
+    assert np.all(np.isfinite(pred)) and np.all(pred > 0)
+    again = from_dict(json.loads(json.dumps(p.to_dict())))
+    assert np.allclose(again.predict_models(models[:5], s), pred, rtol=1e-6)
+
+
+def test_the_additive_model_recovers_an_additive_latency() -> None:
+    models = _synthetic(60, 1)
+    p = PREDICTORS["additive"]().fit(models, list(SETTINGS))
+    for s in (SETTINGS[0], SETTINGS[-1]):
+        pred, true = p.predict_models(models, s), np.array([m.ms[s.key] for m in models])
+        assert np.max(np.abs(pred / true - 1)) < 0.01
+
+
+def test_the_oracle_flags_a_model_outside_what_it_learned() -> None:
+    models = _synthetic(40, 2)
+    oracle = LatencyOracle.fit(PREDICTORS["additive"](), models[:30], models[30:], list(SETTINGS))
+    m = models[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inside = oracle.predict_graph(m.ops, m.nodes, SETTINGS[0])
+    assert not inside.ood and inside.low <= inside.ms <= inside.high
+    ops = m.ops.astype("<U32")
+    ops[1] = "onnx:MyCustomOp"
+    with pytest.warns(MlsysoptWarning, match="never saw: onnx:MyCustomOp"):
+        out = oracle.predict_graph(ops, m.nodes, SETTINGS[0], "custom")
+    assert out.ood and out.high / out.ms > inside.high / inside.ms * 2  # widened
+    with pytest.warns(MlsysoptWarning, match="never recorded"):
+        oracle.predict_graph(m.ops, m.nodes, Setting("onnxruntime", 4, "seq", 1))
+
+
+def test_the_shipped_oracle_predicts_a_zoo_model_and_a_user_file(tmp_path: Path) -> None:
+    from mlsysopt.costmodel.oracle.api import load_oracle
+
+    oracle = load_oracle("builtin")
+    assert oracle.meta["method"] in PREDICTORS and oracle.meta["trained_models"] >= 500
+    ran = run_inprocess("costmodel", "latency", "zoo:cnn", "--json")
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["interval_ms"][0] <= out["predicted_ms"] <= out["interval_ms"][1] and out["oracle"] == "builtin"
+    ran = run_inprocess("costmodel", "latency", "zoo:cnn", "--engine", "torch", "--batch", "8", "--measure")
+    assert ran.returncode == 0 and "measured here" in ran.stdout, ran.stderr
+    ran = run_inprocess("costmodel", "latency", "zoo:cnn", "--grid", "--json")
+    grid = json.loads(ran.stdout)["settings"]
+    assert len(grid) == len(SETTINGS) and [g["predicted_ms"] for g in grid] == sorted(g["predicted_ms"] for g in grid)
+
+
+def test_latency_train_writes_an_oracle_the_commands_read(tiny: Path, tmp_path: Path) -> None:
+    ran = run_inprocess("costmodel", "latency-train", "--data", tiny, "--out", tmp_path / "o", "--method", "flops")
+    if "needs models in both" in ran.stderr:  # six models may leave the valid split empty: refused, one line
+        assert_user_error(ran, "valid split")
+        return
+    assert ran.returncode == 0, ran.stderr
+    ran = run_inprocess("costmodel", "latency", "zoo:cnn", "--run", tmp_path / "o", "--json")
+    assert ran.returncode == 0 and json.loads(ran.stdout)["predicted_ms"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (("zoo:cnn", "--engine", "torch", "--mode", "par"), "--mode par"),
+        (("zoo:cnn", "--threads", "0"), "--threads"),
+        (("zoo:cnn", "--run", "no/such/folder"), "no such oracle folder"),
+        (("montage",), "not a recipe source"),
+    ],
+)
+def test_costmodel_latency_bad_inputs_are_one_line(args: tuple[str, ...], match: str, tmp_path: Path) -> None:
+    ran = run_inprocess("costmodel", "latency", *args, cwd=tmp_path)
+    assert_user_error(ran, match)
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_op_costs_give_the_cpu_device_the_oracles_times(tmp_path: Path) -> None:
+    """A whole model on one CPU device simulates to the oracle's predicted latency; a GPU keeps its speed ratio."""
+    from mlsysopt import zoo
+    from mlsysopt.graph.cluster import DeviceCluster
+    from mlsysopt.graph.importers.onnx import export_onnx
+
+    module, inputs = zoo.get("cnn")
+    onnx_path = export_onnx(module.eval(), inputs, tmp_path / "cnn.onnx", dynamic_batch=True)
+    cluster = DeviceCluster([1e10, 1e12], [True, True], [[0, 1e9], [1e9, 0]], [[0, 1e-5], [1e-5, 0]],
+                            names=["cpu0", "gpu0"], overhead=[5e-6, 5e-6])  # fmt: skip
+    (tmp_path / "c.json").write_text(json.dumps(cluster.to_dict()))
+    ran = run_inprocess("costmodel", "latency", onnx_path, "--json")
+    predicted_ms = json.loads(ran.stdout)["predicted_ms"]
+    from mlsysopt.graph.importers.onnx import from_onnx
+
+    n = from_onnx(onnx_path).num_nodes
+    (tmp_path / "p.json").write_text(json.dumps([0] * n))
+    ran = run_inprocess("graph", "simulate", onnx_path, "--cluster", tmp_path / "c.json", "--placement",
+                        tmp_path / "p.json", "--op-costs", "builtin", "--out", tmp_path / "sim")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads((tmp_path / "sim" / "result.json").read_text())
+    assert result["op_costs"]["device"] == "cpu0"
+    assert result["makespan"] * 1e3 == pytest.approx(predicted_ms, rel=0.02)  # one device: the ops back to back
+    bad = run_inprocess("graph", "simulate", "zoo:cnn", "--cluster", tmp_path / "c.json", "--random", "--op-costs",
+                        "builtin", "--out", tmp_path / "sim2")  # fmt: skip
+    assert_user_error(bad, "--op-costs needs a graph read from an .onnx file")
+    bad = run_inprocess("graph", "simulate", onnx_path, "--cluster", tmp_path / "c.json", "--random", "--op-costs",
+                        "builtin", "--op-costs-device", "tpu9", "--out", tmp_path / "sim3")  # fmt: skip
+    assert_user_error(bad, "--op-costs-device 'tpu9'")
+    assert not (tmp_path / "sim2").exists() and not (tmp_path / "sim3").exists()
+
+
+def test_nas_and_serving_take_the_builtin_oracle(tmp_path: Path) -> None:
+    """``--latency-model builtin`` predicts latency_ms (the interval's upper end) and times the final candidates;
+    ``--cost-model builtin`` shortlists ONNX Runtime's op-level settings."""
+    from mlsysopt.serving.cost_model import op_level_shortlist
+    from mlsysopt.serving.model import export_zoo_onnx
+    from mlsysopt.serving.space import Space
+
+    ran = run_inprocess("nas", "search", "--space", "digits", "--method", "random", "--budget", "2", "--epochs", "1",
+                        "--max-blocks", "1", "--max-latency-ms", "1000", "--latency-model", "builtin",
+                        "--out", tmp_path / "nas")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    conf = json.loads((tmp_path / "nas" / "result.json").read_text())["latency_confirmation"]
+    assert conf["latency_model"] == "builtin" and conf["confirmed_best"] is not None
+    onnx = export_zoo_onnx("cnn", tmp_path / "cnn.onnx")
+    short = op_level_shortlist("builtin", onnx, Space.for_machine(2), 2)
+    assert short.run == "builtin" and len(short.predicted) == 4 and all(ms > 0 for *_, ms in short.predicted)
+    assert short.default in short.kept
