@@ -45,28 +45,28 @@ def load_oracle(run: str | Path | None = None) -> Any:
     return LatencyModel(path)
 
 
-def _graph_of(source: str) -> tuple[np.ndarray, np.ndarray, str]:
-    """The node table of a source at batch 1: an ONNX file is read; a PyTorch source is exported first."""
+def _graph_of(source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """``(ops, node table, edges, name)`` of a source at batch 1: an ONNX file is read; a PyTorch source is exported
+    first."""
     import tempfile
 
-    from mlsysopt.costmodel.oracle.collect import NODE_COLUMNS, graph_arrays
-    from mlsysopt.costmodel.oracle.dataset import _table
+    from mlsysopt.costmodel.oracle.collect import read_onnx
     from mlsysopt.graph.importers.source import resolve_source
 
     src = resolve_source(source)
     if src.kind == "onnx":
-        a = graph_arrays(Path(str(src.path)))
+        ops, nodes, edges = read_onnx(Path(str(src.path)))
     elif src.kind == "pytorch":
         from mlsysopt.graph.importers.onnx import export_onnx
 
         module, inputs = src.pytorch()
         one = tuple(x[:1] for x in inputs)
         with tempfile.TemporaryDirectory(prefix="mlsysopt-oracle-") as tmp:
-            a = graph_arrays(export_onnx(module.eval(), one, Path(tmp) / "model.onnx", dynamic_batch=True))
+            ops, nodes, edges = read_onnx(export_onnx(module.eval(), one, Path(tmp) / "model.onnx", dynamic_batch=True))
     else:
         raise InvalidOption(f"'{source}': the latency oracle predicts models (file.py:factory, .onnx, zoo:NAME), "
                             f"not a {src.kind} source")  # fmt: skip
-    return a["ops"], _table(a["nodes"], list(NODE_COLUMNS)), src.name
+    return ops, nodes, edges, src.name
 
 
 def predict_source(source: str, setting: Setting, run: str | Path | None = None) -> tuple[Prediction, str]:
@@ -88,8 +88,8 @@ def predict_source(source: str, setting: Setting, run: str | Path | None = None)
     if not isinstance(oracle, LatencyOracle):
         raise InvalidCheckpoint(f"--run {run}: a GST run predicts what 'costmodel collect' recorded; 'costmodel "
                                 "latency' needs an oracle ('builtin' or 'costmodel latency-train')")  # fmt: skip
-    ops, nodes, name = _graph_of(source)
-    return oracle.predict_graph(ops, nodes, setting, name), str(oracle.run)
+    ops, nodes, edges, name = _graph_of(source)
+    return oracle.predict_graph(ops, nodes, setting, name, edges), str(oracle.run)
 
 
 def predict_grid(source: str, run: str | Path | None = None) -> tuple[list[Prediction], str]:
@@ -103,8 +103,8 @@ def predict_grid(source: str, run: str | Path | None = None) -> tuple[list[Predi
     if not isinstance(oracle, LatencyOracle):
         raise InvalidCheckpoint(f"--run {run}: 'costmodel latency' needs an oracle ('builtin' or 'costmodel "
                                 "latency-train')")  # fmt: skip
-    ops, nodes, name = _graph_of(source)
-    preds = [oracle.predict_graph(ops, nodes, s, name) for s in oracle.settings]
+    ops, nodes, edges, name = _graph_of(source)
+    preds = [oracle.predict_graph(ops, nodes, s, name, edges) for s in oracle.settings]
     return sorted(preds, key=lambda p: p.ms), str(oracle.run)
 
 

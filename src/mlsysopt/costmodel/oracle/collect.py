@@ -121,6 +121,19 @@ def graph_arrays(onnx_path: Path) -> dict[str, np.ndarray]:
             "edges": np.asarray(g.edge_index, np.int32)}  # fmt: skip
 
 
+def read_onnx(onnx_path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ops, node table, edges)`` of an ONNX model at batch 1, the node table in
+    :data:`~mlsysopt.costmodel.oracle.dataset.COLUMNS` order (what the predictors read).
+
+    Shapes:
+        returns (n,) str, (n, len(COLUMNS)) float64, (2, e) int
+    """
+    from mlsysopt.costmodel.oracle.dataset import node_table
+
+    a = graph_arrays(Path(onnx_path))
+    return a["ops"], node_table(a["nodes"], list(NODE_COLUMNS)), a["edges"]
+
+
 def measure_model(item: dict[str, Any], rounds: int, seed: int, folder: Path) -> tuple[dict[str, np.ndarray], dict]:
     """Export, import and time one model: its node table and its row (``ms`` per setting, rounds, loads)."""
     from mlsysopt.costmodel.oracle.timing import runners, time_model

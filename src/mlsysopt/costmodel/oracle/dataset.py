@@ -58,7 +58,9 @@ class TimedModel:
         return self.nodes[:, COLUMNS.index(name)]
 
 
-def _table(nodes: np.ndarray, columns: list[str]) -> np.ndarray:
+def node_table(nodes: np.ndarray, columns: list[str]) -> np.ndarray:
+    """``nodes`` (one column per name in ``columns``) as a :data:`COLUMNS` table; a column it lacks is 0 (groups
+    and kernel area 1)."""
     out = np.zeros((nodes.shape[0], len(COLUMNS)))
     out[:, COLUMNS.index("groups")] = out[:, COLUMNS.index("kernel_area")] = 1.0
     for j, c in enumerate(columns):
@@ -109,7 +111,7 @@ def load_collection(path: str | Path = SHIPPED, include_flagged: bool = False) -
             continue
         a, b = int(noff[i]), int(noff[i + 1])
         models.append(TimedModel(r["name"], r["family"], r["split"], vocab[op_ids[a:b]].astype(str),
-                                 _table(nodes[a:b].astype(np.float64), columns), dict(r["ms"]),
+                                 node_table(nodes[a:b].astype(np.float64), columns), dict(r["ms"]),
                                  bool(r.get("flagged")), r.get("spec", {}),
                                  edges[:, int(eoff[i]) : int(eoff[i + 1])].astype(np.int64)))  # fmt: skip
     return models, manifest

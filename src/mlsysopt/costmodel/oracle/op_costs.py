@@ -90,8 +90,7 @@ def with_op_costs(graph: CompGraph, cluster: Any, oracle_name: str, device: str 
         InvalidOption: If the graph is not an ONNX import, or the device cannot be found.
         InvalidCheckpoint: If the oracle cannot be loaded.
     """
-    from mlsysopt.costmodel.oracle.collect import NODE_COLUMNS, graph_arrays
-    from mlsysopt.costmodel.oracle.dataset import _table
+    from mlsysopt.costmodel.oracle.collect import read_onnx
 
     path = graph.meta.get("path")
     if graph.meta.get("source") != "onnx" or not path or not Path(str(path)).is_file():
@@ -99,11 +98,11 @@ def with_op_costs(graph: CompGraph, cluster: Any, oracle_name: str, device: str 
                             "predicts); export a PyTorch model first, e.g. torch.onnx.export")  # fmt: skip
     oracle = check_op_costs(oracle_name, device)
     d = cpu_device(cluster, device)
-    a = graph_arrays(Path(str(path)))
-    if list(a["ops"]) != list(graph.ops):
+    ops, nodes, _ = read_onnx(Path(str(path)))
+    if list(ops) != list(graph.ops):
         raise InvalidOption(f"--op-costs: {path} changed since it was read (its nodes differ)")
     s = setting or Setting("onnxruntime", 1, "seq", 1)
-    ms = oracle.per_op_ms(a["ops"], _table(a["nodes"], list(NODE_COLUMNS)), s)
+    ms = oracle.per_op_ms(ops, nodes, s)
     seconds = ms / 1e3
     x = graph.x.copy()
     x[:, graph.feature_names.index("compute")] = seconds * float(cluster.speed[d])

@@ -175,10 +175,10 @@ class LatencyOracle:
 
     def predict_onnx(self, path: str | Path, setting: Setting) -> Prediction:
         """The prediction for an ONNX file (read at batch 1; ``setting.batch`` scales it)."""
-        from mlsysopt.costmodel.oracle.collect import graph_arrays
+        from mlsysopt.costmodel.oracle.collect import read_onnx
 
-        a = graph_arrays(Path(path))
-        return self.predict_graph(a["ops"], _table(a), setting, Path(path).name, a["edges"])
+        ops, nodes, edges = read_onnx(Path(path))
+        return self.predict_graph(ops, nodes, setting, Path(path).name, edges)
 
     def predict_module(self, module: Any, inputs: tuple[Any, ...], setting: Setting, name: str = "model") -> Prediction:
         """The prediction for a PyTorch module (exported to ONNX at batch 1 in a temporary folder)."""
@@ -196,17 +196,8 @@ class LatencyOracle:
 
     def session_ms(self, onnx_path: str | Path, settings: list[tuple[int, int]], batch: int = 1) -> np.ndarray:
         """Predicted ms of one ONNX Runtime inference for each ``(intra_threads, parallel)`` setting."""
-        from mlsysopt.costmodel.oracle.collect import graph_arrays
+        from mlsysopt.costmodel.oracle.collect import read_onnx
 
-        a = graph_arrays(Path(onnx_path))
-        nodes = _table(a)
-        return np.array([self.predict_graph(a["ops"], nodes, Setting("onnxruntime", int(t), "par" if p else "seq",
-                                                                     batch), Path(onnx_path).name, a["edges"]).ms
-                         for t, p in settings])  # fmt: skip
-
-
-def _table(a: dict[str, np.ndarray]) -> np.ndarray:
-    from mlsysopt.costmodel.oracle.collect import NODE_COLUMNS
-    from mlsysopt.costmodel.oracle.dataset import _table as table
-
-    return table(a["nodes"], list(NODE_COLUMNS))
+        ops, nodes, edges = read_onnx(Path(onnx_path))
+        return np.array([self.predict_graph(ops, nodes, Setting("onnxruntime", int(t), "par" if p else "seq", batch),
+                                            Path(onnx_path).name, edges).ms for t, p in settings])  # fmt: skip
