@@ -6,10 +6,12 @@ bytes per node at batch 1) and timed under every :data:`~mlsysopt.costmodel.orac
 with 1-2 intra-op threads, sequential or parallel, spinning off as mlsysopt's serving engine runs it; PyTorch eager
 with 1-2 threads; batch 1 and 8), ``rounds`` rounds in random order (:mod:`.timing`).
 
-With every model the job stores the 1-minute load average and the CPU time other processes used while it was timed
-(``others_cpu``, in cores, from ``/proc/stat`` less this process's own time). The load average counts the
-collection's own 1-2 threads; ``others_cpu`` does not, and a model timed while others used more than
-``max_others`` cores is timed again at the end of the pass (``flagged`` when it still was).
+Round ``r`` of every model is timed in pass ``r`` over all models, so a model's rounds are minutes apart and a slow
+phase of a shared machine (seconds long) touches one of them, not all. With every round the job stores the 1-minute
+load average and the CPU time other processes used while it was timed (``others_cpu``, in cores, from
+``/proc/stat`` less this process's own time). The load average counts the collection's own 1-2 threads;
+``others_cpu`` does not, and a round timed while others used more than ``max_others`` cores is timed again at once
+(three tries; the model is ``flagged`` when the last was still disturbed).
 
 Layout of ``out``: ``graphs/<name>.npz`` (one per model, the node table), ``checkpoint.json`` (every finished row),
 and at the end ``latency.npz`` (everything packed, what :mod:`.dataset` reads) and ``collection.json`` (the
@@ -134,29 +136,43 @@ def read_onnx(onnx_path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return a["ops"], node_table(a["nodes"], list(NODE_COLUMNS)), a["edges"]
 
 
-def measure_model(item: dict[str, Any], rounds: int, seed: int, folder: Path) -> tuple[dict[str, np.ndarray], dict]:
-    """Export, import and time one model: its node table and its row (``ms`` per setting, rounds, loads)."""
+def measure_model(item: dict[str, Any], seed: int, folder: Path, round_index: int = 0,
+                  max_others: float = 64.0, tries: int = 3) -> tuple[dict[str, np.ndarray], dict]:  # fmt: skip
+    """Export, import and time one round of one model: its node table and the round (``ms`` per setting, the load,
+    the CPU other processes used). A round others disturbed (more than ``max_others`` cores) is timed again, up to
+    ``tries`` times in all."""
     from mlsysopt.costmodel.oracle.timing import runners, time_model
     from mlsysopt.graph.importers.onnx import export_onnx
 
-    rng = np.random.default_rng([seed, zlib.crc32(item["name"].encode())])
+    rng = np.random.default_rng([seed, zlib.crc32(item["name"].encode()), round_index])
     module, x = build(item["spec"])
     path = export_onnx(module, (x,), folder / "model.onnx", dynamic_batch=True)
     arrays = graph_arrays(path)
     inputs = {b: example_input(item["spec"], b) for b in sorted({s.batch for s in SETTINGS})}
     run = runners(module, path, inputs, SETTINGS)
-    load0 = os.getloadavg()[0]
-    busy0, own0, t0 = *_busy_jiffies(), time.perf_counter()
-    times = time_model(run, rounds, rng)
-    busy1, own1, t1 = *_busy_jiffies(), time.perf_counter()
-    others = max(0.0, (busy1 - busy0) - (own1 - own0)) / max(t1 - t0, 1e-9)
-    row = {"name": item["name"], "split": item["split"], "family": item["spec"]["family"], "spec": item["spec"],
-           "mflops": item["mflops"], "nodes": int(arrays["ops"].size),
-           "ms": {k: float(np.median(v)) * 1e3 for k, v in times.items()},
-           "rounds_ms": {k: [round(t * 1e3, 6) for t in v] for k, v in times.items()},
-           "seconds": round(t1 - t0, 3), "load_1min": round(load0, 2), "others_cpu": round(others, 3),
-           "machine": machine()}  # fmt: skip
-    return arrays, row
+    for _ in range(tries):
+        load0 = os.getloadavg()[0]
+        busy0, own0, t0 = *_busy_jiffies(), time.perf_counter()
+        times = time_model(run, 1, rng)
+        busy1, own1, t1 = *_busy_jiffies(), time.perf_counter()
+        others = max(0.0, (busy1 - busy0) - (own1 - own0)) / max(t1 - t0, 1e-9)
+        if others <= max_others:
+            break
+    one = {"ms": {k: round(v[0] * 1e3, 6) for k, v in times.items()}, "seconds": round(t1 - t0, 3),
+           "load_1min": round(load0, 2), "others_cpu": round(others, 3)}  # fmt: skip
+    return arrays, one
+
+
+def _row(item: dict[str, Any], nodes: int, rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """A model's row from its rounds: the median per setting, every round, the worst load and disturbance."""
+    keys = list(rounds[0]["ms"])
+    return {"name": item["name"], "split": item["split"], "family": item["spec"]["family"], "spec": item["spec"],
+            "mflops": item["mflops"], "nodes": nodes,
+            "ms": {k: float(np.median([r["ms"][k] for r in rounds])) for k in keys},
+            "rounds_ms": {k: [r["ms"][k] for r in rounds] for k in keys},
+            "seconds": round(sum(r["seconds"] for r in rounds), 3),
+            "load_1min": max(r["load_1min"] for r in rounds), "load_1min_rounds": [r["load_1min"] for r in rounds],
+            "others_cpu": max(r["others_cpu"] for r in rounds), "machine": machine()}  # fmt: skip
 
 
 def _now() -> str:
@@ -210,59 +226,60 @@ def collect_latency(
     items = saved["plan"] if isinstance(saved.get("plan"), list) else make_plan(models, seed, families)
     deadline = None if timeout is None else time.monotonic() + timeout
     with run, tempfile.TemporaryDirectory(prefix="mlsysopt-latency-") as tmp:
-        state = saved or {"done": {}, "started": _now(), "retimed": []}
+        state = saved or {"rounds": {}, "nodes": {}, "started": _now()}
         state["plan"] = items
-        done: dict[str, Any] = state["done"]
+        got: dict[str, list[dict[str, Any]]] = state["rounds"]
+        total = len(items) * rounds
         if log is not None:
-            log(f"{len(items)} models x {len(SETTINGS)} settings x {rounds} rounds on {machine()}; "
-                f"{len(done)} already timed")  # fmt: skip
-        t_start, n_start = time.monotonic(), len(done)
-        todo = [i for i in items if i["name"] not in done]
-        again = []
-        for k, item in enumerate([*todo, None]):
-            if item is None:  # end of the first pass: time the models others disturbed once more
-                todo2 = [i for i in items if done.get(i["name"], {}).get("others_cpu", 0) > max_others
-                         and i["name"] not in state["retimed"]]  # fmt: skip
-                again = todo2
+            log(
+                f"{len(items)} models x {len(SETTINGS)} settings x {rounds} rounds (one pass over every model per "
+                f"round) on {machine()}; {sum(map(len, got.values()))} of {total} model-rounds already timed"
+            )
+        t_start, n_start = time.monotonic(), sum(map(len, got.values()))
+        stopped = False
+        # Round r of every model is timed in pass r: a model's rounds are minutes apart, so a slow phase of the
+        # machine (seconds long on a shared VM) touches one of its rounds, not all of them.
+        for r in range(rounds):
+            for k, item in enumerate(items):
+                if len(got.get(item["name"], [])) > r:
+                    continue
+                if deadline is not None and time.monotonic() > deadline and sum(map(len, got.values())) > n_start:
+                    stopped = True
+                    break
+                _one(item, seed, r, Path(tmp), run, state, max_others)
+                run.save_checkpoint(state)
+                n = sum(map(len, got.values()))
+                if log is not None and (k % 50 == 0 or k == len(items) - 1):
+                    rate = (time.monotonic() - t_start) / max(1, n - n_start)
+                    one = got[item["name"]][-1]
+                    log(f"round {r + 1}/{rounds}, {k + 1}/{len(items)} {item['name']}: "
+                        f"{one['ms']['ort-t1-seq-b1']:.3f} ms (ort, 1 thread), load {one['load_1min']}, others "
+                        f"{one['others_cpu']:.2f} cores; about {(total - n) * rate / 60:.0f} min left")  # fmt: skip
+            if stopped:
                 break
-            if deadline is not None and time.monotonic() > deadline and len(done) > n_start:
-                break
-            _one(item, rounds, seed, Path(tmp), run, done)
-            run.save_checkpoint(state)
-            if log is not None and (k % 20 == 0 or k == len(todo) - 1):
-                rate = (time.monotonic() - t_start) / max(1, len(done) - n_start)
-                left = (len(items) - len(done)) * rate
-                row = done[item["name"]]
-                log(
-                    f"{len(done)}/{len(items)} {item['name']}: {row['ms']['ort-t1-seq-b1']:.3f} ms (ort, 1 thread), "
-                    f"load {row['load_1min']}, others {row['others_cpu']:.2f} cores; about {left / 60:.0f} min left"
-                )
-        for item in again:
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            _one(item, rounds, seed, Path(tmp), run, done)
-            state["retimed"].append(item["name"])
-            run.save_checkpoint(state)
-        rows = [done[i["name"]] for i in items if i["name"] in done]
-        for r in rows:
-            r["flagged"] = r["others_cpu"] > max_others
-        complete = len(rows) == len(items) and not [i for i in again if i["name"] not in state["retimed"]]
+        rows = [_row(i, state["nodes"][i["name"]], got[i["name"]]) for i in items if i["name"] in got]
+        for row in rows:
+            row["flagged"] = row["others_cpu"] > max_others
+        complete = all(len(got.get(i["name"], [])) == rounds for i in items)
         manifest = _manifest(settings, rows, state, complete, max_others)
         if complete:
-            pack(run.path, items, done)
+            pack(run.path, items, {row["name"]: row for row in rows})
         run.write_json(MANIFEST, manifest)
     return manifest
 
 
-def _one(item: dict[str, Any], rounds: int, seed: int, tmp: Path, run: Any, done: dict[str, Any]) -> None:
+def _one(item: dict[str, Any], seed: int, r: int, tmp: Path, run: Any, state: dict[str, Any],
+         max_others: float) -> None:  # fmt: skip
     from mlsysopt.costmodel.data.tpugraphs import save_npz
 
     try:
-        arrays, row = measure_model(item, rounds, seed, tmp)
+        arrays, one = measure_model(item, seed, tmp, r, max_others)
     except MlsysoptError as exc:
         raise MlsysoptError(f"model {item['name']} ({json.dumps(item['spec'])}): {exc}") from None
-    save_npz(run.file("graphs") / f"{item['name']}.npz", arrays)
-    done[item["name"]] = row
+    if item["name"] not in state["nodes"]:
+        save_npz(run.file("graphs") / f"{item['name']}.npz", arrays)
+        state["nodes"][item["name"]] = int(arrays["ops"].size)
+    state["rounds"].setdefault(item["name"], []).append(one)
 
 
 def refeature(folder: Path, log: Callable[[str], None] | None = None) -> Path:
@@ -278,7 +295,9 @@ def refeature(folder: Path, log: Callable[[str], None] | None = None) -> Path:
 
     folder = Path(folder)
     state = read_json(folder / CHECKPOINT, MlsysoptError)
-    items, done = state["plan"], state["done"]
+    items = state["plan"]
+    done = state.get("done") or {i["name"]: _row(i, state["nodes"][i["name"]], state["rounds"][i["name"]])
+                                 for i in items}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="mlsysopt-refeature-") as tmp:
         for k, item in enumerate(items):
             old = np.load(folder / "graphs" / f"{item['name']}.npz")
@@ -347,6 +366,6 @@ def _manifest(settings: dict[str, Any], rows: list[dict[str, Any]], state: dict[
             "limit": max_others,
             "note": "cores used by other processes while a model was timed",
         },
-        "retimed": len(state.get("retimed", [])),
+        "rounds_apart": "round r of every model is timed in pass r over all models",
         "seconds": round(sum(r["seconds"] for r in rows), 1),
     }
