@@ -92,7 +92,7 @@ def costmodel_latency(
         for w in caught:
             if issubclass(w.category, MlsysoptWarning):
                 err_console.print(f"warning: {escape(str(w.message))}")
-        line = (f"{escape(source)} [{setting.key}]: {pred.ms:.4g} ms predicted "
+        line = (f"{escape(source)} ({setting.key}): {pred.ms:.4g} ms predicted "
                 f"(90% interval {pred.low:.4g}-{pred.high:.4g} ms; oracle {escape(oracle_name)})")  # fmt: skip
         if measure:
             line += f"; measured here {out['measured_ms']:.4g} ms ({out['measured_ms'] / pred.ms - 1:+.0%})"
