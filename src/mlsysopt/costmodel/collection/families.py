@@ -223,27 +223,30 @@ def _draw(family: str, rng: np.random.Generator) -> dict[str, Any]:
     return p
 
 
-def plan(count: int, seed: int, families: tuple[str, ...] = FAMILIES,
-         mflops: Callable[[dict[str, Any]], float] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """``count`` distinct specs drawn round-robin over ``families`` from ``seed`` (each below MAX_MFLOPS when
-    ``mflops(spec)`` is given)."""
-    bad = [f for f in families if f not in FAMILIES]
-    if bad:
-        raise InvalidOption(f"unknown graph family '{bad[0]}' (choose from: {', '.join(FAMILIES)})")
+def draw_distinct(count: int, seed: int, families: tuple[str, ...],
+                  draw: Callable[[str, np.random.Generator], dict[str, Any]],
+                  ok: Callable[[dict[str, Any]], bool] = lambda _spec: True, what: str = "graphs",
+                  max_misses: int = 200) -> list[dict[str, Any]]:  # fmt: skip
+    """``count`` distinct specs drawn round-robin over ``families`` from ``seed`` with ``draw(family, rng)``, each
+    accepted by ``ok``; a family that fails ``max_misses`` draws in a row is exhausted.
+
+    Raises:
+        InvalidOption: If every family is exhausted before ``count`` specs.
+    """
     rng = np.random.default_rng(seed)
     specs: list[dict[str, Any]] = []
     seen: set[str] = set()
-    misses = dict.fromkeys(families, 0)  # failed draws in a row; a family that keeps failing is exhausted
+    misses = dict.fromkeys(families, 0)  # failed draws in a row
     turn = 0
     while len(specs) < count:
-        live = [f for f in families if misses[f] < 200]
+        live = [f for f in families if misses[f] < max_misses]
         if not live:
-            raise InvalidOption(f"could not draw {count} distinct graphs from families {', '.join(families)} "
+            raise InvalidOption(f"could not draw {count} distinct {what} from families {', '.join(families)} "
                                 f"(drew {len(specs)})")  # fmt: skip
         family = live[turn % len(live)]
-        spec = _draw(family, rng)
+        spec = draw(family, rng)
         name = spec_name(spec)
-        if name in seen or (mflops is not None and mflops(spec) > MAX_MFLOPS):
+        if name in seen or not ok(spec):
             misses[family] += 1
             continue
         misses[family] = 0
@@ -251,3 +254,14 @@ def plan(count: int, seed: int, families: tuple[str, ...] = FAMILIES,
         seen.add(name)
         specs.append(spec)
     return specs
+
+
+def plan(count: int, seed: int, families: tuple[str, ...] = FAMILIES,
+         mflops: Callable[[dict[str, Any]], float] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """``count`` distinct specs drawn round-robin over ``families`` from ``seed`` (each below MAX_MFLOPS when
+    ``mflops(spec)`` is given)."""
+    bad = [f for f in families if f not in FAMILIES]
+    if bad:
+        raise InvalidOption(f"unknown graph family '{bad[0]}' (choose from: {', '.join(FAMILIES)})")
+    ok = (lambda spec: True) if mflops is None else (lambda spec: mflops(spec) <= MAX_MFLOPS)
+    return draw_distinct(count, seed, families, _draw, ok)

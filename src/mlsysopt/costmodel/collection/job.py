@@ -103,16 +103,20 @@ def _mflops(spec: dict[str, Any]) -> float:
     return total[0] / 1e6
 
 
+def assign_splits(n: int, seed: int) -> list[str]:
+    """The split of each of ``n`` items: a seeded permutation cut by :data:`SPLITS`' fractions (70/15/15)."""
+    rank = np.empty(n, np.int64)
+    rank[np.random.default_rng([seed, 1]).permutation(n)] = np.arange(n)
+    cuts = np.cumsum([f for _, f in SPLITS]) * n
+    return [next((s for (s, _), cut in zip(SPLITS, cuts, strict=True) if r < cut), "test") for r in rank]
+
+
 def make_plan(graphs: int, seed: int, families: Sequence[str], sources: Sequence[str]) -> list[dict[str, Any]]:
     """Every graph the job measures, with its ``name`` and ``split`` (deterministic in the arguments)."""
     specs = plan(graphs, seed, tuple(families), mflops=_mflops) if graphs else []
     specs += [{"family": "source", "source": str(s)} for s in sources]
-    rank = np.empty(len(specs), np.int64)
-    rank[np.random.default_rng([seed, 1]).permutation(len(specs))] = np.arange(len(specs))
-    cuts = np.cumsum([f for _, f in SPLITS]) * len(specs)
     out = []
-    for spec, r in zip(specs, rank, strict=True):
-        split = next((s for (s, _), cut in zip(SPLITS, cuts, strict=True) if r < cut), "test")
+    for spec, split in zip(specs, assign_splits(len(specs), seed), strict=True):
         name = f"real_{spec_name(spec)}" if spec["family"] != "source" else f"real_source_{Path(spec['source']).stem}"
         out.append({"name": name, "split": split, "spec": spec})
     names = [p["name"] for p in out]

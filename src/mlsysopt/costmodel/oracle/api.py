@@ -45,6 +45,16 @@ def load_oracle(run: str | Path | None = None) -> Any:
     return LatencyModel(path)
 
 
+def _oracle_of(run: str | Path | None) -> LatencyOracle:
+    """The :class:`LatencyOracle` ``run`` names; a GST run is refused (it predicts what ``costmodel collect``
+    recorded, not a model's latency under a setting)."""
+    oracle = load_oracle(run)
+    if not isinstance(oracle, LatencyOracle):
+        raise InvalidCheckpoint(f"--run {run}: a GST run predicts what 'costmodel collect' recorded; 'costmodel "
+                                "latency' needs an oracle ('builtin' or 'costmodel latency-train')")  # fmt: skip
+    return oracle
+
+
 def _graph_of(source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """``(ops, node table, edges, name)`` of a source at batch 1: an ONNX file is read; a PyTorch source is exported
     first."""
@@ -84,11 +94,7 @@ def predict_source(source: str, setting: Setting, run: str | Path | None = None)
         InvalidCheckpoint: If ``run`` cannot serve as an oracle.
         InvalidOption: If the source is not a model.
     """
-    oracle = load_oracle(run)
-    if not isinstance(oracle, LatencyOracle):
-        raise InvalidCheckpoint(f"--run {run}: a GST run predicts what 'costmodel collect' recorded; 'costmodel "
-                                "latency' needs an oracle ('builtin' or 'costmodel latency-train')")  # fmt: skip
-    ops, nodes, edges, name = _graph_of(source)
+    oracle, (ops, nodes, edges, name) = _oracle_of(run), _graph_of(source)
     return oracle.predict_graph(ops, nodes, setting, name, edges), str(oracle.run)
 
 
@@ -99,11 +105,7 @@ def predict_grid(source: str, run: str | Path | None = None) -> tuple[list[Predi
         InvalidCheckpoint: If ``run`` cannot serve as an oracle.
         InvalidOption: If the source is not a model.
     """
-    oracle = load_oracle(run)
-    if not isinstance(oracle, LatencyOracle):
-        raise InvalidCheckpoint(f"--run {run}: 'costmodel latency' needs an oracle ('builtin' or 'costmodel "
-                                "latency-train')")  # fmt: skip
-    ops, nodes, edges, name = _graph_of(source)
+    oracle, (ops, nodes, edges, name) = _oracle_of(run), _graph_of(source)
     preds = [oracle.predict_graph(ops, nodes, s, name, edges) for s in oracle.settings]
     return sorted(preds, key=lambda p: p.ms), str(oracle.run)
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from mlsysopt.costmodel.collection.job import machine
+from mlsysopt.costmodel.collection.job import SPLITS, assign_splits, machine
 from mlsysopt.costmodel.oracle.families import FAMILIES, build, example_input, mflops, plan
 from mlsysopt.costmodel.oracle.settings import SETTINGS
 from mlsysopt.errors import InvalidOption, MlsysoptError
@@ -41,7 +41,6 @@ from mlsysopt.store.run import RunStore
 MANIFEST = "collection.json"
 PACKED = "latency.npz"
 CHECKPOINT = "checkpoint.json"
-SPLITS = (("train", 0.7), ("valid", 0.15), ("test", 0.15))
 MAX_MODELS = 20_000
 #: Node columns kept per model (from the graph IR at batch 1).
 NODE_COLUMNS = ("flops", "params", "bytes_in", "bytes_out", "out_elems", "groups", "kernel_area", "in_channels",
@@ -68,12 +67,8 @@ def make_plan(models: int, seed: int, families: list[str]) -> list[dict[str, Any
     from mlsysopt.costmodel.oracle.families import spec_name
 
     specs = plan(models, seed, tuple(families))
-    rank = np.empty(len(specs), np.int64)
-    rank[np.random.default_rng([seed, 1]).permutation(len(specs))] = np.arange(len(specs))
-    cuts = np.cumsum([f for _, f in SPLITS]) * len(specs)
     out = []
-    for spec, r in zip(specs, rank, strict=True):
-        split = next((s for (s, _), cut in zip(SPLITS, cuts, strict=True) if r < cut), "test")
+    for spec, split in zip(specs, assign_splits(len(specs), seed), strict=True):
         out.append({"name": spec_name(spec), "split": split, "spec": spec, "mflops": round(mflops(spec), 4)})
     return out
 

@@ -235,24 +235,5 @@ def plan(count: int, seed: int, families: tuple[str, ...] = FAMILIES) -> list[di
     bad = [f for f in families if f not in FAMILIES]
     if bad:
         raise InvalidOption(f"unknown model family '{bad[0]}' (choose from: {', '.join(FAMILIES)})")
-    rng = np.random.default_rng(seed)
-    specs: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    misses = dict.fromkeys(families, 0)
-    turn = 0
-    while len(specs) < count:
-        live = [f for f in families if misses[f] < 500]
-        if not live:
-            raise InvalidOption(f"could not draw {count} distinct models from {', '.join(families)} "
-                                f"(drew {len(specs)})")  # fmt: skip
-        family = live[turn % len(live)]
-        spec = _draw(family, rng)
-        name = spec_name(spec)
-        if name in seen or not MIN_MFLOPS <= mflops(spec) <= MAX_MFLOPS:
-            misses[family] += 1
-            continue
-        misses[family] = 0
-        turn += 1
-        seen.add(name)
-        specs.append(spec)
-    return specs
+    return cnn.draw_distinct(count, seed, families, _draw, lambda spec: MIN_MFLOPS <= mflops(spec) <= MAX_MFLOPS,
+                             "models", 500)  # fmt: skip
