@@ -36,42 +36,83 @@ def test_one_function_masks_every_url_password(text: str, shown: str) -> None:
     assert mask_secrets(text) == shown
 
 
-def test_a_refused_url_never_shows_its_password(tmp_path: Path) -> None:
+#: One command of each family (placeholders: the inputs of :func:`_inputs`), every one taking ``--storage``.
+FAMILIES = {
+    "nas search": ("nas", "search", "--space", "nasbench-graph:cora", "--budget", "3", "--out", "nas"),
+    "placement place": ("placement", "place", "g.npz", "--devices", "3", "--method", "heft", "--out", "place"),
+    "placement compare": ("placement", "compare", "g.npz", "--devices", "3", "--methods", "heft,random", "--seeds",
+                          "2", "--budget", "20", "--out", "compare"),
+    "serving tune": ("serving", "tune", "--engine", "sim", "--profile", "synthetic:8", "--rate", "500", "--budget",
+                     "3", "--out", "tune"),
+    "costmodel train": ("costmodel", "train", "--data", "data", "--epochs", "1", "--out", "cm"),
+}  # fmt: skip
+#: The commands that read a store, after the runs above (the study names are the run folders).
+READERS = [
+    ("runs", "list"),
+    ("runs", "show", "compare"),
+    ("runs", "export", "nas", "--format", "json", "--out", "nas.json"),
+    ("runs", "export", "compare", "--out", "compare.csv"),
+    ("runs", "export", "tune", "--format", "json"),
+]
+
+
+def _inputs(d: Path) -> None:
+    layered_dag(12, num_types=2, seed=0).save(d / "g.npz")
+    ran = run_inprocess("costmodel", "synth", "layout", "--out", "data", "--graphs", "2", "--nodes", "50-60",
+                        "--configs", "4", cwd=d)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_a_refused_url_never_shows_its_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _inputs(tmp_path)
+    before = {p for p in tmp_path.rglob("*")}
     for url in (
         f"postgresql://me:{SECRET}@127.0.0.1:1/d\x01b",  # a control character: refused before it is parsed
         f"postgresql://me:{SECRET}@127.0.0.1:1",  # no database
         f"mysql://me:{SECRET}@127.0.0.1/db",  # an unsupported scheme
         f"postgresql://me:{SECRET}@127.0.0.1:1/db",  # no server there
     ):
-        ran = run_inprocess("nas", "search", "--space", "nasbench-graph:cora", "--budget", "2", "--storage", url,
-                            "--out", "run", cwd=tmp_path)  # fmt: skip
-        assert ran.returncode == 2 and "error:" in ran.stderr, ran.stderr
-        assert SECRET not in ran.stdout + ran.stderr, ran.stderr
-        assert not (tmp_path / "run").exists()
+        for argv in [*FAMILIES.values(), *READERS]:
+            ran = run_inprocess(*argv, "--storage", url, cwd=tmp_path)
+            what = f"{argv[:2]} {url!r}: {ran.stderr[-300:]}"
+            assert ran.returncode == 2 and "error:" in ran.stderr, what
+            assert SECRET not in ran.stdout + ran.stderr, what
+    monkeypatch.setenv("MLSYSOPT_STORAGE", f"postgresql://me:{SECRET}@127.0.0.1:1/d\x01b")  # from the environment
+    for argv in (FAMILIES["placement compare"], READERS[1]):
+        ran = run_inprocess(*argv, cwd=tmp_path)
+        assert ran.returncode == 2 and "error:" in ran.stderr and SECRET not in ran.stdout + ran.stderr, ran.stderr
+    assert {p for p in tmp_path.rglob("*")} == before  # no run folder, no export
+    assert not _leaks(tmp_path), _leaks(tmp_path)
 
 
 def test_a_run_on_postgresql_writes_no_password_anywhere(pg_url: str, tmp_path: Path) -> None:
-    import optuna
-
+    """Every command family against PostgreSQL with a password, then every reader: no stream, no file of the run
+    folders, logs, settings, results or exports, no study/trial attribute holds the password."""
     url = _with_password(pg_url)  # the local server trusts loopback, so any password gets in
-    layered_dag(12, num_types=2, seed=0).save(tmp_path / "g.npz")
-    commands = [
-        ("nas", "search", "--space", "nasbench-graph:cora", "--budget", "3", "--out", "nas"),
-        ("placement", "place", "g.npz", "--devices", "3", "--method", "heft", "--out", "place"),
-        ("serving", "tune", "--engine", "sim", "--profile", "synthetic:8", "--rate", "500", "--budget", "3",
-         "--out", "tune"),
-    ]  # fmt: skip
-    for argv in commands:
+    _inputs(tmp_path)
+    for argv in FAMILIES.values():
         ran = run_inprocess(*argv, "--storage", url, cwd=tmp_path)
-        assert ran.returncode == 0, ran.stderr
-        assert SECRET not in ran.stdout + ran.stderr
-    assert (tmp_path / "nas" / "log.txt").is_file()
+        assert ran.returncode == 0, (argv[:2], ran.stderr)
+        assert SECRET not in ran.stdout + ran.stderr, argv[:2]
+    for folder in ("nas", "place", "compare", "tune", "cm"):
+        assert (tmp_path / folder / "log.txt").is_file(), folder
+    for argv in READERS:
+        ran = run_inprocess(*argv, "--storage", url, cwd=tmp_path)
+        assert ran.returncode == 0, (argv, ran.stderr)
+        assert SECRET not in ran.stdout + ran.stderr, argv
+    assert (tmp_path / "nas.json").is_file() and (tmp_path / "compare.csv").is_file()
     assert not _leaks(tmp_path), _leaks(tmp_path)
-    storage = pg_url.replace("postgresql://", "postgresql+psycopg2://")
-    summaries = optuna.get_all_study_summaries(storage=storage)
-    assert len(summaries) == len(commands)
-    for summary in summaries:
-        attrs = optuna.load_study(study_name=summary.study_name, storage=storage).user_attrs
-        assert SECRET not in repr(attrs), summary.study_name
-    ran = run_inprocess("runs", "list", "--storage", url, cwd=tmp_path)
-    assert ran.returncode == 0 and SECRET not in ran.stdout + ran.stderr, ran.stderr
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg2://"))
+    try:
+        meta = sqlalchemy.MetaData()
+        meta.reflect(engine)
+        with engine.connect() as db:  # every row of every table: the studies, their trials and all attributes
+            rows = {name: db.execute(table.select()).fetchall() for name, table in meta.tables.items()}
+    finally:
+        engine.dispose()
+    assert len(rows["studies"]) >= len(FAMILIES) and rows["study_user_attributes"], sorted(rows)
+    assert rows["trial_user_attributes"]
+    leaking = [name for name, table in rows.items() if SECRET in repr(table)]
+    assert not leaking, leaking
