@@ -21,6 +21,12 @@ DAY_OPS = 86_400 * 1e9
 #: Hidden sizes and layer counts beyond these are not cost models a CPU (or one GPU) trains.
 MAX_HIDDEN = 4096
 MAX_LAYERS = 64
+#: Most epochs of one training phase (``--epochs``, ``--finetune-epochs``, and so ``--validate-every``): the
+#: TpuGraphs and MalNet recipes train for tens of epochs; a longer run is a shorter one continued with ``--resume``.
+MAX_EPOCHS = 100_000
+#: Most graphs ``costmodel synth`` writes into one folder (one file each; a stopped synth of 10^9 graphs had left
+#: 11,093 files behind): a larger data set is several ``--out`` folders.
+MAX_GRAPHS = 100_000
 
 
 def memory_bytes() -> float:
@@ -67,6 +73,16 @@ def check_synth(nodes: int, configs: int, graphs: int) -> None:
                 f"about {per_graph:,.0f} operations per graph: one day of generation")  # fmt: skip
 
 
+def check_graph_files(graphs: object, files: int) -> None:
+    """InvalidOption when ``--graphs graphs`` means more than :data:`MAX_GRAPHS` files (every split) in one folder."""
+    if files > MAX_GRAPHS:
+        shown = f"{graphs:,}" if isinstance(graphs, int) else ",".join(f"{k}={v}" for k, v in dict(graphs).items())
+        raise InvalidOption(
+            f"--graphs {shown}: {files:,} graph files (every split) are above the limit of {MAX_GRAPHS:,} in one "
+            "folder; write a larger data set as several --out folders"
+        )
+
+
 def check_train(hidden: int, layers: int, segment_size: int, configs_per_graph: int, graphs_per_step: int,
                 k: int) -> None:  # fmt: skip
     """Limits of ``costmodel train``: a training step's activations fit in memory.
@@ -92,3 +108,15 @@ def check_train(hidden: int, layers: int, segment_size: int, configs_per_graph: 
                 f"{segment_size:,}-node segments x {k} sampled x hidden {hidden} x {layers} layers need "
                 f"~{per_config / 2**20:,.1f} MiB of activations per configuration; {_gb(mem)} of memory")  # fmt: skip
     check_count("--graphs-per-step", graphs_per_step, 1_000_000, "a step's graphs are processed one after another")
+
+
+def check_epochs(epochs: int, finetune_epochs: int, validate_every: int) -> None:
+    """Limits of ``costmodel train``'s epoch counts: each at most :data:`MAX_EPOCHS`.
+
+    Raises:
+        InvalidOption: Naming the option and :data:`MAX_EPOCHS` when one is above it.
+    """
+    why = "epochs of one phase; continue a shorter run with --resume"
+    check_count("--epochs", epochs, MAX_EPOCHS, why)
+    check_count("--finetune-epochs", finetune_epochs, MAX_EPOCHS, why)
+    check_count("--validate-every", validate_every, MAX_EPOCHS, "epochs between validations")

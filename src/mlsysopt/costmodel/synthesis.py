@@ -87,7 +87,7 @@ def synth(
         InvalidOption: For an unknown kind or profile, bad counts, or sizes beyond this machine's limits.
     """
     from mlsysopt.costmodel.data import synth_layout, synth_malnet, synth_tile
-    from mlsysopt.costmodel.limits import check_synth
+    from mlsysopt.costmodel.limits import check_graph_files, check_synth
 
     if kind not in SYNTH_KINDS:
         raise InvalidOption(f"unknown kind '{kind}' (choose from: {', '.join(SYNTH_KINDS)})")
@@ -99,6 +99,7 @@ def synth(
     hi_configs = configs if isinstance(configs, int) else max(configs)
     total = graphs * 5 if isinstance(graphs, int) and kind == "malnet" else graphs
     total = sum(total.values()) if isinstance(total, Mapping) else int(total * 1.5 if kind != "malnet" else total)
+    check_graph_files(graphs, total)
     check_synth(hi_nodes, hi_configs if kind != "malnet" else 1, total)
     prepare_folder(out, overwrite)
     if kind == "malnet":

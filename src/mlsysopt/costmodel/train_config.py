@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from mlsysopt.costmodel.limits import check_epochs
 from mlsysopt.errors import InvalidOption
 
 MODES: tuple[str, ...] = ("full", "gst", "gst+e", "gst+ef", "gst+efd")
@@ -127,6 +128,7 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise InvalidOption(f"{name.replace('_', ' ')} must be an integer >= {low}, got {value!r}")
+        check_epochs(self.epochs, self.finetune_epochs, self.validate_every)
         if not 0.0 <= self.sed_p < 1.0:
             raise InvalidOption(f"SED probability must be in [0, 1), got {self.sed_p}")
         for name in ("sed_tau", "cache_mb") + (("memory_budget_mb",) if self.memory_budget_mb is not None else ()):

@@ -37,6 +37,9 @@ class TrainConfig(Protocol):
     hidden: int
     steps_per_task: int
     edge_p: float
+    imitation_problems: int
+    teacher_steps: int
+    imitation_epochs: int
 
 
 #: Share of physical memory one command may plan to use.
@@ -60,6 +63,12 @@ HARD_MAX = 10**12
 #: Most seeds per method of one ``compare`` or ``adapt`` (each seed is one search per method; a figure over more
 #: seeds gains nothing a second command would not, and 100,000 of them filled a store for minutes).
 MAX_SEEDS = 1_000
+#: Most imitation problems, teacher steps per start and imitation epochs of one training (defaults 120, 8 and 6):
+#: the teacher solves every problem before the first update, so these bound the imitation phase's time and the size
+#: of ``teacher.pt`` (a larger imitation phase is not a policy a CPU trains in a week).
+MAX_IMITATION_PROBLEMS = 100_000
+MAX_TEACHER_STEPS = 10_000
+MAX_IMITATION_EPOCHS = 100_000
 #: Widest policy (as ``costmodel train --hidden``): wider gpNets are not policies a CPU trains.
 MAX_HIDDEN = 4096
 #: Training memory that grows with hidden x hidden: gpNet's ~9 weight matrices, their grads, Adam's two moments and
@@ -175,6 +184,14 @@ def check_training(cfg: TrainConfig) -> None:
         max_devices=cfg.max_devices,
         hidden=cfg.hidden,
     )
+    for flag, value, most in (
+        ("--imitation-problems", cfg.imitation_problems, MAX_IMITATION_PROBLEMS),
+        ("--teacher-steps", cfg.teacher_steps, MAX_TEACHER_STEPS),
+        ("--imitation-epochs", cfg.imitation_epochs, MAX_IMITATION_EPOCHS),
+    ):
+        if value > most:
+            raise InvalidOption(f"{flag} {value:,} is above the limit of {most:,} (the teacher's imitation phase "
+                                "runs in full before the first update)")  # fmt: skip
     if cfg.hidden > MAX_HIDDEN:
         raise InvalidOption(
             f"--hidden {cfg.hidden:,} is above the limit of {MAX_HIDDEN:,} (wider policies do not fit a CPU "
