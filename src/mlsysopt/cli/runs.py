@@ -7,6 +7,7 @@ its runs write to; ``MLSYSOPT_STORAGE`` when not given, else ``mlsysopt.db`` bes
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -141,11 +142,11 @@ def runs_show(
     trials: Annotated[int, typer.Option("--trials", min=0, help="Trials to list (the best first).")] = 10,
 ) -> None:
     """One run: what it ran, its settings, its status and headline, its best trials."""
-    from mlsysopt.store.query import find_run, run_details
+    from mlsysopt.store.query import best_trials, find_run, run_overview
 
     store = _store(storage)
     sid, name = find_run(store, run)
-    d = run_details(store, sid)
+    d = run_overview(store, sid)  # the trials counted, not read: only the best are
     s, a = d["summary"], d["attrs"]
     rows = [("study", f"{name} (#{sid}) in {store.spec.display}"), ("command", s.command or "-"),
             ("system", s.system), ("status", s.status), ("started", _when(s.started)),
@@ -161,14 +162,12 @@ def runs_show(
         from mlsysopt.io import dumps
 
         show("settings", [(k, dumps(v, indent=None)[:100]) for k, v in d["settings"].items()])
-    done = [t for t in d["trials"] if t.values]
-    done.sort(key=lambda t: t.values[0], reverse=d["direction"] == "maximize")
-    picked = done[:trials]
+    picked = best_trials(store, sid, d["direction"], trials)
     if picked:
         names = list(dict.fromkeys(k for t in picked for k in t.params))[:6]
         rows2 = [[str(t.number), t.state.name.lower(), _num(t.values[0]), *(_num(t.params.get(k)) for k in names)]
                  for t in picked]  # fmt: skip
-        _table(f"best {len(picked)} of {len(d['trials'])} trial(s)", ["trial", "state", "value", *names], rows2)
+        _table(f"best {len(picked)} of {s.trials} trial(s)", ["trial", "state", "value", *names], rows2)
 
 
 @runs_app.command("export")
@@ -179,7 +178,7 @@ def runs_export(
     out: Annotated[Path | None, typer.Option("--out", help="File to write (default: standard output).")] = None,
 ) -> None:
     """A run's trials as CSV or JSON (attributes, settings, every trial with its record)."""
-    from mlsysopt.store.query import export_run, find_run
+    from mlsysopt.store.query import find_run, write_export
 
     if fmt not in ("csv", "json"):
         raise InvalidOption(f"--format {fmt}: choose csv or json")
@@ -187,13 +186,13 @@ def runs_export(
         raise InvalidOption(f"--out {out} is a folder; give a file name")
     store = _store(storage)
     sid, name = find_run(store, run)
-    text = export_run(store, sid, fmt)
-    if out is None:
-        print(text, end="")
+    if out is None:  # streamed: the trials are read and written a page at a time
+        write_export(store, sid, fmt, sys.stdout)
         return
-    from mlsysopt.io import write_atomic
+    from mlsysopt.io import open_atomic
 
-    write_atomic(out, text)
+    with open_atomic(out) as fh:
+        write_export(store, sid, fmt, fh)
     err_console.print(f"wrote {out} ({name}, {fmt})")
 
 

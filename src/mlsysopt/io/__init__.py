@@ -1,6 +1,13 @@
 """File input and output shared by every package: atomic writes, strict JSON, guarded reads, the run folder."""
 
-from mlsysopt.io.files import load_torch, remove_stale_temps, safe_first_line, save_torch_atomic, write_atomic
+from mlsysopt.io.files import (
+    load_torch,
+    open_atomic,
+    remove_stale_temps,
+    safe_first_line,
+    save_torch_atomic,
+    write_atomic,
+)
 from mlsysopt.io.jsonio import (
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
@@ -19,6 +26,7 @@ __all__ = [
     "dumps",
     "load_torch",
     "loads_json",
+    "open_atomic",
     "read_json",
     "remove_stale_temps",
     "safe_first_line",

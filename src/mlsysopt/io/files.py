@@ -7,11 +7,13 @@ the ones a killed process left behind. Files get the permissions of the caller's
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from mlsysopt.errors import WriteFailed
 
@@ -60,6 +62,37 @@ def write_atomic(path: str | Path, data: bytes | str) -> Path:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | Path) -> Iterator[TextIO]:
+    """A text file to write ``path`` through, streamed: it is a temp file beside ``path`` renamed into place when
+    the block ends without an exception (removed otherwise), so a reader never sees a half file.
+
+    Args:
+        path: The file to write; missing parent folders are created.
+
+    Yields:
+        The open temp file (UTF-8 text).
+
+    Raises:
+        WriteFailed: If the folder cannot be created or the file cannot be written or renamed.
+    """
+    path = Path(path)
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            yield fh
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        raise WriteFailed(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def remove_stale_temps(folder: str | Path) -> list[Path]:

@@ -51,6 +51,8 @@ _CACHE: OrderedDict[tuple[int, str], Store] = OrderedDict()
 _CACHE_SIZE = 4
 _LOCK = threading.Lock()
 _TABLES: dict[tuple[str, str], dict[str, Any]] = {}
+#: Trials read per query when a study is streamed (:meth:`Store.iter_trials`): a few MB of records at most.
+TRIAL_PAGE = 200
 
 
 class Store:
@@ -293,12 +295,14 @@ class Store:
         with self.transaction("listing studies") as conn:
             return {int(i): n for i, n in conn.execute(sa.select(t.c.study_id, t.c.study_name))}
 
-    def trial_counts(self) -> dict[int, dict[str, int]]:
-        """Trials per state, by study id (one query)."""
+    def trial_counts(self, study_id: int | None = None) -> dict[int, dict[str, int]]:
+        """Trials per state, by study id (one query; of one study when ``study_id`` is given)."""
         import sqlalchemy as sa
 
         t = self.tables["trials"]
         q = sa.select(t.c.study_id, t.c.state, sa.func.count()).group_by(t.c.study_id, t.c.state)
+        if study_id is not None:
+            q = q.where(t.c.study_id == study_id)
         out: dict[int, dict[str, int]] = {}
         with self.transaction("counting trials") as conn:
             for sid, state, n in conn.execute(q):
@@ -346,6 +350,62 @@ class Store:
     def trials(self, study_id: int) -> list[Any]:
         """Every trial of a study as Optuna ``FrozenTrial`` objects, by number."""
         return list(self.call(self.storage.get_all_trials, study_id, False, doing="reading trials"))
+
+    def iter_trials(self, study_id: int, page: int = TRIAL_PAGE, trial_ids: list[int] | None = None) -> Iterator[Any]:
+        """A study's trials (or those of ``trial_ids``) as ``FrozenTrial`` objects by trial id, read ``page`` at a
+        time: memory stays bounded by one page however many trials the study holds (``runs show``/``export``)."""
+        import optuna
+        import sqlalchemy as sa
+        from optuna.storages._rdb import models
+        from sqlalchemy import orm
+
+        storage, last = self.storage, -1
+        wanted = None if trial_ids is None else sorted(trial_ids)
+        while True:
+            session = storage.scoped_session()
+            try:
+                q = session.query(models.TrialModel).filter(models.TrialModel.study_id == study_id)
+                if wanted is not None:
+                    chunk, wanted = wanted[:page], wanted[page:]
+                    if not chunk:
+                        return
+                    q = q.filter(models.TrialModel.trial_id.in_(chunk))
+                else:
+                    q = q.filter(models.TrialModel.trial_id > last)
+                for rel in ("params", "values", "user_attributes", "system_attributes", "intermediate_values"):
+                    q = q.options(orm.selectinload(getattr(models.TrialModel, rel)))
+                rows = q.order_by(models.TrialModel.trial_id).limit(page).all()
+                batch = [storage._build_frozen_trial_from_trial_model(r) for r in rows]
+            except (sa.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, sqlite3.Error) as exc:
+                raise db_error(self.spec, exc, "reading trials") from None
+            finally:
+                session.close()
+                storage.scoped_session.remove()
+            if not batch and wanted is None:
+                return
+            yield from batch
+            if batch:
+                last = batch[-1]._trial_id
+
+    def best_trial_ids(self, study_id: int, maximize: bool, n: int) -> list[int]:
+        """Ids of the ``n`` trials with the best first objective value (best first), chosen by the database."""
+        import sqlalchemy as sa
+
+        if n <= 0:
+            return []
+        trials, values = self.tables["trials"], self.tables["trial_values"]
+        kind = sa.cast(values.c.value_type, sa.String)
+        rank = sa.case((kind == "INF_NEG", 0), (kind == "FINITE", 1), else_=2)  # -inf < finite < +inf
+        order = [rank.desc(), values.c.value.desc()] if maximize else [rank, values.c.value]
+        q = (
+            sa.select(values.c.trial_id)
+            .join(trials, trials.c.trial_id == values.c.trial_id)
+            .where(trials.c.study_id == study_id, values.c.objective == 0)
+            .order_by(*order, values.c.trial_id)
+            .limit(n)
+        )
+        with self.transaction("ranking trials") as conn:
+            return [int(r[0]) for r in conn.execute(q)]
 
     # ------------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, study_id: int, name: str, data: bytes) -> None:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
+import tempfile
+import textwrap
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from mlsysopt.errors import StoreError
 from mlsysopt.store.run import ATTR, SETTING, process_alive
@@ -133,22 +136,31 @@ def find_run(store: Store, ref: str) -> tuple[int, str]:
     raise StoreError(f"no run '{ref}' in {store.spec.display}{hint}")
 
 
-def run_details(store: Store, study_id: int) -> dict[str, Any]:
-    """A run's attributes, settings, direction and trials (Optuna ``FrozenTrial`` objects)."""
+def run_overview(store: Store, study_id: int) -> dict[str, Any]:
+    """A run's attributes, settings and direction, and its summary with the trials counted by the database (no
+    trial is read: what ``runs show`` and ``runs export`` need before they stream the trials)."""
     attrs = store.study_attrs(study_id)
     direction = store.storage.get_study_directions(study_id)[0].name.lower()
-    trials = store.trials(study_id)
-    counts: dict[str, int] = {}
-    for t in trials:
-        counts[t.state.name.lower()] = counts.get(t.state.name.lower(), 0) + 1
+    counts = store.trial_counts(study_id).get(study_id, {})
     name = store.storage.get_study_name_from_id(study_id)
     return {
         "summary": _summary(study_id, name, {k: v for k, v in attrs.items() if k.startswith(ATTR)}, counts),
         "attrs": {k[len(ATTR) :]: v for k, v in attrs.items() if k.startswith(ATTR)},
         "settings": {k[len(SETTING) :]: v for k, v in attrs.items() if k.startswith(SETTING)},
         "direction": direction,
-        "trials": trials,
     }
+
+
+def run_details(store: Store, study_id: int) -> dict[str, Any]:
+    """A run's attributes, settings, direction and trials (Optuna ``FrozenTrial`` objects, all in memory)."""
+    return run_overview(store, study_id) | {"trials": store.trials(study_id)}
+
+
+def best_trials(store: Store, study_id: int, direction: str, n: int) -> list[Any]:
+    """The ``n`` trials with the best first objective value, best first (ranked by the database, only they read)."""
+    ids = store.best_trial_ids(study_id, direction == "maximize", n)
+    by_id = {t._trial_id: t for t in store.iter_trials(study_id, trial_ids=ids)}
+    return [by_id[i] for i in ids if i in by_id]
 
 
 def best_trial(trials: list[Any], direction: str) -> Any | None:
@@ -184,26 +196,45 @@ def trial_row(t: Any, with_record: bool = False) -> dict[str, Any]:
 
 def export_run(store: Store, study_id: int, fmt: str) -> str:
     """A run as CSV (one row per trial, flat columns) or JSON (its attributes, settings and every trial)."""
+    buf = io.StringIO()
+    write_export(store, study_id, fmt, buf)
+    return buf.getvalue()
+
+
+def write_export(store: Store, study_id: int, fmt: str, out: TextIO) -> int:
+    """Write a run to ``out`` as :func:`export_run` does, streaming: the trials are read a page at a time and
+    written as they come (CSV rows wait in a temporary file until every column is known), so memory stays bounded
+    however many trials the study has. Returns the number of trials written."""
     from mlsysopt.io import dumps
 
-    d = run_details(store, study_id)
-    if fmt == "json":
-        trials = [trial_row(t, True) for t in d["trials"]]
-        data = {"run": d["summary"].to_dict(), "attrs": d["attrs"], "settings": d["settings"],
-                "direction": d["direction"], "trials": trials}  # fmt: skip
-        return dumps(data) + "\n"
-    if fmt != "csv":
+    if fmt not in ("csv", "json"):
         raise StoreError(f"--format {fmt}: choose csv or json")
-    rows = [trial_row(t) for t in d["trials"]]
-    columns: list[str] = []
-    for r in rows:
-        columns += [c for c in r if c not in columns]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns or ["number"], extrasaction="ignore")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: _cell(v) for k, v in r.items()})
-    return buf.getvalue()
+    d = run_overview(store, study_id)
+    n = 0
+    if fmt == "json":
+        head = dumps({"run": d["summary"].to_dict(), "attrs": d["attrs"], "settings": d["settings"],
+                      "direction": d["direction"], "trials": []})  # fmt: skip
+        tail = '"trials": []\n}'
+        assert head.endswith(tail)
+        out.write(head[: -len(tail)] + '"trials": [')
+        for t in store.iter_trials(study_id):
+            out.write(("," if n else "") + "\n" + textwrap.indent(dumps(trial_row(t, True)), "    "))
+            n += 1
+        out.write(("\n  ]" if n else "]") + "\n}\n")
+        return n
+    columns: dict[str, None] = {}
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:  # one JSON line per row, columns in first-seen order
+        for t in store.iter_trials(study_id):
+            row = {k: _cell(v) for k, v in trial_row(t).items()}
+            columns.update(dict.fromkeys(row))
+            spool.write(json.dumps(row, allow_nan=False) + "\n")
+            n += 1
+        writer = csv.DictWriter(out, fieldnames=list(columns) or ["number"], extrasaction="ignore")
+        writer.writeheader()
+        spool.seek(0)
+        for line in spool:
+            writer.writerow(json.loads(line))
+    return n
 
 
 def _cell(v: Any) -> Any:
