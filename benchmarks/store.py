@@ -25,7 +25,12 @@ and what the store costs a NAS table search.
   store (the alternative the issue allows to losing nothing).
 
     python benchmarks/store.py [--quick] --out FILE.json
+* **Reading a large study.** ``runs export`` (JSON and CSV, to a file) and ``runs show`` of one study of
+  ``--trials`` trials (default 100,000, each with a ~1 KB record), each its own process: wall time and peak RSS
+  (``export_*``). They stream the trials a page at a time, so the RSS should not grow with the study.
+
     python benchmarks/store.py --only contention --out FILE.json   # adds the contention figures to FILE.json
+    python benchmarks/store.py --only export [--trials N] --out FILE.json   # adds the large-study figures
 """
 
 from __future__ import annotations
@@ -284,8 +289,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="Small sizes (about a minute on a quiet machine).")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/store.json"))
-    ap.add_argument("--only", choices=["contention"], help="Only this case, added to the JSON already at --out.")
+    ap.add_argument("--only", choices=["contention", "export"], help="Only this case, added to the JSON at --out.")
+    ap.add_argument("--trials", type=int, default=100_000, help="Trials of the study --only export reads.")
     args = ap.parse_args()
+    if args.only == "export":
+        _export_only(args.out, args.trials)
+        return
     if args.only == "contention":
         _contention_only(args.out)
         return
@@ -367,6 +376,47 @@ def _contention_only(out: Path) -> None:
     _add_contention(result, c)
     result.setdefault("targets", {}).update({"lost_trials_contention": "0, or the runs that lost trials stopped "
                                              "(stopped_runs)", "status_mismatches": "must be 0"})  # fmt: skip
+    write_json_atomic(out, result)
+    print(f"wrote {out}")
+
+
+def large_study(root: Path, trials: int) -> dict[str, Any]:
+    """Wall time and peak RSS of ``runs export`` (json, csv) and ``runs show`` of one study of ``trials`` trials."""
+    from mlsysopt.store import Store, TrialRecord, parse_storage
+
+    db = root / "big.db"
+    store = Store.open(parse_storage(str(db)))
+    sid, _ = store.create_study("big", "minimize", {"mlsysopt.command": "bench", "mlsysopt.status": "done"})
+    t0 = time.perf_counter()
+    for start in range(0, trials, 2_000):
+        store.write_trials(sid, [TrialRecord({"i": i, "lr": 0.001 * (i % 7 + 1)}, [float((i * 7919) % trials)],
+                                             key=str(i), record={"i": i, "pad": "x" * 1_000},
+                                             attrs={"acc": i / trials})
+                                 for i in range(start, min(trials, start + 2_000))], {})  # fmt: skip
+    out: dict[str, Any] = {"trials": trials, "write_s": time.perf_counter() - t0}
+    exe = str(Path(sys.executable).with_name("mlsysopt"))
+    for name, argv in (("export_json", ["runs", "export", "big", "--format", "json", "--out", str(root / "o.json")]),
+                       ("export_csv", ["runs", "export", "big", "--format", "csv", "--out", str(root / "o.csv")]),
+                       ("show", ["runs", "show", "big"])):  # fmt: skip
+        t = time.perf_counter()
+        proc = subprocess.Popen([exe, *argv, "--storage", str(db)], stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out[name] = {"wall_s": time.perf_counter() - t, "peak_rss_mb": usage.ru_maxrss / 1024, "rc": proc.returncode}
+        print(f"{name}: {out[name]['wall_s']:.1f} s, peak RSS {out[name]['peak_rss_mb']:.0f} MB", flush=True)
+    return out
+
+
+def _export_only(out: Path, trials: int) -> None:
+    """The large-study case alone, its figures added to the JSON at ``out`` (key ``large_study``)."""
+    from mlsysopt.io import read_json
+
+    result = read_json(out) if out.is_file() else {"benchmark": "store"}
+    with tempfile.TemporaryDirectory(prefix="mlsysopt-bench-export-") as tmp:
+        r = large_study(Path(tmp), trials)
+    r["date"] = dt.datetime.now(dt.UTC).isoformat(timespec="minutes")
+    r["machine"] = f"{os.cpu_count()} CPUs, {platform.platform()}"
+    result["large_study"] = r
     write_json_atomic(out, result)
     print(f"wrote {out}")
 
