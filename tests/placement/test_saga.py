@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -82,3 +84,24 @@ def test_saga_scheduler_over_its_time_estimate_is_skipped() -> None:
     best = SagaBest(schedulers=("heft", "minmin"), time_limit=1e-9)
     with pytest.raises(SagaSkipped, match="no saga scheduler could run"):
         best.solve(problem)
+
+
+@pytest.mark.parametrize("zero", ["all", "some"])
+def test_hbmct_schedules_zero_cost_tasks(tmp_path: Path, zero: str) -> None:
+    """saga's HBMCT sorted a zero-cost parent after its child (equal upward ranks) and raised KeyError: 't0'."""
+    from mlsysopt.placement.baselines.saga_schedulers import saga_run
+
+    graph = layered_dag(12, num_types=1, seed=0)
+    graph.save(tmp_path / "g.npz")
+    with np.load(tmp_path / "g.npz", allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    names = list(arrays["feature_names"])
+    rows = slice(None) if zero == "all" else slice(0, None, 2)
+    for column in ("flops", "compute"):
+        arrays["x"][rows, names.index(column)] = 0.0
+    np.savez(tmp_path / "zero.npz", **arrays)
+    zero_graph = type(graph).load(tmp_path / "zero.npz")
+    assert (zero_graph.compute[rows] == 0).all()
+    problem = PlacementProblem(zero_graph, random_cluster(3, num_types=1, delay_avg=0.0, seed=1))
+    run = saga_run("hbmct", problem)
+    assert run.valid and len(run.placement) == problem.num_tasks

@@ -192,6 +192,10 @@ def time_scale(problem: PlacementProblem) -> float:
     return float(np.median(w)) if w.size else 1.0
 
 
+#: A zero-cost task's cost in saga's task graph, relative to the largest task's (ranks never tie along an edge).
+ZERO_COST_FLOOR = 1e-9
+
+
 def to_saga(problem: PlacementProblem) -> tuple[FastNetwork, FastTaskGraph]:
     """saga's (Network, TaskGraph) of ``problem`` (see the module docstring for what is approximated).
 
@@ -214,7 +218,10 @@ def to_saga(problem: PlacementProblem) -> tuple[FastNetwork, FastTaskGraph]:
         for j in range(i, d):
             links.append(_Link(source=device_name(i), target=device_name(j), speed=float(speed[i, j]), idx=len(links)))
     network = FastNetwork(nodes=frozenset(nodes), edges=frozenset(links))
-    tasks = [_Task(name=task_name(i), cost=float(g.compute[i]), idx=i) for i in range(g.num_nodes)]
+    # a zero-cost task gets a negligible cost: saga's rank-based schedulers (HBMCT) sort tasks by upward rank, and
+    # a parent whose rank ties its child's may be scheduled after it (KeyError on the parent in saga)
+    floor = ZERO_COST_FLOOR * (float(g.compute.max()) if g.num_nodes and g.compute.max() > 0 else 1.0)
+    tasks = [_Task(name=task_name(i), cost=max(float(g.compute[i]), floor), idx=i) for i in range(g.num_nodes)]
     sizes: dict[tuple[int, int], float] = {}
     src, dst = g.edge_index
     for u, v, b in zip(src.tolist(), dst.tolist(), g.edge_bytes.tolist(), strict=True):
