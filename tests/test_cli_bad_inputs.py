@@ -151,10 +151,7 @@ JUNK, FILES = "<junk>", "<files>"
 
 #: ``command:option=value`` (or ``=<junk>``: the hypothesis junk, ``=<files>``: the broken-file kinds) -> why it
 #: fails today, run as a strict xfail (a fix shows up as XPASS and the entry must go). Empty: every case passes.
-KNOWN: dict[str, str] = {
-    f"serving tune:--{name}={HUGE}": "serving tune's confirmation and noise counts have no upper bound yet (#35)"
-    for name in ("confirm-top", "confirm-rounds", "noise-windows")
-}
+KNOWN: dict[str, str] = {}
 #: Known failures that are not even run: they would exhaust this machine's memory.
 NOT_RUN: set[str] = set()
 

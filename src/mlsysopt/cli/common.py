@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -186,6 +187,58 @@ def progress_bar() -> Progress:
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, console=err_console, transient=False)
+
+
+class MeasurementProgress:
+    """Measurements done, left and an estimate of the time left: a rich bar on a terminal, plain lines when piped.
+
+    Args:
+        total: Measurements expected (a phase may change it: :meth:`set_total`).
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.t0 = int(total), 0, time.perf_counter()
+        self.bar: Progress | None = None
+        if err_console.is_terminal:
+            from rich.progress import Progress, TextColumn, TimeRemainingColumn
+
+            columns = (*progress_bar().columns, TextColumn("left"), TimeRemainingColumn())
+            self.bar = Progress(*columns, console=err_console, transient=False)
+            self.task = self.bar.add_task("starting", total=self.total)
+
+    def __enter__(self) -> MeasurementProgress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def set_total(self, total: int) -> None:
+        """The run now expects ``total`` measurements (e.g. once the noise fixed the confirmation rounds)."""
+        self.total = max(int(total), self.done)
+        if self.bar is not None:
+            self.bar.update(self.task, total=self.total)
+
+    def tick(self, what: str) -> None:
+        """One more measurement, of phase ``what``."""
+        self.done += 1
+        self.total = max(self.total, self.done)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, description=what)
+            return
+        elapsed = time.perf_counter() - self.t0
+        left = self.total - self.done
+        eta = f", about {elapsed / self.done * left:.0f} s left" if left else ""
+        err_console.print(
+            f"[{self.done}/{self.total}] {what}: {left} left, {elapsed:.0f} s so far{eta}", soft_wrap=True
+        )
+
+
+def measurement_progress(total: int) -> MeasurementProgress:
+    """A :class:`MeasurementProgress` of ``total`` measurements (use it as a context manager)."""
+    return MeasurementProgress(total)
 
 
 # ---------------------------------------------------------------------------- checks every option gets

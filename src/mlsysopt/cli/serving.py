@@ -17,17 +17,21 @@ from mlsysopt.cli.common import (
     WorkersOpt,
     console,
     err_console,
+    measurement_progress,
     progress_bar,
 )
 from mlsysopt.cli.serving_io import (
     EngineOpt,
     KnobListOpt,
     ModelOpt,
+    PortOpt,
     PriorOpt,
     ProfileOpt,
     RateListOpt,
     RequestsOpt,
+    ServeAddressOpt,
     SloOpt,
+    WindowOpt,
     parse_list,
     print_measurements,
     print_tuning,
@@ -123,9 +127,19 @@ def serving_tune(
     execution_mode: Annotated[
         str | None, typer.Option("--execution-mode", help="Comma-separated: 0 sequential, 1 parallel.")
     ] = None,
-    confirm_top: Annotated[int, typer.Option("--confirm-top", min=1, help="Candidates re-measured at the end.")] = 3,
-    confirm_rounds: Annotated[int, typer.Option("--confirm-rounds", min=1, help="Interleaved rounds.")] = 3,
-    noise_windows: Annotated[int, typer.Option("--noise-windows", min=2, help="Windows of the noise check.")] = 5,
+    confirm_top: Annotated[
+        int | None,
+        typer.Option("--confirm-top", min=1, help="Candidates re-measured at the end (default: budget/4, 1 to 3)."),
+    ] = None,
+    confirm_rounds: Annotated[
+        int | None, typer.Option("--confirm-rounds", min=1, help="Interleaved rounds (default 3; noise adds some).")
+    ] = None,
+    noise_windows: Annotated[
+        int | None, typer.Option("--noise-windows", min=2, help="Windows of the noise check (default: budget, 2-5).")
+    ] = None,
+    window_s: WindowOpt = 1.0,
+    address: ServeAddressOpt = None,
+    port: PortOpt = None,
     seed: SeedOpt = 0,
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="Continue RUN_DIR/checkpoint.json after a kill.")
@@ -183,7 +197,7 @@ def serving_tune(
             input_shape=parse_shape(input_shape), requests=requests, knobs=knobs, seed=seed, resume=resume,
             timeout=timeout, confirm_top=confirm_top, confirm_rounds=confirm_rounds, noise_windows=noise_windows,
             prior=prior, export_anyway=export_anyway, cost_model=cost_model,
-            cost_model_tolerance=cost_model_tolerance,
+            cost_model_tolerance=cost_model_tolerance, window_s=window_s, address=address, port=port,
         )  # fmt: skip
     with job:
         if job.shortlist is not None:
@@ -193,18 +207,14 @@ def serving_tune(
         if note := warm_start_tuning(job, warm_start):  # earlier runs from the study store; nothing written yet
             err_console.print(note)
         err_console.print(job.describe())
-        with progress_bar() as progress:
-            task = progress.add_task("noise", total=job.total)
-            done = {"n": 0}
-
-            def tick(phase: str) -> None:
-                done["n"] += 1
-                progress.update(task, completed=done["n"], description=phase)
+        with measurement_progress(job.total) as progress:
 
             def on_step(s) -> None:
-                tick(f"rate {s.workload.rate:g}: best {job.objective.describe(s.best_score)} ({s.best_config.label()})")
+                progress.tick(
+                    f"rate {s.workload.rate:g}: best {job.objective.describe(s.best_score)} ({s.best_config.label()})"
+                )
 
-            report = job.run(on_step, tick)
+            report = job.run(on_step, progress.tick, progress.set_total)
     print_tuning(report, out)
 
 
@@ -230,6 +240,13 @@ def serving_serve(
     requests: RequestsOpt = 500,
     slo_ms: SloOpt = None,
     seed: SeedOpt = 0,
+    engine: EngineOpt = "real",
+    window_s: Annotated[
+        float | None,
+        typer.Option("--window-s", min=0.001, max=10.0, help="Seconds of arrivals per window (default: --requests)."),
+    ] = None,
+    address: ServeAddressOpt = None,
+    port: PortOpt = None,
 ) -> None:
     """Serve the model with one configuration at each rate; draw latency vs throughput with the SLO, mark saturation.
 
@@ -250,7 +267,10 @@ def serving_serve(
     rates = parse_list(rate, "--rate", float)
     shape = parse_shape(input_shape)
     with err_console.status("checking the inputs"):
-        job = ServeJob(out, cfg, rates, model, input_shape=shape, requests=requests, slo_ms=slo_ms, seed=seed)
+        job = ServeJob(
+            out, cfg, rates, model, input_shape=shape, requests=requests, slo_ms=slo_ms, seed=seed, engine=engine,
+            window_s=window_s, address=address, port=port,
+        )  # fmt: skip
     with job, progress_bar() as progress:
         task = progress.add_task(f"serving with {cfg.label()}", total=len(rates))
         rows = job.run(lambda _m: progress.update(task, advance=1))

@@ -30,11 +30,31 @@ ProfileOpt = Annotated[
     ),
 ]
 EngineOpt = Annotated[
-    str, typer.Option("--engine", help="What measures: real (ONNX Runtime on this machine) | sim (SimPy model).")
+    str,
+    typer.Option(
+        "--engine",
+        help="What serves and measures: real (ONNX Runtime on this machine) | rayserve (Ray Serve over HTTP, a "
+        "private local Ray or --address) | sim (SimPy model).",
+    ),
+]
+ServeAddressOpt = Annotated[
+    str | None,
+    typer.Option("--address", help="With --engine rayserve: auto or HOST:PORT of a Ray head (default: private)."),
+]
+PortOpt = Annotated[
+    int | None,
+    typer.Option("--port", min=1, max=65535, help="With --engine rayserve: Ray Serve's HTTP port (default: free)."),
 ]
 RequestsOpt = Annotated[
     int, typer.Option("--requests", min=1, help="Requests per measurement window (Poisson arrivals, open loop).")
 ]
+WindowOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--window-s", min=0.001, max=10.0,
+        help="A measurement window lasts this many seconds of arrivals or --requests, whichever comes first.",
+    ),
+]  # fmt: skip
 SloOpt = Annotated[float | None, typer.Option("--slo-ms", min=0.0, help="p99 latency SLO in milliseconds.")]
 KnobListOpt = Annotated[str | None, typer.Option(help="Comma-separated values of this knob (default: the grid's).")]
 PriorOpt = Annotated[

@@ -36,7 +36,7 @@ def loopback_host(address: str | None) -> str | None:
         return None
 
 
-def _connect(ray: Any, address: str | None, workers: int | None) -> str | None:
+def connect(ray: Any, address: str | None, workers: int | None) -> str | None:
     """Connect; None on success, else the one-line reason."""
     kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False, "configure_logging": False}
     if address is None:  # "local": always a new private instance, never a cluster this machine happens to run
@@ -121,7 +121,7 @@ def _picklable(exc: BaseException) -> BaseException:
         return MlsysoptError(f"{type(exc).__name__}: {exc}")
 
 
-def _quiet(log: str) -> None:
+def quiet_output(log: str) -> None:
     """Send this process's stdout/stderr (Ray's C++ and Python logging) to ``log``, not the user's terminal."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
@@ -134,11 +134,11 @@ def driver_main(
 ) -> None:
     """Entry point of the driver process (spawned by RayExecutor); its output goes to ``log``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _quiet(log)
+    quiet_output(log)
     os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(HEAD_TIMEOUT_S))
     import ray
 
-    why = _connect(ray, address, workers)
+    why = connect(ray, address, workers)
     if why is not None:
         conn.send(("error", why))
         return

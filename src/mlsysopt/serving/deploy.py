@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidSpace
+from mlsysopt.serving.space import Config
 
 if TYPE_CHECKING:
     import onnxruntime as ort
-
-    from mlsysopt.serving.space import Config
 
 #: what every session mlsysopt serves with sets besides the thread counts (several sessions share the cores, so
 #: spinning idle pool threads would steal them from the busy ones)
@@ -204,3 +203,50 @@ def parse_triton_config(text: str) -> Any:
     except text_format.ParseError as exc:
         raise InvalidSpace(f"config.pbtxt: {exc}") from None
     return msg
+
+
+def config_from_ort_json(data: dict[str, Any], where: str) -> Config:
+    """The configuration an ``ort_session_options.json`` (as :func:`ort_session_json` writes it) describes.
+
+    Raises:
+        InvalidSpace: For a missing or bad field.
+    """
+    session_options_from_json(data)  # the session options themselves must load
+    try:
+        serving = data["serving"]
+        knobs = {
+            "instances": serving["instances"],
+            "max_batch": serving["max_batch"],
+            "batch_timeout_ms": serving["batch_timeout_ms"],
+            "intra_threads": data["intra_op_num_threads"],
+            "inter_threads": data["inter_op_num_threads"],
+            "execution_mode": _MODES.index(data["execution_mode"]),
+        }
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidSpace(f"{where}: not session options mlsysopt wrote (missing or bad {exc})") from None
+    return Config.from_dict(knobs, where=where)
+
+
+def config_from_triton(text: str, where: str) -> Config:
+    """The configuration a ``config.pbtxt`` (as :func:`triton_config` writes it) describes.
+
+    Raises:
+        InvalidSpace: If it does not parse or lacks a field mlsysopt writes.
+    """
+    try:
+        msg = parse_triton_config(text)
+    except InvalidSpace as exc:
+        raise InvalidSpace(f"{where}: {exc}") from None
+    params = {k: v.string_value for k, v in msg.parameters.items()}
+    try:
+        knobs = {
+            "instances": msg.instance_group[0].count,
+            "max_batch": max(1, msg.max_batch_size),
+            "batch_timeout_ms": msg.dynamic_batching.max_queue_delay_microseconds / 1000.0,
+            "intra_threads": int(params["intra_op_thread_count"]),
+            "inter_threads": int(params["inter_op_thread_count"]),
+            "execution_mode": int(params["execution_mode"]),
+        }
+    except (KeyError, IndexError, ValueError) as exc:
+        raise InvalidSpace(f"{where}: not a Triton config mlsysopt wrote (missing or bad {exc})") from None
+    return Config.from_dict(knobs, where=where)

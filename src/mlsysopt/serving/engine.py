@@ -35,7 +35,7 @@ import numpy as np
 
 from mlsysopt.errors import InvalidModel, InvalidSpace
 from mlsysopt.serving.backend import Backend, Measurement, summarize
-from mlsysopt.serving.loadgen import LoadGenerator, workload_arrivals
+from mlsysopt.serving.loadgen import LoadGenerator, window_requests, workload_arrivals
 from mlsysopt.serving.model import ServedModel
 from mlsysopt.serving.space import Config, Workload
 from mlsysopt.text import plural
@@ -65,9 +65,11 @@ class Engine(Backend):
         queue_cap: Request queue capacity, >= 1; arrivals beyond it are dropped.
         max_threads: Cap on each thread knob of a configuration (None: the machine's cores).
         seed: Seed of the arrival schedules.
+        window_s: A window ends after this many seconds of arrivals or ``n_requests``, whichever comes first
+            (None: always ``n_requests``).
 
     Raises:
-        InvalidSpace: If ``n_requests`` or ``queue_cap`` < 1, ``warmup`` < 0 or ``max_seconds`` <= 0.
+        InvalidSpace: If ``n_requests`` or ``queue_cap`` < 1, ``warmup`` < 0, ``max_seconds`` or ``window_s`` <= 0.
     """
 
     def __init__(
@@ -80,12 +82,15 @@ class Engine(Backend):
         queue_cap: int = 256,
         max_threads: int | None = None,
         seed: int = 0,
+        window_s: float | None = None,
     ) -> None:
-        if n_requests < 1 or queue_cap < 1 or warmup < 0 or not max_seconds > 0:
+        bad_window = window_s is not None and not window_s > 0
+        if n_requests < 1 or queue_cap < 1 or warmup < 0 or not max_seconds > 0 or bad_window:
             raise InvalidSpace(
                 f"engine: n_requests={n_requests} and queue_cap={queue_cap} must be >= 1, "
-                f"warmup={warmup} >= 0 and max_seconds={max_seconds} > 0"
+                f"warmup={warmup} >= 0, max_seconds={max_seconds} and window_s={window_s} > 0"
             )
+        self.window_s = window_s
         self.model = model
         self.n_requests = int(n_requests)
         self.max_seconds = float(max_seconds)
@@ -263,7 +268,8 @@ class Engine(Backend):
 
     def arrivals(self, workload: Workload, window: int = 0) -> np.ndarray:
         """The arrival times (s from the window start) :meth:`measure` serves: fixed by (seed, workload, window)."""
-        return workload_arrivals(workload, self.n_requests, self.seed, window)
+        n = window_requests(workload.rate, self.n_requests, self.window_s)
+        return workload_arrivals(workload, n, self.seed, window)
 
     def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
         """Configure if needed, then serve ``n_requests`` Poisson arrivals of ``workload`` and summarize them."""

@@ -30,7 +30,11 @@ if TYPE_CHECKING:
     from mlsysopt.serving.model import ServedModel
     from mlsysopt.serving.profile import ServiceProfile
 
-BACKENDS = ("real", "sim")
+BACKENDS = ("real", "rayserve", "sim")
+#: the engines that serve a real model and measure it (they need --model)
+MEASURED = ("real", "rayserve")
+#: seconds of arrivals per window of a measured engine (or --requests, whichever comes first)
+WINDOW_S = 1.0
 #: the command-line option of each knob, for error messages
 KNOB_OPTIONS = {
     "instances": "--instances",
@@ -41,7 +45,7 @@ KNOB_OPTIONS = {
     "execution_mode": "--execution-mode",
 }
 #: the default max-batch grid per backend: the simulator models bigger machines, so bigger batches pay there
-DEFAULT_MAX_BATCH = {"real": (1, 2, 4, 8, 16), "sim": (1, 2, 4, 8, 16, 32, 64)}
+DEFAULT_MAX_BATCH = {"real": (1, 2, 4, 8, 16), "rayserve": (1, 2, 4, 8, 16), "sim": (1, 2, 4, 8, 16, 32, 64)}
 MAX_SECONDS = 10.0  # the longest a measurement window of the real engine lasts (from its start)
 
 
@@ -161,10 +165,15 @@ class ModelStage:
 
 
 def load_config(path: Path) -> Config:
-    """Knobs from a JSON file: a tune ``result.json`` (its ``best``) or a plain ``{"instances": 2, ...}`` object.
+    """Knobs from any file a tune writes, or a plain ``{"instances": 2, ...}`` JSON object.
+
+    * a tune's ``result.json``: the configuration its verdict chose (``recommended``: the default when the verdict
+      says "keep the default"; ``best`` in files written before verdicts);
+    * ``ort_session_options.json``: the session options plus its ``serving`` knobs;
+    * ``config.pbtxt`` (Triton) and ``rayserve/serve_config.yaml`` (Ray Serve).
 
     Args:
-        path: A JSON file: a tune ``result.json`` or a plain object of knobs.
+        path: The file.
 
     Returns:
         Config: The validated configuration.
@@ -172,18 +181,44 @@ def load_config(path: Path) -> Config:
     Raises:
         InvalidSpace: If the file cannot be read or holds unknown knobs or bad values.
     """
+    where = f"--config {path}"
+    if path.suffix in (".yaml", ".yml"):
+        from mlsysopt.serving.rayserve_config import load_serve_config
+
+        return load_serve_config(path)
+    if path.suffix == ".pbtxt":
+        from mlsysopt.serving.deploy import config_from_triton
+
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidSpace(f"{where}: cannot read it ({type(exc).__name__})") from None
+        return config_from_triton(text, where)
     data = read_json(path, InvalidSpace)
-    if isinstance(data.get("best"), dict):
+    if not isinstance(data, dict):
+        raise InvalidSpace(f"{where}: expected an object of knobs, got {type(data).__name__}")
+    if isinstance(data.get("verdict"), dict) and data["verdict"].get("decision") == "SLO missed":
+        raise InvalidSpace(
+            f"{where}: that tune found no configuration meeting its SLO (verdict 'SLO missed'), so it recommends "
+            "none; give the knobs (--instances, --max-batch, ...) or a looser SLO"
+        )
+    if isinstance(data.get("recommended"), dict):
+        data = data["recommended"]
+    elif isinstance(data.get("best"), dict):
         data = data["best"]
-    return Config.from_dict(data, where=f"--config {path}")
+    elif "intra_op_num_threads" in data:  # ort_session_options.json
+        from mlsysopt.serving.deploy import config_from_ort_json
+
+        return config_from_ort_json(data, where)
+    return Config.from_dict(data, where=where)
 
 
 def check_backend(kind: str, model: object | None) -> None:
-    """Refuse an unknown backend kind, or the real backend without a model."""
+    """Refuse an unknown backend kind, or a measured engine (real, rayserve) without a model."""
     if kind not in BACKENDS:
         raise MlsysoptError(f"unknown --engine '{kind}' (choose from: {', '.join(BACKENDS)})")
-    if kind == "real" and model is None:
-        raise MlsysoptError("--engine real needs --model (an .onnx file, zoo:NAME or file.py:factory)")
+    if kind in MEASURED and model is None:
+        raise MlsysoptError(f"--engine {kind} needs --model (an .onnx file, zoo:NAME or file.py:factory)")
 
 
 def make_backend(
@@ -194,33 +229,50 @@ def make_backend(
     slo_ms: float | None = None,
     seed: int = 0,
     max_seconds: float = MAX_SECONDS,
+    window_s: float | None = None,
+    address: str | None = None,
+    port: int | None = None,
+    log: str | None = None,
 ) -> Backend:
-    """One measurement window: the real ONNX Runtime engine serving ``model``, or the simulator of ``profile``.
+    """One measurement window: the ONNX Runtime engine or Ray Serve serving ``model``, or the simulator of ``profile``.
 
     Jobs wrap it in :class:`~mlsysopt.serving.windows.StableBackend` (windows until stable).
 
     Args:
-        kind: ``"real"`` (ONNX Runtime engine) or ``"sim"`` (SimPy simulator).
-        model: The model to serve; required for ``"real"``.
+        kind: ``"real"`` (ONNX Runtime engine), ``"rayserve"`` (Ray Serve over HTTP) or ``"sim"`` (SimPy simulator).
+        model: The model to serve; required for ``"real"`` and ``"rayserve"``.
         profile: Service profile for ``"sim"`` (None: the ``synthetic:32`` profile).
-        requests: Requests offered per window.
+        requests: Requests offered per window (most, with ``window_s``).
         slo_ms: p99 SLO in ms used for the violation rate (None: none).
         seed: Seed of the arrival schedules.
-        max_seconds: Longest window of the real engine (s).
+        max_seconds: Longest window of a measured engine (s).
+        window_s: A window of a measured engine ends after this many seconds of arrivals or ``requests``,
+            whichever comes first (None: always ``requests``).
+        address: Ray cluster for ``"rayserve"`` (None: a private local instance; ``auto`` or ``HOST:PORT``).
+        port: HTTP port of Ray Serve on 127.0.0.1 (None: a free one).
+        log: File for Ray's own output (``"rayserve"``; None: a temporary file).
 
     Returns:
         Backend: A single-window backend.
 
     Raises:
-        MlsysoptError: For an unknown ``kind`` or ``"real"`` without a model.
+        MlsysoptError: For an unknown ``kind``, a measured engine without a model, or Ray Serve not starting.
     """
     check_backend(kind, model)
     if kind == "real":
         from mlsysopt.serving.engine import Engine
 
         return Engine(
-            model, n_requests=requests, max_seconds=max_seconds, slo_ms=slo_ms, max_threads=machine_threads(), seed=seed
-        )  # type: ignore[arg-type]
+            model, n_requests=requests, max_seconds=max_seconds, slo_ms=slo_ms, max_threads=machine_threads(),
+            seed=seed, window_s=window_s,
+        )  # type: ignore[arg-type]  # fmt: skip
+    if kind == "rayserve":
+        from mlsysopt.serving.rayserve import RayServeEngine  # Ray starts only for this engine
+
+        return RayServeEngine(
+            model, n_requests=requests, max_seconds=max_seconds, window_s=window_s, slo_ms=slo_ms,
+            max_threads=machine_threads(), seed=seed, address=address, port=port, log=log,
+        )  # type: ignore[arg-type]  # fmt: skip
     from mlsysopt.serving.simulator import SimulatedEngine
 
     return SimulatedEngine(profile or resolve_profile(DEFAULT_PROFILE), n_requests=requests, slo_ms=slo_ms, seed=seed)

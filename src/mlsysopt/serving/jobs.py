@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Self
 from mlsysopt.errors import InvalidSpace, MlsysoptError
 from mlsysopt.io import RunDir, to_jsonable
 from mlsysopt.serving.experiment import calibrate_dispatch, check_profile_grid, measure_profile
-from mlsysopt.serving.inputs import MAX_SECONDS, ModelStage, machine_threads, make_backend
+from mlsysopt.serving.inputs import MAX_SECONDS, MEASURED, ModelStage, machine_threads, make_backend
 from mlsysopt.serving.limits import check_rate, check_requests
 from mlsysopt.serving.space import Config, Workload, as_int
 from mlsysopt.serving.windows import StableBackend
@@ -195,6 +195,10 @@ class ServeJob(Job):
         slo_ms: p99 SLO in ms, > 0 (None: none).
         seed: Seed of the arrival schedules.
         stability: Keyword arguments of :class:`StableBackend` (``count``, ``tolerance``, ``max_windows``).
+        engine: ``"real"`` (ONNX Runtime here) or ``"rayserve"`` (Ray Serve over HTTP).
+        window_s: Seconds of arrivals per window, or ``requests``, whichever comes first (None: ``requests``).
+        address: Ray cluster of the ``rayserve`` engine (None: a private local instance).
+        port: HTTP port of Ray Serve on 127.0.0.1 (None: a free one).
 
     Raises:
         MlsysoptError: For bad rates, request counts, SLO or configuration, a busy run folder, or a model that cannot
@@ -212,19 +216,29 @@ class ServeJob(Job):
         slo_ms: float | None = None,
         seed: int = 0,
         stability: dict[str, float] | None = None,
+        engine: str = "real",
+        window_s: float | None = None,
+        address: str | None = None,
+        port: int | None = None,
     ) -> None:
         super().__init__(out)
         self.config = config
         self.slo_ms = slo_ms
         with self._validating():
             check_requests(requests)
+            if engine not in MEASURED:
+                raise MlsysoptError(f"--engine {engine}: serve runs a real model (choose from: {', '.join(MEASURED)})")
+            if address is not None and engine != "rayserve":
+                raise MlsysoptError(f"--address {address}: only --engine rayserve runs on a Ray cluster")
             if slo_ms is not None and not slo_ms > 0:
                 raise InvalidSpace(f"--slo-ms {slo_ms} must be a positive number of milliseconds")
             self.workloads = check_rates(rates, real=True)
             config.check(machine_threads())
             served = self._load_model(model, input_shape, largest=config.max_batch, instances=config.instances)
-            engine = make_backend("real", served, None, requests, slo_ms, seed)
-            self.backend: Backend = self.stack.enter_context(StableBackend(engine, **(stability or {})))
+            engine_ = make_backend(
+                engine, served, None, requests, slo_ms, seed, window_s=window_s, address=address, port=port
+            )
+            self.backend: Backend = self.stack.enter_context(StableBackend(engine_, **(stability or {})))
             self.run_dir = self._run_dir(
                 {
                     "model": model,
@@ -235,6 +249,8 @@ class ServeJob(Job):
                     "slo_ms": slo_ms,
                     "seed": seed,
                     "stability": self.backend.settings(),  # type: ignore[attr-defined]
+                    "engine": engine,
+                    "window_s": window_s,
                 }
             )
 

@@ -14,6 +14,7 @@ clock for the whole machine), so the server stamps latencies against the schedul
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing as mp
 import struct
 import time
@@ -51,6 +52,24 @@ def poisson_arrivals(rate: float, n: int, rng: np.random.Generator) -> np.ndarra
     if n < 0:
         raise InvalidSpace(f"number of arrivals {n} must be >= 0")
     return np.cumsum(rng.exponential(1.0 / rate, size=int(n)))
+
+
+def window_requests(rate: float, n_max: int, window_s: float | None) -> int:
+    """Requests in one window: ``n_max``, or the arrivals of ``window_s`` seconds at ``rate`` if that is fewer.
+
+    A window so lasts about ``window_s`` seconds or ``n_max`` requests, whichever comes first (at least one request).
+
+    Args:
+        rate: Arrival rate in requests/s, > 0.
+        n_max: Most requests per window, >= 1.
+        window_s: Seconds of arrivals per window (None: always ``n_max``).
+
+    Returns:
+        int: The number of requests of a window.
+    """
+    if window_s is None:
+        return int(n_max)
+    return int(max(1, min(int(n_max), math.ceil(rate * window_s))))
 
 
 def workload_arrivals(workload: Workload, n: int, seed: int = 0, window: int = 0) -> np.ndarray:

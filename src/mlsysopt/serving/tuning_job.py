@@ -32,13 +32,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidSpace, MlsysoptError
-from mlsysopt.io import to_jsonable
+from mlsysopt.io import read_json, to_jsonable
 from mlsysopt.serving.capacity import CapacityBackend
 from mlsysopt.serving.confirmation import confirm, measure_noise
 from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE, check_cost_model, check_tolerance, op_level_shortlist
 from mlsysopt.serving.deploy import ort_session_json, triton_config
 from mlsysopt.serving.experiment import SEARCH, TUNING_CHECKPOINT, PhaseCheckpoint, plot_tuning, recorded_phases
-from mlsysopt.serving.inputs import DEFAULT_PROFILE, check_backend, make_backend, resolve_profile, tuning_space
+from mlsysopt.serving.inputs import (
+    DEFAULT_PROFILE,
+    MAX_SECONDS,
+    MEASURED,
+    WINDOW_S,
+    check_backend,
+    make_backend,
+    resolve_profile,
+    tuning_space,
+)
 from mlsysopt.serving.jobs import Job, check_rates
 from mlsysopt.serving.limits import check_requests
 from mlsysopt.serving.objective import Objective
@@ -56,7 +65,10 @@ if TYPE_CHECKING:
     from mlsysopt.serving.tuning import Step, TuneResult
 
 MAX_BUDGET = 100_000
+#: bounds of the confirmation and noise phases (each measurement is one or more windows of real serving)
+MAX_CONFIRM_TOP, MAX_CONFIRM_ROUNDS, MAX_NOISE_WINDOWS = 100, 1_000, 1_000
 WARM_TUNERS = ("rrl", "gp", "tpe")  # the tuners a prior warm-starts
+RAYSERVE_FOLDER = "rayserve"  # serve_config.yaml, the application module it imports, the model
 TASK_FILE = "task.json"  # the task's profile (a probe of the real engine), kept for --resume
 
 
@@ -69,23 +81,28 @@ class TuningJob(Job):
         budget: Search measurements per rate, 1 to 100000.
         tuner: Tuner name (see :func:`get_tuner`).
         objective: What to minimize (None: mean latency).
-        engine: ``"real"`` (ONNX Runtime) or ``"sim"`` (simulator).
-        model: Model source for the real engine (``.onnx``, ``zoo:NAME``, ``file.py:factory``).
-        profile: Service profile spec for the simulator (None: ``synthetic:32``); refused with the real engine.
+        engine: ``"real"`` (ONNX Runtime), ``"rayserve"`` (Ray Serve over HTTP) or ``"sim"`` (simulator).
+        model: Model source for a measured engine (``.onnx``, ``zoo:NAME``, ``file.py:factory``).
+        profile: Service profile spec for the simulator (None: ``synthetic:32``); refused with a measured engine.
         input_shape: Full example input shape, batch dim first (None: the model's own).
-        requests: Requests per measurement window.
+        requests: Most requests per measurement window.
         knobs: Knob value lists replacing the default grid (None: the default grid).
         seed: Seed of the tuner and the arrivals.
         resume: Continue the run in ``out`` from its checkpoint.
         timeout: Wall-clock limit of the search in seconds (None: none).
-        confirm_top: Top candidates re-measured in the confirmation, >= 1.
-        confirm_rounds: Interleaved confirmation rounds, >= 1.
-        noise_windows: Windows of the noise phase, >= 2.
+        confirm_top: Top candidates re-measured in the confirmation, >= 1 (None: scaled to the budget,
+            :func:`phase_sizes`).
+        confirm_rounds: Interleaved confirmation rounds, >= 1 (None: 3, grown with the noise up to the budget).
+        noise_windows: Windows of the noise phase, >= 2 (None: scaled to the budget).
         stability: Keyword arguments of :class:`StableBackend` (``count``, ``tolerance``, ``max_windows``).
         prior: Prior spec (``preset``, a ``.pt`` file or run folders) for ``rrl``, ``gp`` or ``tpe`` (None: cold).
         export_anyway: Export the deployment files even when the pick does not beat the default.
         cost_model: Cost-model run folder that narrows the op-level knobs (real engine only; None: not used).
         cost_model_tolerance: Keep op-level settings predicted within this fraction of the best, 0 to 10.
+        window_s: Seconds of arrivals per window of a measured engine (or ``requests``, whichever comes first;
+            None: always ``requests``).
+        address: Ray cluster of the ``rayserve`` engine (None: a private local instance).
+        port: HTTP port of Ray Serve on 127.0.0.1 (None: a free one).
 
     Raises:
         MlsysoptError: For any input out of range or inconsistent (e.g. a profile with the real engine, a prior for
@@ -110,45 +127,50 @@ class TuningJob(Job):
         seed: int = 0,
         resume: bool = False,
         timeout: float | None = None,
-        confirm_top: int = 3,
-        confirm_rounds: int = 3,
-        noise_windows: int = 5,
+        confirm_top: int | None = None,
+        confirm_rounds: int | None = None,
+        noise_windows: int | None = None,
         stability: dict[str, float] | None = None,
         prior: str | None = None,
         export_anyway: bool = False,
         cost_model: str | None = None,
         cost_model_tolerance: float = DEFAULT_TOLERANCE,
+        window_s: float | None = WINDOW_S,
+        address: str | None = None,
+        port: int | None = None,
     ) -> None:
         super().__init__(out, resume)
         self.objective = objective or Objective()
         self.tuner_name, self.kind = tuner, engine
         self.export_anyway = export_anyway
         self.seed = seed
-        self.confirm_top, self.confirm_rounds, self.noise_windows = confirm_top, confirm_rounds, noise_windows
         with self._validating():
             self.budget = int(budget)
             if not 1 <= self.budget <= MAX_BUDGET:
                 raise MlsysoptError(f"--budget {budget} must be 1 to {MAX_BUDGET:,} measurements per rate")
+            self.rounds_given = confirm_rounds is not None
+            asked = {"confirm_top": confirm_top, "confirm_rounds": confirm_rounds, "noise_windows": noise_windows}
+            sizes = phase_sizes(self.budget, confirm_top, confirm_rounds, noise_windows)
+            self.confirm_top, self.confirm_rounds, self.noise_windows = sizes
+            if window_s is not None and not (math.isfinite(window_s) and 0 < window_s <= MAX_SECONDS):
+                raise MlsysoptError(f"--window-s {window_s} must be more than 0 and at most {MAX_SECONDS:g} seconds")
+            if address is not None and engine != "rayserve":
+                raise MlsysoptError(f"--address {address}: only --engine rayserve runs on a Ray cluster")
             if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
                 raise MlsysoptError(f"--timeout {timeout} must be a positive number of seconds")
             self.timeout = timeout
-            if confirm_top < 1 or confirm_rounds < 1 or noise_windows < 2:
-                raise MlsysoptError(
-                    f"--confirm-top {confirm_top} and --confirm-rounds {confirm_rounds} must be >= 1, "
-                    f"--noise-windows {noise_windows} >= 2"
-                )
             check_requests(requests)
-            self.workloads = check_rates(rates, real=engine == "real")
+            self.workloads = check_rates(rates, real=engine in MEASURED)
             check_backend(engine, model)
-            if engine == "real" and profile is not None:
+            if engine in MEASURED and profile is not None:
                 raise InvalidSpace(
-                    f"--profile {profile}: a profile is for --engine sim; the real engine measures --model"
+                    f"--profile {profile}: a profile is for --engine sim; the {engine} engine measures --model"
                 )
             cost_model_tolerance = check_tolerance(cost_model_tolerance)
             oracle = None if cost_model is None else check_cost_model(cost_model, engine)
             space_probe = tuning_space(engine, _cores(engine, profile), knobs)
             served = None
-            if engine == "real":
+            if engine in MEASURED:
                 most = {
                     "largest": max(space_probe.values["max_batch"]),
                     "instances": max(space_probe.values["instances"]),
@@ -156,7 +178,10 @@ class TuningJob(Job):
                 }
                 served = self._load_model(model, input_shape, **most)  # type: ignore[arg-type]
             prof = resolve_profile(DEFAULT_PROFILE if profile is None else profile) if engine == "sim" else None
-            window = make_backend(engine, served, prof, requests, self.objective.slo_ms, seed)
+            window = make_backend(
+                engine, served, prof, requests, self.objective.slo_ms, seed, window_s=window_s if served else None,
+                address=address, port=port,
+            )  # fmt: skip
             self.window_backend: Backend = self.stack.enter_context(window)
             stable = StableBackend(window, **(stability or {}))
             self.stable = stable
@@ -193,18 +218,26 @@ class TuningJob(Job):
                 "profile": profile,
                 "requests": requests,
                 "seed": seed,
-                "confirm_top": confirm_top,
-                "confirm_rounds": confirm_rounds,
-                "noise_windows": noise_windows,
+                **asked,  # as given (None: scaled to the budget); "phases" holds what they came to
+                "phases": dict(zip(("confirm_top", "confirm_rounds", "noise_windows"), sizes, strict=True)),
                 "stability": stable.settings(),
+                "window_s": window_s if served else None,
                 "prior": prior,
                 "export_anyway": export_anyway,
             }
             if cost_model is not None:  # only then: earlier run folders resume with the settings they wrote
                 settings |= {"cost_model": cost_model, "cost_model_tolerance": cost_model_tolerance}
             # one rate: --resume may extend the budget or the timeout; several: the schedule itself depends on it
-            self.run_dir = self._run_dir(settings, ("budget", "timeout") if len(self.workloads) == 1 else ())
+            resumable = ("budget", "timeout", "phases") if len(self.workloads) == 1 else ()
+            self.run_dir = self._run_dir(settings, resumable)
             self.recorded = recorded_phases(self.run_dir) if resume else {}
+            if resume:  # a larger budget on resume keeps the phases the run started with
+                started = read_json(self.run_dir.path / "settings.json", MlsysoptError).get("phases")
+                if isinstance(started, dict):
+                    self.confirm_top = int(started["confirm_top"])
+                    self.confirm_rounds = int(started["confirm_rounds"])
+                    self.noise_windows = int(started["noise_windows"])
+                    self.settings["phases"] = self.run_dir.settings["phases"] = started
             done = len(self.recorded.get(SEARCH, []))
             if done > self.budget * len(self.workloads):
                 raise MlsysoptError(
@@ -219,8 +252,9 @@ class TuningJob(Job):
 
     @property
     def total(self) -> int:
-        """Measurements in the whole run: noise windows, the search, the confirmation rounds (as asked)."""
-        per_confirm = (self.confirm_top + 1) * self.confirm_rounds
+        """Measurements in the whole run: noise windows, the search, the confirmation rounds (as asked, then as the
+        noise set them)."""
+        per_confirm = (self.confirm_top + 1) * getattr(self, "rounds", self.confirm_rounds)
         return self.noise_windows + (self.budget + per_confirm) * len(self.workloads)
 
     def describe(self) -> str:
@@ -230,8 +264,19 @@ class TuningJob(Job):
             f"equivalent ones); tuner {self.tuner_name}"
         )
 
-    def run(self, on_step: Callable[[Step], None] | None = None, on_measure: Callable[[str], None] | None = None):
-        """Task, noise, search, confirmation (all checkpointed; replayed on resume), then the report."""
+    def run(
+        self,
+        on_step: Callable[[Step], None] | None = None,
+        on_measure: Callable[[str], None] | None = None,
+        on_total: Callable[[int], None] | None = None,
+    ):
+        """Task, noise, search, confirmation (all checkpointed; replayed on resume), then the report.
+
+        Args:
+            on_step: Called with each search step.
+            on_measure: Called with the phase's name after each measurement of any phase.
+            on_total: Called with the run's measurement count once the noise fixed the confirmation rounds.
+        """
         from mlsysopt.serving.experiment import run_tuning
         from mlsysopt.serving.verdict import rounds_for_noise
 
@@ -250,6 +295,10 @@ class TuningJob(Job):
                 ck.replay("noise", self.window_backend), default, self.workloads[0], self.noise_windows, ping("noise")
             )
             self.rounds = rounds_for_noise(self.confirm_rounds, noise.get("cv_mean_ms"))
+            if not self.rounds_given:  # noise adds rounds, but never more than the budget's worth
+                self.rounds = min(self.rounds, max(self.confirm_rounds, self.budget))
+            if on_total is not None:
+                on_total(self.total)
             t_search = time.perf_counter()
 
             def until(s: Step) -> bool:
@@ -324,7 +373,8 @@ class TuningJob(Job):
             better="higher" if obj.kind == "throughput" else "lower",
         )  # fmt: skip
         plot_confirmation(last, obj, run.file("confirm.png"))
-        verdicts = [verdict(c, obj) for c in confirmations]
+        runtime = "Ray Serve" if self.kind == "rayserve" else "ONNX Runtime"
+        verdicts = [verdict(c, obj, runtime) for c in confirmations]
         final = verdicts[-1]
         pick = last.pick
         files = ["steps.png", "heatmap.png", "confirm.png"]
@@ -334,6 +384,11 @@ class TuningJob(Job):
             run.write_json("ort_session_options.json", ort_session_json(chosen))
             (run.file("config.pbtxt")).write_text(triton_config(chosen, name))
             files += ["ort_session_options.json", "config.pbtxt"]
+            if self.stage is not None:  # a real model: the Ray Serve deployment of the chosen configuration
+                from mlsysopt.serving.rayserve_config import model_inputs, write_deployment
+
+                model = self.stage.model
+                files += write_deployment(chosen, model.path, model_inputs(model), run.file(RAYSERVE_FOLDER))
         slo_met = pick.meets_slo
         warnings = [w for w in [noise_warning(noise, self.rounds, self.confirm_rounds)] if w]
         message = f"{final.words} (at {last.workload.rate:g} req/s)"
@@ -394,6 +449,40 @@ class TuningJob(Job):
         )
         run.write_json("result.json", report)
         return report
+
+
+def phase_sizes(
+    budget: int, confirm_top: int | None = None, confirm_rounds: int | None = None, noise_windows: int | None = None
+) -> tuple[int, int, int]:
+    """Confirmation candidates, rounds and noise windows for a search of ``budget`` measurements per rate.
+
+    A given value is checked and kept; a missing one scales with the budget, so that a small budget gets an answer
+    in minutes: ``confirm_top`` = ceil(budget / 4) up to 3 (budget 3: the pick against the default), ``confirm_rounds``
+    = 3 (the noise may add rounds, up to the budget), ``noise_windows`` = the budget, from 2 to 5.
+
+    Args:
+        budget: Search measurements per rate, >= 1.
+        confirm_top: Candidates confirmed (None: scaled).
+        confirm_rounds: Interleaved rounds (None: 3).
+        noise_windows: Windows of the noise phase (None: scaled).
+
+    Returns:
+        tuple[int, int, int]: ``(confirm_top, confirm_rounds, noise_windows)``.
+
+    Raises:
+        MlsysoptError: If a given value is out of range.
+    """
+    top = min(3, math.ceil(budget / 4)) if confirm_top is None else confirm_top
+    rounds = 3 if confirm_rounds is None else confirm_rounds
+    noise = min(5, max(2, budget)) if noise_windows is None else noise_windows
+    for name, value, low, high in (
+        ("--confirm-top", top, 1, MAX_CONFIRM_TOP),
+        ("--confirm-rounds", rounds, 1, MAX_CONFIRM_ROUNDS),
+        ("--noise-windows", noise, 2, MAX_NOISE_WINDOWS),
+    ):
+        if not low <= value <= high:
+            raise MlsysoptError(f"{name} {value} must be {low} to {high:,}")
+    return int(top), int(rounds), int(noise)
 
 
 def _top(prior: TaskPrior, job: TuningJob, result: TuneResult, k: int = 5) -> list[dict[str, Any]]:

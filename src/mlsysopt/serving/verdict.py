@@ -7,8 +7,8 @@ that won the search (a lucky window is biased low):
 * the pick **misses the SLO** -> "SLO missed": no deployment files unless asked (``--export-anyway``);
 * the pick *is* the default -> "keep the default": the runtime's default was the best confirmed configuration;
 * the default misses the SLO and the pick meets it -> "use the pick";
-* the two 95% intervals of the confirmed medians **overlap** -> "keep the default": the measured gain is within
-  the noise of this machine;
+* the two 95% intervals of the confirmed medians **overlap** -> "cannot tell here, keep the default": the measured
+  gain is within the noise of this machine (the words give both intervals);
 * otherwise "use the pick", with the confirmed gain and both intervals.
 
 :func:`rounds_for_noise` sizes the confirmation by the noise measured at the start of the tune: an interval's width
@@ -104,8 +104,17 @@ def _interval(objective: Objective, c: Confirmed) -> str:
     return f"{objective.describe(c.value)} (95% {lo} .. {hi})"
 
 
-def verdict(confirmation: Confirmation, objective: Objective) -> Verdict:
-    """The honest answer of one rate: pick vs default on confirmed medians and their 95% intervals."""
+def verdict(confirmation: Confirmation, objective: Objective, runtime: str = "ONNX Runtime") -> Verdict:
+    """The honest answer of one rate: pick vs default on confirmed medians and their 95% intervals.
+
+    Args:
+        confirmation: The rate's confirmation (pick and default re-measured, interleaved).
+        objective: What was optimized.
+        runtime: Whose default the default is, in the words (``"ONNX Runtime"``, ``"Ray Serve"``).
+
+    Returns:
+        Verdict: The decision, its words and the recommended configuration.
+    """
     pick = confirmation.pick
     default = confirmation.default_candidate
     gain = _gain(objective, pick, default)
@@ -118,7 +127,7 @@ def verdict(confirmation: Confirmation, objective: Objective) -> Verdict:
         return Verdict(SLO_MISSED, words, pick, default, pick, gain, None)
     if pick.config == default.config:
         words = (
-            f"keep the default: ONNX Runtime's default {label} is the best confirmed configuration "
+            f"keep the default: {runtime}'s default {label} is the best confirmed configuration "
             f"({_interval(objective, pick)})"
         )
         return Verdict(KEEP_DEFAULT, words, pick, default, default, 0.0, True)
@@ -133,9 +142,9 @@ def verdict(confirmation: Confirmation, objective: Objective) -> Verdict:
     better = "n/a" if gain is None else f"{abs(gain):.1%} {'higher' if (gain >= 0) == up else 'lower'}"
     if overlap:
         words = (
-            f"keep the default: the pick {label}, {_interval(objective, pick)}, and the default "
+            f"cannot tell here, keep the default: the pick {label}, {_interval(objective, pick)}, and the default "
             f"{default.config.label()}, {_interval(objective, default)}, overlap ({better} on the medians is "
-            "within the noise)"
+            "within the noise of this machine)"
         )
         return Verdict(KEEP_DEFAULT, words, pick, default, default, gain, True)
     words = (

@@ -1,0 +1,491 @@
+"""Ray Serve as a serving engine: the model deployed as an HTTP application, measured by an open-loop HTTP client.
+
+:class:`RayServeEngine` is one more :class:`~mlsysopt.serving.backend.Backend`: every tuner works on it unchanged.
+It starts a private local Ray instance with Ray Serve on loopback (or joins ``--address``), deploys
+:mod:`mlsysopt.serving.rayserve_app` with the configuration's options (:mod:`mlsysopt.serving.rayserve_config`),
+and measures one window by sending the window's Poisson arrivals as HTTP requests, open loop, from a process of its
+own: latency runs from each request's *scheduled* arrival to its reply, client side, so the HTTP proxy, the router,
+the batcher and the replica all count, as a user of the service sees them.
+
+The Ray driver and the HTTP client share one child process (Ray's logging goes to a file there, not to the user's
+terminal; the head's death ends that process, not the user's run). A configuration change re-deploys only what
+changed: batching and the session options in place (``user_config``), replicas added or removed, replicas
+restarted only for a new ``num_cpus``.
+
+A window in which requests fail (a replica died: Ray Serve restarts it) is measured again once, after the
+application is healthy; a second failure stops the run with one line (the checkpoint keeps every measurement).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing as mp
+import os
+import signal
+import socket
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from mlsysopt.errors import InvalidModel, InvalidSpace, MlsysoptError
+from mlsysopt.serving.backend import Backend, Measurement, summarize
+from mlsysopt.serving.loadgen import window_requests, workload_arrivals
+from mlsysopt.serving.model import ServedModel
+from mlsysopt.serving.rayserve_config import APP_NAME, DEPLOYMENT, deployment_options, model_inputs, serve_config
+from mlsysopt.serving.space import Config, Workload
+from mlsysopt.text import plural
+
+#: seconds to wait for Ray and Ray Serve to start (or join) and for a deployment to become healthy
+START_TIMEOUT_S = 180.0
+DEPLOY_TIMEOUT_S = 180.0
+#: logical CPUs of the private local Ray instance: enough for every configuration of a space to be placed (the
+#: replicas share the machine's real cores, as the threads of the home engine do)
+LOCAL_RAY_CPUS = 64
+_LEAD_S = 0.02  # between the client reading a schedule and the window's start
+
+
+def free_port(port: int | None = None) -> int:
+    """``port`` if it is free on 127.0.0.1 (else one clear error), or a free port chosen by the OS when None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", 0 if port is None else int(port)))
+        except OSError as exc:
+            raise MlsysoptError(
+                f"--port {port}: the HTTP port is taken on 127.0.0.1 ({exc.strerror}); choose another or leave "
+                "--port out (a free one is picked)"
+            ) from None
+        return int(s.getsockname()[1])
+
+
+class RayServeEngine(Backend):
+    """Serves a :class:`ServedModel` on Ray Serve under a configuration and measures it over HTTP (module doc).
+
+    Args:
+        model: The ONNX model to serve.
+        n_requests: Most requests per measurement window, >= 1.
+        max_seconds: Longest window in seconds, > 0.
+        window_s: A window ends after this many seconds of arrivals or ``n_requests``, whichever comes first
+            (None: always ``n_requests``).
+        warmup: Untimed requests before each window, >= 0.
+        slo_ms: p99 SLO in ms used for the violation rate (None: no violation rate).
+        max_threads: Cap on each thread knob of a configuration (None: the machine's cores).
+        seed: Seed of the arrival schedules.
+        address: None (a private local Ray instance), ``"auto"`` or ``HOST:PORT`` of a Ray head.
+        port: HTTP port of Ray Serve's proxy on 127.0.0.1 (None: a free one).
+        log: File for Ray's own output (None: a temporary file).
+
+    Raises:
+        InvalidSpace: For a bad size or time.
+        MlsysoptError: If the port is taken, Ray cannot be reached or Ray Serve does not start.
+    """
+
+    def __init__(
+        self,
+        model: ServedModel,
+        n_requests: int = 200,
+        max_seconds: float = 10.0,
+        window_s: float | None = None,
+        warmup: int = 10,
+        slo_ms: float | None = None,
+        max_threads: int | None = None,
+        seed: int = 0,
+        address: str | None = None,
+        port: int | None = None,
+        log: str | None = None,
+    ) -> None:
+        if n_requests < 1 or warmup < 0 or not max_seconds > 0 or (window_s is not None and not window_s > 0):
+            raise InvalidSpace(
+                f"rayserve engine: n_requests={n_requests} must be >= 1, warmup={warmup} >= 0, "
+                f"max_seconds={max_seconds} and window_s={window_s} > 0"
+            )
+        from mlsysopt.runtime.ray_executor import check_reachable
+
+        self.model = model
+        self.n_requests, self.max_seconds, self.window_s = int(n_requests), float(max_seconds), window_s
+        self.warmup, self.slo_ms, self.seed = int(warmup), slo_ms, int(seed)
+        self.cores = os.cpu_count() or 1
+        self.max_threads = max_threads if max_threads is not None else self.cores
+        self.address = address
+        check_reachable(address)
+        self.port = free_port(port)
+        self.config: Config | None = None
+        self.log = log or os.path.join(tempfile.gettempdir(), f"mlsysopt-rayserve-{os.getpid()}.log")
+        self.inputs = model_inputs(model)
+        self.redeploys = {"in_place": 0, "restarted": 0}
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(
+            target=driver_main, args=(child, address, self.port, self.log), name="mlsysopt-rayserve", daemon=True
+        )
+        self._proc.start()
+        child.close()
+        kind, info = self._receive(START_TIMEOUT_S, "starting Ray Serve")
+        if kind != "ready":
+            self.close()
+            raise MlsysoptError(info)
+        self.versions = info
+
+    # ------------------------------------------------------------------ the child process
+    def _receive(self, timeout: float, doing: str) -> tuple[str, Any]:
+        if not self._conn.poll(timeout):
+            if not self._proc.is_alive():
+                return "error", self._lost(doing)
+            self.close()
+            raise MlsysoptError(f"Ray Serve: no answer after {timeout:.0f} s {doing} (Ray's log: {self.log})")
+        try:
+            return self._conn.recv()
+        except (EOFError, OSError):
+            return "error", self._lost(doing)
+
+    def _lost(self, doing: str) -> str:
+        where = "the private Ray instance" if self.address is None else f"the Ray cluster at {self.address}"
+        return f"Ray Serve: {where} went away while {doing} (Ray's log: {self.log})"
+
+    def _call(self, timeout: float, doing: str, *message: Any) -> Any:
+        if not self._proc.is_alive():
+            raise MlsysoptError(self._lost(doing))
+        self._conn.send(message)
+        kind, info = self._receive(timeout, doing)
+        if kind == "error":
+            raise MlsysoptError(info)
+        if kind == "model":
+            raise InvalidModel(info)
+        return info
+
+    # ------------------------------------------------------------------ configuration
+    def configure(self, config: Config) -> None:
+        """Deploy ``config`` (only what changed: ``user_config`` in place, replicas added, restarted for num_cpus)."""
+        config.check(self.max_threads)
+        self.model.check_batch(config.max_batch)
+        if config == self.config:
+            return
+        old = None if self.config is None else deployment_options(self.config)
+        new = deployment_options(config)
+        restarted = old is None or old["ray_actor_options"] != new["ray_actor_options"]
+        spec = serve_config(
+            config, str(self.model.path.resolve()), self.inputs, self.port, module="mlsysopt.serving.rayserve_app"
+        )
+        self._call(DEPLOY_TIMEOUT_S, f"deploying {config.label()}", "deploy", spec, str(self.model.path))
+        self.redeploys["restarted" if restarted else "in_place"] += 1
+        self.config = config
+
+    # ------------------------------------------------------------------ one window
+    def _body(self, rows: int) -> bytes:
+        return request_body(self.model, rows, self.seed)
+
+    def arrivals(self, workload: Workload, window: int = 0) -> np.ndarray:
+        """The arrival times (s from the window start) :meth:`measure` sends: fixed by (seed, workload, window)."""
+        n = window_requests(workload.rate, self.n_requests, self.window_s)
+        return workload_arrivals(workload, n, self.seed, window)
+
+    def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
+        """Deploy ``config`` if needed, warm it up, send the window's arrivals over HTTP and summarize them."""
+        t_wall = time.perf_counter()
+        size = workload.request_size
+        if size > 1 and not self.model.batchable:
+            raise InvalidModel(
+                f"{self.model.path}: requests of {size} rows need a dynamic batch axis the model lacks: "
+                "re-export it with a dynamic batch axis or use request size 1"
+            )
+        self.configure(config)
+        body = self._body(size)
+        warm = [self._body(max(size, (config.max_batch // size) * size)), body]
+        arrivals = self.arrivals(workload, window)
+        retried = 0
+        while True:
+            self._call(60.0 + self.warmup, "warming up", "warmup", warm, self.warmup)
+            out = self._call(self.max_seconds + 60.0, "measuring a window", "window", body, arrivals, self.max_seconds)
+            broken = out["failed"] > 0 or bool(out["replaced"])
+            if not broken or retried:
+                break
+            # a replica died (its requests failed, or Ray Serve re-routed them to a new one, late): this window does
+            # not measure the configuration; measure it again once Ray Serve recovered
+            retried += 1
+            self._call(DEPLOY_TIMEOUT_S, "waiting for the application to recover", "healthy", config.instances, "")
+        if broken:
+            why = (
+                f"first error: {out['first_error']}" if out["failed"] else f"replicas replaced: {len(out['replaced'])}"
+            )
+            raise MlsysoptError(
+                f"Ray Serve: a replica died in two windows running for {config.label()} at {workload.rate:g} req/s "
+                f"({out['failed']} of {out['sent']} requests failed; {why}); the checkpoint keeps every finished "
+                "measurement: --resume continues"
+            )
+        start, sent = out["start"], out["sent"]
+        lat = out["latency_ms"]
+        done = np.isfinite(lat)
+        first = start + float(arrivals[0]) if sent else start
+        end_abs = out["end"]
+        latencies = np.where(done, lat, (end_abs - (start + arrivals[:sent])) * 1000.0)
+        m = summarize(
+            config,
+            workload,
+            latencies,
+            n_requests=sent,
+            dropped=0,
+            queue_samples=np.asarray(out["in_flight"]),
+            duration_s=max(end_abs - first, 1e-9),
+            slo_ms=self.slo_ms,
+            wall_s=time.perf_counter() - t_wall,
+            arrival_span_s=float(arrivals[sent - 1] - arrivals[0]) if sent > 1 else None,
+        )
+        m.extra = {
+            "finished": int(done.sum()),
+            "failed": int(out["failed"]),
+            "retried_windows": retried,
+            "pacer_max_lag_ms": float(out["lag_ms"]),
+            "engine": "rayserve",
+        }
+        return m
+
+    def describe(self) -> str:
+        """What serves, where, and that the numbers are real client-side measurements."""
+        where = "a private local Ray instance" if self.address is None else f"the Ray cluster at {self.address}"
+        return (
+            f"Ray Serve {self.versions.get('ray', '?')} serving {self.model.path.name} on {where} "
+            f"(http://127.0.0.1:{self.port}, {plural(self.cores, 'core')}), HTTP load from its own process "
+            "(real measurements, client side)"
+        )
+
+    def close(self) -> None:
+        """Delete the application, stop Ray Serve and the private Ray instance, end the child process."""
+        proc = getattr(self, "_proc", None)
+        if proc is None:
+            return
+        if proc.is_alive():
+            with contextlib.suppress(OSError, BrokenPipeError):
+                self._conn.send(("stop",))
+                if self._conn.poll(60.0):
+                    self._conn.recv()
+        proc.join(10.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5.0)
+        with contextlib.suppress(OSError):
+            self._conn.close()
+        self._proc = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        label = self.config.label() if self.config else None
+        return f"RayServeEngine({self.model.path.name}, port={self.port}, config={label})"
+
+
+def request_body(model: ServedModel, rows: int, seed: int = 0) -> bytes:
+    """The HTTP body of one request of ``rows`` rows: every input's raw bytes, in the model's input order."""
+    feed = model.make_batch(rows, np.random.default_rng(seed))
+    return b"".join(np.ascontiguousarray(feed[n]).tobytes() for n in model.input_names)
+
+
+def http_p99_ms(port: int, model_path: str | os.PathLike, rate: float, seconds: float, seed: int = 0) -> float:
+    """p99 latency (ms, client side) of a deployment already serving on 127.0.0.1:``port``, under open-loop Poisson
+    load of ``rate`` req/s for ``seconds`` (one-row requests of the model at ``model_path``).
+
+    What checks a deployment made by Ray Serve's own ``serve run``/``serve deploy`` from a tune's config file.
+
+    Raises:
+        MlsysoptError: If any request fails.
+    """
+    import asyncio
+
+    model = ServedModel(model_path)
+    arrivals = workload_arrivals(Workload(rate), max(1, round(rate * seconds)), seed)
+
+    async def go() -> dict[str, Any]:
+        client = await _client()
+        try:
+            return await _window(client, f"http://127.0.0.1:{port}/", request_body(model, 1, seed), arrivals, 60.0)
+        finally:
+            await client.close()
+
+    out = asyncio.run(go())
+    if out["failed"] or not np.isfinite(out["latency_ms"]).all():
+        raise MlsysoptError(f"http://127.0.0.1:{port}/: {out['failed']} of {out['sent']} requests failed")
+    return float(np.percentile(out["latency_ms"], 99))
+
+
+# ---------------------------------------------------------------------- the child process: Ray driver + HTTP client
+def driver_main(conn: Any, address: str | None, port: int, log: str) -> None:
+    """Entry point of the child process: start (or join) Ray and Ray Serve, then deploy and measure on request."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    from mlsysopt.runtime.ray_driver import connect, quiet_output
+
+    quiet_output(log)
+    import asyncio
+    import logging
+
+    import ray
+    from ray import serve
+
+    logging.getLogger("ray.serve").setLevel(logging.WARNING)
+    why = connect(ray, address, LOCAL_RAY_CPUS)
+    if why is not None:
+        conn.send(("error", why))
+        return
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port}, proxy_location="HeadOnly")
+    except Exception as exc:
+        conn.send(("error", f"Ray Serve did not start on 127.0.0.1:{port} ({type(exc).__name__}: {_first(exc)})"))
+        ray.shutdown()
+        return
+    conn.send(("ready", {"ray": ray.__version__}))
+    loop = asyncio.new_event_loop()
+    client = loop.run_until_complete(_client())
+    url = f"http://127.0.0.1:{port}/"
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            break
+        kind = message[0]
+        if kind == "stop":
+            break
+        try:
+            if kind == "deploy":
+                reply = _deploy(serve, message[1], message[2])
+            elif kind == "warmup":
+                loop.run_until_complete(_warmup(client, url, message[1], message[2]))
+                reply = ("ok", None)
+            elif kind == "window":
+                before = _replicas(ray)
+                out = loop.run_until_complete(_window(client, url, *message[1:]))
+                out["replaced"] = sorted(set(before) - set(_replicas(ray)))
+                reply = ("ok", out)
+            elif kind == "healthy":
+                reply = _wait_running(serve, message[1], message[2])
+            else:
+                reply = ("error", f"unknown request {kind!r}")
+        except Exception as exc:  # one line for the parent; Ray's own traceback is in the log
+            reply = ("error", f"Ray Serve: {type(exc).__name__}: {_first(exc)}")
+        conn.send(reply)
+    with contextlib.suppress(Exception):
+        loop.run_until_complete(client.close())
+    with contextlib.suppress(Exception):
+        if address is not None:
+            serve.delete(APP_NAME)
+    ray.shutdown()
+    with contextlib.suppress(OSError, BrokenPipeError):
+        conn.send(("stopped", None))
+
+
+def _first(exc: BaseException) -> str:
+    lines = [s for s in str(exc).strip().splitlines() if s.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def _deploy(serve: Any, spec: dict[str, Any], model: str) -> tuple[str, Any]:
+    """Deploy the config-file dict ``spec`` the way ``serve run CONFIG`` does, and wait until it serves as asked.
+
+    Declarative deployment is what makes Ray Serve apply a change of ``user_config``, ``num_replicas`` or
+    ``max_ongoing_requests`` without restarting replicas (an application deployed from Python gets a new code
+    version each time, so every change would restart them). The client call is the one Ray Serve's own ``serve run``
+    makes.
+    """
+    from ray.serve.context import _get_global_client
+    from ray.serve.schema import ServeDeploySchema
+
+    schema = ServeDeploySchema.parse_obj({k: v for k, v in spec.items() if k != "http_options"})
+    _get_global_client().deploy_apps(schema)
+    want = spec["applications"][0]["deployments"][0]["num_replicas"]
+    time.sleep(0.2)  # the controller picks the new target up
+    return _wait_running(serve, want, model)
+
+
+def _wait_running(serve: Any, want: int, model: str, timeout: float = DEPLOY_TIMEOUT_S) -> tuple[str, Any]:
+    """Wait until the application runs ``want`` healthy replicas (a replica that cannot start: the model)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        app = serve.status().applications.get(APP_NAME)
+        status = "" if app is None else str(app.status)
+        if status.endswith("DEPLOY_FAILED"):
+            cause = next((s.strip() for s in reversed(app.message.splitlines()) if "Error" in s), _first(app.message))
+            return "model", f"{model}: the model failed to load in a Ray Serve replica ({cause[:300]})"
+        dep = None if app is None else app.deployments.get(DEPLOYMENT)
+        if status.endswith("RUNNING") and dep is not None and str(dep.status).endswith("HEALTHY"):
+            states = {str(k).rsplit(".", 1)[-1]: v for k, v in dep.replica_states.items()}
+            if states == {"RUNNING": want}:
+                return "ok", None
+        time.sleep(0.2)
+    return "error", f"Ray Serve: the deployment was not running as asked within {timeout:.0f} s"
+
+
+def _replicas(ray: Any) -> list[str]:
+    """Names of the live replica actors of the deployment (a new name: Ray Serve replaced a replica)."""
+    prefix = f"SERVE_REPLICA::{APP_NAME}#{DEPLOYMENT}#"
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix))
+
+
+async def _client() -> Any:
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+
+
+async def _warmup(client: Any, url: str, bodies: list[bytes], n: int) -> None:
+    for k in range(n):
+        async with client.post(url, data=bodies[k % len(bodies)]) as r:
+            await r.read()
+
+
+async def _window(client: Any, url: str, body: bytes, arrivals: np.ndarray, max_seconds: float) -> dict[str, Any]:
+    """Send ``arrivals`` open loop; latency from each scheduled arrival to its reply (inf: none by the deadline)."""
+    import asyncio
+
+    n = len(arrivals)
+    latency = np.full(n, math.inf)
+    state = {"in_flight": 0, "failed": 0, "first_error": None}
+    samples: list[int] = []
+
+    async def one(i: int, scheduled: float) -> None:
+        try:
+            async with client.post(url, data=body) as r:
+                await r.read()
+                ok = r.status == 200
+                error = None if ok else f"HTTP {r.status}"
+        except Exception as exc:  # connection reset by a dying replica or proxy
+            ok, error = False, f"{type(exc).__name__}: {_first(exc)}"
+        state["in_flight"] -= 1
+        if ok:
+            latency[i] = (time.perf_counter() - scheduled) * 1000.0
+        else:
+            state["failed"] += 1
+            state["first_error"] = state["first_error"] or error
+
+    start = time.perf_counter() + _LEAD_S
+    deadline = start + max_seconds
+    tasks, lag = [], 0.0
+    for i, a in enumerate(arrivals):
+        scheduled = start + float(a)
+        if scheduled > deadline:
+            break
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        lag = max(lag, time.perf_counter() - scheduled)
+        samples.append(state["in_flight"])
+        state["in_flight"] += 1
+        tasks.append(asyncio.ensure_future(one(i, scheduled)))
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=max(deadline - time.perf_counter(), 0.0))
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+    sent = len(tasks)
+    finished = latency[:sent]
+    end = time.perf_counter()
+    if sent and np.isfinite(finished).all():
+        end = start + float(np.max(arrivals[:sent] + finished / 1000.0))
+    return {
+        "start": start,
+        "end": end,
+        "sent": sent,
+        "latency_ms": finished,
+        "failed": state["failed"],
+        "first_error": state["first_error"],
+        "in_flight": samples,
+        "lag_ms": lag * 1000.0,
+    }

@@ -1,0 +1,181 @@
+"""Ray Serve as a serving engine: a real local Ray Serve, real HTTP, real replicas (a small CNN; short windows).
+
+One engine is started for the module (Ray and Ray Serve take ~10 s to start on 2 cores); the tests that break it
+(a corrupt model) run last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from mlsysopt.errors import InvalidModel, MlsysoptError
+from mlsysopt.serving.inputs import load_config
+from mlsysopt.serving.model import ServedModel, export_zoo_onnx
+from mlsysopt.serving.rayserve import RayServeEngine
+from mlsysopt.serving.rayserve_config import deployment_options
+from mlsysopt.serving.space import Config, Workload
+
+pytestmark = pytest.mark.xdist_group("rayserve")
+
+
+def _info(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
+        return json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> ServedModel:
+    return ServedModel(export_zoo_onnx("cnn", tmp_path_factory.mktemp("rayserve") / "cnn.onnx"))
+
+
+@pytest.fixture(scope="module")
+def engine(model: ServedModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayServeEngine]:
+    log = str(tmp_path_factory.mktemp("raylog") / "ray.log")
+    with RayServeEngine(model, n_requests=60, window_s=0.5, warmup=2, slo_ms=1000.0, log=log) as eng:
+        yield eng
+
+
+def test_a_window_is_measured_over_http_and_the_deployment_is_the_configuration(engine: RayServeEngine) -> None:
+    cfg = Config(instances=1, max_batch=4, batch_timeout_ms=2.0, intra_threads=1, inter_threads=1)
+    m = engine.measure(cfg, Workload(rate=40.0))
+    assert m.n_requests == 20 == m.completed  # 0.5 s of arrivals at 40 req/s, fewer than --requests 60
+    assert 0 < m.p50_ms <= m.p99_ms < 1000.0 and m.extra["failed"] == 0
+    info = _info(engine.port)  # what the replica itself runs with
+    assert info["session"] == {"intra_op_num_threads": 1, "inter_op_num_threads": 1, "execution_mode": "ORT_SEQUENTIAL"}
+    assert info["batching"] == {"max_batch_size": 4, "batch_wait_timeout_s": 0.002}
+
+
+def test_a_new_batch_size_or_replica_count_is_applied_in_place_and_num_cpus_restarts(engine: RayServeEngine) -> None:
+    base = Config(instances=1, max_batch=4, batch_timeout_ms=2.0, intra_threads=1, inter_threads=1)
+    engine.configure(base)
+    pid = _info(engine.port)["pid"]
+    before = dict(engine.redeploys)
+    engine.configure(Config(instances=1, max_batch=8, batch_timeout_ms=1.0, intra_threads=1, inter_threads=1))
+    assert _info(engine.port)["pid"] == pid  # the same replica process, reconfigured
+    assert _info(engine.port)["batching"]["max_batch_size"] == 8
+    engine.configure(Config(instances=1, max_batch=8, batch_timeout_ms=1.0, intra_threads=2, inter_threads=1))
+    assert engine.redeploys["in_place"] == before["in_place"] + 1
+    assert engine.redeploys["restarted"] == before["restarted"] + 1  # 2 threads -> num_cpus 2: new replicas
+    assert _info(engine.port)["session"]["intra_op_num_threads"] == 2
+
+
+def test_a_replica_killed_mid_window_is_measured_again(engine: RayServeEngine) -> None:
+    cfg = Config(instances=1, max_batch=1, batch_timeout_ms=0.0, intra_threads=1, inter_threads=1)
+    engine.configure(cfg)
+    pid = _info(engine.port)["pid"]
+    killer = threading.Timer(0.4, os.kill, (pid, signal.SIGKILL))  # the warm-up is 2 requests, then the window
+    killer.start()
+    m = engine.measure(cfg, Workload(rate=40.0))
+    killer.join()
+    assert m.extra["retried_windows"] == 1 and m.extra["failed"] == 0 and m.completed == m.n_requests
+    assert _info(engine.port)["pid"] != pid  # Ray Serve started a new replica
+
+
+def test_a_model_that_fails_to_load_in_a_replica_is_one_clear_error(engine: RayServeEngine, tmp_path: Path) -> None:
+    broken = tmp_path / "cnn.onnx"
+    broken.write_bytes(engine.model.path.read_bytes())
+    model = ServedModel(broken)  # loads here...
+    broken.write_bytes(b"not an onnx model")  # ...and no longer in the replica
+    engine.model = model
+    with pytest.raises(InvalidModel, match="failed to load in a Ray Serve replica"):
+        engine.configure(Config(instances=1, max_batch=2, batch_timeout_ms=0.0, intra_threads=1, inter_threads=1))
+
+
+def test_a_taken_port_and_an_unreachable_ray_are_refused_before_anything_starts(model: ServedModel) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(MlsysoptError, match=f"--port {port}: the HTTP port is taken"):
+            RayServeEngine(model, port=port)
+    with pytest.raises(MlsysoptError, match="--address 127.0.0.1:1: no Ray head answers"):
+        RayServeEngine(model, address="127.0.0.1:1")
+
+
+def test_the_config_file_maps_every_knob_and_reads_back(tmp_path: Path, model: ServedModel) -> None:
+    from mlsysopt.serving.rayserve_config import model_inputs, write_deployment
+
+    cfg = Config(instances=2, max_batch=8, batch_timeout_ms=5.0, intra_threads=1, inter_threads=2, execution_mode=1)
+    opts = deployment_options(cfg)
+    assert opts["num_replicas"] == 2 and opts["max_ongoing_requests"] == 16
+    assert opts["ray_actor_options"] == {"num_cpus": 2.0}  # 1 intra + 1 extra inter-op thread
+    files = write_deployment(cfg, model.path, model_inputs(model), tmp_path / "rayserve")
+    assert files == ["rayserve/serve_config.yaml", "rayserve/mlsysopt_serve_app.py", "rayserve/model.onnx"]
+    assert load_config(tmp_path / "rayserve" / "serve_config.yaml") == cfg
+    # the copied application module imports nothing of mlsysopt: it deploys where mlsysopt is not installed
+    assert "mlsysopt" not in "".join(
+        line for line in (tmp_path / "rayserve" / "mlsysopt_serve_app.py").read_text().splitlines()
+        if line.startswith(("import", "from"))
+    )  # fmt: skip
+
+
+def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(tmp_path: Path) -> None:
+    import yaml
+
+    from cli_helpers import run
+
+    out = tmp_path / "tune"
+    r = run(
+        "serving", "tune", "--out", str(out), "--engine", "rayserve", "--model", "zoo:cnn", "--rate", "30",
+        "--budget", "1", "--slo-ms", "500", "--window-s", "0.4", "--requests", "40", "--max-batch", "1,4",
+        "--instances", "1", "--intra", "1", "--inter", "1", "--batch-timeout-ms", "1", cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "left, " in r.stderr and "s so far" in r.stderr  # piped: plain progress lines with the time left
+    result = json.loads((out / "result.json").read_text())
+    assert result["backend"].startswith("Ray Serve") and result["slo_met"]
+    assert "Ray Serve" in result["verdict"]["words"] or result["verdict"]["decision"] != "keep the default"
+    chosen = Config.from_dict(result["recommended"])
+    folder = out / "rayserve"
+    # every file the tune wrote is read back as the configuration its verdict chose
+    for name in ("result.json", "ort_session_options.json", "config.pbtxt", "rayserve/serve_config.yaml"):
+        loaded = load_config(out / name)
+        if chosen.max_batch == 1:  # no batch ever waits: Triton's file has no batch timeout to carry
+            loaded = replace(loaded, batch_timeout_ms=chosen.batch_timeout_ms)
+        assert loaded == chosen, name
+    # Ray Serve's own entry point deploys the file as written (on a free port)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = yaml.safe_load((folder / "serve_config.yaml").read_text())
+    conf["http_options"]["port"] = port
+    (folder / "serve_config.yaml").write_text(yaml.safe_dump(conf))
+    serve = Path(os.environ.get("VIRTUAL_ENV", Path(os.sys.executable).parent.parent)) / "bin" / "serve"
+    env = {**os.environ, "RAY_ADDRESS": "local"}
+    proc = subprocess.Popen(
+        [str(serve), "run", "serve_config.yaml"], cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline, info = time.monotonic() + 120, None
+        while info is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                info = _info(port)
+            except (OSError, ValueError):
+                time.sleep(1)
+        assert info is not None, "serve run did not serve the config within 120 s"
+        user = deployment_options(chosen)["user_config"]
+        assert info["batching"]["max_batch_size"] == user["max_batch_size"]
+        assert info["session"]["intra_op_num_threads"] == user["intra_op_num_threads"]
+        # the verdict's promise holds on the deployed service: p99 within the SLO under the tuned rate
+        from mlsysopt.serving.rayserve import http_p99_ms
+
+        assert http_p99_ms(port, folder / "model.onnx", rate=30.0, seconds=2.0) <= 500.0
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
