@@ -303,6 +303,13 @@ def test_demo_serving_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert "real measurements" in real["data"]
     assert len(real["measurements"]) == section.REAL_BUDGET and real["best"] is not None
     assert real["confirmation"]["rounds"] == 2 and real["confirmation"]["pick"]["config"]
+    # the verdict's configuration as a Ray Serve deployment, read back as the configuration it chose
+    from mlsysopt.serving.inputs import load_config
+    from mlsysopt.serving.space import Config
+
+    assert real["rayserve_deployment"][0] == "serving/rayserve/serve_config.yaml"
+    chosen = load_config(out / "serving" / "rayserve" / "serve_config.yaml")
+    assert chosen == Config.from_dict(real["verdict"]["recommended"])
     assert "extrapolated" in result["serving_sim"]["data"]
     html = (out / "index.html").read_text()
     assert result["serving_sim"]["headline"] in unescape(html)  # who won, in the section's own words

@@ -67,6 +67,10 @@ def _real(ctx: DemoContext) -> Section:
         ctx.step("serving: confirming RRL's pick against the default, interleaved (2 rounds)")
         confirmed = confirm(engine, top, default_cfg, workload, objective, rounds=2)
     decision = verdict(confirmed, objective)
+    # the verdict's configuration as Ray Serve deploys it: `cd serving/rayserve && serve run serve_config.yaml`
+    from mlsysopt.serving.rayserve_config import model_inputs, write_deployment
+
+    deploy = write_deployment(decision.recommended.config, model.path, model_inputs(model), out / "rayserve")
     plot_tuning(
         result, space, out / "real_steps.png", out / "real_heatmap.png", name="rrl", title="RRL, real",
         ylabel="mean latency (ms)", slo_ms=slo,
@@ -84,6 +88,7 @@ def _real(ctx: DemoContext) -> Section:
         "measurements": [m.to_dict() for m in measured],
         "message": result.message,
         "confirmation": confirmed.to_dict(objective),
+        "rayserve_deployment": [f"serving/{f}" for f in deploy],
         "verdict": {
             **decision.to_dict(objective),
             "pick_value": pick.value,
@@ -111,7 +116,10 @@ def _real(ctx: DemoContext) -> Section:
         f"requests/s. RRL measured {len(measured)} of the {space.size} configurations; latency is real, "
         f"measured here. SLO (p99): {slo:.1f} ms. Then RRL's pick and ONNX Runtime's default were re-measured "
         f"interleaved (2 rounds), and the verdict is decided on those confirmed medians and their 95% intervals, "
-        f"not on the search-time value: {decision.words}."
+        f"not on the search-time value: {decision.words}. The chosen configuration is written as a Ray Serve "
+        "deployment (serving/rayserve/serve_config.yaml, its application module and the model): `cd "
+        "serving/rayserve && serve run serve_config.yaml` serves it; `serving tune --engine rayserve` tunes on "
+        "Ray Serve itself."
     )
     return Section(
         heading="Serving: RRL tunes a real ONNX Runtime engine",
