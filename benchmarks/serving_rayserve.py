@@ -124,8 +124,8 @@ def deploy_check(folder: Path, config: Any, rate: float) -> dict[str, Any]:
     """Deploy ``folder/serve_config.yaml`` with Ray Serve's own ``serve run``; knobs read back, p99 over HTTP."""
     import yaml
 
-    from mlsysopt.serving.rayserve import http_p99_ms
     from mlsysopt.serving.rayserve_config import deployment_options
+    from mlsysopt.serving.rayserve_driver import http_p99_ms
 
     port = free_port()
     conf = yaml.safe_load((folder / "serve_config.yaml").read_text())

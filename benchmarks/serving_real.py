@@ -215,7 +215,7 @@ def matters_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from mlsysopt.serving.engine import Engine
     from mlsysopt.serving.inputs import machine_threads, resolve_model
     from mlsysopt.serving.prior import preset_prior
-    from mlsysopt.serving.tuning_job import probe_profile
+    from mlsysopt.serving.tuning_phases import probe_profile
 
     cores = machine_threads()
     spec = str(Path(__file__).resolve().parent / MATTERS_MODEL)

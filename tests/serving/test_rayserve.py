@@ -170,7 +170,7 @@ def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(tmp
         assert info["batching"]["max_batch_size"] == user["max_batch_size"]
         assert info["session"]["intra_op_num_threads"] == user["intra_op_num_threads"]
         # the verdict's promise holds on the deployed service: p99 within the SLO under the tuned rate
-        from mlsysopt.serving.rayserve import http_p99_ms
+        from mlsysopt.serving.rayserve_driver import http_p99_ms
 
         assert http_p99_ms(port, folder / "model.onnx", rate=30.0, seconds=2.0) <= 500.0
     finally:

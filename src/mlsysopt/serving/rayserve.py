@@ -19,10 +19,8 @@ application is healthy; a second failure stops the run with one line (the checkp
 from __future__ import annotations
 
 import contextlib
-import math
 import multiprocessing as mp
 import os
-import signal
 import socket
 import tempfile
 import time
@@ -34,17 +32,13 @@ from mlsysopt.errors import InvalidModel, InvalidSpace, MlsysoptError
 from mlsysopt.serving.backend import Backend, Measurement, summarize
 from mlsysopt.serving.loadgen import window_requests, workload_arrivals
 from mlsysopt.serving.model import ServedModel
-from mlsysopt.serving.rayserve_config import APP_NAME, DEPLOYMENT, deployment_options, model_inputs, serve_config
+from mlsysopt.serving.rayserve_config import deployment_options, model_inputs, serve_config
+from mlsysopt.serving.rayserve_driver import DEPLOY_TIMEOUT_S, driver_main, request_body
 from mlsysopt.serving.space import Config, Workload
 from mlsysopt.text import plural
 
-#: seconds to wait for Ray and Ray Serve to start (or join) and for a deployment to become healthy
+#: seconds to wait for Ray and Ray Serve to start (or join)
 START_TIMEOUT_S = 180.0
-DEPLOY_TIMEOUT_S = 180.0
-#: logical CPUs of the private local Ray instance: enough for every configuration of a space to be placed (the
-#: replicas share the machine's real cores, as the threads of the home engine do)
-LOCAL_RAY_CPUS = 64
-_LEAD_S = 0.02  # between the client reading a schedule and the window's start
 
 
 def free_port(port: int | None = None) -> int:
@@ -271,221 +265,3 @@ class RayServeEngine(Backend):
     def __repr__(self) -> str:
         label = self.config.label() if self.config else None
         return f"RayServeEngine({self.model.path.name}, port={self.port}, config={label})"
-
-
-def request_body(model: ServedModel, rows: int, seed: int = 0) -> bytes:
-    """The HTTP body of one request of ``rows`` rows: every input's raw bytes, in the model's input order."""
-    feed = model.make_batch(rows, np.random.default_rng(seed))
-    return b"".join(np.ascontiguousarray(feed[n]).tobytes() for n in model.input_names)
-
-
-def http_p99_ms(port: int, model_path: str | os.PathLike, rate: float, seconds: float, seed: int = 0) -> float:
-    """p99 latency (ms, client side) of a deployment already serving on 127.0.0.1:``port``, under open-loop Poisson
-    load of ``rate`` req/s for ``seconds`` (one-row requests of the model at ``model_path``).
-
-    What checks a deployment made by Ray Serve's own ``serve run``/``serve deploy`` from a tune's config file.
-
-    Raises:
-        MlsysoptError: If any request fails.
-    """
-    import asyncio
-
-    model = ServedModel(model_path)
-    arrivals = workload_arrivals(Workload(rate), max(1, round(rate * seconds)), seed)
-
-    async def go() -> dict[str, Any]:
-        client = await _client()
-        try:
-            return await _window(client, f"http://127.0.0.1:{port}/", request_body(model, 1, seed), arrivals, 60.0)
-        finally:
-            await client.close()
-
-    out = asyncio.run(go())
-    if out["failed"] or not np.isfinite(out["latency_ms"]).all():
-        raise MlsysoptError(f"http://127.0.0.1:{port}/: {out['failed']} of {out['sent']} requests failed")
-    return float(np.percentile(out["latency_ms"], 99))
-
-
-# ---------------------------------------------------------------------- the child process: Ray driver + HTTP client
-def driver_main(conn: Any, address: str | None, port: int, log: str) -> None:
-    """Entry point of the child process: start (or join) Ray and Ray Serve, then deploy and measure on request."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    from mlsysopt.runtime.ray_driver import connect, quiet_output
-
-    quiet_output(log)
-    import asyncio
-    import logging
-
-    import ray
-    from ray import serve
-
-    logging.getLogger("ray.serve").setLevel(logging.WARNING)
-    why = connect(ray, address, LOCAL_RAY_CPUS)
-    if why is not None:
-        conn.send(("error", why))
-        return
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port}, proxy_location="HeadOnly")
-    except Exception as exc:
-        conn.send(("error", f"Ray Serve did not start on 127.0.0.1:{port} ({type(exc).__name__}: {_first(exc)})"))
-        ray.shutdown()
-        return
-    conn.send(("ready", {"ray": ray.__version__}))
-    loop = asyncio.new_event_loop()
-    client = loop.run_until_complete(_client())
-    url = f"http://127.0.0.1:{port}/"
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            break
-        kind = message[0]
-        if kind == "stop":
-            break
-        try:
-            if kind == "deploy":
-                reply = _deploy(serve, message[1], message[2])
-            elif kind == "warmup":
-                loop.run_until_complete(_warmup(client, url, message[1], message[2]))
-                reply = ("ok", None)
-            elif kind == "window":
-                before = _replicas(ray)
-                out = loop.run_until_complete(_window(client, url, *message[1:]))
-                out["replaced"] = sorted(set(before) - set(_replicas(ray)))
-                reply = ("ok", out)
-            elif kind == "healthy":
-                reply = _wait_running(serve, message[1], message[2])
-            else:
-                reply = ("error", f"unknown request {kind!r}")
-        except Exception as exc:  # one line for the parent; Ray's own traceback is in the log
-            reply = ("error", f"Ray Serve: {type(exc).__name__}: {_first(exc)}")
-        conn.send(reply)
-    with contextlib.suppress(Exception):
-        loop.run_until_complete(client.close())
-    with contextlib.suppress(Exception):
-        if address is not None:
-            serve.delete(APP_NAME)
-    ray.shutdown()
-    with contextlib.suppress(OSError, BrokenPipeError):
-        conn.send(("stopped", None))
-
-
-def _first(exc: BaseException) -> str:
-    lines = [s for s in str(exc).strip().splitlines() if s.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:300]
-
-
-def _deploy(serve: Any, spec: dict[str, Any], model: str) -> tuple[str, Any]:
-    """Deploy the config-file dict ``spec`` the way ``serve run CONFIG`` does, and wait until it serves as asked.
-
-    Declarative deployment is what makes Ray Serve apply a change of ``user_config``, ``num_replicas`` or
-    ``max_ongoing_requests`` without restarting replicas (an application deployed from Python gets a new code
-    version each time, so every change would restart them). The client call is the one Ray Serve's own ``serve run``
-    makes.
-    """
-    from ray.serve.context import _get_global_client
-    from ray.serve.schema import ServeDeploySchema
-
-    schema = ServeDeploySchema.parse_obj({k: v for k, v in spec.items() if k != "http_options"})
-    _get_global_client().deploy_apps(schema)
-    want = spec["applications"][0]["deployments"][0]["num_replicas"]
-    time.sleep(0.2)  # the controller picks the new target up
-    return _wait_running(serve, want, model)
-
-
-def _wait_running(serve: Any, want: int, model: str, timeout: float = DEPLOY_TIMEOUT_S) -> tuple[str, Any]:
-    """Wait until the application runs ``want`` healthy replicas (a replica that cannot start: the model)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        app = serve.status().applications.get(APP_NAME)
-        status = "" if app is None else str(app.status)
-        if status.endswith("DEPLOY_FAILED"):
-            cause = next((s.strip() for s in reversed(app.message.splitlines()) if "Error" in s), _first(app.message))
-            return "model", f"{model}: the model failed to load in a Ray Serve replica ({cause[:300]})"
-        dep = None if app is None else app.deployments.get(DEPLOYMENT)
-        if status.endswith("RUNNING") and dep is not None and str(dep.status).endswith("HEALTHY"):
-            states = {str(k).rsplit(".", 1)[-1]: v for k, v in dep.replica_states.items()}
-            if states == {"RUNNING": want}:
-                return "ok", None
-        time.sleep(0.2)
-    return "error", f"Ray Serve: the deployment was not running as asked within {timeout:.0f} s"
-
-
-def _replicas(ray: Any) -> list[str]:
-    """Names of the live replica actors of the deployment (a new name: Ray Serve replaced a replica)."""
-    prefix = f"SERVE_REPLICA::{APP_NAME}#{DEPLOYMENT}#"
-    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(prefix))
-
-
-async def _client() -> Any:
-    import aiohttp
-
-    connector = aiohttp.TCPConnector(limit=0, force_close=False)
-    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
-
-
-async def _warmup(client: Any, url: str, bodies: list[bytes], n: int) -> None:
-    for k in range(n):
-        async with client.post(url, data=bodies[k % len(bodies)]) as r:
-            await r.read()
-
-
-async def _window(client: Any, url: str, body: bytes, arrivals: np.ndarray, max_seconds: float) -> dict[str, Any]:
-    """Send ``arrivals`` open loop; latency from each scheduled arrival to its reply (inf: none by the deadline)."""
-    import asyncio
-
-    n = len(arrivals)
-    latency = np.full(n, math.inf)
-    state = {"in_flight": 0, "failed": 0, "first_error": None}
-    samples: list[int] = []
-
-    async def one(i: int, scheduled: float) -> None:
-        try:
-            async with client.post(url, data=body) as r:
-                await r.read()
-                ok = r.status == 200
-                error = None if ok else f"HTTP {r.status}"
-        except Exception as exc:  # connection reset by a dying replica or proxy
-            ok, error = False, f"{type(exc).__name__}: {_first(exc)}"
-        state["in_flight"] -= 1
-        if ok:
-            latency[i] = (time.perf_counter() - scheduled) * 1000.0
-        else:
-            state["failed"] += 1
-            state["first_error"] = state["first_error"] or error
-
-    start = time.perf_counter() + _LEAD_S
-    deadline = start + max_seconds
-    tasks, lag = [], 0.0
-    for i, a in enumerate(arrivals):
-        scheduled = start + float(a)
-        if scheduled > deadline:
-            break
-        delay = scheduled - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        lag = max(lag, time.perf_counter() - scheduled)
-        samples.append(state["in_flight"])
-        state["in_flight"] += 1
-        tasks.append(asyncio.ensure_future(one(i, scheduled)))
-    if tasks:
-        _, pending = await asyncio.wait(tasks, timeout=max(deadline - time.perf_counter(), 0.0))
-        for t in pending:
-            t.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-    sent = len(tasks)
-    finished = latency[:sent]
-    end = time.perf_counter()
-    if sent and np.isfinite(finished).all():
-        end = start + float(np.max(arrivals[:sent] + finished / 1000.0))
-    return {
-        "start": start,
-        "end": end,
-        "sent": sent,
-        "latency_ms": finished,
-        "failed": state["failed"],
-        "first_error": state["first_error"],
-        "in_flight": samples,
-        "lag_ms": lag * 1000.0,
-    }

@@ -148,12 +148,11 @@ def write_deployment(config: Config, model_path: Path, inputs: list[list[Any]], 
     """
     import yaml  # a Ray dependency; only this export needs it
 
-    from mlsysopt.serving import rayserve_app
-
     folder.mkdir(parents=True, exist_ok=True)
     model_name = "model.onnx"
     shutil.copyfile(model_path, folder / model_name)
-    shutil.copyfile(rayserve_app.__file__, folder / f"{APP_MODULE}.py")
+    # the sibling source file, copied as is (importing it would import Ray Serve, which writing a file does not need)
+    shutil.copyfile(Path(__file__).with_name("rayserve_app.py"), folder / f"{APP_MODULE}.py")
     text = yaml.safe_dump(serve_config(config, model_name, inputs), sort_keys=False)
     header = "# Ray Serve config written by `mlsysopt serving tune`: cd here and `serve run serve_config.yaml`\n"
     (folder / CONFIG_FILE).write_text(header + text)

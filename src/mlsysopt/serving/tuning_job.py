@@ -29,15 +29,14 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mlsysopt.errors import InvalidSpace, MlsysoptError
-from mlsysopt.io import read_json, to_jsonable
+from mlsysopt.io import read_json
 from mlsysopt.serving.capacity import CapacityBackend
 from mlsysopt.serving.confirmation import confirm, measure_noise
 from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE, check_cost_model, check_tolerance, op_level_shortlist
-from mlsysopt.serving.deploy import ort_session_json, triton_config
-from mlsysopt.serving.experiment import SEARCH, TUNING_CHECKPOINT, PhaseCheckpoint, plot_tuning, recorded_phases
+from mlsysopt.serving.experiment import SEARCH, TUNING_CHECKPOINT, PhaseCheckpoint, recorded_phases
 from mlsysopt.serving.inputs import (
     DEFAULT_PROFILE,
     MAX_SECONDS,
@@ -53,22 +52,18 @@ from mlsysopt.serving.limits import check_requests
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Workload
 from mlsysopt.serving.tuners import get_tuner
+from mlsysopt.serving.tuning_phases import machine_cores, phase_sizes, probe_profile
+from mlsysopt.serving.tuning_report import tune_report
 from mlsysopt.serving.windows import StableBackend
 
 if TYPE_CHECKING:
     from mlsysopt.io import RunDir
     from mlsysopt.serving.backend import Backend
-    from mlsysopt.serving.confirmation import Confirmation
-    from mlsysopt.serving.model import ServedModel
-    from mlsysopt.serving.prior import TaskPrior
     from mlsysopt.serving.profile import ServiceProfile
-    from mlsysopt.serving.tuning import Step, TuneResult
+    from mlsysopt.serving.tuning import Step
 
 MAX_BUDGET = 100_000
-#: bounds of the confirmation and noise phases (each measurement is one or more windows of real serving)
-MAX_CONFIRM_TOP, MAX_CONFIRM_ROUNDS, MAX_NOISE_WINDOWS = 100, 1_000, 1_000
 WARM_TUNERS = ("rrl", "gp", "tpe")  # the tuners a prior warm-starts
-RAYSERVE_FOLDER = "rayserve"  # serve_config.yaml, the application module it imports, the model
 TASK_FILE = "task.json"  # the task's profile (a probe of the real engine), kept for --resume
 
 
@@ -168,7 +163,7 @@ class TuningJob(Job):
                 )
             cost_model_tolerance = check_tolerance(cost_model_tolerance)
             oracle = None if cost_model is None else check_cost_model(cost_model, engine)
-            space_probe = tuning_space(engine, _cores(engine, profile), knobs)
+            space_probe = tuning_space(engine, machine_cores(engine, profile), knobs)
             served = None
             if engine in MEASURED:
                 most = {
@@ -319,8 +314,8 @@ class TuningJob(Job):
                         self.objective, self.rounds, scores, ping("confirm"),
                     )
                 )  # fmt: skip
-            report = self._report(
-                run, result, confirmations, noise, replayed, time.perf_counter() - t0, search_s, task, bound
+            report = tune_report(
+                self, run, result, confirmations, noise, replayed, time.perf_counter() - t0, search_s, task, bound
             )
         return report
 
@@ -348,169 +343,3 @@ class TuningJob(Job):
                 on_step(s)
 
         return stored
-
-    def _report(
-        self,
-        run: RunDir,
-        result: TuneResult,
-        confirmations: list[Confirmation],
-        noise: dict[str, Any],
-        replayed: int,
-        seconds: float,
-        search_s: float,
-        task: ServiceProfile,
-        prior: TaskPrior | None,
-    ) -> dict[str, Any]:
-        from mlsysopt.serving.figures import plot_confirmation
-        from mlsysopt.serving.verdict import noise_warning, verdict
-
-        obj, last = self.objective, confirmations[-1]
-        plot_tuning(
-            result, self.space, run.file("steps.png"), run.file("heatmap.png"), name=self.tuner_name,
-            title=f"{self.tuner_name} on the {self.kind} engine", ylabel=obj.label, slo_ms=obj.slo_ms,
-            heatmap_title=f"search at {result.per_rate[-1].workload.rate:g} req/s: best {obj.label} per "
-            "(instances, max batch); blank = not measured or SLO missed", unit=obj.unit,
-            better="higher" if obj.kind == "throughput" else "lower",
-        )  # fmt: skip
-        plot_confirmation(last, obj, run.file("confirm.png"))
-        runtime = "Ray Serve" if self.kind == "rayserve" else "ONNX Runtime"
-        verdicts = [verdict(c, obj, runtime) for c in confirmations]
-        final = verdicts[-1]
-        pick = last.pick
-        files = ["steps.png", "heatmap.png", "confirm.png"]
-        if final.export or self.export_anyway:
-            name = self.stage.model.path.stem if self.stage is not None else "model"
-            chosen = final.recommended.config
-            run.write_json("ort_session_options.json", ort_session_json(chosen))
-            (run.file("config.pbtxt")).write_text(triton_config(chosen, name))
-            files += ["ort_session_options.json", "config.pbtxt"]
-            if self.stage is not None:  # a real model: the Ray Serve deployment of the chosen configuration
-                from mlsysopt.serving.rayserve_config import model_inputs, write_deployment
-
-                model = self.stage.model
-                files += write_deployment(chosen, model.path, model_inputs(model), run.file(RAYSERVE_FOLDER))
-        slo_met = pick.meets_slo
-        warnings = [w for w in [noise_warning(noise, self.rounds, self.confirm_rounds)] if w]
-        message = f"{final.words} (at {last.workload.rate:g} req/s)"
-        per_rate = []
-        for ans, conf, v in zip(result.per_rate, confirmations, verdicts, strict=True):
-            per_rate.append(
-                {
-                    "rate": ans.workload.rate,
-                    "search_best": ans.best.to_dict(),
-                    "search_value": ans.score,
-                    "search": obj.describe(ans.score),
-                    "confirmed_best": conf.pick.config.to_dict(),
-                    "confirmed_value": conf.pick.value,
-                    "confirmed_interval": list(conf.pick.interval),
-                    "confirmed": obj.describe(conf.pick.value),
-                    "default_confirmed_value": conf.default_candidate.value,
-                    "default_confirmed_interval": list(conf.default_candidate.interval),
-                    "default_confirmed": obj.describe(conf.default_candidate.value),
-                    "slo_met": conf.pick.meets_slo,
-                    "verdict": v.decision,
-                    "verdict_words": v.words,
-                    "recommended": v.recommended.config.to_dict(),
-                    "measured_configurations": len(ans.measured),
-                }
-            )
-        report = to_jsonable(
-            {
-                "command": "serving tune",
-                "backend": self.backend.describe(),
-                "settings": self.settings,
-                "seconds": seconds,
-                "search_seconds": search_s,
-                "stopped": "timeout" if result.stopped == "until" else result.stopped,
-                "stopped_by": "timeout" if result.stopped == "until" else result.stopped,  # the name every search uses
-                "replayed_from_checkpoint": replayed,
-                "task": {"profile": task.to_dict(), "source": "profile" if self.profile is not None else "probe"},
-                "prior": None if prior is None else {**prior.prior.describe(), "top": _top(prior, self, result)},
-                "cost_model": None if self.shortlist is None else self.shortlist.to_dict(),
-                "noise": noise,
-                "confirm_rounds": self.rounds,
-                "warnings": warnings,
-                "space": self.space.reduction,
-                "objective": obj.to_dict(),
-                "best": pick.config.to_dict(),
-                "best_measurement": pick.measurement.to_dict(),
-                "confirmed_value": pick.value,
-                "confirmed_interval": list(pick.interval),
-                "slo_met": slo_met,
-                "verdict": final.to_dict(obj),
-                "recommended": final.recommended.config.to_dict(),
-                "message": message,
-                "per_rate": per_rate,
-                "search": {"per_rate": [a.to_dict() for a in result.per_rate], "message": result.message},
-                "confirmation": [c.to_dict(obj) for c in confirmations],
-                "measurements": [s.measurement.to_dict() for s in result.steps],
-                "files": files,
-            }
-        )
-        run.write_json("result.json", report)
-        return report
-
-
-def phase_sizes(
-    budget: int, confirm_top: int | None = None, confirm_rounds: int | None = None, noise_windows: int | None = None
-) -> tuple[int, int, int]:
-    """Confirmation candidates, rounds and noise windows for a search of ``budget`` measurements per rate.
-
-    A given value is checked and kept; a missing one scales with the budget, so that a small budget gets an answer
-    in minutes: ``confirm_top`` = ceil(budget / 4) up to 3 (budget 3: the pick against the default), ``confirm_rounds``
-    = 3 (the noise may add rounds, up to the budget), ``noise_windows`` = the budget, from 2 to 5.
-
-    Args:
-        budget: Search measurements per rate, >= 1.
-        confirm_top: Candidates confirmed (None: scaled).
-        confirm_rounds: Interleaved rounds (None: 3).
-        noise_windows: Windows of the noise phase (None: scaled).
-
-    Returns:
-        tuple[int, int, int]: ``(confirm_top, confirm_rounds, noise_windows)``.
-
-    Raises:
-        MlsysoptError: If a given value is out of range.
-    """
-    top = min(3, math.ceil(budget / 4)) if confirm_top is None else confirm_top
-    rounds = 3 if confirm_rounds is None else confirm_rounds
-    noise = min(5, max(2, budget)) if noise_windows is None else noise_windows
-    for name, value, low, high in (
-        ("--confirm-top", top, 1, MAX_CONFIRM_TOP),
-        ("--confirm-rounds", rounds, 1, MAX_CONFIRM_ROUNDS),
-        ("--noise-windows", noise, 2, MAX_NOISE_WINDOWS),
-    ):
-        if not low <= value <= high:
-            raise MlsysoptError(f"{name} {value} must be {low} to {high:,}")
-    return int(top), int(rounds), int(noise)
-
-
-def _top(prior: TaskPrior, job: TuningJob, result: TuneResult, k: int = 5) -> list[dict[str, Any]]:
-    """The prior's top configurations at the first rate, as it predicted them."""
-    w = job.workloads[0]
-    scores = prior.scores(job.space, w, job.objective)
-    return [
-        {**c.to_dict(), "predicted": job.objective.describe(float(scores[job.space.index(c)]))}
-        for c in prior.ranked(job.space, w, job.objective, k)
-    ]
-
-
-def probe_profile(model: ServedModel, cores: int, seed: int = 0) -> ServiceProfile:
-    """A quick service profile of a served model: batches of 1, 4 and 16 rows with 1 and 2 intra-op threads
-    (3 runs each), the dispatch overhead from a low-rate run, and the model's facts (FLOPs, parameters, input)."""
-    from dataclasses import replace
-
-    from mlsysopt.serving.experiment import calibrate_dispatch, measure_profile
-
-    intra = (1, 2) if cores >= 2 else (1,)
-    prof, _ = measure_profile(model, (1, 4, 16), intra, (1,), repeats=3, cores=cores, name=model.path.name)
-    prof, _ = calibrate_dispatch(model, prof, seed=seed, requests=40)
-    return replace(prof, **model.facts())
-
-
-def _cores(engine: str, profile: str | None) -> int:
-    from mlsysopt.serving.inputs import machine_threads
-
-    if engine == "sim":
-        return resolve_profile(DEFAULT_PROFILE if profile is None else profile).cores
-    return machine_threads()
