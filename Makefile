@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
 	$(MAKE) system-packages
-	$(PY) -m pip install -q -e ".[dev,ray,postgres]"
+	$(PY) -m pip install -q -e ".[dev,ray,postgres,docs]"
 	touch $(STAMP)
 
 lint: $(STAMP)
@@ -40,6 +40,11 @@ system-packages:
 # Headless Chromium renders the demo page in tests/report/test_page_chromium.py (Debian package; run as root).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
+
+# The documentation site (mkdocs.yml, docs/): --strict, so a broken link or a missing reference fails the build.
+.PHONY: docs
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site
 
 demo: $(STAMP)
 	$(VENV)/bin/mlsysopt demo --out runs/demo

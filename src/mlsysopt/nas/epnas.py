@@ -366,8 +366,8 @@ class EPNASColdConfig(EPNASConfig):
     """EPNAS without transfer: the same knobs, ``prior="none"`` by default (its own defaults; see the module doc).
 
     Args:
-        every knob of :class:`EPNASConfig`; the defaults that differ: ``prior="none"``, ``predicted_update=0.0``,
-            ``prior_steps=0``.
+        knobs: Every knob of :class:`EPNASConfig`; the defaults that differ: ``prior="none"``,
+            ``predicted_update=0.0``, ``prior_steps=0``.
     """
 
     prior: str = knob("none", choices=PRIORS)

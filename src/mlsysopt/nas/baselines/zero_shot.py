@@ -45,6 +45,8 @@ class ZeroShot(Searcher[ZeroShotConfig]):
             what it raises).
         config: a :class:`ZeroShotConfig` (None: its defaults).
         prior: A transfer prior (:class:`~mlsysopt.nas.prior.TransferPrior`); None: the space's own (if any).
+
+    Raises:
         MlsysoptError: Also if neither ``prior`` nor the space gives a transfer prior.
     """
 

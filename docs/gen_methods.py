@@ -1,0 +1,209 @@
+"""The "which method should I use" tables, built from the benchmark JSON files (never typed by hand).
+
+The docs hook (``docs/hooks.py``) puts the tables where ``methods.md`` says ``<!-- methods-table -->``; run this file
+to print them: ``python docs/gen_methods.py [BENCHMARK_DIR]`` (default ``docs/benchmarks``). Each row is one
+situation (a budget, an execution semantics, a data set): the best method measured there, the command's default
+and its figure, and the file the figures come from.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _load(bench: Path, name: str) -> dict:
+    return json.loads((bench / name).read_text())
+
+
+def _ci(pair) -> str:
+    return f" [{pair[0]:.3f}, {pair[1]:.3f}]" if pair else ""
+
+
+def _best(values: Mapping[str, float], lower_is_better: bool, key: Callable[[str], float] | None = None) -> str:
+    order = sorted(values, key=key or (lambda name: values[name]))
+    return order[0] if lower_is_better else order[-1]
+
+
+def _mode(key: str) -> str:
+    """A benchmark key as the CLI spells the mode (``gst_efd`` -> ``gst+efd``)."""
+    return key.replace("gst_", "gst+") if key.startswith("gst_") else key
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def placement(bench: Path) -> str:
+    data = _load(bench, "placement.json")
+    default = data["default_method"]
+    rows = []
+    for semantics in ("ordered", "fifo"):
+        block = data["semantics"][semantics]
+        for label, part in (("equal evaluations", block), ("1 s of wall clock", block["wall_clock"])):
+            ratios, cis = part["geomean_ratio_to_heft"], part["ci95_ratio_to_heft"]
+            best = _best(ratios, lower_is_better=True)
+            low, high = cis[best]
+            verdict = (
+                "is the best"
+                if best == default
+                else ("ties (inside the best's 95% CI)" if low <= ratios[default] <= high else "is behind")
+            )
+            rows.append(
+                [
+                    f"`--execution {semantics}`, {label}",
+                    f"`{best}` {ratios[best]:.3f}×{_ci(cis.get(best))}",
+                    f"`{default}` {ratios[default]:.3f}×{_ci(cis.get(default))}: {verdict}",
+                    f"`heft` 1.000×, `saga_best` {ratios['saga_best']:.3f}×",
+                ]
+            )
+    anytime = data["semantics"]["ordered"]["anytime"]["learned_over_uniform"]
+    why = (
+        f"The default needs no policy: GiPH's learned proposals reach 1% of the final makespan in "
+        f"{anytime['evals_to_1pct']:.2f}× the evaluations of uniform ones but take {anytime['seconds_to_1pct']:.2f}× "
+        f"the seconds (`ordered`), so at a time budget they do not pay. Problems: {len(data['problems'])} held-out, "
+        f"{data['setup']['seeds']} seeds; date {data['setup']['date'][:10]}; `docs/benchmarks/placement.json`."
+    )
+    header = ["situation", "best measured (geomean makespan ÷ HEFT, 95% CI)", "default", "references"]
+    return _table(header, rows) + "\n\n" + why
+
+
+def serving(bench: Path) -> str:
+    data = _load(bench, "serving_heldout.json")
+    tuners = data["heldout"]
+    default = "rrl"
+    rows = []
+    for label, field, mean_field in (
+        ("first tune of a workload", "median", "mean"),
+        ("after a rate change (30 measurements at A, then 1.5 × A)", "shift_median", "shift_p90"),
+    ):
+        values = {name: t[field] for name, t in tuners.items()}
+        best = _best(
+            values, lower_is_better=True, key=lambda name, f=field, m=mean_field: (t := tuners[name])[f] * 1e6 + t[m]
+        )
+        rows.append(
+            [
+                label,
+                f"`{best}` {values[best]:g}",
+                f"`{default}` (cold) {values[default]:g}, `rrl` with `--prior preset` {values['rrl_warm']:g}",
+                f"Optuna GP cold {values['gp']:g}, random {values['random']:g}",
+            ]
+        )
+    gp = data["ratio_rrl_warm_to_gp_cold"]
+    why = (
+        f"Median simulated measurements to within 5% of the optimum (a miss counts {data['heldout_study']['cap'] + 1}) "
+        f"on {len(data['heldout_study']['split'])} held-out presets × {data['heldout_study']['seeds']} seeds. RRL with "
+        f"the shipped prior (`--prior preset`) over Optuna GP cold: {gp[0]:.3f} [{gp[1]:.3f}, {gp[2]:.3f}]; warm "
+        f"GP/TPE (the same prior) tie it at the median. Without any prior, RRL and GP tie. Date {data['date']}; "
+        "`docs/benchmarks/serving_heldout.json`."
+    )
+    header = ["situation", "best measured (median measurements)", "`serving tune` default", "references"]
+    return _table(header, rows) + "\n\n" + why
+
+
+def nas(bench: Path) -> str:
+    data = _load(bench, "nas_issue23_full.json")
+    default = "epnas"
+    rows = []
+    for budget, regrets in data["val_regret"].items():
+        best = _best(regrets, lower_is_better=True)
+        if best == default:
+            others = {m: r for m, r in data["ci95_val_regret_ratio"][budget].items() if m != default}
+            runner = _best({m: regrets[m] for m in others}, lower_is_better=True)
+            ratio = others[runner]
+            verdict = f"is the best; ÷ `{runner}` {ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}]"
+        else:
+            ratio = data["ci95_val_regret_ratio"][budget][best]
+            verdict = f"÷ `{best}` {ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}]"
+        rows.append(
+            [
+                f"`--budget {budget}`",
+                f"`{best}` {regrets[best]:.4f}",
+                f"`{default}` {regrets[default]:.4f}: {verdict}",
+                f"`epnas_cold` {regrets['epnas_cold']:.4f}, `bananas` {regrets['bananas']:.4f}, "
+                f"`random` {regrets['random']:.4f}",
+            ]
+        )
+    settings = data["settings"]
+    why = (
+        f"Mean validation regret (lower is better) on {len(settings['datasets'])} held-out NAS-Bench-Graph tables "
+        f"({', '.join(settings['datasets'])}), {settings['seeds']} seeds, tight and single-limit constraints; every "
+        f"returned cell met the hard limits. The transfer prior helps at small budgets and costs at large ones: at 100 "
+        f"evaluations use `--method epnas_cold` or `bananas`. Date {data['date'][:10]}; "
+        "`docs/benchmarks/nas_issue23_full.json`."
+    )
+    header = ["budget", "best measured (mean validation regret)", "`nas search` default", "references"]
+    return _table(header, rows) + "\n\n" + why
+
+
+def costmodel(bench: Path) -> str:
+    data = _load(bench, "gst_full.json")
+    default = "gst_efd"
+    rows = []
+    synthetic = {name: q for name, q in data["quality"].items() if name != "real"}
+    for label, quality in (
+        ("SYNTHETIC layout graphs of 21k–88k nodes", synthetic),
+        ("REAL `real:cpu`", data["quality"]["real"]),
+    ):
+        opa = {name: q["opa"] for name, q in quality.items()}
+        best = _best(opa, lower_is_better=False)
+        rows.append(
+            [
+                label,
+                f"`{_mode(best)}` {opa[best]:.4f}{_ci(quality[best].get('opa_ci'))}, {quality[best]['run_s']:.0f} s",
+                f"`gst+efd` {opa[default]:.4f}{_ci(quality[default].get('opa_ci'))}, {quality[default]['run_s']:.0f} s",
+                f"`full` {opa['full']:.4f}, `lightgbm` {opa['lightgbm']:.4f}",
+            ]
+        )
+    memory = data["memory_mb"]
+    rows.append(
+        [
+            f"graphs of {memory['nodes'][0]:,}–{memory['nodes'][-1]:,} nodes (training-step memory)",
+            f"`gst` {memory['gst'][0]:.1f} → {memory['gst'][-1]:.1f} MB",
+            "`gst+efd` (segments)",
+            f"`full` {memory['full'][0]:.0f} → {memory['full'][-1]:,.0f} MB",
+        ]
+    )
+    oracle = _load(bench, "latency_oracle.json")
+    within = oracle["within10"]
+    best = _best(within, lower_is_better=False)
+    rows.append(
+        [
+            "latency oracle: predicted ms of a held-out model",
+            f"`{best}` {within[best]:.0%} within ±10%, Spearman {oracle['spearman'][best]:.3f}",
+            f"`builtin` = `{oracle['default_oracle']}`",
+            f"`flops` {within['flops']:.0%} within ±10%",
+        ]
+    )
+    why = (
+        "Held-out ordered-pair accuracy (OPA, higher is better) and training seconds, 3 seeds. On the small real "
+        "graphs LightGBM ties GST+EFD and trains in a fraction of the time (`--mode lightgbm`); GST+EFD is for graphs "
+        "too big for full-graph training, where its step memory stays flat. Dates "
+        f"{data['date']} (`docs/benchmarks/gst_full.json`) and `docs/benchmarks/latency_oracle.json` "
+        f"(default oracle: {oracle['default_rule']})."
+    )
+    header = ["data", "best measured", "`costmodel train` default", "references"]
+    return _table(header, rows) + "\n\n" + why
+
+
+SECTIONS = (
+    ("Placement: `mlsysopt placement place --method`", placement),
+    ("Serving: `mlsysopt serving tune --tuner`", serving),
+    ("NAS: `mlsysopt nas search --method`", nas),
+    ("Cost models: `mlsysopt costmodel train --mode` and the latency oracle", costmodel),
+)
+
+
+def methods_markdown(bench: Path = HERE / "benchmarks") -> str:
+    """Every system's table as Markdown (``###`` sections)."""
+    return "\n\n".join(f"### {title}\n\n{build(Path(bench))}" for title, build in SECTIONS) + "\n"
+
+
+if __name__ == "__main__":
+    print(methods_markdown(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "benchmarks"))

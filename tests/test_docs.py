@@ -1,0 +1,110 @@
+"""The documentation site builds with ``mkdocs build --strict`` and holds what its pages promise.
+
+Strict means no broken link, no missing anchor, no unresolved API reference and no griffe warning on a docstring;
+the hook (``docs/hooks.py``) also stops the build when the generated CLI reference lacks its commands. Then the built
+site must have every page of the nav, the API pages must list known public names, the CLI page known commands, the
+"which method" tables the figures of the benchmark JSON files, and the benchmark figures must be copied. Runs only
+where the ``docs`` extra is installed (``make install`` installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+for _module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python", "mkdocs_typer2"):
+    pytest.importorskip(_module)
+
+import yaml  # noqa: E402  (after the skips: PyYAML comes with mkdocs)
+
+#: one worker builds the site once for every test here (`make test` runs pytest-xdist with --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("docs_site")
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "docs" / "benchmarks"
+
+#: page -> names its built HTML must contain
+MUST_LIST = {
+    "reference/api/placement": ["GiPH", "HEFT", "PlacementProblem", "apply_device_map"],
+    "reference/api/serving": ["RRL", "SimulatedEngine", "Space", "Workload"],
+    "reference/api/costmodel": ["TrainConfig", "LatencyOracle", "train"],
+    "reference/api/nas": ["EPNAS", "Constraints", "run_search", "Study"],
+    "reference/api/graph": ["CompGraph", "DeviceCluster", "simulate"],
+    "reference/api/store": ["RunStore", "record_trial"],
+    "reference/api/io": ["RunDir", "write_json_atomic"],
+    "reference/api/errors": ["MlsysoptError", "InvalidGraph", "StoreError"],
+    "reference/cli": ["mlsysopt placement place", "mlsysopt serving tune", "mlsysopt nas search", "--engine"],
+}
+
+
+def _nav_pages(nav) -> list[str]:
+    pages: list[str] = []
+    for entry in nav:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages += _nav_pages(value) if isinstance(value, list) else [value]
+    return pages
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"), "-d", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return out
+
+
+def _page(site: Path, page: str) -> str:
+    path = site / ("index.html" if page == "index" else f"{page}/index.html")
+    assert path.is_file(), f"{page}: not built"
+    return path.read_text()
+
+
+def test_every_page_of_the_nav_is_built(site: Path) -> None:
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    pages = [page.removesuffix(".md") for page in _nav_pages(nav)]
+    assert len(pages) >= 20
+    for page in pages:
+        html = _page(site, page)
+        assert "<h1" in html, f"{page}: no title"
+
+
+@pytest.mark.parametrize("page", sorted(MUST_LIST))
+def test_reference_pages_list_known_names(site: Path, page: str) -> None:
+    html = _page(site, page)
+    missing = [name for name in MUST_LIST[page] if name not in html]
+    assert not missing, f"{page} lacks {missing}"
+
+
+def test_methods_tables_carry_the_benchmark_figures(site: Path) -> None:
+    html = _page(site, "methods")
+    placement = json.loads((BENCH / "placement.json").read_text())
+    default = placement["default_method"]
+    ratio = placement["semantics"]["ordered"]["geomean_ratio_to_heft"][default]
+    assert f"{ratio:.3f}×" in html
+    nas = json.loads((BENCH / "nas_issue23_full.json").read_text())
+    assert f"{nas['val_regret']['100']['epnas_cold']:.4f}" in html
+    assert "methods-table" not in html  # the marker was replaced
+
+
+def test_benchmark_figures_are_embedded_and_every_image_exists(site: Path) -> None:
+    html = _page(site, "benchmarks")
+    for png in ("placement.png", "gst_full.memory.png"):
+        assert f'src="{png}"' in html, f"benchmarks: {png} not embedded"
+    for png in ("nas_regret.png", "serving_heldout.png", "oracle_predicted_vs_measured.png"):  # docs/gen_figures.py
+        assert f'src="../figures/{png}"' in html, f"benchmarks: figures/{png} not embedded"
+        assert (site / "figures" / png).stat().st_size > 10_000
+    images = 0
+    for page in site.rglob("index.html"):
+        for src in re.findall(r'<img[^>]*\ssrc="([^"]+)"', page.read_text()):
+            if not src.startswith(("http:", "https:", "data:")):
+                images += 1
+                assert (page.parent / src).resolve().is_file(), f"{page.relative_to(site)}: missing image {src}"
+    assert images >= 8
