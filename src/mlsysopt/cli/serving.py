@@ -36,6 +36,7 @@ from mlsysopt.cli.serving_io import (
     print_measurements,
     print_tuning,
 )
+from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.limits import parse_shape
 from mlsysopt.runtime import check_parallel
 from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE
@@ -300,29 +301,80 @@ def serving_study(
     address: AddressOpt = None,
     seed: SeedOpt = 0,
     prior: PriorOpt = None,
+    engine: EngineOpt = "sim",
+    model: ModelOpt = None,
+    slo_ms: SloOpt = None,
+    instances: Annotated[str | None, typer.Option("--instances", help="Measured engines: instance counts.")] = None,
+    max_batch: Annotated[str | None, typer.Option("--max-batch", help="Measured engines: max batch sizes.")] = None,
+    intra: KnobListOpt = None,
+    window_s: WindowOpt = 1.0,
+    port: PortOpt = None,
+    resume: Annotated[
+        bool, typer.Option("--resume/--no-resume", help="Measured engines: continue the tables after a kill.")
+    ] = False,
 ) -> None:
-    """Tuners x seeds on the simulated engine: measurements to within 5% of the exhaustive optimum, and after a rate
-    change. The exhaustive tables and the runs go through --backend local|ray with --workers parallel tasks.
-    A tuner named NAME_warm (rrl_warm, gp_warm, tpe_warm) is warm-started from --prior.
+    """Tuners x seeds: measurements to within 5% of the exhaustive optimum, and after a rate change. On the simulated
+    engine the exhaustive tables and the runs go through --backend local|ray with --workers parallel tasks; a tuner
+    named NAME_warm (rrl_warm, gp_warm, tpe_warm) is warm-started from --prior. With --engine real|rayserve and
+    --model, every configuration of the grid (narrowed by --instances/--max-batch/--intra) is measured here at both
+    --rate A,B (checkpointed, --resume), then the tuners replay the measured tables (--address: the Ray cluster).
 
     Writes RUN_DIR/result.json and study.png. About a minute for the defaults on 2 cores.
     """
     from mlsysopt.serving.study import StudyJob
 
-    check_parallel(workers, backend, address)
     names = parse_list(tuners, "--tuners", str)
     rates = parse_list(rate, "--rate", float)
+    if engine != "sim":
+        _measured_study(
+            out, names, engine, model, rates, seeds, slo_ms, {"instances": instances, "max_batch": max_batch,
+            "intra_threads": intra}, requests, window_s, cap_fraction, seed, resume, address, port,
+        )  # fmt: skip
+        return
+    measured_only = (model, slo_ms, instances, max_batch, intra, port)
+    if resume or any(v is not None for v in measured_only):
+        raise InvalidOption(
+            "--model, --slo-ms, --resume, --port and the knob lists (--instances, --max-batch, --intra) are for a "
+            "measured study (--engine real|rayserve)"
+        )
+    check_parallel(workers, backend, address)
     job = StudyJob(
         out, tuners=names, seeds=seeds, profile=profile, rates=rates, cap_fraction=cap_fraction, requests=requests,
         workers=workers, backend=backend, address=address, seed=seed, prior=prior,
     )  # fmt: skip
     with err_console.status(f"{job.describe()}"):
         result = job.run()
+    _print_study(result, names, f"simulated study: {result['space_size']:,} configurations, {seeds} seeds")
+    console.print(f"wrote {out / 'result.json'}, {out / 'study.png'}")
+
+
+def _measured_study(out: Path, names: list[str], engine: str, model: str | None, rates: list[float], *args) -> None:
+    """``serving study --engine real|rayserve``: measured tables, then the tuners replayed on them."""
+    from mlsysopt.serving.inputs import KNOB_OPTIONS
+    from mlsysopt.serving.measured_study import MeasuredStudyJob
+
+    seeds, slo_ms, given, requests, window_s, cap_fraction, seed, resume, address, port = args
+    if model is None:
+        raise InvalidOption(f"--engine {engine} needs --model (an .onnx file, zoo:NAME or file.py:factory)")
+    knobs = {k: parse_list(v, KNOB_OPTIONS[k], int) for k, v in given.items()}
+    with err_console.status("checking the inputs and starting the engine"):
+        job = MeasuredStudyJob(
+            out, names, engine, model, rates, seeds=seeds, slo_ms=slo_ms, knobs=knobs, requests=requests,
+            window_s=window_s, cap_fraction=cap_fraction, seed=seed, resume=resume, address=address, port=port,
+        )  # fmt: skip
+    with job:
+        err_console.print(job.describe())
+        with measurement_progress(job.measurements) as progress:
+            result = job.run(progress.tick)
+    title = f"measured study ({engine}): {result['space_size']:,} configurations, {len(job.seeds)} seeds"
+    _print_study(result, names, title)
+    console.print(f"wrote {out / 'result.json'}, {out / 'study.png'}")
+
+
+def _print_study(result: dict, names: list[str], title: str) -> None:
     from rich.table import Table
 
-    table = Table(
-        title=f"simulated study: {result['space_size']:,} configurations, {seeds} seeds", title_justify="left"
-    )
+    table = Table(title=title, title_justify="left")
     for col in ("tuner", "median measurements to 5%", "after the rate change", "reached"):
         table.add_column(col, justify="left" if col == "tuner" else "right")
     for name in names:
@@ -330,4 +382,3 @@ def serving_study(
             name, f"{result['evals_to_5pct'][name]:g}", f"{result['shift'][name]:g}", f"{result['reached'][name]:.0%}"
         )
     console.print(table)
-    console.print(f"wrote {out / 'result.json'}, {out / 'study.png'}")

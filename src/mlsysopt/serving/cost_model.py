@@ -78,11 +78,14 @@ def check_tolerance(tolerance: float) -> float:
 
 def check_cost_model(run: str | Path, engine: str) -> Any:
     """The latency oracle ``run`` names (``builtin``, an oracle folder or a logmse GST run), loaded once; refused
-    before anything is measured or written when it cannot predict milliseconds or the engine is not the real one."""
+    before anything is measured or written when it cannot predict milliseconds or the engine serves no ONNX Runtime
+    session (the simulator); on Ray Serve it narrows each replica's session options."""
     from mlsysopt.costmodel.oracle.api import load_oracle
 
-    if engine != "real":
-        raise InvalidOption(f"--cost-model {run}: it predicts ONNX Runtime sessions, for --engine real (not {engine})")
+    if engine not in ("real", "rayserve"):
+        raise InvalidOption(
+            f"--cost-model {run}: it predicts ONNX Runtime sessions, for --engine real or rayserve (not {engine})"
+        )
     return load_oracle(run)
 
 
