@@ -118,6 +118,10 @@ def test_tune_cost_objective_with_an_unmeetable_slo_says_slo_missed(tmp_path: Pa
         "confirm.png",
     ]
     assert not (tmp_path / "r" / "config.pbtxt").exists() and not (tmp_path / "r" / "ort_session_options.json").exists()
+    # and serve --config refuses the result: it recommends no configuration
+    refused = run_inprocess("serving", "serve", "--config", tmp_path / "r" / "result.json", "--out", "s", cwd=tmp_path)
+    assert_user_error(refused, "verdict 'SLO missed'")
+    assert not (tmp_path / "s").exists()
 
 
 @pytest.mark.quiet
