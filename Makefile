@@ -22,6 +22,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests benchmarks
 	$(VENV)/bin/lint-imports
 
+# Bytecode caches on for the tests, even where the environment turns them off (PYTHONDONTWRITEBYTECODE=1): without
+# them every pytest process rewrites the asserts of every test module again (~6 s each), and every interpreter the
+# suite starts (CLI runs, pool and Ray workers) compiles the mlsysopt modules it imports again (~0.2 s each).
+test test-durations: export PYTHONDONTWRITEBYTECODE :=
+
 # Tests marked `quiet` compare real timings of two runs: they run alone afterwards, not beside another worker.
 test: lint chromium
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not quiet"

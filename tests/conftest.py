@@ -121,6 +121,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m quiet`` (make test's second run) imports only the test modules that mention ``quiet``: a quiet test is
+    marked ``@pytest.mark.quiet`` in its own module, and importing every other module (torch, Ray, ...) to deselect
+    its tests cost ~10 s of a run that holds one test."""
+    if (config.option.markexpr or "").strip() != "quiet" or collection_path.suffix != ".py":
+        return None
+    if not collection_path.name.startswith("test_"):
+        return None
+    try:
+        return b"quiet" not in collection_path.read_bytes() or None
+    except OSError:
+        return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     try:
         known = json.loads(_DURATIONS.read_text())
