@@ -132,7 +132,8 @@ def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(tmp
     r = run(
         "serving", "tune", "--out", str(out), "--engine", "rayserve", "--model", "zoo:cnn", "--rate", "30",
         "--budget", "1", "--slo-ms", "2000", "--window-s", "0.4", "--requests", "40", "--max-batch", "1,4",
-        "--instances", "1", "--intra", "1", "--inter", "1", "--batch-timeout-ms", "1", cwd=tmp_path, timeout=300,
+        "--instances", "1", "--intra", "1", "--inter", "1", "--batch-timeout-ms", "1", "--confirm-rounds", "1",
+        cwd=tmp_path, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "left, " in r.stderr and "s so far" in r.stderr  # piped: plain progress lines with the time left
