@@ -88,7 +88,7 @@ _EXPORTS = {
     # simulator studies on any executor
     "run_study": "mlsysopt.serving.study",
     "exhaustive_tables": "mlsysopt.serving.study",
-    "StudyJob": "mlsysopt.serving.study",
+    "StudyJob": "mlsysopt.serving.study_job",
 }
 
 if TYPE_CHECKING:
@@ -122,7 +122,8 @@ if TYPE_CHECKING:
     from mlsysopt.serving.simulator import SimulatedEngine
     from mlsysopt.serving.space import KNOBS, Config, Space, Workload
     from mlsysopt.serving.stats import mean_ci, median_ci
-    from mlsysopt.serving.study import StudyJob, exhaustive_tables, run_study
+    from mlsysopt.serving.study import exhaustive_tables, run_study
+    from mlsysopt.serving.study_job import StudyJob
     from mlsysopt.serving.tuners import (
         RRL,
         TUNERS,

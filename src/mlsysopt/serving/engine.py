@@ -276,11 +276,7 @@ class Engine(Backend):
         t_wall = time.perf_counter()
         self._check(config)
         size = workload.request_size
-        if size > 1 and not self.model.batchable:
-            raise InvalidModel(
-                f"{self.model.path}: requests of {size} rows need a dynamic batch axis the model lacks: "
-                "re-export it with a dynamic batch axis or use request size 1"
-            )
+        self.model.check_request_size(size)
         self.configure(config)
         self._warm_up(config, size)
         arrivals = self.arrivals(workload, window)

@@ -260,6 +260,14 @@ class ServedModel:
                 f"batches of {max_batch} rows: re-export it with a dynamic batch axis or use max batch 1"
             )
 
+    def check_request_size(self, rows: int) -> None:
+        """Raise :class:`InvalidModel` if requests of ``rows`` rows need a batch axis the model lacks."""
+        if rows > 1 and not self.batchable:
+            raise InvalidModel(
+                f"{self.path}: requests of {rows} rows need a dynamic batch axis the model lacks: "
+                "re-export it with a dynamic batch axis or use request size 1"
+            )
+
     def __repr__(self) -> str:
         shapes = ", ".join(f"{n}: {self.sample_shapes[n]} {self.dtypes[n]}" for n in self.input_names)
         return f"ServedModel({self.path.name}; {shapes}; batchable={self.batchable})"

@@ -179,11 +179,7 @@ class RayServeEngine(Backend):
         """Deploy ``config`` if needed, warm it up, send the window's arrivals over HTTP and summarize them."""
         t_wall = time.perf_counter()
         size = workload.request_size
-        if size > 1 and not self.model.batchable:
-            raise InvalidModel(
-                f"{self.model.path}: requests of {size} rows need a dynamic batch axis the model lacks: "
-                "re-export it with a dynamic batch axis or use request size 1"
-            )
+        self.model.check_request_size(size)
         self.configure(config)
         body = self._body(size)
         warm = [self._body(max(size, (config.max_batch // size) * size)), body]
