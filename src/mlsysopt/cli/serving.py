@@ -321,7 +321,7 @@ def serving_study(
 
     Writes RUN_DIR/result.json and study.png. About a minute for the defaults on 2 cores.
     """
-    from mlsysopt.serving.study import StudyJob
+    from mlsysopt.serving.study_job import StudyJob
 
     names = parse_list(tuners, "--tuners", str)
     rates = parse_list(rate, "--rate", float)
