@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -114,16 +113,11 @@ def confirm_pair(stable: Any, pick: Any, best: Any, rate: float, objective: Any,
     return {"pick_p99_ms": med[pick], "best_p99_ms": med[best], "ratio": med[pick] / med[best]}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def deploy_check(folder: Path, config: Any, rate: float) -> dict[str, Any]:
     """Deploy ``folder/serve_config.yaml`` with Ray Serve's own ``serve run``; knobs read back, p99 over HTTP."""
     import yaml
 
+    from mlsysopt.ports import free_port
     from mlsysopt.serving.rayserve_config import deployment_options
     from mlsysopt.serving.rayserve_driver import http_p99_ms
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from mlsysopt.errors import InvalidModel, MlsysoptError
+from mlsysopt.ports import free_port
 from mlsysopt.serving.inputs import load_config
 from mlsysopt.serving.model import ServedModel, export_zoo_onnx
 from mlsysopt.serving.rayserve import RayServeEngine
@@ -149,9 +150,7 @@ def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(tmp
             loaded = replace(loaded, batch_timeout_ms=chosen.batch_timeout_ms)
         assert loaded == chosen, name
     # Ray Serve's own entry point deploys the file as written (on a free port)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     conf = yaml.safe_load((folder / "serve_config.yaml").read_text())
     conf["http_options"]["port"] = port
     (folder / "serve_config.yaml").write_text(yaml.safe_dump(conf))

@@ -15,7 +15,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlsysopt.errors import MlsysoptError
+from mlsysopt.ports import free_port
 
 START_TIMEOUT_S = 60.0
 #: Seconds a stopped node's raylet gets to leave the cluster after SIGTERM, then `ray start` (which ignores it) gets.
@@ -38,12 +38,6 @@ def _name(proc: object) -> str:
         return proc.name()  # type: ignore[attr-defined,no-any-return]
     except psutil.Error:
         return ""
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _ray_cli() -> str:
@@ -97,7 +91,7 @@ class LocalRayCluster:
         self.token = secrets.token_hex(16)
         self.temp_dir = Path(tempfile.mkdtemp(prefix="msray-", dir="/tmp"))
         self.head_ip = f"{self.prefix}.2"
-        self.port = _free_port(self.head_ip)
+        self.port = free_port(self.head_ip)
         self._next_ip = 3
 
     @property
@@ -116,11 +110,11 @@ class LocalRayCluster:
         log = self.temp_dir / f"node-{ip}.log"
         cmd = [_ray_cli(), "start", "--block", f"--node-ip-address={ip}", f"--num-cpus={cpus}"]
         cmd += [f"--object-store-memory={self.object_store_mb * 2**20}", "--disable-usage-stats"]
-        cmd += [f"--dashboard-agent-listen-port={_free_port(ip)}", f"--runtime-env-agent-port={_free_port(ip)}"]
-        cmd += [f"--metrics-export-port={_free_port(ip)}"]
+        cmd += [f"--dashboard-agent-listen-port={free_port(ip)}", f"--runtime-env-agent-port={free_port(ip)}"]
+        cmd += [f"--metrics-export-port={free_port(ip)}"]
         if head:
             cmd += ["--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self.temp_dir}"]
-            cmd += [f"--ray-client-server-port={_free_port(ip)}"]
+            cmd += [f"--ray-client-server-port={free_port(ip)}"]
         else:
             cmd += [f"--address={self.address}"]
         fh = log.open("w")

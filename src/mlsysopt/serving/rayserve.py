@@ -41,17 +41,19 @@ from mlsysopt.text import plural
 START_TIMEOUT_S = 180.0
 
 
-def free_port(port: int | None = None) -> int:
-    """``port`` if it is free on 127.0.0.1 (else one clear error), or a free port chosen by the OS when None."""
+def check_port(port: int | None) -> int | None:
+    """``port`` if it is free on 127.0.0.1 (else one clear error); None stays None (the driver picks one)."""
+    if port is None:
+        return None
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
-            s.bind(("127.0.0.1", 0 if port is None else int(port)))
+            s.bind(("127.0.0.1", int(port)))
         except OSError as exc:
             raise MlsysoptError(
                 f"--port {port}: the HTTP port is taken on 127.0.0.1 ({exc.strerror}); choose another or leave "
                 "--port out (a free one is picked)"
             ) from None
-        return int(s.getsockname()[1])
+    return int(port)
 
 
 class RayServeEngine(Backend):
@@ -104,7 +106,7 @@ class RayServeEngine(Backend):
         self.max_threads = max_threads if max_threads is not None else self.cores
         self.address = address
         check_reachable(address)
-        self.port = free_port(port)
+        self.port = check_port(port)
         self.config: Config | None = None
         self.log = log or os.path.join(tempfile.gettempdir(), f"mlsysopt-rayserve-{os.getpid()}.log")
         self.inputs = model_inputs(model)
@@ -121,6 +123,7 @@ class RayServeEngine(Backend):
             self.close()
             raise MlsysoptError(info)
         self.versions = info
+        self.port = int(info["port"])
 
     # ------------------------------------------------------------------ the child process
     def _receive(self, timeout: float, doing: str) -> tuple[str, Any]:

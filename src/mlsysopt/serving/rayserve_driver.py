@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.errors import MlsysoptError
+from mlsysopt.ports import free_port
 from mlsysopt.serving.loadgen import workload_arrivals
 from mlsysopt.serving.model import ServedModel
 from mlsysopt.serving.rayserve_config import APP_NAME, DEPLOYMENT
@@ -64,8 +65,11 @@ def http_p99_ms(port: int, model_path: str | os.PathLike, rate: float, seconds: 
     return float(np.percentile(out["latency_ms"], 99))
 
 
-def driver_main(conn: Any, address: str | None, port: int, log: str) -> None:
-    """Entry point of the child process: start (or join) Ray and Ray Serve, then deploy and measure on request."""
+def driver_main(conn: Any, address: str | None, port: int | None, log: str) -> None:
+    """Entry point of the child process: start (or join) Ray and Ray Serve, then deploy and measure on request.
+
+    ``port`` None: a free port is picked (and picked again if another process took it before the proxy bound it).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     from mlsysopt.runtime.ray_driver import connect, quiet_output
 
@@ -81,13 +85,12 @@ def driver_main(conn: Any, address: str | None, port: int, log: str) -> None:
     if why is not None:
         conn.send(("error", why))
         return
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port}, proxy_location="HeadOnly")
-    except Exception as exc:
-        conn.send(("error", f"Ray Serve did not start on 127.0.0.1:{port} ({type(exc).__name__}: {_first(exc)})"))
+    port = _start_serve(serve, port)
+    if isinstance(port, str):
+        conn.send(("error", port))
         ray.shutdown()
         return
-    conn.send(("ready", {"ray": ray.__version__}))
+    conn.send(("ready", {"ray": ray.__version__, "port": port}))
     loop = asyncio.new_event_loop()
     client = loop.run_until_complete(_client())
     url = f"http://127.0.0.1:{port}/"
@@ -115,7 +118,7 @@ def driver_main(conn: Any, address: str | None, port: int, log: str) -> None:
             else:
                 reply = ("error", f"unknown request {kind!r}")
         except Exception as exc:  # one line for the parent; Ray's own traceback is in the log
-            reply = ("error", f"Ray Serve: {type(exc).__name__}: {_first(exc)}")
+            reply = ("error", f"Ray Serve: {_first(exc)}")
         conn.send(reply)
     with contextlib.suppress(Exception):
         loop.run_until_complete(client.close())
@@ -127,9 +130,32 @@ def driver_main(conn: Any, address: str | None, port: int, log: str) -> None:
         conn.send(("stopped", None))
 
 
+def _start_serve(serve: Any, port: int | None) -> int | str:
+    """Start Ray Serve's HTTP proxy on 127.0.0.1; the port it listens on, or one line saying why it did not start."""
+    tries = 1 if port is not None else 3
+    for attempt in range(tries):
+        at = port if port is not None else free_port()
+        try:
+            serve.start(http_options={"host": "127.0.0.1", "port": at}, proxy_location="HeadOnly")
+            return at
+        except Exception as exc:
+            why = f"Ray Serve did not start on 127.0.0.1:{at} ({_first(exc)})"
+            with contextlib.suppress(Exception):
+                serve.shutdown()
+            if "bind" not in why or attempt == tries - 1:
+                return why
+    return "Ray Serve did not start"  # not reached
+
+
 def _first(exc: BaseException) -> str:
-    lines = [s for s in str(exc).strip().splitlines() if s.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:300]
+    """One line for an exception: its type and first line, or for an error raised inside a Ray actor the last line
+    of the remote traceback (the first only names the actor)."""
+    lines = [s.strip() for s in str(exc).strip().splitlines() if s.strip()]
+    if not lines:
+        return type(exc).__name__
+    if "ray::" in lines[0] and len(lines) > 1:
+        return lines[-1][:300]
+    return f"{type(exc).__name__}: {lines[0]}"[:300]
 
 
 def _deploy(serve: Any, spec: dict[str, Any], model: str) -> tuple[str, Any]:
@@ -157,7 +183,8 @@ def _wait_running(serve: Any, want: int, model: str, timeout: float = DEPLOY_TIM
         app = serve.status().applications.get(APP_NAME)
         status = "" if app is None else str(app.status)
         if status.endswith("DEPLOY_FAILED"):
-            cause = next((s.strip() for s in reversed(app.message.splitlines()) if "Error" in s), _first(app.message))
+            lines = [s.strip() for s in app.message.splitlines() if s.strip()] or ["no message"]
+            cause = next((s for s in reversed(lines) if "Error" in s), lines[0])
             return "model", f"{model}: the model failed to load in a Ray Serve replica ({cause[:300]})"
         dep = None if app is None else app.deployments.get(DEPLOYMENT)
         if status.endswith("RUNNING") and dep is not None and str(dep.status).endswith("HEALTHY"):
@@ -203,7 +230,7 @@ async def _window(client: Any, url: str, body: bytes, arrivals: np.ndarray, max_
                 ok = r.status == 200
                 error = None if ok else f"HTTP {r.status}"
         except Exception as exc:  # connection reset by a dying replica or proxy
-            ok, error = False, f"{type(exc).__name__}: {_first(exc)}"
+            ok, error = False, _first(exc)
         state["in_flight"] -= 1
         if ok:
             latency[i] = (time.perf_counter() - scheduled) * 1000.0

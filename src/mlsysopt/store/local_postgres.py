@@ -17,12 +17,12 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 from mlsysopt.errors import StoreError
+from mlsysopt.ports import free_port
 
 USER = "mlsysopt"
 
@@ -36,12 +36,6 @@ def pg_bin() -> Path:
     if on_path:
         return Path(on_path).parent
     raise StoreError("PostgreSQL's server is not installed (apt-get install postgresql, or 'make system-packages')")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalPostgres:
@@ -89,7 +83,7 @@ class LocalPostgres:
         data = self.folder / "data"
         try:
             self._run(str(bins / "initdb"), "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8", "--no-locale")
-            self.port = _free_port()
+            self.port = free_port()
             opts = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c max_connections=100"
             if not self.durable:
                 opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
