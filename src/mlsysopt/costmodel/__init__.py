@@ -94,7 +94,7 @@ _EXPORTS = {
     "save_npz": f"{_DATA}.tpugraphs",
     "read_edgelist": f"{_DATA}.malnet",
     "write_edgelist": f"{_DATA}.malnet",
-    "to_compgraph": f"{_DATA}.tpugraphs",
+    "to_compgraph": f"{_DATA}.to_ir",
     # SYNTHETIC generators (the real TpuGraphs and MalNet cannot be downloaded here)
     "synth_layout": f"{_DATA}.synth_files",
     "synth_tile": f"{_DATA}.synth_files",
@@ -127,6 +127,7 @@ if TYPE_CHECKING:
     from mlsysopt.costmodel.data.synth_files import synth_layout, synth_tile
     from mlsysopt.costmodel.data.synthetic import layout_runtime, synth_layout_graph, synth_tile_graph
     from mlsysopt.costmodel.data.table import TableDataset
+    from mlsysopt.costmodel.data.to_ir import to_compgraph
     from mlsysopt.costmodel.data.tpugraphs import (
         TpuGraphsDataset,
         layout_record,
@@ -136,7 +137,6 @@ if TYPE_CHECKING:
         read_npz,
         save_npz,
         tile_record,
-        to_compgraph,
     )
     from mlsysopt.costmodel.distributed import Comm
     from mlsysopt.costmodel.experiment import RESUMABLE, one_step, train

@@ -21,12 +21,12 @@ from mlsysopt.costmodel.data.synthetic import (
     synth_malnet,
     synth_tile_graph,
 )
+from mlsysopt.costmodel.data.to_ir import layout_to_compgraph, tile_to_compgraph, to_compgraph
 from mlsysopt.costmodel.data.tpugraphs import (
     LAYOUT_KEYS,
     TILE_KEYS,
     TpuGraphsDataset,
     layout_record,
-    layout_to_compgraph,
     load_layout_npz,
     load_tile_npz,
     npz_task,
@@ -34,8 +34,6 @@ from mlsysopt.costmodel.data.tpugraphs import (
     read_npz,
     save_npz,
     tile_record,
-    tile_to_compgraph,
-    to_compgraph,
 )
 
 __all__ = [

@@ -46,7 +46,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from mlsysopt.costmodel.data.malnet import MALNET_GENERATORS, malnet_like_graph, synth_malnet
-from mlsysopt.costmodel.data.tpugraphs import NODE_FEAT_DIM
+from mlsysopt.costmodel.data.npz_checks import NODE_FEAT_DIM
 from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.topology import build_csr, longest_paths_csr
 

@@ -24,18 +24,25 @@ from __future__ import annotations
 import os
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from mlsysopt.costmodel.data.npz_checks import (
+    as_floats,
+    as_ints,
+    check_in_range,
+    check_positive,
+    check_shape,
+    graph_arrays,
+    node_splits_array,
+    require_key,
+    runtime_array,
+)
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
 from mlsysopt.errors import InvalidDataFile, InvalidOption, MissingSplit
-from mlsysopt.graph.ir import BASE_FEATURES, CompGraph
-from mlsysopt.graph.vocab import build_vocab
 
-NODE_FEAT_DIM = 140
 LAYOUT_CONFIG_DIM = 18
 TILE_CONFIG_DIM = 24
 LAYOUT_KEYS: tuple[str, ...] = (
@@ -54,11 +61,6 @@ TILE_KEYS: tuple[str, ...] = (
     "config_runtime",
     "config_runtime_normalizers",
 )
-
-
-#: Largest |node feature| a file may hold: real TpuGraphs features (dims, sizes, strides) stay far below it; 3e38
-#: (float32's limit) would overflow the first product the model or the tree baselines compute.
-MAX_FEATURE = 1e15
 
 
 def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray], compress: bool = True) -> Path:
@@ -124,131 +126,6 @@ def npz_task(path: str | Path) -> str:
     raise InvalidDataFile(f"{path}: neither a layout file (key 'node_config_feat') nor a tile file (key 'config_feat')")
 
 
-# ---------------------------------------------------------------------------- validation helpers
-def _get(a: Mapping[str, np.ndarray], key: str, where: str) -> np.ndarray:
-    if key not in a:
-        raise InvalidDataFile(f"{where}: missing key '{key}' (has: {', '.join(sorted(a)) or 'nothing'})")
-    return np.asarray(a[key])
-
-
-def _shape(arr: np.ndarray, key: str, expected: tuple[int, ...], where: str, why: str = "") -> None:
-    if arr.shape != expected:
-        note = f" ({why})" if why else ""
-        raise InvalidDataFile(f"{where}: key '{key}' has shape {arr.shape}, expected {expected}{note}")
-
-
-def _ints(arr: np.ndarray, key: str, where: str) -> np.ndarray:
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise InvalidDataFile(f"{where}: key '{key}' has dtype {arr.dtype}, expected integers")
-    return arr.astype(np.int64, copy=False)
-
-
-def _floats(arr: np.ndarray, key: str, where: str, dtype: Any = np.float32) -> np.ndarray:
-    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
-        raise InvalidDataFile(f"{where}: key '{key}' has dtype {arr.dtype}, expected numbers")
-    out = arr.astype(dtype, copy=False)
-    bad = ~np.isfinite(out)
-    if bad.any():
-        pos = tuple(int(v[0]) for v in np.nonzero(bad))
-        raise InvalidDataFile(f"{where}: key '{key}' has a non-finite value {out[pos]} at index {pos}")
-    return out
-
-
-def _in_range(arr: np.ndarray, key: str, n: int, where: str, what: str) -> None:
-    bad = np.argwhere((arr < 0) | (arr >= n))
-    if bad.size:
-        k = tuple(int(v) for v in bad[0])
-        at = f"row {k[0]} ({arr[k[0]].tolist()})" if arr.ndim == 2 else f"entry {k[0]} ({int(arr[k])})"
-        raise InvalidDataFile(f"{where}: key '{key}' {at} is out of range: {what} has {n} nodes (ids 0..{n - 1})")
-
-
-def _positive(arr: np.ndarray, key: str, where: str) -> None:
-    bad = np.flatnonzero(arr <= 0)
-    if bad.size:
-        k = int(bad[0])
-        raise InvalidDataFile(f"{where}: key '{key}' entry {k} is {arr[k]} (runtimes must be > 0)")
-
-
-def _graph(a: Mapping[str, np.ndarray], where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """node_feat, node_opcode and the flipped (2, m) edge_index, validated."""
-    nf = _get(a, "node_feat", where)
-    if nf.ndim != 2:
-        raise InvalidDataFile(f"{where}: key 'node_feat' has shape {nf.shape}, expected (n, {NODE_FEAT_DIM})")
-    n = nf.shape[0]
-    if n == 0:
-        raise InvalidDataFile(f"{where}: key 'node_feat' has 0 rows: the graph is empty")
-    _shape(nf, "node_feat", (n, NODE_FEAT_DIM), where)
-    x = _floats(nf, "node_feat", where)
-    op = _ints(_get(a, "node_opcode", where), "node_opcode", where)
-    _shape(op, "node_opcode", (n,), where, f"node_feat has {n} rows")
-    if (op < 0).any():
-        k = int(np.flatnonzero(op < 0)[0])
-        raise InvalidDataFile(f"{where}: key 'node_opcode' entry {k} is negative ({op[k]})")
-    ei = _get(a, "edge_index", where)
-    if ei.size == 0:
-        ei = ei.reshape(0, 2)
-    if ei.ndim != 2 or ei.shape[1] != 2:
-        raise InvalidDataFile(f"{where}: key 'edge_index' has shape {ei.shape}, expected (m, 2)")
-    ei = _ints(ei, "edge_index", where)
-    _in_range(ei, "edge_index", n, where, "the graph")
-    big = np.abs(x) > MAX_FEATURE
-    if big.any():
-        r, c = (int(v[0]) for v in np.nonzero(big))
-        raise InvalidDataFile(
-            f"{where}: key 'node_feat' row {r} column {c} is {x[r, c]:.3g}, beyond the {MAX_FEATURE:.0e} no TpuGraphs "
-            "feature (dims, sizes, strides) comes near: a corrupt file"
-        )
-    loops = np.flatnonzero(ei[:, 0] == ei[:, 1])
-    if loops.size:
-        k = int(loops[0])
-        raise InvalidDataFile(
-            f"{where}: key 'edge_index' row {k} ({ei[k].tolist()}) is a self-loop: HLO graphs are DAGs"
-        )
-    _acyclic(ei, n, where)
-    # TpuGraphs row [u, v]: u consumes v, i.e. data flows v -> u.
-    return x, op, np.ascontiguousarray(ei[:, ::-1].T)
-
-
-def _acyclic(ei: np.ndarray, n: int, where: str) -> None:
-    """InvalidDataFile naming a node on a cycle of ``edge_index`` (rows ``[consumer, producer]``)."""
-    from mlsysopt.graph.topology import build_csr, kahn_levels
-
-    indptr, child, _ = build_csr(ei[:, 1], ei[:, 0], n)
-    indeg = np.bincount(ei[:, 0], minlength=n).astype(np.int64)
-    _, ordered = kahn_levels(indptr, child, indeg)
-    if ordered < n:
-        node = int(np.flatnonzero(indeg > 0)[0])
-        raise InvalidDataFile(
-            f"{where}: key 'edge_index' has a cycle through node {node} ({n - ordered} nodes on or after cycles): "
-            "HLO graphs are DAGs"
-        )
-
-
-def _runtime(a: Mapping[str, np.ndarray], key: str, where: str) -> np.ndarray:
-    rt = _get(a, key, where)
-    if rt.ndim != 1:
-        raise InvalidDataFile(f"{where}: key '{key}' has shape {rt.shape}, expected (c,)")
-    if rt.shape[0] == 0:
-        raise InvalidDataFile(f"{where}: key '{key}' has 0 entries: the graph has zero configurations")
-    rt = _floats(rt, key, where, np.float64)
-    _positive(rt, key, where)
-    return rt
-
-
-def _splits(a: Mapping[str, np.ndarray], n: int, where: str) -> np.ndarray | None:
-    if "node_splits" not in a:
-        return None
-    s = _ints(np.asarray(a["node_splits"]).reshape(-1), "node_splits", where)
-    bad = np.flatnonzero((s < 0) | (s > n))
-    if bad.size:
-        k = int(bad[0])
-        raise InvalidDataFile(
-            f"{where}: key 'node_splits' entry {k} is {s[k]}, outside 0..{n} (the graph has {n} nodes)"
-        )
-    s = np.unique(s)
-    return s[(s > 0) & (s < n)]
-
-
 # ---------------------------------------------------------------------------- loaders
 def layout_record(a: Mapping[str, np.ndarray], name: str, where: str | None = None) -> GraphRecord:
     """Validate layout arrays (as stored in a ``.npz``) into a GraphRecord; errors name ``where`` and the key.
@@ -267,31 +144,31 @@ def layout_record(a: Mapping[str, np.ndarray], name: str, where: str | None = No
         InvalidDataFile: For a missing key or a bad shape, dtype or value.
     """
     where = where or name
-    x, op, ei = _graph(a, where)
+    x, op, ei = graph_arrays(a, where)
     n = x.shape[0]
-    ids = _get(a, "node_config_ids", where)
+    ids = require_key(a, "node_config_ids", where)
     if ids.ndim != 1:
         raise InvalidDataFile(f"{where}: key 'node_config_ids' has shape {ids.shape}, expected (nc,)")
     if ids.shape[0] == 0:
         raise InvalidDataFile(f"{where}: key 'node_config_ids' is empty: the graph has no configurable node")
-    ids = _ints(ids, "node_config_ids", where)
-    _in_range(ids, "node_config_ids", n, where, "the graph")
+    ids = as_ints(ids, "node_config_ids", where)
+    check_in_range(ids, "node_config_ids", n, where, "the graph")
     uniq, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
         raise InvalidDataFile(f"{where}: key 'node_config_ids' lists node {int(uniq[counts > 1][0])} more than once")
-    rt = _runtime(a, "config_runtime", where)
+    rt = runtime_array(a, "config_runtime", where)
     c, nc = rt.shape[0], ids.shape[0]
-    ncf = _get(a, "node_config_feat", where)
+    ncf = require_key(a, "node_config_feat", where)
     why = f"config_runtime has {c} entries, node_config_ids has {nc}"
-    _shape(ncf, "node_config_feat", (c, nc, LAYOUT_CONFIG_DIM), where, why)
-    ncf = _floats(ncf, "node_config_feat", where)
+    check_shape(ncf, "node_config_feat", (c, nc, LAYOUT_CONFIG_DIM), where, why)
+    ncf = as_floats(ncf, "node_config_feat", where)
     return GraphRecord(
         name=name,
         task="layout",
         x=x,
         edge_index=ei,
         opcode=op,
-        node_splits=_splits(a, n, where),
+        node_splits=node_splits_array(a, n, where),
         config_node_ids=ids,
         node_config_feat=ncf,
         runtime=rt,
@@ -314,16 +191,16 @@ def tile_record(a: Mapping[str, np.ndarray], name: str, where: str | None = None
         InvalidDataFile: For a missing key or a bad shape, dtype or value.
     """
     where = where or name
-    x, op, ei = _graph(a, where)
-    rt = _runtime(a, "config_runtime", where)
+    x, op, ei = graph_arrays(a, where)
+    rt = runtime_array(a, "config_runtime", where)
     c = rt.shape[0]
-    norm = _get(a, "config_runtime_normalizers", where)
-    _shape(norm, "config_runtime_normalizers", (c,), where, f"config_runtime has {c} entries")
-    norm = _floats(norm, "config_runtime_normalizers", where, np.float64)
-    _positive(norm, "config_runtime_normalizers", where)
-    cf = _get(a, "config_feat", where)
-    _shape(cf, "config_feat", (c, TILE_CONFIG_DIM), where, f"config_runtime has {c} entries")
-    cf = _floats(cf, "config_feat", where)
+    norm = require_key(a, "config_runtime_normalizers", where)
+    check_shape(norm, "config_runtime_normalizers", (c,), where, f"config_runtime has {c} entries")
+    norm = as_floats(norm, "config_runtime_normalizers", where, np.float64)
+    check_positive(norm, "config_runtime_normalizers", where)
+    cf = require_key(a, "config_feat", where)
+    check_shape(cf, "config_feat", (c, TILE_CONFIG_DIM), where, f"config_runtime has {c} entries")
+    cf = as_floats(cf, "config_feat", where)
     return GraphRecord(name=name, task="tile", x=x, edge_index=ei, opcode=op, graph_config_feat=cf, runtime=rt / norm)
 
 
@@ -428,56 +305,3 @@ def open_dataset(root: str | Path, split: str) -> GraphDataset:
     raise MissingSplit(
         f"{root}: neither TpuGraphs ({root}/{split}/*.npz) nor MalNet ({root}/split_info/{split}.txt) data"
     )
-
-
-# ---------------------------------------------------------------------------- into the shared IR
-def to_compgraph(record: GraphRecord, durations: Any = None, op_names: Sequence[str] | None = None) -> CompGraph:
-    """A :class:`CompGraph` of a TpuGraphs (or MalNet) record, so it enters the shared IR.
-
-    Node features become columns ``f0..f{F-1}`` next to the base features (all zero, except ``compute`` =
-    ``durations`` when given, e.g. per-node costs of one configuration). Opcode ``k`` is named ``op_names[k]``
-    when given (the synthetic vocabulary), else ``tpu_op_k``. Raises InvalidGraph if the edges form a cycle.
-    Memory: the feature matrix is copied as float64 (n x (F + 6)).
-
-    Args:
-        record: A TpuGraphs or MalNet record.
-        durations: Per-node ``compute`` values (e.g. costs of one configuration); None: zeros.
-        op_names: Name of each opcode id (None: ``tpu_op_<k>``).
-
-    Returns:
-        CompGraph: The graph in the shared IR.
-
-    Shapes:
-        durations: (num_nodes,) float
-
-    Raises:
-        InvalidGraph: If the edges form a cycle.
-    """
-    n = record.num_nodes
-    op = np.zeros(n, np.int64) if record.opcode is None else record.opcode
-    k = int(op.max()) + 1
-    names = [str(s) for s in op_names][:k] if op_names is not None else []
-    names += [f"tpu_op_{j}" for j in range(len(names), k)]
-    vocab, ids = build_vocab(names)  # names already in the canonical vocabulary keep its ids
-    f = record.x.shape[1]
-    x = np.zeros((n, len(BASE_FEATURES) + f))
-    if durations is not None:
-        x[:, BASE_FEATURES.index("compute")] = np.asarray(durations, dtype=np.float64)
-    x[:, len(BASE_FEATURES) :] = record.x
-    cols = list(BASE_FEATURES) + [f"f{j}" for j in range(f)]
-    meta = {"name": record.name, "task": record.task, "source": "tpugraphs" if record.is_ranking else "malnet"}
-    return CompGraph([f"n{i}" for i in range(n)], ids[op], x, cols, record.edge_index, vocab=vocab, meta=meta)
-
-
-def layout_to_compgraph(record: GraphRecord, durations: Any = None) -> CompGraph:
-    """:func:`to_compgraph` for a layout record (InvalidOption for another task)."""
-    if record.task != "layout":
-        raise InvalidOption(f"record '{record.name}' is a {record.task} record, not layout")
-    return to_compgraph(record, durations)
-
-
-def tile_to_compgraph(record: GraphRecord, durations: Any = None) -> CompGraph:
-    """:func:`to_compgraph` for a tile record (InvalidOption for another task)."""
-    if record.task != "tile":
-        raise InvalidOption(f"record '{record.name}' is a {record.task} record, not tile")
-    return to_compgraph(record, durations)
