@@ -98,10 +98,10 @@ _EXPORTS = {
     # SYNTHETIC generators (the real TpuGraphs and MalNet cannot be downloaded here)
     "synth_layout": f"{_DATA}.synth_files",
     "synth_tile": f"{_DATA}.synth_files",
-    "synth_malnet": f"{_DATA}.malnet",
+    "synth_malnet": f"{_DATA}.malnet_synthetic",
     "synth_layout_graph": f"{_DATA}.synthetic",
     "synth_tile_graph": f"{_DATA}.synthetic",
-    "malnet_like_graph": f"{_DATA}.malnet",
+    "malnet_like_graph": f"{_DATA}.malnet_synthetic",
     "layout_runtime": f"{_DATA}.synthetic",
     "realistic_layout_graph": f"{_DATA}.realistic",
     "runtime_profile": f"{_DATA}.realistic",
@@ -117,11 +117,10 @@ if TYPE_CHECKING:
     from mlsysopt.costmodel.data.malnet import (
         MalNetDataset,
         load_malnet_graph,
-        malnet_like_graph,
         read_edgelist,
-        synth_malnet,
         write_edgelist,
     )
+    from mlsysopt.costmodel.data.malnet_synthetic import malnet_like_graph, synth_malnet
     from mlsysopt.costmodel.data.realistic import realistic_layout_graph, runtime_profile
     from mlsysopt.costmodel.data.record import TASKS, GraphDataset, GraphRecord, InMemoryDataset
     from mlsysopt.costmodel.data.synth_files import synth_layout, synth_tile

@@ -35,8 +35,8 @@ or (30%) give one class per block of nodes; class counts alone predict little (G
 output. Cost per node = work x (padding waste ^ sens) / (hardware utilisation of the tile ^ 0.5) x spill factor,
 plus a per-tile overhead; runtime = critical path; the normalizer is the default tiling's runtime.
 
-**MalNet-like graphs**: :func:`synth_malnet` and :func:`malnet_like_graph` live next to the MalNet format in
-:mod:`mlsysopt.costmodel.data.malnet` and are re-exported here.
+**MalNet-like graphs**: :func:`synth_malnet` and :func:`malnet_like_graph` live in
+:mod:`mlsysopt.costmodel.data.malnet_synthetic` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from mlsysopt.costmodel.data.malnet import MALNET_GENERATORS, malnet_like_graph, synth_malnet
+from mlsysopt.costmodel.data.malnet_synthetic import MALNET_GENERATORS, malnet_like_graph, synth_malnet
 from mlsysopt.costmodel.data.npz_checks import NODE_FEAT_DIM
 from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.topology import build_csr, longest_paths_csr
