@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import json
-import zipfile
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -12,17 +9,15 @@ from typing import Any
 
 import numpy as np
 
-from mlsysopt.errors import InvalidGraph, UnsupportedFormat
+from mlsysopt.errors import InvalidGraph
+from mlsysopt.graph.arrays import as_int_array, as_typed_array
+from mlsysopt.graph.graph_file import read_graph_npz, write_graph_npz
 from mlsysopt.graph.topology import CSR, build_csr, kahn_levels, priority_order
 from mlsysopt.graph.vocab import DEFAULT_VOCAB, build_vocab
-from mlsysopt.io import loads_json, write_atomic
 
 #: Features every CompGraph carries (zero where a source does not know them).
 #: ``compute`` is what the simulator divides by device speed (FLOPs for DNNs, reference-seconds for workflows).
 BASE_FEATURES: tuple[str, ...] = ("flops", "bytes_in", "bytes_out", "params", "out_elems", "compute")
-
-_FORMAT_VERSION = 1
-_NPZ_KEYS = ("names", "opcodes", "vocab", "x", "feature_names", "edge_index", "edge_bytes", "hw_type", "meta")
 
 
 class CompGraph:
@@ -74,15 +69,17 @@ class CompGraph:
         self.feature_names = tuple(str(s) for s in feature_names)
         self.meta = dict(meta or {})
         n = len(self.names)
-        self.opcodes = _as_ints(opcodes, np.int32, "opcodes")
-        self.x = _as_array(x, np.float64, "x")
-        ei = _as_ints(edge_index, np.int64, "edge_index")
+        self.opcodes = as_int_array(opcodes, np.int32, "opcodes")
+        self.x = as_typed_array(x, np.float64, "x")
+        ei = as_int_array(edge_index, np.int64, "edge_index")
         if ei.size == 0:
             ei = ei.reshape(2, 0)
         self.edge_index = ei
         m = ei.shape[1] if ei.ndim == 2 else -1
-        self.edge_bytes = np.zeros(max(m, 0)) if edge_bytes is None else _as_array(edge_bytes, np.float64, "edge_bytes")
-        self.hw_type = np.zeros(n, np.int32) if hw_type is None else _as_ints(hw_type, np.int32, "hw_type")
+        self.edge_bytes = (
+            np.zeros(max(m, 0)) if edge_bytes is None else as_typed_array(edge_bytes, np.float64, "edge_bytes")
+        )
+        self.hw_type = np.zeros(n, np.int32) if hw_type is None else as_int_array(hw_type, np.int32, "hw_type")
         self.validate()
 
     @classmethod
@@ -338,10 +335,8 @@ class CompGraph:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | Path) -> Path:
-        """Write a compressed ``.npz`` atomically (temp file, then rename)."""
-        path = Path(path)
+        """Write a compressed ``.npz`` atomically (temp file, then rename); format: :mod:`mlsysopt.graph.graph_file`."""
         arrays = {
-            "format_version": np.array(_FORMAT_VERSION),
             "names": np.array(self.names, dtype=np.str_),
             "opcodes": self.opcodes,
             "vocab": np.array(self.vocab, dtype=np.str_),
@@ -350,32 +345,13 @@ class CompGraph:
             "edge_index": self.edge_index,
             "edge_bytes": self.edge_bytes,
             "hw_type": self.hw_type,
-            "meta": np.array(json.dumps(self.meta, default=str)),
         }
-        buffer = io.BytesIO()
-        np.savez_compressed(buffer, **arrays)
-        return write_atomic(path, buffer.getvalue())
+        return write_graph_npz(path, arrays, self.meta)
 
     @classmethod
     def load(cls, path: str | Path) -> CompGraph:
         """Read a ``.npz`` written by :meth:`save`; errors name the file and the key."""
-        path = Path(path)
-        if not path.is_file():
-            raise InvalidGraph(f"{path}: no such file")
-        from mlsysopt.io.npz import check_npz_headers
-
-        check_npz_headers(path, InvalidGraph)  # a lying array header: an error naming the file, not a MemoryError
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                missing = [k for k in _NPZ_KEYS if k not in z.files]
-                if missing:
-                    raise InvalidGraph(f"{path}: not a CompGraph file, missing key '{missing[0]}'")
-                d = {k: z[k] for k in _NPZ_KEYS}
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-            raise UnsupportedFormat(f"{path}: not a readable .npz file ({exc})") from None
-        meta = loads_json(str(d["meta"]), InvalidGraph, f"{path}: key 'meta'")
-        if not isinstance(meta, dict):
-            raise InvalidGraph(f"{path}: key 'meta' is not a JSON object")
+        d, meta = read_graph_npz(path)
         try:
             return cls(
                 d["names"].tolist(),
@@ -390,35 +366,3 @@ class CompGraph:
             )
         except InvalidGraph as exc:
             raise InvalidGraph(f"{path}: {exc}") from None
-
-
-def _as_ints(value: Any, dtype: Any, key: str) -> np.ndarray:
-    """``value`` as an integer array of ``dtype``; InvalidGraph for non-integers or values that do not fit
-    (casting 2**40 to int32 would silently wrap it to 0)."""
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidGraph(f"'{key}' cannot be read as integers: {exc}") from None
-    if arr.size == 0:
-        return np.ascontiguousarray(arr, dtype=dtype)
-    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
-        raise InvalidGraph(f"'{key}' must hold integers, got {arr.dtype} values")
-    if np.issubdtype(arr.dtype, np.floating):
-        bad = ~np.isfinite(arr) | (arr != np.round(arr))
-        if bad.any():
-            raise InvalidGraph(f"'{key}' must hold integers, got {arr[bad].flat[0].item()!r}")
-    info = np.iinfo(dtype)
-    low, high = arr.min(), arr.max()
-    if low < info.min or high > info.max:
-        v = low if low < info.min else high
-        raise InvalidGraph(
-            f"'{key}' value {v.item()} is out of range (at most {info.max:,} for {np.dtype(dtype).name})"
-        )
-    return np.ascontiguousarray(arr, dtype=dtype)
-
-
-def _as_array(value: Any, dtype: Any, key: str) -> np.ndarray:
-    try:
-        return np.ascontiguousarray(np.asarray(value), dtype=dtype)
-    except (TypeError, ValueError) as exc:
-        raise InvalidGraph(f"'{key}' cannot be read as {np.dtype(dtype).name}: {exc}") from None
