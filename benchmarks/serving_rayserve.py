@@ -26,12 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -115,54 +113,32 @@ def confirm_pair(stable: Any, pick: Any, best: Any, rate: float, objective: Any,
 
 def deploy_check(folder: Path, config: Any, rate: float) -> dict[str, Any]:
     """Deploy ``folder/serve_config.yaml`` with Ray Serve's own ``serve run``; knobs read back, p99 over HTTP."""
-    import yaml
-
-    from mlsysopt.ports import free_port
+    from mlsysopt.errors import MlsysoptError
     from mlsysopt.serving.rayserve_config import deployment_options
+    from mlsysopt.serving.rayserve_deploy import ServeRun
     from mlsysopt.serving.rayserve_driver import http_p99_ms
 
-    port = free_port()
-    conf = yaml.safe_load((folder / "serve_config.yaml").read_text())
-    conf["http_options"]["port"] = port
-    (folder / "serve_config.yaml").write_text(yaml.safe_dump(conf, sort_keys=False))
-    serve = Path(sys.executable).parent / "serve"
-    proc = subprocess.Popen(
-        [str(serve), "run", "serve_config.yaml"], cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "RAY_ADDRESS": "local"}, start_new_session=True,
-    )  # fmt: skip
-    t0 = time.perf_counter()
     try:
-        info = None
-        while info is None and time.perf_counter() - t0 < 180 and proc.poll() is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
-                    info = json.loads(r.read())
-            except (OSError, ValueError):
-                time.sleep(1)
-        if info is None:
-            return {"deployed": False, "ok": False, "why": "serve run did not serve within 180 s"}
-        user = deployment_options(config)["user_config"]
-        knobs_ok = info["batching"]["max_batch_size"] == user["max_batch_size"] and (
-            info["session"]["intra_op_num_threads"] == user["intra_op_num_threads"]
-        )
-        # a fresh Ray (its dashboard and agents starting on the same cores) settles and the replicas warm up first,
-        # as the tune's own engine did before its windows
-        time.sleep(5.0)
-        http_p99_ms(port, folder / "model.onnx", rate=rate, seconds=3.0)
-        p99 = http_p99_ms(port, folder / "model.onnx", rate=rate, seconds=3.0, seed=1)
-        return {
-            "deployed": True,
-            "start_s": round(time.perf_counter() - t0, 1),
-            "knobs_match": knobs_ok,
-            "p99_ms": p99,
-            "ok": bool(knobs_ok and p99 <= SLO_MS),
-        }
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        with ServeRun(folder) as run:
+            info = run.info
+            user = deployment_options(config)["user_config"]
+            knobs_ok = info["batching"]["max_batch_size"] == user["max_batch_size"] and (
+                info["session"]["intra_op_num_threads"] == user["intra_op_num_threads"]
+            )
+            # a fresh Ray (its dashboard and agents starting on the same cores) settles and the replicas warm up
+            # first, as the tune's own engine did before its windows
+            time.sleep(5.0)
+            http_p99_ms(run.port, folder / "model.onnx", rate=rate, seconds=3.0)
+            p99 = http_p99_ms(run.port, folder / "model.onnx", rate=rate, seconds=3.0, seed=1)
+            return {
+                "deployed": True,
+                "start_s": round(run.start_s, 1),
+                "knobs_match": knobs_ok,
+                "p99_ms": p99,
+                "ok": bool(knobs_ok and p99 <= SLO_MS),
+            }
+    except MlsysoptError as exc:
+        return {"deployed": False, "ok": False, "why": str(exc)}
 
 
 def model_case(name: str, spec: str, quick: bool, workdir: Path, seed: int) -> dict[str, Any]:

@@ -10,10 +10,7 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -21,19 +18,15 @@ from pathlib import Path
 import pytest
 
 from mlsysopt.errors import InvalidModel, MlsysoptError
-from mlsysopt.ports import free_port
 from mlsysopt.serving.inputs import load_config
 from mlsysopt.serving.model import ServedModel, export_zoo_onnx
 from mlsysopt.serving.rayserve import RayServeEngine
 from mlsysopt.serving.rayserve_config import deployment_options
+from mlsysopt.serving.rayserve_deploy import ServeRun, replica_info
+from mlsysopt.serving.rayserve_driver import http_p99_ms
 from mlsysopt.serving.space import Config, Workload
 
 pytestmark = pytest.mark.xdist_group("rayserve")
-
-
-def _info(port: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
-        return json.loads(r.read())
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +46,7 @@ def test_a_window_is_measured_over_http_and_the_deployment_is_the_configuration(
     m = engine.measure(cfg, Workload(rate=40.0))
     assert m.n_requests == 20 == m.completed  # 0.5 s of arrivals at 40 req/s, fewer than --requests 60
     assert 0 < m.p50_ms <= m.p99_ms < 1000.0 and m.extra["failed"] == 0
-    info = _info(engine.port)  # what the replica itself runs with
+    info = replica_info(engine.port)  # what the replica itself runs with
     assert info["session"] == {"intra_op_num_threads": 1, "inter_op_num_threads": 1, "execution_mode": "ORT_SEQUENTIAL"}
     assert info["batching"] == {"max_batch_size": 4, "batch_wait_timeout_s": 0.002}
 
@@ -61,27 +54,27 @@ def test_a_window_is_measured_over_http_and_the_deployment_is_the_configuration(
 def test_a_new_batch_size_or_replica_count_is_applied_in_place_and_num_cpus_restarts(engine: RayServeEngine) -> None:
     base = Config(instances=1, max_batch=4, batch_timeout_ms=2.0, intra_threads=1, inter_threads=1)
     engine.configure(base)
-    pid = _info(engine.port)["pid"]
+    pid = replica_info(engine.port)["pid"]
     before = dict(engine.redeploys)
     engine.configure(Config(instances=1, max_batch=8, batch_timeout_ms=1.0, intra_threads=1, inter_threads=1))
-    assert _info(engine.port)["pid"] == pid  # the same replica process, reconfigured
-    assert _info(engine.port)["batching"]["max_batch_size"] == 8
+    assert replica_info(engine.port)["pid"] == pid  # the same replica process, reconfigured
+    assert replica_info(engine.port)["batching"]["max_batch_size"] == 8
     engine.configure(Config(instances=1, max_batch=8, batch_timeout_ms=1.0, intra_threads=2, inter_threads=1))
     assert engine.redeploys["in_place"] == before["in_place"] + 1
     assert engine.redeploys["restarted"] == before["restarted"] + 1  # 2 threads -> num_cpus 2: new replicas
-    assert _info(engine.port)["session"]["intra_op_num_threads"] == 2
+    assert replica_info(engine.port)["session"]["intra_op_num_threads"] == 2
 
 
 def test_a_replica_killed_mid_window_is_measured_again(engine: RayServeEngine) -> None:
     cfg = Config(instances=1, max_batch=1, batch_timeout_ms=0.0, intra_threads=1, inter_threads=1)
     engine.configure(cfg)
-    pid = _info(engine.port)["pid"]
+    pid = replica_info(engine.port)["pid"]
     killer = threading.Timer(0.4, os.kill, (pid, signal.SIGKILL))  # the warm-up is 2 requests, then the window
     killer.start()
     m = engine.measure(cfg, Workload(rate=40.0))
     killer.join()
     assert m.extra["retried_windows"] == 1 and m.extra["failed"] == 0 and m.completed == m.n_requests
-    assert _info(engine.port)["pid"] != pid  # Ray Serve started a new replica
+    assert replica_info(engine.port)["pid"] != pid  # Ray Serve started a new replica
 
 
 def test_a_model_that_fails_to_load_in_a_replica_is_one_clear_error(engine: RayServeEngine, tmp_path: Path) -> None:
@@ -123,8 +116,6 @@ def test_the_config_file_maps_every_knob_and_reads_back(tmp_path: Path, model: S
 
 
 def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(tmp_path: Path) -> None:
-    import yaml
-
     from cli_helpers import run
 
     out = tmp_path / "tune"
@@ -150,34 +141,10 @@ def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(tmp
             loaded = replace(loaded, batch_timeout_ms=chosen.batch_timeout_ms)
         assert loaded == chosen, name
     # Ray Serve's own entry point deploys the file as written (on a free port)
-    port = free_port()
-    conf = yaml.safe_load((folder / "serve_config.yaml").read_text())
-    conf["http_options"]["port"] = port
-    (folder / "serve_config.yaml").write_text(yaml.safe_dump(conf))
-    serve = Path(os.environ.get("VIRTUAL_ENV", Path(os.sys.executable).parent.parent)) / "bin" / "serve"
-    env = {**os.environ, "RAY_ADDRESS": "local"}
-    proc = subprocess.Popen(
-        [str(serve), "run", "serve_config.yaml"], cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=env, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline, info = time.monotonic() + 120, None
-        while info is None and time.monotonic() < deadline and proc.poll() is None:
-            try:
-                info = _info(port)
-            except (OSError, ValueError):
-                time.sleep(1)
-        assert info is not None, "serve run did not serve the config within 120 s"
+    with ServeRun(folder, start_timeout_s=120) as deployed:
         user = deployment_options(chosen)["user_config"]
-        assert info["batching"]["max_batch_size"] == user["max_batch_size"]
-        assert info["session"]["intra_op_num_threads"] == user["intra_op_num_threads"]
+        assert deployed.info["batching"]["max_batch_size"] == user["max_batch_size"]
+        assert deployed.info["session"]["intra_op_num_threads"] == user["intra_op_num_threads"]
         # the deployed service serves the tuned rate: every request answered (http_p99_ms raises on a failure)
-        from mlsysopt.serving.rayserve_driver import http_p99_ms
-
-        assert 0 < http_p99_ms(port, folder / "model.onnx", rate=30.0, seconds=2.0) < float("inf")
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        assert 0 < http_p99_ms(deployed.port, folder / "model.onnx", rate=30.0, seconds=2.0) < float("inf")
+    assert not list(folder.glob("serve_config.port-*.yaml"))  # the user's file is the only config left
