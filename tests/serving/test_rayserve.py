@@ -77,6 +77,21 @@ def test_a_replica_killed_mid_window_is_measured_again(engine: RayServeEngine) -
     assert replica_info(engine.port)["pid"] != pid  # Ray Serve started a new replica
 
 
+def test_a_profile_calibrated_on_ray_serve_puts_its_overhead_in_the_hand_off(engine: RayServeEngine) -> None:
+    from mlsysopt.serving.experiment import calibrate_outside
+    from mlsysopt.serving.profile import ServiceProfile
+    from mlsysopt.serving.simulator import SimulatedEngine
+
+    timed = ServiceProfile(0.05, 0.2, 0.5, 0.0, 0.0, 0.0, cores=2, source="measured", model="cnn")
+    prof, figures = calibrate_outside(timed, engine, rate=10.0)
+    assert figures["engine"] == "rayserve" and figures["requests"] == 5  # 0.5 s windows at 10 req/s
+    assert prof.dispatch_ms == prof.wake_ms == 0.0
+    assert prof.handoff_ms == pytest.approx(figures["p50_ms"] - timed.service_ms(1, 1, 1)) and prof.handoff_ms > 0
+    # the simulator charges the hand-off to every request: at a low rate it predicts the measured median
+    sim = SimulatedEngine(prof, n_requests=200, seed=0).measure(Config(1, 1, 0.0, 1, 1, 0), Workload(rate=10.0))
+    assert sim.p50_ms == pytest.approx(figures["p50_ms"], rel=0.05)
+
+
 def test_a_model_that_fails_to_load_in_a_replica_is_one_clear_error(engine: RayServeEngine, tmp_path: Path) -> None:
     broken = tmp_path / "cnn.onnx"
     broken.write_bytes(engine.model.path.read_bytes())

@@ -66,11 +66,22 @@ def serving_profile(
         typer.Option("--calibrate/--no-calibrate", help="Calibrate the per-batch dispatch overhead (low-rate run)."),
     ] = True,
     seed: SeedOpt = 0,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="Whose overheads are calibrated: real (mlsysopt's ONNX Runtime engine) | rayserve (Ray Serve over "
+            "HTTP, one low-rate window after the timings; its whole overhead becomes the hand-off).",
+        ),
+    ] = "real",
+    address: ServeAddressOpt = None,
+    port: PortOpt = None,
 ) -> None:
     """Time one batch of the model on this CPU per (rows, intra, inter); fit and calibrate the simulator's model.
 
     Writes RUN_DIR/profile.json (and profile_<CORES>.json with --cores), result.json and profile.png. About 10 s for
-    the zoo CNN with the defaults; warns when the fit is degenerate or --cores extrapolates > 4x past the measured.
+    the zoo CNN with the defaults (--engine rayserve: about 30 s more, Ray Serve starting); warns when the fit is
+    degenerate or --cores extrapolates > 4x past the measured.
     """
     from mlsysopt.serving.jobs import ProfileJob
 
@@ -78,7 +89,7 @@ def serving_profile(
     with err_console.status("loading the model"):
         job = ProfileJob(
             out, model, **grid, repeats=repeats, cores=cores, input_shape=parse_shape(input_shape),
-            calibrate=calibrate, seed=seed,
+            calibrate=calibrate, seed=seed, engine=engine, address=address, port=port,
         )  # fmt: skip
     with job, progress_bar() as progress:
         task = progress.add_task(f"timing {job.points} points x {repeats} runs", total=job.points)

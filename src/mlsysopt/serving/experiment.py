@@ -352,6 +352,37 @@ def calibrate_dispatch(
     return calibrated(profile, idle, loaded)
 
 
+def calibrate_outside(
+    profile: ServiceProfile, backend: Backend, rate: float = 10.0, engine: str = "rayserve"
+) -> tuple[ServiceProfile, dict[str, Any]]:
+    """The overhead of a serving system measured from outside (Ray Serve over HTTP), from one low-rate window.
+
+    A client sees only each request's latency, not the server's inner timings, so the whole gap between the idle
+    p50 and the timed ``session.run`` of one row (HTTP, Ray Serve's proxy and router, the replica's queue) becomes
+    the **hand-off**: latency every request pays without occupying the replica (the proxy is its own process).
+    ``dispatch_ms`` and ``wake_ms`` are set to 0. One single-threaded replica without batching serves the window.
+
+    Args:
+        profile: The model's service profile (timed here).
+        backend: A started measured backend (e.g. :class:`~mlsysopt.serving.rayserve.RayServeEngine`).
+        rate: Arrival rate of the window, req/s (low: no request waits for another).
+        engine: The backend's name, recorded in the figures.
+
+    Returns:
+        tuple[ServiceProfile, dict[str, Any]]: The profile with ``handoff_ms`` set, and the window's figures.
+    """
+    one = profile.service_ms(1, 1, 1)
+    idle = backend.measure(Config(1, 1, 0.0, 1, 1, 0), Workload(rate))
+    handoff = max(0.0, idle.p50_ms - one)
+    figures = {
+        "engine": engine, "rate": rate, "p50_ms": idle.p50_ms, "p99_ms": idle.p99_ms, "service_ms": one,
+        "requests": idle.completed, "dispatch_ms": 0.0, "handoff_ms": handoff, "wake_ms": 0.0,
+        "predicted_idle_p50_ms": handoff + one,
+        "note": "seen from outside: the whole overhead over session.run is hand-off (latency, not replica time)",
+    }  # fmt: skip
+    return replace(profile, dispatch_ms=0.0, handoff_ms=handoff, wake_ms=0.0), figures
+
+
 def calibrated(profile: ServiceProfile, idle: Measurement, loaded: Measurement) -> tuple[ServiceProfile, dict]:
     """The profile's dispatch, hand-off and wake-up from an idle and a loaded engine run (see calibrate_dispatch)."""
     one = profile.service_ms(1, 1, 1)

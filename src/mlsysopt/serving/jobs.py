@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from mlsysopt.errors import InvalidSpace, MlsysoptError
 from mlsysopt.io import RunDir, to_jsonable
-from mlsysopt.serving.experiment import calibrate_dispatch, check_profile_grid, measure_profile
+from mlsysopt.serving.experiment import calibrate_dispatch, calibrate_outside, check_profile_grid, measure_profile
 from mlsysopt.serving.inputs import MAX_SECONDS, MEASURED, ModelStage, machine_threads, make_backend
 from mlsysopt.serving.limits import check_rate, check_requests
 from mlsysopt.serving.space import Config, Workload, as_int
@@ -103,6 +103,11 @@ class ProfileJob(Job):
         input_shape: Full example input shape, batch dim first (None: the model's own).
         calibrate: Whether to calibrate the engine's dispatch, hand-off and wake-up costs.
         seed: Seed of the calibration runs' arrivals.
+        engine: Whose overheads the calibration measures: ``"real"`` (mlsysopt's ONNX Runtime engine, from its own
+            timings) or ``"rayserve"`` (Ray Serve over HTTP, seen from outside, after the batch timings; see
+            :func:`~mlsysopt.serving.experiment.calibrate_outside`).
+        address: Ray cluster of the ``rayserve`` engine (None: a private local instance).
+        port: HTTP port of Ray Serve on 127.0.0.1 (None: a free one).
 
     Raises:
         MlsysoptError: For a bad grid (values < 1, too many threads, fewer than 6 points), bad options, a busy run
@@ -121,11 +126,27 @@ class ProfileJob(Job):
         input_shape: tuple[int, ...] | None = None,
         calibrate: bool = True,
         seed: int = 0,
+        engine: str = "real",
+        address: str | None = None,
+        port: int | None = None,
     ) -> None:
         super().__init__(out)
         self.intra, self.inter = list(intra), list(inter)
         self.repeats, self.cores, self.calibrate, self.seed = repeats, cores, calibrate, seed
+        self.engine, self.address, self.port = engine, address, port
         with self._validating():
+            if engine not in MEASURED:
+                raise MlsysoptError(
+                    f"--engine {engine}: profile times a real model (choose from: {', '.join(MEASURED)})"
+                )
+            if (address is not None or port is not None) and engine != "rayserve":
+                raise MlsysoptError("--address and --port belong to --engine rayserve")
+            if engine == "rayserve" and not calibrate:
+                raise MlsysoptError("--engine rayserve calibrates Ray Serve's overhead: drop --no-calibrate")
+            if engine == "rayserve":
+                from mlsysopt.runtime.ray_executor import check_reachable
+
+                check_reachable(address)
             self.rows = [as_int(r, "--rows") for r in rows]
             if min(self.rows) < 1 or repeats < 1 or (cores is not None and not 1 <= cores <= 4096):
                 raise MlsysoptError(f"--rows, --repeats {repeats} must be >= 1 and --cores {cores} 1 to 4096")
@@ -143,6 +164,8 @@ class ProfileJob(Job):
                     "cores": cores,
                     "calibrate": calibrate,
                     "seed": seed,
+                    "engine": engine,
+                    "address": address,
                 }
             )
 
@@ -157,7 +180,13 @@ class ProfileJob(Job):
                 on_sample=on_sample,
             )  # fmt: skip
             calibration = None
-            if self.calibrate:
+            if self.calibrate and self.engine == "rayserve":  # started after the timings: Ray idles on these cores
+                backend = make_backend(
+                    "rayserve", self.model, None, 40, None, self.seed, address=self.address, port=self.port
+                )
+                with backend:
+                    prof, calibration = calibrate_outside(prof, backend)
+            elif self.calibrate:
                 prof, calibration = calibrate_dispatch(self.model, prof, seed=self.seed)
             prof.save(run.file("profile.json"))
             files = ["profile.json"]
