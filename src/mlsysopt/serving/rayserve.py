@@ -123,7 +123,7 @@ class RayServeEngine(Backend):
             self.close()
             raise MlsysoptError(info)
         self.versions = info
-        self.port = int(info["port"])
+        self.host, self.port = str(info["host"]), int(info["port"])  # an already running Serve keeps its own
 
     # ------------------------------------------------------------------ the child process
     def _receive(self, timeout: float, doing: str) -> tuple[str, Any]:
@@ -239,7 +239,7 @@ class RayServeEngine(Backend):
         where = "a private local Ray instance" if self.address is None else f"the Ray cluster at {self.address}"
         return (
             f"Ray Serve {self.versions.get('ray', '?')} serving {self.model.path.name} on {where} "
-            f"(http://127.0.0.1:{self.port}, {plural(self.cores, 'core')}), HTTP load from its own process "
+            f"(http://{self.host}:{self.port}, {plural(self.cores, 'core')}), HTTP load from its own process "
             "(real measurements, client side)"
         )
 

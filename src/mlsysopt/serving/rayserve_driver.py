@@ -85,15 +85,20 @@ def driver_main(conn: Any, address: str | None, port: int | None, log: str) -> N
     if why is not None:
         conn.send(("error", why))
         return
-    port = _start_serve(serve, port)
-    if isinstance(port, str):
-        conn.send(("error", port))
+    from ray.serve.context import _get_global_client
+
+    serve_was_running = _get_global_client(raise_if_no_controller_running=False) is not None
+    started = _refuse_other_applications(serve, address) or _start_serve(serve, port)
+    endpoint = started if isinstance(started, str) else _http_endpoint(ray, started)
+    if isinstance(endpoint, str):
+        conn.send(("error", endpoint))
         ray.shutdown()
         return
-    conn.send(("ready", {"ray": ray.__version__, "port": port}))
+    host, port = endpoint
+    conn.send(("ready", {"ray": ray.__version__, "host": host, "port": port}))
     loop = asyncio.new_event_loop()
     client = loop.run_until_complete(_client())
-    url = f"http://127.0.0.1:{port}/"
+    url = f"http://{host}:{port}/"
     while True:
         try:
             message = conn.recv()
@@ -123,11 +128,56 @@ def driver_main(conn: Any, address: str | None, port: int | None, log: str) -> N
     with contextlib.suppress(Exception):
         loop.run_until_complete(client.close())
     with contextlib.suppress(Exception):
-        if address is not None:
+        if address is not None:  # leave a joined cluster as it was: no application, and no Serve if none ran
             serve.delete(APP_NAME)
+            if not serve_was_running and not serve.status().applications:
+                serve.shutdown()
     ray.shutdown()
     with contextlib.suppress(OSError, BrokenPipeError):
         conn.send(("stopped", None))
+
+
+def _refuse_other_applications(serve: Any, address: str | None) -> str | None:
+    """Joining a cluster whose Ray Serve runs other applications: the reason to refuse, else None.
+
+    mlsysopt deploys declaratively (what ``serve deploy`` does), and a declarative deployment deletes every
+    application its config does not list, so it never joins a Serve instance that serves someone else.
+    """
+    if address is None:
+        return None
+    apps = sorted(name for name in serve.status().applications if name != APP_NAME)
+    if not apps:
+        return None
+    return (
+        f"--address {address}: Ray Serve there already runs {len(apps)} application(s) ({', '.join(apps)}); "
+        "mlsysopt deploys declaratively (as `serve deploy` does), which would delete them: use a Ray cluster "
+        "without Serve applications, or leave --address out (a private Ray)"
+    )
+
+
+def _http_endpoint(ray: Any, asked: int) -> tuple[str, int] | str:
+    """Where this process reaches Ray Serve's proxy: ``(host, port)``, or the reason it cannot.
+
+    A Serve instance that was already running keeps its own HTTP options (``serve.start`` only logs that the new
+    ones differ), so the port is read back from the controller. The proxy runs on the head node (``HeadOnly``):
+    127.0.0.1 when that is this machine, else the head's address, if the proxy listens beyond loopback there.
+    """
+    from ray.serve.context import _get_global_client
+
+    http = _get_global_client().http_config
+    host, port = str(http.host), int(http.port or asked)
+    head = next(
+        (n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive") and "node:__internal_head__" in n["Resources"]),
+        None,
+    )
+    if head is None or head == ray.util.get_node_ip_address():
+        return "127.0.0.1", port
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return (
+            f"Ray Serve on the head node {head} listens on {host}:{port} only, which this machine cannot reach "
+            "(start Serve there with http_options host 0.0.0.0, or run mlsysopt on the head)"
+        )
+    return head, port
 
 
 def _start_serve(serve: Any, port: int | None) -> int | str:
