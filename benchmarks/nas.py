@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
+import json
 import math
 import os
 import sys
@@ -61,12 +63,14 @@ from mlsysopt.nas import (
     run_search,
     table_constraints,
 )
+from mlsysopt.nas.defaults import default_method, rule_text
 from mlsysopt.nas.prior import TransferPrior
 from mlsysopt.nas.spaces.nasbench_graph import leave_one_out, register_prior
 from mlsysopt.runtime import make_executor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nas_digits import digits
+from nas_own import own_objective
 
 METHODS = ("epnas", "epnas_cold", "local_search", "bananas", "evolution", "tpe", "random", "reinforce", "pnas",
            "zero_shot")  # fmt: skip
@@ -87,12 +91,19 @@ _OLD = {"stage_split": "linear", "candidates": 100, "ucb": 0.0, "predicted_updat
         "neighbours": 3}  # fmt: skip
 _NEW = {"stage_split": "last", "candidates": 500, "ucb": 0.5, "predicted_update": 1.0, "prior_steps": 20,
         "neighbours": 5}  # fmt: skip
-TUNING_GRID: dict[str, tuple[str, dict[str, Any]]] = {
+TUNING_GRID_23: dict[str, tuple[str, dict[str, Any]]] = {  # issue #23's grid (BENCHMARKS.md), kept for the record
     "epnas_linear100": ("epnas", _OLD),
     "epnas_last500": ("epnas", _NEW),
     "cold_linear100": ("epnas_cold", _OLD),
     "cold_last500": ("epnas_cold", {**_NEW, "predicted_update": 0.0, "prior_steps": 0}),
 }
+#: Issue #34's grid: when the prior steps aside (``handover``, evaluations on the target; 0: never). EPNAS's
+#: ``HANDOVER`` default is the variant with the lowest mean validation regret over budgets 10, 30 and 100 here.
+HANDOVERS = (0, 10, 20, 30, 50)
+TUNING_GRID: dict[str, tuple[str, dict[str, Any]]] = {f"epnas_h{h}": ("epnas", {"handover": h}) for h in HANDOVERS}
+#: The methods a budget class's default is chosen from (by mean validation regret on the tuning datasets)
+CANDIDATES = ("epnas", "epnas_cold", "bananas", "tpe", "evolution", "pnas", "zero_shot", "local_search", "random",
+              "reinforce")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- priors
@@ -138,6 +149,15 @@ def graph_job(job: tuple[str, str, str, int, int, dict[str, Any], str | None]) -
 Methods = dict[str, tuple[str, dict[str, Any]]]  # label -> (method, knobs)
 
 
+def anytime(method: str, knobs: dict[str, Any]) -> bool:
+    """Whether one run at the largest budget gives every smaller budget's result: the method never reads its budget,
+    or it is EPNAS whose stages put the whole budget in one stage on NAS-Bench-Graph (``stage_split`` auto/last;
+    tested: the first k proposals of a run with budget B are those of a run with budget k)."""
+    if method_class(method).anytime:
+        return True
+    return method in ("epnas", "epnas_cold") and knobs.get("stage_split", "auto") in ("auto", "last")
+
+
 def plan(
     datasets: tuple[str, ...],
     seeds: int,
@@ -149,7 +169,7 @@ def plan(
     """Every job: anytime methods once at the largest budget, the others once per budget."""
     jobs = []
     for label, (method, knobs) in methods.items():
-        runs = (max(budgets),) if method_class(method).anytime else budgets
+        runs = (max(budgets),) if anytime(method, knobs) else budgets
         for d in datasets:
             for reg in regimes:
                 for s in range(seeds):
@@ -167,11 +187,36 @@ def _at(run: dict[str, Any], budget: int) -> tuple[float | None, float | None, b
     return run["best_valid"][i], run["best_test"][i], bool(run["feasible"][i])
 
 
+def job_key(job: tuple[Any, ...]) -> str:
+    """A file name for one search's result: every field of the job, EPNAS's shipped handover included (a knob's
+    default is part of what ran)."""
+    from mlsysopt.nas.epnas import HANDOVER
+
+    dataset, regime, method, seed, budget, knobs, _ = job
+    extra = {"handover_default": HANDOVER} if method == "epnas" else {}
+    tag = json.dumps({**knobs, **extra}, sort_keys=True)
+    return f"{method}-{dataset}-{regime}-s{seed}-b{budget}-{hashlib.sha1(tag.encode()).hexdigest()[:10]}.json"
+
+
+def cached_job(item: tuple[tuple[Any, ...], str | None]) -> dict[str, Any]:
+    """:func:`graph_job`, its result kept in the ``--cache`` folder (read back instead of searching again)."""
+    job, cache = item
+    path = None if cache is None else Path(cache) / job_key(job)
+    if path is not None and path.is_file():
+        return json.loads(path.read_text())  # type: ignore[no-any-return]
+    out = graph_job(job)
+    if path is not None:
+        write_json_atomic(path, out)
+    return out
+
+
 def search_all(datasets: tuple[str, ...], seeds: int, budgets: tuple[int, ...], methods: Methods,
-               regimes: tuple[str, ...] = REGIME_NAMES, priors: Path | None = None) -> dict[str, Any]:  # fmt: skip
+               regimes: tuple[str, ...] = REGIME_NAMES, priors: Path | None = None,
+               cache: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """Run every job; return the per-cell metrics ``cells[label][budget] = [{dataset, regime, seed, ...}]``.
     ``priors``: a folder keeping the leave-one-out priors (``prior_<dataset>.pt``) across runs; missing ones are
-    trained into it (default: a temporary folder)."""
+    trained into it (default: a temporary folder). ``cache``: a folder keeping each search's result (a run cut
+    short continues where it stopped; results are deterministic)."""
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nas-priors-") as tmp, make_executor("local", JOB_WORKERS) as ex:
         folder = str(priors or tmp)
@@ -183,7 +228,9 @@ def search_all(datasets: tuple[str, ...], seeds: int, budgets: tuple[int, ...], 
             prior_s = time.perf_counter() - t0
             print(f"  leave-one-out priors for {len(datasets)} dataset(s) in {prior_s:.0f} s")
         jobs = plan(datasets, seeds, budgets, methods, folder, regimes)
-        runs = ex.map(graph_job, [j for _, j in jobs])
+        if cache is not None:
+            cache.mkdir(parents=True, exist_ok=True)
+        runs = ex.map(cached_job, [(j, None if cache is None else str(cache)) for _, j in jobs])
     print(f"  {len(jobs)} searches in {time.perf_counter() - t0:.0f} s")
     oracles = {}
     for d in datasets:
@@ -192,10 +239,10 @@ def search_all(datasets: tuple[str, ...], seeds: int, budgets: tuple[int, ...], 
             oracles[(d, reg)] = TableOracle(space, table_constraints(space, reg))
     cells: dict[str, dict[int, list[dict[str, Any]]]] = {}
     for (label, job), run in zip(jobs, runs, strict=True):
-        d, reg, method, seed, b, _, _ = job
+        d, reg, method, seed, b, knobs, _ = job
         oracle = oracles[(d, reg)]
         for budget in budgets:
-            if (method_class(method).anytime and budget <= b) or budget == b:
+            if (anytime(method, knobs) and budget <= b) or budget == b:
                 valid, test, feasible = _at(run, budget)
                 cells.setdefault(label, {}).setdefault(budget, []).append({
                     "dataset": d, "regime": reg, "seed": seed,
@@ -230,9 +277,13 @@ def bootstrap_mean(a: np.ndarray, rng: np.random.Generator) -> list[float]:
     return [float(a.mean()), float(lo), float(hi)]
 
 
+Reference = str | dict[int, str]
+
+
 def summarise(cells: dict[str, dict[int, list[dict[str, Any]]]], datasets: tuple[str, ...], budgets: tuple[int, ...],
-              reference: str = "epnas", regimes: tuple[str, ...] = REGIME_NAMES) -> dict[str, Any]:  # fmt: skip
-    """The issue's keys from the per-cell metrics."""
+              reference: Reference = "epnas", regimes: tuple[str, ...] = REGIME_NAMES) -> dict[str, Any]:  # fmt: skip
+    """The issue's keys from the per-cell metrics; ``reference``: the method the ratios divide (one per budget:
+    the default of each budget's class)."""
     rng = np.random.default_rng(0)
     labels = list(cells)
     out: dict[str, Any] = {k: {} for k in ("val_regret", "test_regret", "rank_pct", "ci95_val_regret",
@@ -253,11 +304,12 @@ def summarise(cells: dict[str, dict[int, list[dict[str, Any]]]], datasets: tuple
                       for d in datasets}
                 for reg in regimes
             }  # fmt: skip
-        if reference in cells:
-            ref = np.array([x["val_regret"] for x in cells[reference][b]])
+        r = reference[b] if isinstance(reference, dict) else reference
+        if r in cells:
+            ref = np.array([x["val_regret"] for x in cells[r][b]])
             out["ci95_val_regret_ratio"][bk] = {
                 m: bootstrap_ratio(ref, np.array([x["val_regret"] for x in cells[m][b]]), rng)
-                for m in labels if m != reference
+                for m in labels if m != r
             }  # fmt: skip
     top = max(budgets)
     out["top1pct_budget"] = top  # the issue's figure is at 100 (the largest budget of a full run)
@@ -291,6 +343,27 @@ def targets(summary: dict[str, Any], datasets: tuple[str, ...]) -> dict[str, Any
     }
 
 
+def targets34(summary: dict[str, Any], defaults: dict[int, str], datasets: tuple[str, ...]) -> dict[str, Any]:
+    """Issue #34's targets: the default's ratio to every baseline has an upper end < 1 at 10 and 30 and a mean
+    <= 1.0 at 100; its top-1% rate >= 0.95 on every dataset (at the largest budget)."""
+    out: dict[str, Any] = {"default_method": {str(b): m for b, m in defaults.items()}}
+    for b in defaults:
+        ratios = summary["ci95_val_regret_ratio"].get(str(b), {})
+        worst_hi = max(ratios.items(), key=lambda kv: kv[1][2]) if ratios else None
+        worst_mean = max(ratios.items(), key=lambda kv: kv[1][0]) if ratios else None
+        if b in (10, 30):
+            out[f"upper_end_below_1_at_{b}"] = bool(ratios) and all(v[2] < 1.0 for v in ratios.values())
+        elif b == 100:
+            out["mean_ratio_at_most_1_at_100"] = bool(ratios) and all(v[0] <= 1.0 for v in ratios.values())
+        out[f"worst_baseline_at_{b}"] = {"by_upper_end": worst_hi, "by_mean": worst_mean}
+    top = summary["top1pct_budget"]
+    rate = summary["top1pct_rate"].get(defaults.get(top, ""), {})
+    out["default_top1pct_rate"] = rate
+    out["top1pct_at_least_095_on_every_dataset"] = bool(rate) and all(rate.get(d, 0) >= 0.95 for d in datasets)
+    out["top1pct_budget"] = top
+    return out
+
+
 def nasbench_graph_legacy(cells: dict[str, Any], datasets: tuple[str, ...], top: int) -> dict[str, Any]:
     """The old per-dataset block (test regret at the largest budget, feasible rate), now over both regimes."""
     out: dict[str, Any] = {}
@@ -316,14 +389,30 @@ def _print_table(summary: dict[str, Any], budgets: tuple[int, ...]) -> None:
         )
 
 
-def tune(seeds: int) -> dict[str, Any]:
-    """The EPNAS variants of :data:`TUNING_GRID` and the target baselines on the tuning datasets at 10 and 30."""
-    methods = {label: spec for label, spec in TUNING_GRID.items()}
-    methods |= {m: (m, {}) for m in (*TARGET_BASELINES, "random", "zero_shot")}
-    found = search_all(TUNING_DATASETS, seeds, (10, 30), methods)
-    summary = summarise(found["cells"], TUNING_DATASETS, (10, 30), reference=next(iter(TUNING_GRID)))
-    _print_table(summary, (10, 30))
-    return {"datasets": list(TUNING_DATASETS), "seeds": seeds, "grid": {k: v[1] for k, v in TUNING_GRID.items()},
+def tune(
+    seeds: int, budgets: tuple[int, ...] = BUDGETS, priors: Path | None = None, cache: Path | None = None
+) -> dict[str, Any]:
+    """Issue #34's tuning study on physics, arxiv and proteins only: EPNAS's ``handover`` (:data:`TUNING_GRID`) and
+    every candidate method, at ``budgets``. Returns the grid's figures, the chosen handover (lowest mean over the
+    budgets of each variant's regret relative to the best variant at that budget) and the best candidate per budget
+    (``epnas`` read as the chosen variant): the default of each budget class."""
+    methods = dict(TUNING_GRID) | {m: (m, {}) for m in CANDIDATES if m != "epnas"}
+    found = search_all(TUNING_DATASETS, seeds, budgets, methods, priors=priors, cache=cache)
+    summary = summarise(found["cells"], TUNING_DATASETS, budgets, reference="epnas_h0")
+    _print_table(summary, budgets)
+    vr = summary["val_regret"]
+    rel = {g: float(np.mean([vr[str(b)][g] / min(vr[str(b)][h] for h in TUNING_GRID) for b in budgets]))
+           for g in TUNING_GRID}  # fmt: skip
+    chosen = min(rel, key=lambda g: rel[g])
+    best: dict[str, Any] = {}
+    for b in budgets:
+        row = {("epnas" if m == chosen else m): v for m, v in vr[str(b)].items() if m == chosen or m not in TUNING_GRID}
+        best[str(b)] = {"method": min(row, key=lambda m: row[m]), "val_regret": row}
+    print(f"  handover: {chosen} (relative regret {rel[chosen]:.3f}); best per budget: "
+          + ", ".join(f"{b}: {v['method']}" for b, v in best.items()))  # fmt: skip
+    return {"datasets": list(TUNING_DATASETS), "seeds": seeds, "budgets": list(budgets),
+            "grid": {k: v[1] for k, v in TUNING_GRID.items()}, "handover_relative_regret": rel,
+            "chosen_handover": TUNING_GRID[chosen][1]["handover"], "best_per_budget": best,
             "summary": summary, "searches": found["searches"]}  # fmt: skip
 
 
@@ -340,7 +429,9 @@ def main() -> None:
                         "depend on it: every search runs alone in one)")  # fmt: skip
     parser.add_argument("--budgets", help="comma-separated evaluation budgets (default 10,30,100; quick 10,30)")
     parser.add_argument("--priors", type=Path, help="folder keeping the leave-one-out priors across runs")
+    parser.add_argument("--cache", type=Path, help="folder keeping each search's result (resumable runs)")
     parser.add_argument("--no-digits", action="store_true", help="skip the digits part (real training)")
+    parser.add_argument("--no-own", action="store_true", help="skip the own-objective part (scikit-learn vs Optuna)")
     parser.add_argument("--out", type=Path, required=True, help="where to write the JSON")
     args = parser.parse_args()
     if args.seeds is not None and args.seeds < 1:
@@ -355,8 +446,10 @@ def main() -> None:
             "cpu_count": os.cpu_count(), "load_average_at_start": load}  # fmt: skip
     if args.tune:
         seeds = args.seeds or (3 if quick else 10)
+        t_budgets = tuple(sorted({int(b) for b in args.budgets.split(",")})) if args.budgets else BUDGETS
         print(f"tuning: {len(TUNING_GRID)} EPNAS variants on {', '.join(TUNING_DATASETS)}, {seeds} seeds")
-        result = {"tuning": tune(seeds), "mode": "tune-quick" if quick else "tune", **meta}
+        tuning = tune(seeds, t_budgets, args.priors, args.cache)
+        result = {"tuning": tuning, "mode": "tune-quick" if quick else "tune", **meta}
         result["seconds"] = {"total": time.perf_counter() - t0}
         write_json_atomic(args.out, result)
         print(f"wrote {args.out} ({result['seconds']['total']:.0f} s)")
@@ -375,13 +468,18 @@ def main() -> None:
     d_budget, d_epochs = (6, 2) if quick else (30, 4)
     print(f"NAS-Bench-Graph: {len(datasets)} datasets x {len(regimes)} regime(s) x {len(METHODS)} methods x "
           f"{seeds} seeds, budgets {budgets}")  # fmt: skip
-    found = search_all(datasets, seeds, budgets, {m: (m, {}) for m in METHODS}, regimes, args.priors)
+    found = search_all(datasets, seeds, budgets, {m: (m, {}) for m in METHODS}, regimes, args.priors, args.cache)
     graph_s = time.perf_counter() - t0
-    summary = summarise(found["cells"], datasets, budgets, regimes=regimes)
+    defaults = {b: default_method(b) for b in budgets}  # the rule of `nas search --method auto`
+    summary = summarise(found["cells"], datasets, budgets, reference=defaults, regimes=regimes)
     _print_table(summary, budgets)
     print("digits: skipped" if args.no_digits else f"digits: budget {d_budget}, {d_epochs} epochs")
     t1 = time.perf_counter()
     dig = None if args.no_digits else digits(d_budget, d_epochs)
+    t2 = time.perf_counter()
+    own_seeds, own_n = (2, 8) if quick else (10, 30)
+    print("own objective: skipped" if args.no_own else f"own objective: {own_seeds} seeds x {own_n} trainings")
+    own = None if args.no_own else own_objective(own_seeds, own_n)
     top = max(budgets)
     legacy = nasbench_graph_legacy(found["cells"], datasets, top)
     tg = targets(summary, datasets)
@@ -408,7 +506,11 @@ def main() -> None:
         "mean_regret": {m: float(np.mean([legacy[d]["regret"][m] for d in datasets])) for m in METHODS},
         "oracle": found["oracle"],
         "digits": dig,
+        "own_objective": own,
+        "default_method": {str(b): m for b, m in defaults.items()},
+        "default_rule": rule_text(),
         "targets": tg,
+        "targets_34": targets34(summary, defaults, datasets),
         "settings": {
             "datasets": list(datasets),
             "tuning_datasets": list(TUNING_DATASETS),
@@ -427,15 +529,31 @@ def main() -> None:
         },
         "mode": "quick" if quick else "full",
         **meta,
-        "seconds": {"nasbench_graph": graph_s, "digits": time.perf_counter() - t1, "total": time.perf_counter() - t0},
+        "seconds": {
+            "nasbench_graph": graph_s,
+            "digits": t2 - t1,
+            "own_objective": time.perf_counter() - t2,
+            "total": time.perf_counter() - t0,
+        },
     }
     write_json_atomic(args.out, result)
     r30 = tg["epnas_over_best_baseline_at_30"]
     if r30:
         print(f"EPNAS / {tg['best_baseline_at_30']} at 30: {r30[0]:.3f} [{r30[1]:.3f}, {r30[2]:.3f}]")
-    print(f"top-1% rate at {top}: " + "  ".join(f"{d} {v:.2f}" for d, v in summary["top1pct_rate"]["epnas"].items()))
+    print(
+        f"top-1% rate at {top} ({defaults[top]}): "
+        + "  ".join(f"{d} {v:.2f}" for d, v in summary["top1pct_rate"][defaults[top]].items())
+    )
     if dig is not None:
         print(f"digits: epnas {dig['epnas_acc']}, random {dig['random_acc']}, speed-up {dig['speedup_2_workers']:.2f}x")
+    t34 = result["targets_34"]
+    print(f"defaults {t34['default_method']}; upper end < 1 at 10: {t34.get('upper_end_below_1_at_10')}, at 30: "
+          f"{t34.get('upper_end_below_1_at_30')}; mean <= 1 at 100: {t34.get('mean_ratio_at_most_1_at_100')}; "
+          f"top-1% >= 0.95 everywhere: {t34['top1pct_at_least_095_on_every_dataset']}")  # fmt: skip
+    if own is not None:
+        print(f"own objective: mlsysopt {own['summary']['mlsysopt']['mean_best']:.4f} vs optuna "
+              f"{own['summary']['optuna_tpe']['mean_best']:.4f}; overhead ratio {own['overhead_ratio']:+.2f}; "
+              f"CLI == Study: {own['cli_equals_study']}")  # fmt: skip
     print(f"wrote {args.out} ({result['seconds']['total']:.0f} s)")
 
 

@@ -44,7 +44,9 @@ def test_permanent_failure_is_recorded_and_the_search_goes_on() -> None:
     doomed = probe.ask(1)[0]  # the first candidate seed 5 proposes
     space.fail = {doomed}
     result = run_search(get_method("random", space, cons, budget=8, seed=5), workers=3)
-    assert len(result.history) == 8  # the failure counts once against the budget
+    assert len(result.history) == 9  # recorded as failed; the budget counts the 8 successful evaluations
+    counted = run_search(get_method("random", space, cons, budget=8, seed=5), workers=3, count_failed=True)
+    assert len(counted.history) == 8 and counted.failed == 1  # asked for: the failure uses up the budget too
     bad = [ev for ev in result.history if not ev.ok]
     assert [ev.arch for ev in bad] == [doomed] and result.failed == 1
     assert "RuntimeError: boom" in bad[0].error and bad[0].extra["retried"]
@@ -230,7 +232,8 @@ def test_a_broken_executor_stops_the_search_with_a_clear_error(tmp_path: Path) -
         run_search(get_method("random", FakeSpace(), constraints(), budget=50, seed=0), ex, workers=2, checkpoint=ckpt)
     assert ex.calls == 3 * 3  # each batch: one call, then one retry per candidate; then the driver gives up
     resumed = run_search(get_method("random", FakeSpace(), constraints(), budget=8, seed=0), checkpoint=ckpt)
-    assert len(resumed.history) == 8 and resumed.failed == 6  # the 3 broken batches stay recorded as failed
+    assert len(resumed.history) == 14 and resumed.failed == 6  # the 3 broken batches stay recorded as failed
+    assert sum(ev.ok for ev in resumed.history) == 8  # and do not use up the budget
 
 
 def test_a_worker_that_dies_fails_its_candidate_alone() -> None:
@@ -240,6 +243,6 @@ def test_a_worker_that_dies_fails_its_candidate_alone() -> None:
     with LocalExecutor(2) as pool:
         result = run_search(get_method("random", space, cons, budget=6, seed=5), pool, workers=2)
     bad = [ev for ev in result.history if not ev.ok]
-    assert [ev.arch for ev in bad] == [doomed] and len(result.history) == 6
+    assert [ev.arch for ev in bad] == [doomed] and len(result.history) == 7  # 6 successful + 1 failed
     assert "ExecutorLost: a worker process died" in bad[0].error and bad[0].extra["retried"]
     assert result.best is not None and result.best.ok

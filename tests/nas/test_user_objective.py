@@ -101,8 +101,13 @@ def test_a_broken_objective_is_one_error(user: Path, monkeypatch: pytest.MonkeyP
     first = "the first 3 evaluations all failed, so the search stopped (last: the objective raised ZeroDivisionError"
     line = _error_line(_search(), first,
                        "(at toy.py:")  # fmt: skip
-    assert "fix the objective" in line
+    assert "fix the objective and run the same command with --resume" in line
     assert (user / "run" / "checkpoint.pt").is_file() and not (user / "run" / "result.json").exists()
+    monkeypatch.setenv("TOY_MODE", "")  # fixed: the advice works, and the 3 failed trials leave the budget whole
+    again = _search("--resume")  # the same command, as the advice says
+    assert again.returncode == 0, again.stderr
+    res = json.loads((user / "run" / "result.json").read_text())
+    assert res["failed"] == 3 and sum(e["ok"] for e in res["evaluations"]) == 6
     monkeypatch.setenv("TOY_MODE", "exit")
     _error_line(_search(out="run2"), "(last: the objective called sys.exit(3))")
 
@@ -120,7 +125,7 @@ def test_exits_bad_returns_and_signals_fail_their_trial_only(user: Path, monkeyp
     assert all("the objective's return value is 'good' (str), not a number" in e["error"] for e in by_width[32])
     assert all(e["ok"] for e in by_width[8] + by_width[16])  # the trial whose worker was killed got its retry
     assert (user / "killed").exists() and res["failed"] == len(by_width[32]) + len(by_width[64])
-    assert res["best"]["feasible"] and res["evaluated"] == 16
+    assert res["best"]["feasible"] and res["evaluated"] == 16 + res["failed"]  # failures do not use up the budget
 
 
 def test_the_timeout_stops_a_trial_in_flight_and_resume_redoes_it(user: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -185,3 +190,24 @@ def test_the_readme_model_family_searches_exports_and_reloads(tmp_path: Path, mo
     model.load_state_dict(torch.load(tmp_path / "runs/mlp-best/state_dict.pt", weights_only=True))
     _, valid, _ = mod.data()
     assert mod.accuracy(model, valid) == params["value"] == res["best"]["extra"]["value"]  # the very trained model
+
+
+def test_the_study_and_the_cli_run_the_same_search_and_the_store_reads_like_optuna(user: Path) -> None:
+    import optuna
+
+    from mlsysopt.nas import Study
+    from mlsysopt.nas.objective import load_objective, load_space
+
+    ran = _search("--direction", "minimize", "--storage", f"sqlite:///{user / 'store.db'}", budget=5)
+    assert ran.returncode == 0, ran.stderr
+    res = json.loads((user / "run" / "result.json").read_text())
+    train = load_objective("toy.py:train")
+    study = Study(load_space("toy.py:space"), seed=0, direction="minimize")  # method auto, budget = n_trials
+    study.optimize(lambda p, seed=0: train(p, seed=seed)["value"], n_trials=5)
+    assert [e["decoded"] for e in res["evaluations"]] == [t.params for t in study.trials]  # same method and seed
+    assert [e["extra"]["value"] for e in res["evaluations"]] == [t.value for t in study.trials]
+    stored = optuna.load_study(study_name="run", storage=f"sqlite:///{user / 'store.db'}")
+    assert stored.direction == optuna.study.StudyDirection.MINIMIZE and stored.metric_names == ["train"]
+    assert set(stored.trials[0].params) >= {"lr", "b1.width"} and stored.trials[0].params["lr"] in (0.1, 0.01, 0.001)
+    assert [t.value for t in stored.trials] == [t.value for t in study.trials]  # your values, not negated
+    assert stored.best_value == study.best_value

@@ -27,7 +27,9 @@ def test_nas_search_records_every_evaluation(tmp_path: Path) -> None:
     assert [t.user_attrs["record"] for t in study.trials] == json.loads(json.dumps(out.record["evaluations"]))
     assert study.direction == optuna.study.StudyDirection.MAXIMIZE
     assert study.best_value == pytest.approx(out.record["best"]["perf"])
-    assert set(study.trials[0].params) >= {"choice_0", "blocks"} and "test_perf" in study.trials[0].user_attrs
+    assert set(study.trials[0].params) == {"link", "op1", "op2", "op3", "op4", "blocks"}  # the space's names
+    assert study.trials[0].params["op1"] in ("gat", "gcn", "gin", "cheb", "sage", "arma", "graph", "fc", "skip")
+    assert study.metric_names == ["validation_accuracy"] and "test_perf" in study.trials[0].user_attrs
     assert study.user_attrs["mlsysopt.headline"]["value"] == pytest.approx(out.record["best"]["perf"])
 
 

@@ -23,6 +23,7 @@ from mlsysopt.cli.common import (
     progress_bar,
 )
 from mlsysopt.errors import InvalidOption
+from mlsysopt.nas.defaults import rule_text
 from mlsysopt.runtime import check_parallel
 
 nas_app = typer.Typer(
@@ -35,6 +36,7 @@ SPACE_HELP = (
     "FILE.py:space (an mlsysopt.nas.Space, with --objective)."
 )
 METHOD_HELP = (
+    "auto (default: the method that did best on validation problems for your --budget's class; see below) | "
     "epnas (with transfer) | epnas_cold | local_search | bananas | evolution | tpe | random | reinforce | pnas | "
     "zero_shot."
 )
@@ -82,7 +84,7 @@ def nas_search(
     method: Annotated[
         str,
         _opt("--method", METHOD_HELP),
-    ] = "epnas",
+    ] = "auto",
     objective: Annotated[
         str | None, _opt("--objective", "Your training function FILE.py:train for --space FILE.py:space.")
     ] = None,
@@ -129,6 +131,15 @@ def nas_search(
     warm_start: Annotated[
         str | None, _opt("--warm-start", "STUDY or auto: pretrain the predictor on earlier runs' evaluations.")
     ] = None,
+    count_failed: Annotated[
+        bool,
+        _opt("--count-failed/--no-count-failed", "Failed trials use up --budget too (default: only successful "
+             "ones do; the search stops once as many trials failed as --budget)."),
+    ] = False,
+    metric: Annotated[
+        str | None,
+        _opt("--metric", "The objective's name in the study store (default: your --objective's function name)."),
+    ] = None,
 ) -> None:
     """Search the space for the best architecture that meets every resource constraint.
 
@@ -137,15 +148,22 @@ def nas_search(
     with a larger --budget or after --timeout), settings.json, pareto.png and best_so_far.png.
     `mlsysopt nas export RUN_DIR` writes the best architecture out.
 
+    --method auto (the default) runs the method with the lowest validation regret on the tuning problems
+    (NAS-Bench-Graph physics, arxiv, proteins) for the class of --budget, confirmed on the held-out datasets
+    (BENCHMARKS.md, docs/guides/nas.md): {rule}.
+
     A NAS-Bench-Graph cell prints as link [0, 1, 1, 2] ops gcn/gat/skip/fc: node i (1-4) reads the node the i-th
     entry of link names (0 = the cell's input) and applies the i-th op. Ops: gcn graph convolution, gat graph
     attention, sage GraphSAGE, gin graph isomorphism network, cheb Chebyshev convolution, arma ARMA convolution,
     graph k-GNN GraphConv, fc a linear layer, skip identity (`mlsysopt nas spaces` lists them).
     """
+    from mlsysopt.nas.defaults import resolve_method
     from mlsysopt.nas.experiment import SearchOptions, prepare_search
     from mlsysopt.nas.registry import check_method, parse_method_knobs
 
-    check_method(method)
+    chosen = resolve_method(method, budget) if isinstance(budget, int) and budget >= 1 else method
+    if chosen != "auto":  # (a bad --budget is refused by SearchOptions, with its own message)
+        check_method(chosen)
     knobs = knob or []
     if sum(len(k) for k in knobs) > MAX_OPTION_CHARS:
         raise InvalidOption(f"--knob values are longer than {MAX_OPTION_CHARS:,} characters in all")
@@ -155,8 +173,8 @@ def nas_search(
     cnn = {"epochs": epochs, "ops": parse_ops(ops), "max_blocks": max_blocks, "lr": lr}
     options = SearchOptions(space=space, method=method, budget=budget, limits=limits, mode=constraint_mode,
                             workers=workers, backend=backend, address=address, space_options=cnn, seed=seed,
-                            knobs=parse_method_knobs(method, knobs), timeout=timeout, objective=objective,
-                            direction=direction,
+                            knobs=parse_method_knobs(chosen, knobs) if knobs else {}, timeout=timeout,
+                            objective=objective, direction=direction, count_failed=count_failed, metric=metric,
                             latency_model=None if latency_model is None else str(latency_model))  # fmt: skip
     with err_console.status(f"loading the space {escape(space)}"):
         job = prepare_search(out, options, resume)  # every input checked; nothing written yet
@@ -167,7 +185,9 @@ def nas_search(
     check_parallel(workers, backend, address)  # after the limits, so a refused --workers gets no warning first
     with job.executor() as executor:  # an unreachable Ray head fails here, before any file
         cons = job.constraints
-        err_console.print(f"{method} on {job.space.name}: budget {budget}, constraints {escape(cons.describe())}")
+        how = " (--method auto: the default for this budget)" if job.options.auto else ""
+        err_console.print(f"{job.options.method}{how} on {job.space.name}: budget {budget}, "
+                          f"constraints {escape(cons.describe())}")  # fmt: skip
         best = [math.nan]
         with progress_bar() as progress:
             task = progress.add_task("searching", total=budget, completed=job.resumed_from)
@@ -180,6 +200,9 @@ def nas_search(
 
             done = job.run(executor, on_eval=on_eval)
     _print_result(done, job, out)
+
+
+nas_search.__doc__ = (nas_search.__doc__ or "").replace("{rule}", rule_text())
 
 
 def parse_limits(items: list[str], given: dict[str, float | None]) -> dict[str, float]:

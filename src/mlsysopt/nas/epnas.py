@@ -35,6 +35,10 @@ The whole algorithm, read top to bottom (every knob is in :class:`EPNASConfig`):
    evaluated architectures (``Constraints.reward``); failures get the penalty. ``predicted_update > 0`` adds a
    policy step on the predictor's scores of each round's whole pool, which moves the controller towards what the
    (pretrained) predictor likes long before real rewards could.
+6. **Handover.** The prior is worth most while the target's own evaluations are few, and later it holds the search
+   back. Once ``handover`` architectures have been evaluated on the target (0: never), the prior steps aside: the
+   predictor goes on cold on the same data (the GP without the prior's mean and kernel) and the policy steps on
+   its scores stop, so from then on the search is cold EPNAS's, started from where the prior took it.
 
 The best feasible architecture so far is what ``run_search`` returns. ``state_dict`` holds the controller, its
 optimizer and baseline, the sampling generator, the predictor's data (the predictor is a deterministic function of
@@ -69,6 +73,9 @@ RESAMPLES = 3  # candidate pools drawn per round at most, when costly constraint
 COSTLY_CHECKS = 64
 PRIORS = ("auto", "none")
 PREDICTORS = ("gp", "mlp")
+#: Evaluations on the target after which EPNAS's prior steps aside (``handover``), chosen on the tuning datasets
+#: only (physics, arxiv, proteins at 10, 30 and 100 evaluations: ``benchmarks/nas.py --tune``, BENCHMARKS.md).
+HANDOVER = 30
 
 
 @dataclass
@@ -94,6 +101,8 @@ class EPNASConfig(ControllerConfig, PredictorConfig, SearcherConfig):
         predicted_update: Weight of a policy step on the predictor's scores of each pool (0: none; default 1.0).
         prior_steps: Policy steps on the prior's scores before the first round, >= 0 (default 20).
         prior_pool: The prior's best unevaluated architectures joining every round's pool, >= 0.
+        handover: Evaluations on the target after which the prior steps aside (cold from then on), >= 0
+            (0: never).
 
     Raises:
         InvalidOption: If a knob has the wrong type or is out of range.
@@ -112,6 +121,7 @@ class EPNASConfig(ControllerConfig, PredictorConfig, SearcherConfig):
     predicted_update: float = knob(1.0, 0)  # >0: also a policy step on the predictor's scores of each round's pool
     prior_steps: int = knob(20, 0, MAX_POOL)  # policy steps on the prior's scores before the first round
     prior_pool: int = knob(0, 0, MAX_POOL)  # the prior's best unevaluated architectures joining every round's pool
+    handover: int = knob(HANDOVER, 0, MAX_POOL)  # evaluations after which the prior steps aside (0: never)
 
 
 class EPNAS(Searcher[EPNASConfig]):
@@ -144,6 +154,7 @@ class EPNAS(Searcher[EPNASConfig]):
         """Start from ``prior`` (None: cold): a fresh controller (pretrained on it) and predictor."""
         cfg, space = self.cfg, self.space
         self.prior = prior
+        self.handed = False  # whether the prior has stepped aside (``handover``)
         self.policy = Policy(space.decisions(space.max_blocks), cfg, self.seed)
         self.scorer = None if prior is None else PriorScorer(prior, space)
         if cfg.predictor == "gp":
@@ -227,9 +238,10 @@ class EPNAS(Searcher[EPNASConfig]):
             return pool
         mean, std = self.predictor.predict_dist(pool)
         score = mean + cfg.ucb * std
-        if cfg.predicted_update and score.std() > 0:
+        step = 0.0 if self.handed else cfg.predicted_update
+        if step and score.std() > 0:
             adv = torch.as_tensor((score - score.mean()) / score.std(), dtype=torch.float32)
-            self.policy.pg.step([a.choices for a in pool], cfg.predicted_update * adv)
+            self.policy.pg.step([a.choices for a in pool], step * adv)
         return [pool[i] for i in np.argsort(-score, kind="stable")]
 
     def _pick(self, ranked: list[Arch], n: int) -> list[Arch]:
@@ -326,9 +338,24 @@ class EPNAS(Searcher[EPNASConfig]):
         rewards = [self.reward(ev) for ev in good]
         for ev, r in zip(good, rewards, strict=True):
             self.predictor.add(ev.arch, r)
+        if self._handover_due():
+            self._hand_over()
         self.predictor.refit()
         failed = [ev.arch.choices for ev in evals if not self.usable(ev)]
         self.policy.update([ev.arch.choices for ev in good], rewards, failed, len(evals), self.rng)
+
+    def _handover_due(self) -> bool:
+        """Whether the prior should step aside now (it ranks, and ``handover`` evaluations are in)."""
+        h = self.cfg.handover
+        return bool(h) and not self.handed and self.scorer is not None and len(self.predictor.data) >= h
+
+    def _hand_over(self) -> None:
+        """The prior steps aside: a cold predictor (GP without the prior, or the MLP) on the same data."""
+        data = self.predictor.data
+        if self.cfg.predictor == "gp":
+            self.predictor = OnlineGP(self.space, None, warmup=self.cfg.warmup)
+        self.predictor.data = list(data)
+        self.handed = True
 
     def state_dict(self) -> dict[str, Any]:
         """Controller, optimizer, baseline, sampling generator, predictor data, rng and stage bookkeeping."""
@@ -338,6 +365,7 @@ class EPNAS(Searcher[EPNASConfig]):
             **self.predictor.state_dict(),
             "stages": self.stages.state_dict(),
             "warm_prior": self.warm_prior,
+            "handed": self.handed,
             "round": {
                 "queue": [(list(a.choices), a.blocks) for a in self.queue],
                 "pending": self.pending,
@@ -355,6 +383,8 @@ class EPNAS(Searcher[EPNASConfig]):
             self.warm_prior = d["warm_prior"]
         self.policy.load_state_dict(d)
         self.stages.load_state_dict(d["stages"])
+        if d.get("handed") and not self.handed:
+            self._hand_over()
         self.predictor.load_state_dict(d)
         self.queue = [Arch(tuple(c), b) for c, b in d["round"]["queue"]]
         self.pending = int(d["round"]["pending"])
@@ -367,12 +397,13 @@ class EPNASColdConfig(EPNASConfig):
 
     Args:
         knobs: Every knob of :class:`EPNASConfig`; the defaults that differ: ``prior="none"``,
-            ``predicted_update=0.0``, ``prior_steps=0``.
+            ``predicted_update=0.0``, ``prior_steps=0``, ``handover=0``.
     """
 
     prior: str = knob("none", choices=PRIORS)
     predicted_update: float = knob(0.0, 0)  # cold, the predictor knows little of the pool: no step on its scores
     prior_steps: int = knob(0, 0, MAX_POOL)  # (no prior to take steps on)
+    handover: int = knob(0, 0, MAX_POOL)  # (no prior to hand over from)
 
 
 class EPNASCold(EPNAS):

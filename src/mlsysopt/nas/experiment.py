@@ -23,8 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import RunDir
-from mlsysopt.nas.constraints import MODES, RESOURCES, Constraints, parse_name
+from mlsysopt.nas.constraints import Constraints
+from mlsysopt.nas.defaults import AUTO, resolve_method
 from mlsysopt.nas.limits import MAX_SEED, check_search_size
+from mlsysopt.nas.regimes import (  # noqa: F401  (re-exported: mlsysopt.nas.experiment's public names)
+    REGIMES,
+    build_constraints,
+    check_limits,
+    median_constraints,
+    table_constraints,
+)
 from mlsysopt.nas.registry import check_method, method_class, method_config
 from mlsysopt.nas.report import best_feasible_test, eval_record, plot_search, regret, space_info
 from mlsysopt.nas.search import SearchResult, read_checkpoint, run_search
@@ -37,91 +45,11 @@ if TYPE_CHECKING:
     from mlsysopt.runtime import Executor
 
 #: Settings that may change when a run is resumed (everything else must match the run being continued).
-RESUMABLE = ("budget", "workers", "backend", "address", "timeout")
+RESUMABLE = ("budget", "workers", "backend", "address", "timeout", "count_failed")
 #: The CNN spaces' options, by the command-line flag that sets them.
 SPACE_OPTIONS = {"epochs": "--epochs", "ops": "--ops", "max_blocks": "--max-blocks", "lr": "--lr"}
 CHECKPOINT = "checkpoint.pt"
 PLOTS = ("pareto.png", "best_so_far.png")
-
-
-def check_limits(mode: str, limits: dict[str, float | None]) -> None:
-    """Each given limit must be a number > 0 (named by its option) and the mode hard or soft."""
-    for name, v in limits.items():
-        if parse_name(name) is None:
-            raise MlsysoptError(
-                f"unknown constraint '{name}' (choose from: {', '.join(RESOURCES)}, or max_<resource> / "
-                "min_<resource> for a resource your space reports)"
-            )
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise MlsysoptError(f"--{name.replace('_', '-')} must be a number > 0, got {v:g}")
-    if mode not in MODES:
-        raise MlsysoptError(f"unknown --constraint-mode '{mode}' (choose from: {', '.join(MODES)})")
-
-
-def build_constraints(mode: str, limits: dict[str, float | None]) -> Constraints:
-    """``Constraints`` from the limit options (``None`` = no such constraint).
-
-    Args:
-        mode: ``"hard"`` or ``"soft"``.
-        limits: Constraint name (``max_latency_ms``, ``max_params``, ...) to its limit, > 0 (None: no constraint).
-
-    Returns:
-        Constraints: The constraints.
-
-    Raises:
-        MlsysoptError: For an unknown mode or a limit that is not a number > 0.
-    """
-    check_limits(mode, limits)
-    return Constraints.from_limits(mode=mode, **limits)
-
-
-def median_constraints(space: SearchSpace) -> Constraints:
-    """Hard limits at a NAS-Bench-Graph table's median latency and median params (the benchmark's constraints).
-
-    Args:
-        space: A NAS-Bench-Graph space (it must have ``table_stats``).
-
-    Returns:
-        Constraints: Hard ``max_latency_ms`` and ``max_params`` at the table's medians.
-    """
-    stats = space.table_stats()  # type: ignore[attr-defined]
-    return Constraints.from_limits(max_latency_ms=stats["median_latency_ms"], max_params=stats["median_params"])
-
-
-#: Constraint regimes of the benchmark, as quantiles of a table's (latency, params): "tight" puts both at the lower
-#: quartile (~8% of the cells are feasible), "single" only params at the 10th percentile, "median" both at the median.
-REGIMES: dict[str, tuple[float | None, float | None]] = {
-    "median": (0.5, 0.5),
-    "tight": (0.25, 0.25),
-    "single": (None, 0.10),
-}
-
-
-def table_constraints(space: SearchSpace, regime: str) -> Constraints:
-    """Hard limits at quantiles of a NAS-Bench-Graph table's latency and params (:data:`REGIMES`).
-
-    Args:
-        space: A NAS-Bench-Graph space (it must have ``table``).
-        regime: ``"median"``, ``"tight"`` (both at the lower quartile) or ``"single"`` (params at the 10th percentile).
-
-    Returns:
-        Constraints: Hard limits in ms and parameters.
-
-    Raises:
-        MlsysoptError: For an unknown regime.
-    """
-    import numpy as np
-
-    if regime not in REGIMES:
-        raise MlsysoptError(f"unknown constraint regime '{regime}' (choose from: {', '.join(REGIMES)})")
-    lat_q, par_q = REGIMES[regime]
-    entries = list(space.table.values())  # type: ignore[attr-defined]
-    limits: dict[str, float | None] = {"max_latency_ms": None, "max_params": None}
-    if lat_q is not None:
-        limits["max_latency_ms"] = float(np.quantile([float(e["latency"]) for e in entries], lat_q)) * 1000.0
-    if par_q is not None:
-        limits["max_params"] = float(np.quantile([float(e["para"]) for e in entries], par_q)) * 1e6
-    return Constraints.from_limits(**limits)
 
 
 def build_space(
@@ -186,7 +114,8 @@ class SearchOptions:
 
     Args:
         space: Space spec (see :func:`build_space`).
-        method: NAS method name (e.g. ``epnas``, ``random``, ``evolution``).
+        method: NAS method name (e.g. ``epnas``, ``random``, ``evolution``), or ``"auto"`` (the default): the
+            default of the budget's class (:mod:`mlsysopt.nas.defaults`).
         budget: Evaluations, >= 1.
         limits: Constraint name to limit (> 0), None for none.
         mode: Constraint mode, ``"hard"`` or ``"soft"``.
@@ -202,6 +131,9 @@ class SearchOptions:
         direction: ``"maximize"`` or ``"minimize"`` (your objective returns a loss).
         measures: :class:`ResourceMeasure` plug-ins adding resources constraints may read.
         prior: A transfer prior for EPNAS and zero-shot (None: the space's own).
+        count_failed: Failed evaluations count against the budget (default: only successful ones do).
+        metric: The objective's name in the study store (None: your objective's function name, else
+            ``validation_accuracy``).
 
     Raises:
         MlsysoptError: For an out-of-range budget, workers, seed or timeout, bad limits, unknown space options, an
@@ -209,7 +141,7 @@ class SearchOptions:
     """
 
     space: str = "nasbench-graph:cora"
-    method: str = "epnas"
+    method: str = "auto"  # "auto": the budget class's default (mlsysopt.nas.defaults)
     budget: int = 100
     limits: dict[str, float | None] = field(default_factory=dict)
     mode: str = "hard"
@@ -225,6 +157,9 @@ class SearchOptions:
     direction: str = "maximize"  # "minimize" when your objective returns a loss
     measures: tuple[Any, ...] = ()  # ResourceMeasure plug-ins adding resources constraints may read
     prior: Any = None  # a TransferPrior for EPNAS / zero-shot (e.g. from earlier runs' records); None: the space's
+    count_failed: bool = False  # failed evaluations use up the budget too (``--count-failed``)
+    metric: str | None = None  # the objective's name in the study store (``--metric``)
+    auto: bool = field(default=False, init=False, repr=False)  # whether the budget-class rule chose the method
 
     def __post_init__(self) -> None:
         for name, v, lo, hi in (("--budget", self.budget, 1, None), ("--workers", self.workers, 1, None),
@@ -242,6 +177,8 @@ class SearchOptions:
         unknown = sorted(set(self.space_options) - set(SPACE_OPTIONS))
         if unknown:
             raise MlsysoptError(f"unknown space option(s) {unknown} (known: {', '.join(SPACE_OPTIONS)})")
+        self.auto = self.method == AUTO  # the rule chose it (a resumed run keeps the method it started with)
+        self.method = resolve_method(self.method, self.budget)
         check_method(self.method)
         if self.knobs:  # every knob's type and range (this imports the method, so only when there are knobs)
             method_config(self.method, **self.knobs)
@@ -265,6 +202,8 @@ class SearchOptions:
             **({"direction": self.direction} if self.direction != "maximize" else {}),
             **({"measures": [m.describe() for m in self.measures]} if self.measures else {}),
             **({"prior": self.prior.describe()} if self.prior is not None else {}),
+            **({"count_failed": True} if self.count_failed else {}),
+            **({"metric": self.metric} if self.metric else {}),
         }
 
 
@@ -314,11 +253,15 @@ class SearchJob:
         """Open the run folder, search to the budget (checkpointing every batch), write result.json and the plots."""
         with self.run_dir as run:
             opts = self.options
+            from mlsysopt.nas.stored import objective_name
+            from mlsysopt.store.records import record_objective
+
+            record_objective(opts.direction, objective_name(opts.objective, opts.metric))
             if self.resumed_from:  # the store may lack the last trials before a kill: their keys keep one copy
                 for i, d in enumerate(read_checkpoint(run)["history"]):
                     self._store(Evaluation.from_dict(d), i + 1)
             result = run_search(self.searcher, executor, opts.workers, checkpoint=run, on_eval=self._stored(on_eval),
-                                timeout=opts.timeout)  # fmt: skip
+                                timeout=opts.timeout, count_failed=opts.count_failed)  # fmt: skip
             record = self._record(result)
             if opts.latency_model:
                 from mlsysopt.nas.latency_model import confirm
@@ -345,9 +288,12 @@ class SearchJob:
 
     def _store(self, ev: Evaluation, n: int) -> None:
         """Record evaluation ``n`` in the run's study (its result.json record, see :mod:`mlsysopt.store.records`)."""
+        from mlsysopt.nas.stored import trial_params
         from mlsysopt.store.records import nas_trial, record
 
-        record(nas_trial(eval_record(n - 1, ev, self.space, self.constraints)), "maximize")
+        params, dists = trial_params(self.space, ev.arch)
+        rec = eval_record(n - 1, ev, self.space, self.constraints)
+        record(nas_trial(rec, params, dists, self.options.direction), self.options.direction)
 
     def _stored(self, on_eval: Callable[[Evaluation, int], None] | None) -> Callable[[Evaluation, int], None]:
         """``on_eval`` that first records the evaluation in the run's study."""
@@ -388,6 +334,17 @@ class SearchJob:
         }
 
 
+def _started_with(out: Path, method: str) -> str:
+    """The method a run folder's settings.json names (``method`` when there is none to read)."""
+    import json
+
+    try:
+        started = json.loads((out / "settings.json").read_text()).get("method")
+    except (OSError, ValueError, AttributeError):
+        return method
+    return started if isinstance(started, str) and started else method
+
+
 def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False) -> SearchJob:
     """Check the run folder, build the constraints, the space and the method: every input, before any file exists.
 
@@ -396,6 +353,8 @@ def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False
         options: the search's options.
         resume: continue the checkpoint in ``out`` (its settings must match, :data:`RESUMABLE` aside).
     """
+    if resume and options.auto:  # a larger --budget may fall in another class: the run keeps the method it began with
+        options.method = _started_with(Path(out), options.method)
     run = RunDir(
         out, options.settings(), resume=resume, resumable=RESUMABLE, checkpoint=CHECKPOINT, sink=RunStore
     ).check()

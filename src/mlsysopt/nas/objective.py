@@ -241,6 +241,10 @@ class ObjectiveSpace(SearchSpace):
         """The declared space's decisions."""
         return self.inner.decisions(blocks)
 
+    def option_labels(self, blocks: int) -> list[list[Any]]:
+        """The declared space's option values."""
+        return self.inner.option_labels(blocks)
+
     def params(self, arch: Arch) -> dict[str, Any]:
         """The parameters ``arch`` stands for (what the objective is called with)."""
         return self.inner.params(arch)

@@ -3,10 +3,12 @@
 :func:`run_search` asks the searcher for a batch of ``workers`` candidates, evaluates them through a
 ``mlsysopt.runtime`` executor (the top-level, picklable :func:`evaluate_one`), retries each failure once, tells the
 searcher, and atomically checkpoints the history and the searcher's state after every batch. The budget counts
-evaluations: a retried failure counts once. When the executor itself breaks on :data:`PATIENCE` batches in a row
-(retries included) the driver stops with an error rather than record every remaining evaluation as failed. In
-hard-constraint mode an infeasible candidate (judged on the resources ``space.resources_for`` gives without training)
-is never evaluated: it is told back as failed without spending budget, and ``result.best`` is the best *feasible*
+successful evaluations: a failed one is recorded as failed and does not use up the budget (as a retried failure counts
+once), unless ``count_failed`` (``--count-failed``); the search stops once as many evaluations have failed as the budget
+(so a broken objective cannot run forever). When the executor itself breaks on :data:`PATIENCE` batches in a row
+(retries included) the driver stops with an error rather than record every remaining evaluation as failed. In hard-
+constraint mode an infeasible candidate (judged on the resources ``space.resources_for`` gives without training) is
+never evaluated: it is told back as failed without spending budget, and ``result.best`` is the best *feasible*
 evaluation by validation performance. In soft mode ``best`` maximises the MnasNet reward.
 The checkpoint is a :class:`~mlsysopt.io.RunDir`'s (``checkpoint.pt``) or a ``.pt`` path, written atomically by
 :mod:`mlsysopt.io` and read back weights-only (plain data and tensors). It is written after every batch, except that
@@ -48,7 +50,7 @@ CHECKPOINT_VERSION = 2  # 2: EPNAS saves its round in progress (round_size)
 PATIENCE = 3  # consecutive empty asks (or broken-executor batches) before the driver stops
 CHECKPOINT_SPACING = 10.0  # write a checkpoint once the time since the last one is this many times its write time,
 CHECKPOINT_GROWTH = 0.05  # or once the history grew by this fraction since it was written
-STOP_REASONS = ("budget", "timeout", "exhausted")  # ``SearchResult.stopped``
+STOP_REASONS = ("budget", "timeout", "exhausted", "failures")  # ``SearchResult.stopped``
 FAIL_FAST = 3  # on a space that fails fast (your objective), this many failures before any success stop the search
 
 
@@ -68,7 +70,8 @@ class SearchResult:
         constraints: The constraints, as :meth:`Constraints.to_dict` gives them.
         best_decoded: The best architecture decoded by the space (None without a best).
         resumed_from: Evaluations the checkpoint held when the search started.
-        stopped: Why the search ended: ``"budget"``, ``"timeout"`` or ``"exhausted"``.
+        stopped: Why the search ended: ``"budget"``, ``"timeout"``, ``"exhausted"`` or ``"failures"`` (as many
+            evaluations failed as the budget).
     """
 
     method: str
@@ -247,6 +250,7 @@ def run_search(
     checkpoint: str | Path | RunDir | None = None,
     on_eval: Callable[[Evaluation, int], None] | None = None,
     timeout: float | None = None,
+    count_failed: bool = False,
 ) -> SearchResult:
     """Run ``searcher`` to its budget in batches of ``workers``; resume from ``checkpoint`` when it exists.
 
@@ -258,6 +262,7 @@ def run_search(
             batches (see the module docstring), continued when it exists.
         on_eval: called with each evaluation and the number of evaluations so far.
         timeout: wall-clock seconds for this call; no new batch starts once they are spent (None: no limit).
+        count_failed: failed evaluations count against the budget (default: only successful ones do).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise MlsysoptError(f"workers must be >= 1, got {workers!r}")
@@ -298,14 +303,21 @@ def run_search(
     idle = broken = 0
     stopped = "budget"
     dropped = False
-    while len(history) < searcher.budget and idle < PATIENCE:
+
+    def spent() -> int:  # evaluations counted against the budget
+        return len(history) if count_failed else len(history) - failed
+
+    while spent() < searcher.budget and idle < PATIENCE:
+        if not count_failed and failed >= searcher.budget:
+            stopped = "failures"
+            break
         elapsed = time.perf_counter() - t0
         if timeout is not None and elapsed >= timeout:
             stopped = "timeout"
             break
         if interruptible and saver.dirty:
             saver.save(state, len(history), force=True)
-        n = min(workers, searcher.budget - len(history))
+        n = min(workers, searcher.budget - spent())
         archs = list(searcher.ask(n))[:n]
         for a in archs:
             space.check(a)
@@ -337,9 +349,15 @@ def run_search(
         saver.save(state, len(history), force=broken >= PATIENCE)
         if getattr(space, "fail_fast", False) and len(history) >= FAIL_FAST and not any(ev.ok for ev in history):
             saver.save(state, len(history), force=True)
+            again = (
+                "run the same command with --resume (the failed trials stay recorded as failed and do not count "
+                "against the budget)"
+                if ckpt is not None
+                else "run the search again"
+            )
             raise MlsysoptError(
                 f"the first {len(history)} evaluations all failed, so the search stopped (last: {history[-1].error}); "
-                "fix the objective and run the command again"
+                f"fix the objective and {again}"
             )
         if broken >= PATIENCE:
             kept = f"; {ckpt.path} keeps the search so far (run again to resume)" if ckpt is not None else ""
@@ -353,6 +371,8 @@ def run_search(
         saver.save(state, len(history), force=True)
     best = tracker.best(history)
     message = _message(best, history, searcher)
+    if stopped == "failures":
+        message = f"stopped after {failed} failed evaluation(s), as many as the budget; {message}"
     if stopped == "timeout":
         message = (
             f"stopped by the timeout ({timeout:g} s) after {len(history)} of {searcher.budget} evaluations; {message}"

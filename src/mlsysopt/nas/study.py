@@ -10,6 +10,10 @@
         study.tell(trial, train(trial.params))   # the validation score (higher is better by default)
     print(study.best_trial.params, study.best_value)
 
+With ``method="auto"`` (the default) and ``budget=None`` it is the CLI's search: ``optimize(train, n_trials=30)``
+plans for 30 trials and runs the method ``nas search --budget 30`` runs (:mod:`mlsysopt.nas.defaults`), so the
+Python study and ``mlsysopt nas search --seed S --budget 30`` propose the same architectures for the same seed.
+
 ``ask`` may be called several times before the matching ``tell`` calls (parallel workers); a trial is told once,
 with a value, or with ``None`` (failed). Resources your training measured go with ``tell(..., resources={...})``;
 constraints on them are judged then. In hard mode (the default) the method never proposes an architecture that the
@@ -29,12 +33,15 @@ from typing import Any
 
 from mlsysopt.errors import MlsysoptError, MlsysoptWarning
 from mlsysopt.nas.constraints import Constraints
+from mlsysopt.nas.defaults import resolve_method
 from mlsysopt.nas.objective import DIRECTIONS, invoke, parse_result
 from mlsysopt.nas.registry import get_method
 from mlsysopt.nas.report import eval_record
+from mlsysopt.nas.search import PATIENCE
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
 
 STATES = ("running", "complete", "failed")
+DEFAULT_BUDGET = 100  # what a study without a budget plans for when trials are asked for before any optimize call
 
 
 @dataclass
@@ -74,9 +81,10 @@ class Study:
     Args:
         space: any :class:`~mlsysopt.nas.spaces.base.SearchSpace`, e.g. a declared :class:`~mlsysopt.nas.Space`.
         constraints: a :class:`Constraints`, or limits such as ``{"max_params": 1e6, "max_latency_ms": 5}``.
-        method: the NAS method (default ``"epnas"``).
+        method: the NAS method, or ``"auto"`` (the default): the default of the budget's class, as ``nas search``.
         budget: the evaluations planned (methods with stages split it; asking beyond it is allowed, with one
-            :class:`~mlsysopt.errors.MlsysoptWarning` at the first trial past it).
+            :class:`~mlsysopt.errors.MlsysoptWarning` at the first trial past it). None (the default): the
+            ``n_trials`` of the first :meth:`optimize` call, or 100 when trials are asked for first.
         seed: seeds the method.
         direction: ``"maximize"`` (accuracy) or ``"minimize"`` (a loss).
         prior: a transfer prior for EPNAS and zero-shot (e.g. from earlier studies' :meth:`records`).
@@ -87,8 +95,8 @@ class Study:
         self,
         space: SearchSpace,
         constraints: Constraints | Mapping[str, float] | None = None,
-        method: str = "epnas",
-        budget: int = 100,
+        method: str = "auto",
+        budget: int | None = None,
         seed: int = 0,
         direction: str = "maximize",
         prior: Any = None,
@@ -107,10 +115,18 @@ class Study:
                 f"constraints must be a Constraints or a dict of limits, not {type(constraints).__name__}"
             )
         self.space, self.constraints, self.direction = space, cons, direction
-        self.searcher = get_method(method, space, cons, budget=budget, seed=seed, prior=prior, **knobs)
-        self.budget = int(budget)
+        self._planned = budget is not None
+        self._spec = (method, seed, prior, knobs)
+        self._plan(DEFAULT_BUDGET if budget is None else budget)  # every argument checked now, not at the first ask
         self.trials: list[Trial] = []
         self._evals: dict[int, Evaluation] = {}
+
+    def _plan(self, budget: int) -> None:
+        """Build the method for ``budget`` evaluations (``method="auto"``: the default of its class)."""
+        method, seed, prior, knobs = self._spec
+        name = resolve_method(method, budget)
+        self.searcher = get_method(name, self.space, self.constraints, budget=budget, seed=seed, prior=prior, **knobs)
+        self.budget = int(budget)
 
     @property
     def method(self) -> str:
@@ -118,8 +134,23 @@ class Study:
         return self.searcher.name
 
     def ask(self) -> Trial:
-        """The next architecture to train (MlsysoptError when the method has nothing admissible left)."""
-        got = self.searcher.ask(1)
+        """The next architecture to train (MlsysoptError when the method has nothing admissible left).
+
+        As ``nas search`` does, a proposal the space's own resources show infeasible (hard mode) is told back as
+        failed without becoming a trial, and the method is asked again (:data:`~mlsysopt.nas.search.PATIENCE`
+        times in a row at most)."""
+        self._planned = True
+        got: list[Arch] = []
+        for _ in range(PATIENCE):
+            got = list(self.searcher.ask(1))[:1]
+            if not got:
+                continue
+            self.space.check(got[0])
+            if not self.constraints.hard or self.searcher.feasible(got[0]):
+                break
+            a = got.pop()
+            self.searcher.tell([Evaluation(a, math.nan, None, self.searcher.resources(a), 0.0, ok=False,
+                                           error="infeasible (not evaluated)")])  # fmt: skip
         if not got:
             raise MlsysoptError(
                 f"{self.method} has no new admissible architecture to propose in {self.space.name} "
@@ -180,7 +211,11 @@ class Study:
     ) -> Study:
         """Run ``n_trials`` trials in this process: ``objective(params[, seed=])`` returns a value or a dict
         (:func:`mlsysopt.nas.objective.parse_result`). An exception of a type in ``catch`` fails its trial and the
-        loop goes on; any other fails it and is raised (as Optuna does)."""
+        loop goes on; any other fails it and is raised (as Optuna does). A study made without a ``budget`` plans for
+        the ``n_trials`` of its first call (as ``nas search --budget n_trials``)."""
+        if not self._planned and not self.trials:
+            self._plan(n_trials)
+        self._planned = True
         for _ in range(n_trials):
             trial = self.ask()
             try:

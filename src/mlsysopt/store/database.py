@@ -243,6 +243,17 @@ class Store:
                 raise db_error(self.spec, exc, "creating a study") from None
         raise StoreError(f"{self.spec.where()}: 10,000 studies are named after '{name}' already")
 
+    def set_objective(self, study_id: int, direction: str, name: str | None = None) -> None:
+        """A single-objective study's direction and, when given, its metric name (as ``study.set_metric_names``)."""
+        import sqlalchemy as sa
+
+        t = self.tables["study_directions"]
+        with self.transaction("setting the study's direction") as conn:
+            conn.execute(sa.update(t).where(t.c.study_id == study_id).values(direction=direction.upper()))
+        if name:
+            self.call(self.storage.set_study_system_attr, study_id, "study:metric_names", [str(name)],
+                      doing="naming the study's objective")  # fmt: skip
+
     def set_study_attrs(self, study_id: int, attrs: dict[str, Any]) -> None:
         """Set (or replace) study user attributes, all in one transaction."""
         import sqlalchemy as sa

@@ -25,18 +25,32 @@ def _finite(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
-def nas_trial(rec: Mapping[str, Any]) -> TrialRecord:
-    """A NAS evaluation: the architecture's choices as parameters, validation performance as the value."""
+def nas_trial(rec: Mapping[str, Any], params: Mapping[str, Any] | None = None,
+              distributions: Mapping[str, Any] | None = None, direction: str = "maximize") -> TrialRecord:  # fmt: skip
+    """A NAS evaluation: its parameters (the space's decision names and option values, e.g. ``lr``, ``b1.width``;
+    without them ``choice_0 ...`` indices) and its value in the objective's own direction (``perf`` is maximised:
+    a minimised objective's value is ``-perf``)."""
     arch = rec.get("arch") or {}
-    params: dict[str, Any] = {f"choice_{i}": int(c) for i, c in enumerate(arch.get("choices", []))}
-    params["blocks"] = int(arch.get("blocks", len(params)))
+    if params is None:
+        params = {f"choice_{i}": int(c) for i, c in enumerate(arch.get("choices", []))}
+        params["blocks"] = int(arch.get("blocks", len(params)))
     perf = _finite(rec.get("perf")) if rec.get("ok", True) else None
+    if perf is not None and direction == "minimize":
+        perf = -perf
     attrs: dict[str, Any] = {"test_perf": rec.get("test_perf"), "feasible": rec.get("feasible"),
                              "cost_s": rec.get("cost_s"), "architecture": rec.get("decoded")}  # fmt: skip
     attrs |= {f"resource.{k}": v for k, v in (rec.get("resources") or {}).items()}
     if rec.get("error"):
         attrs["error"] = str(rec["error"])[:500]
-    return TrialRecord(params, None if perf is None else [perf], record=dict(rec), attrs=attrs, key=rec.get("index"))
+    return TrialRecord(dict(params), None if perf is None else [perf], record=dict(rec), attrs=attrs,
+                       key=rec.get("index"), distributions=dict(distributions or {}))  # fmt: skip
+
+
+def record_objective(direction: str, name: str | None = None) -> bool:
+    """Set the open run's study objective: its direction and, when given, its name (Optuna's metric name, which
+    optuna-dashboard shows on its axes). False when no run or store is open."""
+    run = current_run()
+    return False if run is None else run.set_objective(direction, name)
 
 
 def serving_trial(rec: Mapping[str, Any], score: float | None, key: Any, phase: str = "search") -> TrialRecord:

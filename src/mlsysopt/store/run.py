@@ -344,6 +344,20 @@ class RunStore:
             raise StoreError("the run has no study yet")
         return StudyHandle(self.spec, self.study_id, self.study_name, machine_id())
 
+    def set_objective(self, direction: str, name: str | None = None) -> bool:
+        """The study's objective direction and name (Optuna's metric name); created now when it waited for it."""
+        if not self.enabled or os.getpid() != self.pid:
+            return False
+
+        def put() -> None:
+            if self.study_id is None:
+                self._create(direction)
+            assert self.store is not None and self.study_id is not None
+            retry(self.store.set_objective, self.study_id, direction, name)
+            retry(self.store.set_study_attrs, self.study_id, {ATTR + "direction": direction})
+
+        return self._guard("objective", put)
+
     def flush(self) -> None:
         """Wait until every trial recorded so far is stored."""
         if self.enabled and self.writer is not None:

@@ -158,6 +158,11 @@ class SearchSpace(ABC):
         per_block = [n.format(i=i) for i in range(1, blocks + 1) for n in self.block_names]
         return list(self.head_names) + per_block
 
+    def option_labels(self, blocks: int) -> list[list[Any]]:
+        """What each option of each decision stands for (numbers, strings, bools or None), decision by decision as
+        :meth:`decision_names`: how the study store names a trial's parameters. Default: the option indices."""
+        return [list(range(n)) for n in self.decisions(blocks)]
+
     def _check_blocks(self, blocks: Any) -> None:
         if type(blocks) is not int and (not isinstance(blocks, numbers.Integral) or isinstance(blocks, bool)):
             raise InvalidArchitecture(f"{self.name}: blocks must be an integer, got {blocks!r}")

@@ -247,6 +247,11 @@ class Space(SearchSpace):
         self.check(arch)
         return arch
 
+    def option_labels(self, blocks: int) -> list[list[Any]]:
+        """Each decision's values: the knobs', then each block's choices."""
+        per_block = list(self.blocks.choices.values()) if self.blocks is not None else []
+        return [list(v) for v in self.knobs.values()] + [list(v) for _ in range(blocks) for v in per_block]
+
     def sample_params(self) -> dict[str, Any]:
         """The first option of every decision at ``max_blocks`` (what ``resource_names`` is found on)."""
         return self.params(Arch((0,) * len(self.decisions(self.max_blocks)), self.max_blocks))

@@ -92,6 +92,10 @@ class NasBenchGraphSpace(SearchSpace):
         self._skip = self.ops.index("skip")
         self._keys = _KEYS.setdefault(self.ops, {})
 
+    def option_labels(self, blocks: int) -> list[list[Any]]:
+        """The link patterns (as text, e.g. ``"[0, 1, 2, 3]"``) and the op names of every node."""
+        return [[str(list(lk)) for lk in self.links]] + [list(self.ops)] * (len(self.decisions(blocks)) - 1)
+
     # ------------------------------------------------------------------ table
     @property
     def table(self) -> dict[int, dict[str, Any]]:
