@@ -84,3 +84,48 @@ def test_sighup_stops_a_factory_and_its_child_process(tmp_path: Path) -> None:
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert proc.returncode == 129 and lines == ["error: stopped by SIGHUP"], err
     assert not _alive({child})
+
+
+def test_sigterm_while_the_store_takes_the_last_writes_ends_in_seconds(tmp_path: Path) -> None:
+    """The store is locked by another writer (60 s SQLite timeout) while a comparison closes: SIGTERM ends it within
+    10 s with one line, the folder unlocked and complete, and no trial of the study is left running."""
+    import sqlite3
+
+    gen = _start(tmp_path, "graph", "generate", "--tasks", "10", "--out", "g.npz")
+    assert gen.wait(timeout=DEADLINE_S) == 0
+    db = tmp_path / "s.db"
+    proc = _start(tmp_path, "placement", "compare", "g.npz", "--methods", "heft", "--seeds", "40", "--devices", "3",
+                  "--storage", str(db), "--out", "run")  # fmt: skip
+
+    def study_made() -> bool:
+        try:
+            with sqlite3.connect(db, timeout=0.1) as con:
+                return con.execute("SELECT count(*) FROM studies").fetchone()[0] > 0
+        except sqlite3.Error:
+            return False
+
+    holder: sqlite3.Connection | None = None
+    try:
+        _wait_for("the run's study", study_made, proc)
+        holder = sqlite3.connect(db, isolation_level=None, timeout=10)
+        holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock: the run's writes wait on it
+        _wait_for("the comparison's result", (tmp_path / "run" / "result.json").exists, proc)
+        time.sleep(0.3)  # the run is closing now: its writer waits on the lock
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=DEADLINE_S)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if holder is not None:
+            holder.execute("ROLLBACK")
+            holder.close()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 143 and took < 10, (took, err)
+    assert [ln for ln in lines if ln.startswith("error:")] == lines[-1:], err
+    assert "the comparison was complete" in lines[-1] and "Traceback" not in err
+    assert (tmp_path / "run" / "result.json").is_file() and not (tmp_path / "run" / ".lock").exists()
+    with sqlite3.connect(db) as con:
+        assert not con.execute("SELECT count(*) FROM trials WHERE state = 'RUNNING'").fetchone()[0]

@@ -107,7 +107,11 @@ def stop_signals_as_interrupts() -> Iterator[None]:
 
 
 def _interrupted(detail: str = "") -> int:
-    """The one line (and exit code) of a command stopped by Ctrl-C, SIGTERM or SIGHUP."""
+    """The one line (and exit code) of a command stopped by Ctrl-C, SIGTERM or SIGHUP (``detail``: what was kept;
+    by default what its run folder kept)."""
+    from mlsysopt.io.rundir import stop_note
+
+    detail = detail or stop_note() or ""
     what = f": {detail}" if detail else ""
     if _stopped_by is not None:
         return _fail(f"stopped by {signal.Signals(_stopped_by).name}{what}", 128 + _stopped_by)
@@ -199,9 +203,11 @@ def _command() -> Any:
 def run(argv: list[str] | None = None) -> int:
     """Run the app on ``argv`` and return its exit code (see the module docstring); nothing raises but debug."""
     debug = debug_enabled()
+    from mlsysopt.io.rundir import stop_note
     from mlsysopt.io.runlog import session
     from mlsysopt.store.run import set_command, use_storage
 
+    stop_note()  # a stop of an earlier command in this process says nothing about this one
     try:
         args = apply_aliases(list(sys.argv[1:] if argv is None else argv))
         with session(args):

@@ -247,7 +247,7 @@ def placement_compare(
     total = len(request.names) * seeds
     job.load()
     with (
-        pio.interruptible(lambda: "nothing was written"),
+        pio.interruptible(lambda: pio.stopped_compare(job.run_dir)),
         make_executor(backend, workers, address) as executor,
         progress_bar() as progress,
     ):

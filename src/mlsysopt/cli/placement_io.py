@@ -17,7 +17,7 @@ from mlsysopt.cli.graph import show
 from mlsysopt.errors import InvalidOption
 
 if TYPE_CHECKING:
-    pass
+    from mlsysopt.io import RunDir
 
 
 # ---------------------------------------------------------------------------- strict options
@@ -110,6 +110,13 @@ def interruptible(what: Callable[[], str]) -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         raise Interrupted(what()) from None
+
+
+def stopped_compare(run: RunDir) -> str:
+    """What a stopped ``placement compare`` kept (it has no checkpoint: all or nothing)."""
+    if run.stopped_after_results:
+        return f"the comparison was complete: {run.path} holds it; the study store took what it could in time"
+    return "nothing was written"
 
 
 # ---------------------------------------------------------------------------- printing

@@ -40,6 +40,24 @@ if TYPE_CHECKING:
 SETTINGS = "settings.json"
 LOCK = ".lock"
 LOG = "log.txt"
+_stop_note: str | None = None  # what the last run stopped by Ctrl-C/SIGTERM/SIGHUP kept (see stop_note)
+
+
+def stop_note(clear: bool = True) -> str | None:
+    """What the last run folder closed after a stop (Ctrl-C, SIGTERM, SIGHUP) kept, in words: its checkpoint and
+    that ``--resume`` continues it, or that nothing was kept; None when no run was stopped (since the last clear).
+
+    Args:
+        clear: Forget it once read.
+
+    Returns:
+        The note, or None.
+    """
+    global _stop_note
+    note = _stop_note
+    if clear:
+        _stop_note = None
+    return note
 
 
 class SinkSpec(Protocol):
@@ -131,6 +149,7 @@ class RunDir:
         self._stored: tuple[str, bytes, dict[str, Any]] | None = None  # the store's copy of the checkpoint
         self.log: RunLog | None = None
         self.status = "done"
+        self.stopped_after_results = False  # stopped while the sink took the last writes: the folder is complete
         self._opened_at = 0.0
 
     @property
@@ -235,7 +254,9 @@ class RunDir:
             self.store.open(self.resume)
             if self.store.study_name is not None:
                 self.log.note(f"study '{self.store.study_name}' in {self.store.check().display}")
-        except MlsysoptError:
+        except BaseException as exc:  # a refused store, or a stop while opening: nothing is left behind, no lock
+            if isinstance(exc, KeyboardInterrupt):
+                self.status = "interrupted"
             self.close(failed=True)
             raise
         return self
@@ -248,7 +269,7 @@ class RunDir:
         """
         keep = not failed or self.has_checkpoint
         status = "done" if not failed else ("failed" if self.status == "done" else self.status)
-        sink_error: MlsysoptError | None = None
+        sink_error: BaseException | None = None
         if self._store is not None and self._lock_fd is not None:
             try:
                 self._store.close(status, self._result() if keep else None, keep=keep)
@@ -256,6 +277,13 @@ class RunDir:
                 sink_error, status = exc, "failed"
                 if self.log is not None:
                     self.log.note(f"failed: {mask_secrets(' '.join(str(exc).split()))[:400]}")
+            except KeyboardInterrupt as exc:  # stopped while the sink took the last writes: the rest still runs
+                sink_error, status, self.status = exc, "interrupted", "interrupted"
+                self.stopped_after_results = not failed
+        if status == "interrupted":
+            global _stop_note
+            kept = self.checkpoint_name is not None and keep and self.has_checkpoint
+            _stop_note = f"{self.checkpoint} holds what was finished: --resume continues" if kept else None
         if self.log is not None:
             self.log.stop(status, keep=keep)
             self.log = None

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptWarning, StoreError
+from mlsysopt.store.stopping import close_stopped, fail_running
 from mlsysopt.store.systems import direction_of, headline, result_trials, system_of
 from mlsysopt.store.trials import TrialRecord
 from mlsysopt.store.url import StorageSpec, resolve_storage
@@ -41,7 +42,7 @@ from mlsysopt.text import mask_secrets
 if TYPE_CHECKING:
     from mlsysopt.store.database import Store
 
-ATTR = "mlsysopt."  # prefix of the run attributes of a study
+ATTR = "mlsysopt."  # prefix of the run attributes of a study (stopping.ATTR too)
 SETTING = "settings."  # prefix of the run's settings
 MAX_MIRROR = 64 * 2**20  # checkpoints larger than this are not copied into the store
 MIRROR_EVERY_S = 5.0  # the checkpoint is copied into the store at most this often (and when the run closes)
@@ -269,6 +270,7 @@ class RunStore:
                     resumed = int(attrs.get(ATTR + "resumed", 0)) + 1
                     retry(self.store.set_study_attrs, sid, {**self._process_attrs(), ATTR + "resumed": resumed,
                                                             ATTR + "status": "running"})  # fmt: skip
+                    retry(fail_running, self.store, sid, "killed")  # what a killed process left running
                     self.writer = StudyWriter(self.store, sid)
                     return
         direction = direction_of(self.command)
@@ -405,6 +407,17 @@ class RunStore:
                 _open.remove(self)
         if self.spec is None or not self.spec.enabled or self.store is None:
             return
+        if status == "interrupted":
+            close_stopped(self, keep)
+            return
+        try:
+            self._close(status, result, keep)
+        except KeyboardInterrupt:  # stopped while the store took the last writes: it gets the stop's grace, no more
+            close_stopped(self, keep)
+            raise
+
+    def _close(self, status: str, result: dict[str, Any] | None, keep: bool) -> None:
+        assert self.store is not None
         if self.disabled is not None:  # the store stopped taking this run's writes: say so in the study
             if not keep:
                 self._discard()
@@ -441,6 +454,7 @@ class RunStore:
                     return
         if not self._guard("trials", self.writer.close):
             return
+        self._guard("trials", retry, fail_running, self.store, self.study_id, "unfinished")  # never left running
         attrs: dict[str, Any] = {ATTR + "status": status, ATTR + "finished": _now()}
         if command and not self.command:
             attrs |= {ATTR + "command": command, ATTR + "system": system_of(command)}

@@ -87,6 +87,9 @@ class StudyWriter:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._deadline: float | None = None  # a stop: what is not written by then is dropped (see close)
+        self.dropped = 0  # trials not stored when a stop closed the writer (the run folder keeps them)
+        self._pending = 0  # trials the thread holds and has not stored yet
 
     # ------------------------------------------------------------------------ producer side
     def add(self, trial: TrialRecord, live: bool = False) -> None:
@@ -131,16 +134,46 @@ class StudyWriter:
                 self._cond.wait(0.5)
         self._raise()
 
-    def close(self) -> None:
-        """Flush, then stop the thread."""
+    def close(self, grace: float | None = None) -> None:
+        """Flush, then stop the thread.
+
+        Args:
+            grace: a stop's deadline in seconds from now (None: write everything): the thread writes what is queued
+                batch by batch while time remains, checking between batches; what is left then is dropped (counted
+                in :attr:`dropped`) and this returns, even while a batch still waits on the database.
+        """
+        if grace is not None:
+            self._close_by(time.monotonic() + grace)
+            return
         try:
             self.flush()
-        finally:
-            with self._cond:
-                self._closed = True
-                self._cond.notify_all()
-            if self._thread is not None:
-                self._thread.join(timeout=30)
+        except KeyboardInterrupt:  # a stop while flushing: the caller closes again with a grace, not 30 s here
+            raise
+        except BaseException:
+            self._end_thread()
+            raise
+        self._end_thread()
+
+    def _end_thread(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _close_by(self, deadline: float) -> None:
+        with self._cond:
+            self._deadline, self._closed, self._urgent = deadline, True, True
+            self._cond.notify_all()
+            while (self._queue or self._busy) and time.monotonic() < deadline:
+                self._cond.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+            self.dropped += sum(kind == "trial" for kind, _ in self._queue) + (self._pending if self._busy else 0)
+            self._queue = []
+            self._cond.notify_all()
+        self._error = None  # a stopped run's writes are best effort: the folder keeps what the store lost
+
+    def _past_deadline(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
 
     def _raise(self) -> None:
         if self._error is not None:
@@ -175,11 +208,15 @@ class StudyWriter:
     def _apply(self, ops: list[tuple[str, Any]]) -> None:
         """Write ``ops`` in order: consecutive trials as batches, live updates and checkpoints one by one."""
         batch: list[TrialRecord] = []
+        self._pending = sum(kind == "trial" for kind, _ in ops)
 
         def write_batch() -> None:
             for lo in range(0, len(batch), BATCH):
+                if self._past_deadline():  # a stop: the rest is dropped (counted by close; the folder keeps it)
+                    break
                 chunk = batch[lo : lo + BATCH]
                 self.written += len(retry(self.store.write_trials, self.study_id, chunk, self.kinds))
+                self._pending -= len(chunk)
             batch.clear()
 
         for kind, payload in ops:
@@ -187,6 +224,8 @@ class StudyWriter:
                 batch.append(payload)
                 continue
             write_batch()
+            if self._past_deadline():
+                continue
             if kind == "live":
                 self.written += retry(update_live, self.store, self.study_id, payload, self.kinds)
             else:
