@@ -24,21 +24,31 @@ from cli_helpers import Ran, run_inprocess
 
 
 def _stop_after(monkeypatch: pytest.MonkeyPatch, when: Callable[[Any], bool]) -> list[Any]:
-    """SIGTERM this process right after the first checkpoint whose state satisfies ``when``; returns the list the
-    state that fired goes in."""
+    """SIGTERM this process right after the first checkpoint whose state satisfies ``when`` (``save_checkpoint``, or
+    ``write_json`` of the run's checkpoint file); returns the list the state that fired goes in."""
     from mlsysopt.io import RunDir
 
     fired: list[Any] = []
-    save = RunDir.save_checkpoint
+    save, write = RunDir.save_checkpoint, RunDir.write_json
 
-    def save_checkpoint(self: RunDir, state: Any) -> Path:
-        path = save(self, state)
+    def fire(state: Any) -> None:
         if not fired and when(state):
             fired.append(state)
             os.kill(os.getpid(), signal.SIGTERM)  # handled in this (the main) thread at its next instruction
+
+    def save_checkpoint(self: RunDir, state: Any) -> Path:
+        path = save(self, state)
+        fire(state)
+        return path
+
+    def write_json(self: RunDir, name: str, data: Any) -> Path:
+        path = write(self, name, data)
+        if name == self.checkpoint_name:
+            fire(data)
         return path
 
     monkeypatch.setattr(RunDir, "save_checkpoint", save_checkpoint)
+    monkeypatch.setattr(RunDir, "write_json", write_json)
     return fired
 
 
@@ -188,3 +198,18 @@ def test_serving_tune_real_stopped_in_each_phase_resumes_and_replays_it(
     result = _stop_and_resume(tmp_path, monkeypatch, args, "t", *stops)
     assert result["replayed_from_checkpoint"] == 2 and len(result["measurements"]) == 2
     assert result["noise"]["windows"] == 2 and result["verdict"]["decision"]
+
+
+def test_serving_study_real_stopped_in_its_second_table_resumes_to_the_full_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = ("serving", "study", "--engine", "real", "--model", "zoo:cnn", "--rate", "100,200", "--instances", "1",
+            "--max-batch", "1", "--intra", "1", "--seeds", "1", "--tuners", "random", "--window-s", "0.2")  # fmt: skip
+
+    def rows(rate: str, n: int) -> Callable[[Any], bool]:  # stop when the table of ``rate`` has ``n`` rows
+        return lambda state: sum(k.startswith(f"{rate}|") for k in state.get("rows", {})) == n
+
+    # the first rate's table is replayed from the checkpoint: a stop in it resumes the same way
+    result = _stop_and_resume(tmp_path, monkeypatch, args, "s", rows("200", 1))
+    for rate in ("100.0", "200.0"):
+        assert len(result["tables"][rate]["mean_ms"]) == result["space_size"] >= 2
