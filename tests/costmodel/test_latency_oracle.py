@@ -114,7 +114,8 @@ def test_serving_tune_narrows_the_op_level_knobs_to_the_cost_models_fast_setting
     ("extra", "expected"),
     [
         (("--engine", "sim", "--cost-model", "{oracle}"), ("--cost-model", "--engine real")),
-        (("--engine", "real", "--model", "zoo:cnn", "--cost-model", "{tmp}/nowhere"), ("nowhere",)),
+        (("--engine", "real", "--model", "zoo:cnn", "--cost-model", "{tmp}/nowhere"), ("--cost-model", "nowhere")),
+        (("--engine", "real", "--model", "zoo:cnn", "--cost-model", "{tmp}"), ("--cost-model", "no checkpoint.pt")),
         (
             ("--engine", "real", "--model", "zoo:cnn", "--cost-model", "{oracle}", "--cost-model-tolerance", "-1"),
             ("--cost-model-tolerance -1",),
@@ -130,4 +131,5 @@ def test_serving_tune_refuses_a_bad_cost_model_before_writing(oracle_run: Path, 
     args = [a.format(oracle=oracle_run, tmp=tmp_path) for a in extra]
     ran = run_inprocess("serving", "tune", *args, "--out", tmp_path / "t")
     assert_user_error(ran, *expected)
+    assert "--run" not in ran.stderr and "--latency-model" not in ran.stderr  # the option typed is named
     assert not (tmp_path / "t").exists()

@@ -86,7 +86,15 @@ def check_cost_model(run: str | Path, engine: str) -> Any:
         raise InvalidOption(
             f"--cost-model {run}: it predicts ONNX Runtime sessions, for --engine real or rayserve (not {engine})"
         )
-    return load_oracle(run)
+    try:
+        return load_oracle(run)
+    except MlsysoptError as exc:  # the loader names the file (or its own option, --run): the user typed --cost-model
+        text = " ".join(str(exc).split())
+        for prefix in (f"--run {run}: ", f"--latency-model {run}: ", f"{run}: "):
+            if text.startswith(prefix):
+                text = text[len(prefix) :]
+                break
+        raise InvalidOption(f"--cost-model {run}: {text}") from None
 
 
 def op_label(intra_threads: int, execution_mode: int) -> str:
