@@ -123,6 +123,22 @@ def test_no_cluster_at_the_address_is_one_clear_error(address: str) -> None:
         RayExecutor(address, 1)
 
 
+def test_a_dead_ray_address_fails_auto_at_once_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--address auto`` with a RAY_ADDRESS where no head answers: one error naming RAY_ADDRESS, in seconds (Ray
+    itself tries it for about half a minute)."""
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.9", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.9:{port}")
+    t0 = time.monotonic()
+    with pytest.raises(MlsysoptError, match=f"--address auto: RAY_ADDRESS=127.0.0.9:{port}: no Ray head answers"):
+        RayExecutor("auto", 1)
+    assert time.monotonic() - t0 < 10
+
+
 def test_data_parallel_ranks_agree_on_ray_and_locally(ray_cluster) -> None:
     on_ray = run_data_parallel(allreduce_rank, 2, 1.5, backend="ray", address=ray_cluster.address)
     local = run_data_parallel(allreduce_rank, 2, 1.5, backend="local")

@@ -35,19 +35,30 @@ CONNECT_TIMEOUT_S = 120.0
 
 
 def check_reachable(address: str | None) -> None:
-    """A clear error, before Ray is started, when nothing listens at ``HOST:PORT``."""
-    if address is None or address == "auto":
+    """A clear error, before Ray is started, when nothing listens at ``HOST:PORT`` (for ``auto``: at the
+    ``RAY_ADDRESS`` of the environment, when it names one; Ray would try it for half a minute)."""
+    if address is None:
+        return
+    if address == "auto":
+        env = os.environ.get("RAY_ADDRESS", "").strip()
+        host, sep, port = env.removeprefix("ray://").rpartition(":")
+        if sep and host and port.isdigit() and 0 < int(port) < 65536:
+            _probe(f"--address auto: RAY_ADDRESS={env[:80]}", host, int(port), "unset RAY_ADDRESS, or ")
         return
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise MlsysoptError(f"--address {address}: expected auto or HOST:PORT of a Ray head, e.g. 10.0.0.5:6379")
+    _probe(f"--address {address}", host, int(port))
+
+
+def _probe(what: str, host: str, port: int, hint: str = "") -> None:
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+        with socket.create_connection((host.strip("[]"), port), timeout=5):
             pass
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         raise MlsysoptError(
-            f"--address {address}: no Ray head answers there ({why}); start one with `ray start --head --port {port}`"
+            f"{what}: no Ray head answers there ({why}); {hint}start one with `ray start --head --port {port}`"
         ) from None
 
 
