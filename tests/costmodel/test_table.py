@@ -138,3 +138,26 @@ def test_bad_tables_give_one_line_naming_file_column_and_row(tmp_path: Path, csv
     ran = run_inprocess("costmodel", "train", "--data", root, "--out", tmp_path / "run")
     assert ran.returncode == 2 and needle.split(" ")[0] in ran.stderr and "Traceback" not in ran.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_one_configuration_per_graph_is_said_to_teach_no_ranking(table: Path, tmp_path: Path) -> None:
+    """A table with one configuration per graph trains to loss 0 and OPA undefined: one warning says why."""
+    import warnings
+
+    from mlsysopt.costmodel.data.record import warn_if_unrankable
+    from mlsysopt.errors import MlsysoptWarning
+
+    one = _table_root(tmp_path / "one", graphs=4, configs=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert warn_if_unrankable(load_dataset(one, "train"))
+    assert [str(w.message) for w in caught if w.category is MlsysoptWarning] == [
+        "every training graph has one configuration: a cost model learns to rank the configurations of a graph, so "
+        "it cannot learn a ranking from this data (loss 0, OPA undefined); measure two or more configurations of "
+        "each graph"
+    ]
+    ran = run_inprocess("costmodel", "train", "--data", one, "--out", tmp_path / "run", "--epochs", "1",
+                        "--finetune-epochs", "0", "--hidden", "8", "--layers", "1", "--storage", "none")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert [ln for ln in ran.stderr.splitlines() if ln.startswith("warning:")] == ["warning: " + str(caught[0].message)]
+    assert not warn_if_unrankable(load_dataset(table, "train"))  # ten configurations per graph: nothing to say

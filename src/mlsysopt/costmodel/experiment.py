@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
+from mlsysopt.costmodel.data.record import warn_if_unrankable
 from mlsysopt.costmodel.train_config import AUTO_SEGMENT_CAP, TREE_MODES, TrainConfig
 from mlsysopt.errors import InvalidDataFile, InvalidOption, InvalidRunDir, MissingSplit, MlsysoptError
 from mlsysopt.io import RunDir, write_atomic
@@ -113,6 +114,7 @@ def train(
     if trees and (resume or workers > 1):
         raise InvalidOption(f"--mode {tc.mode} trains in one shot in one process: no --resume, no --workers")
     train_ds, valid_ds, test_ds = _splits(data)
+    warn_if_unrankable(train_ds)
     model = _model_options(train_ds.task, backbone, hidden, layers, readout, deviation, cross_config_heads)
     settings = train_settings(data, tc, model, run_opts)
     checkpoint = None if trees else CHECKPOINT_NAME

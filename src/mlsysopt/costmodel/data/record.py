@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from mlsysopt.errors import InvalidOption
+from mlsysopt.errors import InvalidOption, MlsysoptWarning
 
 #: What a record is for: rank layout configs, rank tile configs, or classify a whole graph.
 TASKS: tuple[str, ...] = ("layout", "tile", "malnet")
@@ -167,3 +168,34 @@ class ConfigSubset(GraphDataset):
                         if getattr(rec, k) is not None}  # fmt: skip
                 self._records[i] = replace(rec, **pick)
         return self._records[i]
+
+
+#: Graphs of a ranking dataset read to tell whether it holds anything to rank (the first ones; all of a small one).
+RANKABLE_SAMPLE = 200
+
+
+def warn_if_unrankable(ds: GraphDataset, split: str = "training") -> bool:
+    """One warning when no graph of a ranking dataset (layout, tile) has two or more configurations: the model ranks
+    the configurations of each graph, so one configuration per graph teaches it nothing (loss 0, OPA undefined).
+
+    Args:
+        ds: The dataset (its first :data:`RANKABLE_SAMPLE` graphs are read).
+        split: The split's name, for the message.
+
+    Returns:
+        Whether it warned.
+    """
+    if ds.task not in ("layout", "tile") or len(ds) == 0:
+        return False
+    n = min(len(ds), RANKABLE_SAMPLE)
+    if any(ds.record(i).num_configs >= 2 for i in range(n)):
+        return False
+    which = f"the first {n} {split} graphs" if n < len(ds) else f"every {split} graph"
+    warnings.warn(
+        f"{which} {'have' if n < len(ds) else 'has'} one configuration: a cost model learns to rank the "
+        "configurations of a graph, so it cannot learn a ranking from this data (loss 0, OPA undefined); measure "
+        "two or more configurations of each graph",
+        MlsysoptWarning,
+        stacklevel=2,
+    )
+    return True
