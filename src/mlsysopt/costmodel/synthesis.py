@@ -5,7 +5,8 @@ heavy-tailed runtimes with ties and a noise floor, like real TpuGraphs runtimes)
 (``profile="simple"``, :mod:`mlsysopt.costmodel.data.synthetic`). Sizes are checked against the machine's limits
 (:mod:`mlsysopt.costmodel.limits`) before anything is written. A folder that already holds files is refused
 (old and new graphs would mix); ``overwrite=True`` first removes what an earlier ``synth`` wrote there, and still
-refuses a folder holding anything else.
+refuses a folder holding anything else. The data is written to ``out/.synth-partial`` and moved up when it is
+complete: a synth that fails or is stopped leaves no partial files.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mlsysopt.errors import InvalidOption
 #: What ``synth`` writes: TpuGraphs layout or tile ``.npz`` splits, or MalNet edgelists with split files.
 SYNTH_KINDS: tuple[str, ...] = ("layout", "tile", "malnet")
 PROFILES: tuple[str, ...] = ("realistic", "simple")
+PARTIAL = ".synth-partial"  # the folder inside ``out`` a synth writes to until it is complete
 
 
 def _ours(root: Path, p: Path) -> bool:
@@ -101,11 +103,23 @@ def synth(
     total = sum(total.values()) if isinstance(total, Mapping) else int(total * 1.5 if kind != "malnet" else total)
     check_graph_files(graphs, total)
     check_synth(hi_nodes, hi_configs if kind != "malnet" else 1, total)
+    root = Path(out)
+    part = root / PARTIAL  # written here, moved up when complete: a failed or stopped synth leaves no half root
+    if part.is_dir() and not part.is_symlink():
+        shutil.rmtree(part)  # what a killed synth left
     prepare_folder(out, overwrite)
-    if kind == "malnet":
-        written: Mapping[str, list] = synth_malnet(out, graphs_per_class=graphs, nodes=nodes, seed=seed)  # type: ignore[arg-type]
-    elif kind == "layout":
-        written = synth_layout(out, num_graphs=graphs, nodes=nodes, configs=configs, seed=seed, profile=profile)
-    else:
-        written = synth_tile(out, num_graphs=graphs, nodes=nodes, configs=configs, seed=seed)
+    made = not root.exists()
+    try:
+        if kind == "malnet":
+            written: Mapping[str, list] = synth_malnet(part, graphs_per_class=graphs, nodes=nodes, seed=seed)  # type: ignore[arg-type]
+        elif kind == "layout":
+            written = synth_layout(part, num_graphs=graphs, nodes=nodes, configs=configs, seed=seed, profile=profile)
+        else:
+            written = synth_tile(part, num_graphs=graphs, nodes=nodes, configs=configs, seed=seed)
+        for child in part.iterdir():
+            child.rename(root / child.name)
+    finally:  # done, failed or stopped (Ctrl-C, SIGTERM): no partial files
+        shutil.rmtree(part, ignore_errors=True)
+        if made and root.is_dir() and not any(root.iterdir()):
+            root.rmdir()
     return {split: len(names) for split, names in written.items()}
