@@ -1,4 +1,8 @@
-"""Shared pieces of the command line: consoles, the options every command family shares, input parsing."""
+"""Shared pieces of the command line: consoles, the options every command family shares, input parsing.
+
+The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
+without loading what they do not run.
+"""
 
 from __future__ import annotations
 

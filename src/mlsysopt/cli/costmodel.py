@@ -1,4 +1,8 @@
-"""``mlsysopt costmodel ...``: synthetic data, GST+EFD training, evaluation and prediction of graph cost models."""
+"""``mlsysopt costmodel ...``: synthetic data, GST+EFD training, evaluation and prediction of graph cost models.
+
+The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
+without loading what they do not run.
+"""
 
 from __future__ import annotations
 

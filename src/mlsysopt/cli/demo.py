@@ -1,4 +1,8 @@
-"""``mlsysopt demo``: every system's demo section into one run folder."""
+"""``mlsysopt demo``: every system's demo section into one run folder.
+
+The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
+without loading what they do not run.
+"""
 
 from __future__ import annotations
 

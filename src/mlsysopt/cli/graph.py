@@ -1,4 +1,8 @@
-"""``mlsysopt graph ...``: inspect, generate, import and simulate computation graphs."""
+"""``mlsysopt graph ...``: inspect, generate, import and simulate computation graphs.
+
+The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
+without loading what they do not run.
+"""
 
 from __future__ import annotations
 

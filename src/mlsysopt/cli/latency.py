@@ -1,4 +1,8 @@
-"""``mlsysopt costmodel collect-latency | latency | latency-train``: the latency oracle from the command line."""
+"""``mlsysopt costmodel collect-latency | latency | latency-train``: the latency oracle from the command line.
+
+The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
+without loading what they do not run.
+"""
 
 from __future__ import annotations
 

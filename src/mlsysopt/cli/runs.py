@@ -2,6 +2,9 @@
 
 Also :func:`add_storage_option`, which gives every command that writes a run folder ``--storage URL`` (the store
 its runs write to; ``MLSYSOPT_STORAGE`` when not given, else ``mlsysopt.db`` beside ``--out``).
+
+The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
+without loading what they do not run.
 """
 
 from __future__ import annotations

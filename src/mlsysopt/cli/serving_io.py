@@ -1,4 +1,8 @@
-"""Helpers of ``mlsysopt serving ...``: serving's own options, parsing comma-separated lists, printing results."""
+"""Helpers of ``mlsysopt serving ...``: serving's own options, parsing comma-separated lists, printing results.
+
+The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
+without loading what they do not run.
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from mlsysopt.costmodel.boosting import LightGBMRanker, XGBoostRanker
 from mlsysopt.costmodel.trees import META_NAME, TreeRanker, TreesModel
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
+from mlsysopt.io import read_json
 
 #: ``--mode`` -> model class.
 TREE_BASELINES: dict[str, type[TreeRanker]] = {"trees": TreesModel, "lightgbm": LightGBMRanker,
@@ -45,7 +46,6 @@ def load_trees(folder: str | Path) -> TreeRanker:
     Raises:
         InvalidCheckpoint: If the description or model file is missing, unreadable or of an unknown library.
     """
-    from mlsysopt.io import read_json
 
     folder = Path(folder)
     meta = read_json(folder / META_NAME, InvalidCheckpoint)

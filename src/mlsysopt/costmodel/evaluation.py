@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
+from mlsysopt.costmodel.metrics import classification_metrics, opa, ranking_metrics
 from mlsysopt.costmodel.model import CostModel, NodeStates
 from mlsysopt.errors import InvalidOption
 
@@ -74,7 +75,6 @@ def evaluate(trainer: Predictor, ds: GraphDataset, comm: Comm | None = None) -> 
 
 def metrics_of(task: str, rows: list[tuple[str, Any, np.ndarray]]) -> dict[str, float]:
     """The metrics of :func:`predictions` rows ``(name, truth, prediction)`` of a ``task``."""
-    from mlsysopt.costmodel.metrics import classification_metrics, ranking_metrics
 
     preds, trues = [], []
     for name, truth, pred in rows:
@@ -90,7 +90,6 @@ def metrics_of(task: str, rows: list[tuple[str, Any, np.ndarray]]) -> dict[str, 
 
 def per_graph_opa(rows: list[tuple[str, Any, np.ndarray]]) -> dict[str, float]:
     """OPA of every graph of :func:`predictions` rows (ranking tasks), by name; NaN where a graph has no pair."""
-    from mlsysopt.costmodel.metrics import opa
 
     return {name: opa(pred, truth) for name, truth, pred in rows}
 

@@ -19,12 +19,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlsysopt.costmodel.baselines import tree_model
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
-from mlsysopt.costmodel.data.record import warn_if_unrankable
+from mlsysopt.costmodel.data.real import resolve_data
+from mlsysopt.costmodel.data.record import InMemoryDataset, warn_if_unrankable
+from mlsysopt.costmodel.distributed import Comm, check_workers
+from mlsysopt.costmodel.limits import check_train
 from mlsysopt.costmodel.train_config import AUTO_SEGMENT_CAP, TREE_MODES, TrainConfig
 from mlsysopt.errors import InvalidDataFile, InvalidOption, InvalidRunDir, MissingSplit, MlsysoptError
-from mlsysopt.io import RunDir, write_atomic
+from mlsysopt.io import RunDir, read_json, write_atomic
+from mlsysopt.runtime import ExecutorLost, run_data_parallel
 from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
@@ -90,8 +95,6 @@ def train(
         progress: ``progress(done_steps, total_steps, info)`` after every optimizer step (one process only).
         log: receives one line describing the run once the inputs are validated.
     """
-    from mlsysopt.costmodel.distributed import check_workers
-    from mlsysopt.costmodel.limits import check_train
 
     tc = config if config is not None else TrainConfig()
     tc.validate()
@@ -159,7 +162,10 @@ def _model_options(task: str, backbone: str, hidden: int, layers: int, readout: 
 
 
 def _trainer(train_ds: GraphDataset, tc: TrainConfig, model: dict[str, Any]) -> Trainer:
+    # deferred: imports pandas, psutil, pyarrow, torch_geometric
     from mlsysopt.costmodel.model import ModelConfig
+
+    # deferred: imports pandas, psutil, pyarrow, torch_geometric
     from mlsysopt.costmodel.trainer import Trainer
 
     extra: dict[str, Any] = {"num_classes": len(train_ds.classes)} if train_ds.task == "malnet" else {}
@@ -190,6 +196,7 @@ def fit_run(comm: Comm | None = None, *, trainer: Trainer | None = None, dataset
     wall = time.perf_counter() - t0
     test, test_s, per_graph = None, 0.0, None
     if test_ds is not None and not trainer.stopped:
+        # deferred: imports pandas, psutil, pyarrow, torch_geometric
         from mlsysopt.costmodel.evaluation import metrics_of, per_graph_opa, predictions
 
         t_ev = time.perf_counter()
@@ -205,7 +212,6 @@ def fit_run(comm: Comm | None = None, *, trainer: Trainer | None = None, dataset
 
 def _data_parallel(payload: dict[str, Any], workers: int, backend: str, address: str | None,
                    run: RunDir | None) -> dict[str, Any]:  # fmt: skip
-    from mlsysopt.runtime import ExecutorLost, run_data_parallel
 
     try:
         results = run_data_parallel(train_rank, workers, {"fit": payload, "threads": payload["threads"]},
@@ -221,8 +227,6 @@ def train_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]
     """One data-parallel rank of :func:`train` (rank 0 returns the result); see :mod:`.distributed`."""
     import torch
 
-    from mlsysopt.costmodel.distributed import Comm
-
     torch.set_num_threads(max(1, int(payload.get("threads", 1))))
     result = fit_run(comm=Comm(), **payload["fit"])
     return result if rank == 0 else None
@@ -230,8 +234,6 @@ def train_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any]
 
 def _collection(data: str | Path) -> dict[str, Any]:
     """The ``collection.json`` of a ``costmodel collect`` data root (or of a split folder's root), else {}."""
-    from mlsysopt.costmodel.data.real import resolve_data
-    from mlsysopt.io import read_json
 
     try:
         root = resolve_data(data)
@@ -317,7 +319,6 @@ def _train_result(settings: dict[str, Any], trainer: Any, history: list[dict[str
 def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any], tc: TrainConfig,
                  train_ds: GraphDataset, valid_ds: GraphDataset | None, test_ds: GraphDataset | None,
                  threads: int, log: Callable[[str], None] | None) -> dict[str, Any]:  # fmt: skip
-    from mlsysopt.costmodel.baselines import tree_model
 
     model = tree_model(tc.mode, train_ds.task, seed=tc.seed, threads=threads)
     for ds in (train_ds, valid_ds, test_ds):
@@ -347,6 +348,7 @@ def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any],
 
 
 def _write_train_outputs(run: RunDir, settings: dict[str, Any], result: dict[str, Any]) -> None:
+    # deferred: imports PIL, matplotlib
     from mlsysopt.report.costmodel import plot_step_memory, plot_training
 
     label, history = settings["mode"], result["history"]
@@ -376,8 +378,10 @@ def one_step(record: GraphRecord, mode: str, segment_size: int, seed: int = 0, s
     Raises:
         InvalidOption: For an invalid mode or size.
     """
-    from mlsysopt.costmodel.data.record import InMemoryDataset
+    # deferred: imports pandas, psutil, pyarrow, torch_geometric
     from mlsysopt.costmodel.model import ModelConfig
+
+    # deferred: imports pandas, psutil, pyarrow, torch_geometric
     from mlsysopt.costmodel.trainer import Trainer
 
     tc = TrainConfig(mode=mode, segment_size=segment_size, epochs=steps, finetune_epochs=0, seed=seed, k=k,

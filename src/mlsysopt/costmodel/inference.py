@@ -12,10 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mlsysopt.costmodel.baselines import load_trees
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
 from mlsysopt.costmodel.experiment import _run_folder
+from mlsysopt.costmodel.trees import META_NAME
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption, MissingSplit
+from mlsysopt.runtime.threads import torch_threads
 
 if TYPE_CHECKING:
     from mlsysopt.costmodel.data.record import GraphDataset
@@ -35,9 +38,8 @@ def load_trainer(run: str | Path) -> Trainer | TreeRanker:
     Raises:
         InvalidCheckpoint: If there is no readable model.
     """
-    from mlsysopt.costmodel.baselines import load_trees
+    # deferred: imports pandas, psutil, pyarrow, torch_geometric
     from mlsysopt.costmodel.trainer import Trainer
-    from mlsysopt.costmodel.trees import META_NAME
 
     run = Path(run)
     if run.is_dir() and (run / META_NAME).is_file():
@@ -69,7 +71,6 @@ def evaluate(run: str | Path, data: str | Path, split: str = "test", out: str | 
         MissingSplit: If the data or split is missing.
         InvalidOption: If the data's task is not the model's.
     """
-    from mlsysopt.runtime.threads import torch_threads
 
     folder = _run_folder(out, {"run": str(run), "data": str(data), "split": split})
     trainer = load_trainer(run)
@@ -104,7 +105,6 @@ def predict(run: str | Path, inputs: str | Path, split: str = "test", out: str |
         MissingSplit: If the inputs or split are missing.
         InvalidOption: If the inputs' task is not the model's.
     """
-    from mlsysopt.runtime.threads import torch_threads
 
     folder = _run_folder(out, {"run": str(run), "input": str(inputs), "split": split})
     trainer = load_trainer(run)

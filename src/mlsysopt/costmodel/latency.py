@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.errors import InvalidCheckpoint
+from mlsysopt.io import read_json
+from mlsysopt.runtime.threads import torch_threads
 
 #: Nanoseconds per unit of a run's runtimes.
 UNITS_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
@@ -28,7 +30,6 @@ UNITS_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 def run_unit(run: str | Path) -> str:
     """The runtime unit of the data a run trained on (``result.json``'s ``runtime_unit``)."""
-    from mlsysopt.io import read_json
 
     result = read_json(Path(run) / "result.json", InvalidCheckpoint)
     unit = result.get("runtime_unit") if isinstance(result, dict) else None
@@ -42,7 +43,10 @@ class LatencyModel:
     """Predicted latencies (ms) from a cost-model run trained with ``--loss logmse`` on timed runtimes."""
 
     def __init__(self, run: str | Path) -> None:
+        # deferred: imports numba, scipy, torch, yaml
         from mlsysopt.costmodel.inference import load_trainer
+
+        # deferred: imports numba, pandas, psutil, pyarrow, scipy, torch, torch_geometric, yaml
         from mlsysopt.costmodel.trainer import Trainer
 
         self.run = Path(run)
@@ -58,9 +62,11 @@ class LatencyModel:
         self.scale_ms = UNITS_NS[run_unit(self.run)] / 1e6
 
     def _ms(self, arrays: dict[str, np.ndarray], name: str) -> np.ndarray:
+        # deferred: imports numba, scipy, yaml
         from mlsysopt.costmodel.data.record import InMemoryDataset
+
+        # deferred: imports numba, scipy, yaml
         from mlsysopt.costmodel.data.tpugraphs import layout_record
-        from mlsysopt.runtime.threads import torch_threads
 
         c = arrays["node_config_feat"].shape[0]
         rec = layout_record(arrays | {"config_runtime": np.ones(c)}, name)
@@ -70,6 +76,7 @@ class LatencyModel:
 
     def torch_ms(self, module: Any, inputs: tuple[Any, ...], name: str = "model") -> float:
         """Predicted ms of one forward pass of ``module`` on ``inputs`` at PyTorch's defaults (contiguous, 1 thread)."""
+        # deferred: imports numba, scipy, torch, yaml
         from mlsysopt.costmodel.collection.engines import TorchEngine
 
         engine = TorchEngine(module, tuple(inputs), name)
@@ -81,6 +88,7 @@ class LatencyModel:
     def session_ms(self, onnx_path: str | Path, settings: list[tuple[int, int]]) -> np.ndarray:
         """Predicted ms of one inference of an ONNX model for each ``(intra_threads, parallel)`` setting, with every
         graph optimisation (ONNX Runtime's default level)."""
+        # deferred: imports numba, scipy, torch, yaml
         from mlsysopt.costmodel.collection.engines import OrtEngine
 
         engine = OrtEngine(onnx_path, Path(onnx_path).stem)

@@ -15,6 +15,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from mlsysopt.costmodel.limits import check_graph_files, check_synth
 from mlsysopt.errors import InvalidOption
 
 #: What ``synth`` writes: TpuGraphs layout or tile ``.npz`` splits, or MalNet edgelists with split files.
@@ -88,8 +89,8 @@ def synth(
     Raises:
         InvalidOption: For an unknown kind or profile, bad counts, or sizes beyond this machine's limits.
     """
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.costmodel.data import synth_layout, synth_malnet, synth_tile
-    from mlsysopt.costmodel.limits import check_graph_files, check_synth
 
     if kind not in SYNTH_KINDS:
         raise InvalidOption(f"unknown kind '{kind}' (choose from: {', '.join(SYNTH_KINDS)})")

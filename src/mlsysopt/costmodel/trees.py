@@ -35,6 +35,7 @@ import numpy as np
 
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
 from mlsysopt.costmodel.inputs import unique_rows
+from mlsysopt.costmodel.metrics import opa, ranking_metrics
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 
 TOP_K = 16
@@ -279,7 +280,6 @@ class TreeRanker:
 
     def evaluate(self, ds: GraphDataset, comm: Any = None) -> dict[str, float]:
         """Ranking metrics on ``ds`` (as the GNN trainer's)."""
-        from mlsysopt.costmodel.metrics import ranking_metrics
 
         preds = self.predict(ds)
         trues = []
@@ -292,7 +292,6 @@ class TreeRanker:
 
     def per_graph_opa(self, ds: GraphDataset) -> dict[str, float]:
         """OPA of every graph of ``ds``, by name."""
-        from mlsysopt.costmodel.metrics import opa
 
         preds = self.predict(ds)
         return {name: opa(preds[name], np.asarray(ds.record(i).runtime, np.float64)) for i, name in

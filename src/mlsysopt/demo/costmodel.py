@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mlsysopt.costmodel import TrainConfig, layout_record, one_step, synth_layout_graph, train
+from mlsysopt.costmodel.data.real import manifest, real_root
+from mlsysopt.demo.costmodel_oracle import oracle_section
+from mlsysopt.report.costmodel import plot_memory_scaling, plot_training
 from mlsysopt.report.html import Section
+from mlsysopt.runtime.threads import torch_threads
 
 if TYPE_CHECKING:
     from mlsysopt.demo import DemoContext
@@ -37,16 +42,12 @@ BASELINE = "lightgbm"
 
 def demo_section(ctx: DemoContext) -> list[Section]:
     """Memory per step (full vs GST) and held-out ranking quality (full vs gst+efd) on synthetic layout graphs."""
-    from mlsysopt.demo.costmodel_oracle import oracle_section
-    from mlsysopt.runtime.threads import torch_threads
 
     with torch_threads(1):
         return [_memory(ctx), _quality(ctx), oracle_section(ctx, ctx.out / "costmodel" / "data")]
 
 
 def _memory(ctx: DemoContext) -> Section:
-    from mlsysopt.costmodel import layout_record, one_step, synth_layout_graph
-    from mlsysopt.report.costmodel import plot_memory_scaling
 
     series: dict[str, list[float]] = {"full": [], "gst": []}
     for n in MEM_NODES:
@@ -88,10 +89,6 @@ def _growth(values: list[float]) -> str:
 
 def _quality(ctx: DemoContext) -> Section:
     import shutil
-
-    from mlsysopt.costmodel import TrainConfig, train
-    from mlsysopt.costmodel.data.real import manifest, real_root
-    from mlsysopt.report.costmodel import plot_training
 
     ctx.step("costmodel: a subset of the real collection (runtimes measured on this project's machine)")
     root, src = ctx.out / "costmodel" / "data", real_root()

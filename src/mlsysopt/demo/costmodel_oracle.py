@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from mlsysopt.costmodel.oracle.settings import Setting
 from mlsysopt.report.html import Section
+from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE, op_label, op_level_shortlist
+from mlsysopt.serving.space import Space
 
 if TYPE_CHECKING:
     from mlsysopt.demo import DemoContext
@@ -30,11 +33,11 @@ def oracle_section(ctx: DemoContext, data: Path) -> Section:
     """Predicted vs measured ms of the zoo CNN under every op-level setting; what ``--cost-model builtin`` keeps."""
     from scipy.stats import spearmanr
 
-    from mlsysopt.costmodel.oracle.settings import Setting
+    # deferred: imports torch
     from mlsysopt.costmodel.oracle.timing import runners, time_model
-    from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE, op_label, op_level_shortlist
+
+    # deferred: imports onnxruntime
     from mlsysopt.serving.model import export_zoo_onnx
-    from mlsysopt.serving.space import Space
 
     ctx.step("costmodel: the shipped latency oracle as the oracle of serving's op-level knobs")
     cores = os.cpu_count() or 1

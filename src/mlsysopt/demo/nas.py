@@ -21,8 +21,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from mlsysopt.nas import Constraints, TableOracle, best_feasible_test, get_method, get_space, plot_search, run_search
+from mlsysopt.nas.experiment import table_constraints
 from mlsysopt.nas.report import regret, returned_feasible
 from mlsysopt.report.html import Section
+from mlsysopt.runtime import make_executor
 
 if TYPE_CHECKING:
     from mlsysopt.demo import DemoContext
@@ -79,8 +82,6 @@ def _record(space: SearchSpace, cons: Constraints, res: SearchResult, top: float
 
 
 def _graph(ctx: DemoContext) -> Section:
-    from mlsysopt.nas import TableOracle, best_feasible_test, get_method, get_space, plot_search, run_search
-    from mlsysopt.nas.experiment import table_constraints
 
     out = ctx.out / "nas"
     out.mkdir(parents=True, exist_ok=True)
@@ -175,8 +176,6 @@ def _graph(ctx: DemoContext) -> Section:
 
 
 def _digits(ctx: DemoContext) -> Section:
-    from mlsysopt.nas import Constraints, get_method, get_space, plot_search, run_search
-    from mlsysopt.runtime import make_executor
 
     out = ctx.out / "nas"
     space = get_space("digits", max_blocks=2, epochs=DIGITS_EPOCHS, latency_runs=5)

@@ -11,9 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.graph.generate import cluster_for
+from mlsysopt.graph.importers.wfcommons import from_recipe
 from mlsysopt.graph.problem import PlacementProblem
-from mlsysopt.placement.experiment import METHODS
+from mlsysopt.placement.base import default_budget
+from mlsysopt.placement.experiment import METHODS, run_method
 from mlsysopt.report.html import Section
+from mlsysopt.report.search import plot_search
+from mlsysopt.report.summary import cluster_summary, graph_summary
+from mlsysopt.runtime.threads import torch_threads
 
 if TYPE_CHECKING:
     from mlsysopt.demo import DemoContext
@@ -39,21 +46,17 @@ ORDERED_METHODS = ["heft", "saga_best", "local_search", "giph"]
 
 def demo_section(ctx: DemoContext) -> list[Section]:
     """Run a tiny training, compare the shipped policy with the baselines on Montage, then adapt to losing devices."""
-    from mlsysopt.runtime.threads import torch_threads
 
     with torch_threads(1):  # small per-step graphs: intra-op threads cost more than they give
         return _build(ctx)
 
 
 def _build(ctx: DemoContext) -> list[Section]:
-    from mlsysopt.errors import MlsysoptError
-    from mlsysopt.graph.generate import cluster_for
-    from mlsysopt.graph.importers.wfcommons import from_recipe
-    from mlsysopt.placement.base import default_budget
-    from mlsysopt.placement.experiment import run_method
+    # deferred: imports pandas, psutil, pyarrow, torch, torch_geometric
     from mlsysopt.placement.giph import GiPH
+
+    # deferred: imports pandas, psutil, pyarrow, torch, torch_geometric
     from mlsysopt.placement.training import SYNTHETIC, TrainConfig, train
-    from mlsysopt.report.summary import cluster_summary, graph_summary
 
     ctx.step("placement: tiny demo training of the GiPH policy")
     cfg = TrainConfig(**DEMO_TRAINING, seed=ctx.seed)
@@ -165,8 +168,8 @@ def _headline(runs: dict[str, PlacementResult], best: str) -> str:
 def _compare_plots(
     ctx: DemoContext, problem: PlacementProblem, runs: dict[str, PlacementResult], best: str, budget: int
 ) -> tuple[list[str], list[str]]:
+    # looked up at call time: tests replace plot_gantt
     from mlsysopt.report.gantt import plot_gantt
-    from mlsysopt.report.search import plot_search
 
     ctx.step("placement: plotting search curves and the best placement")
     curves = {LABELS[m]: r.history for m, r in runs.items()}
@@ -187,8 +190,8 @@ def _compare_plots(
 def _adaptation(
     ctx: DemoContext, problem: PlacementProblem, start: np.ndarray, budget: int, giph: GiPH, res: dict[str, Any]
 ) -> Section:
+    # deferred: imports pandas, psutil, pyarrow, torch, torch_geometric
     from mlsysopt.placement.adaptation import adapt, removable_devices
-    from mlsysopt.report.search import plot_search
 
     graph, cluster = problem.graph, problem.cluster
     removed = removable_devices(graph, cluster, start, 2)

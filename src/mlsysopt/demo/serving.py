@@ -15,6 +15,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.report.html import Section
+from mlsysopt.runtime.threads import torch_threads
+from mlsysopt.serving.confirmation import confirm
+from mlsysopt.serving.experiment import measure_profile, plot_tuning
+from mlsysopt.serving.figures import plot_steps
+from mlsysopt.serving.inputs import machine_threads, resolve_model
+from mlsysopt.serving.objective import Objective
+from mlsysopt.serving.presets import preset
+from mlsysopt.serving.prior import preset_prior
+from mlsysopt.serving.rayserve_config import model_inputs, write_deployment
+from mlsysopt.serving.space import Space, Workload
+from mlsysopt.serving.study import TOL, SerialTables, default_rates, tuner_name
+from mlsysopt.serving.tuners import get_tuner
+from mlsysopt.serving.tuning import evals_to_within, tune
+from mlsysopt.serving.verdict import verdict
 from mlsysopt.text import plural
 
 if TYPE_CHECKING:
@@ -29,22 +43,14 @@ SIM_TUNERS = ("rrl_warm", "gp_warm", "rrl", "gp")
 
 def demo_section(ctx: DemoContext) -> list[Section]:
     """Tune the zoo ResNet live with RRL and confirm, then compare warm and cold tuners on a held-out profile."""
-    from mlsysopt.runtime.threads import torch_threads
 
     with torch_threads(1):
         return [_real(ctx), _simulated(ctx)]
 
 
 def _real(ctx: DemoContext) -> Section:
-    from mlsysopt.serving.confirmation import confirm
+    # deferred: imports onnxruntime
     from mlsysopt.serving.engine import Engine
-    from mlsysopt.serving.experiment import measure_profile, plot_tuning
-    from mlsysopt.serving.inputs import machine_threads, resolve_model
-    from mlsysopt.serving.objective import Objective
-    from mlsysopt.serving.space import Space, Workload
-    from mlsysopt.serving.tuners import get_tuner
-    from mlsysopt.serving.tuning import tune
-    from mlsysopt.serving.verdict import verdict
 
     out, cores = ctx.out / "serving", machine_threads()
     out.mkdir(parents=True, exist_ok=True)
@@ -68,7 +74,6 @@ def _real(ctx: DemoContext) -> Section:
         confirmed = confirm(engine, top, default_cfg, workload, objective, rounds=2)
     decision = verdict(confirmed, objective)
     # the verdict's configuration as Ray Serve deploys it: `cd serving/rayserve && serve run serve_config.yaml`
-    from mlsysopt.serving.rayserve_config import model_inputs, write_deployment
 
     deploy = write_deployment(decision.recommended.config, model.path, model_inputs(model), out / "rayserve")
     plot_tuning(
@@ -133,14 +138,6 @@ def _real(ctx: DemoContext) -> Section:
 
 
 def _simulated(ctx: DemoContext) -> Section:
-    from mlsysopt.serving.figures import plot_steps
-    from mlsysopt.serving.objective import Objective
-    from mlsysopt.serving.presets import preset
-    from mlsysopt.serving.prior import preset_prior
-    from mlsysopt.serving.space import Space, Workload
-    from mlsysopt.serving.study import TOL, SerialTables, default_rates, tuner_name
-    from mlsysopt.serving.tuners import get_tuner
-    from mlsysopt.serving.tuning import evals_to_within, tune
 
     out = ctx.out / "serving"
     out.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ import numpy as np
 
 from mlsysopt.errors import ConstraintViolation, InvalidCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.units import UNIT_SYSTEMS
 from mlsysopt.io import read_json, write_json_atomic
 
 
@@ -67,7 +68,6 @@ class DeviceCluster:
         self.delay = _arr(delay, np.float64, "delay").copy()
         d = self.speed.shape[0] if self.speed.ndim == 1 else -1
         self.names = [f"dev{i}" for i in range(max(d, 0))] if names is None else [str(s) for s in names]
-        from mlsysopt.graph.units import UNIT_SYSTEMS
 
         if units is not None and units not in UNIT_SYSTEMS:
             raise InvalidCluster(f"units '{units}' is not one of {', '.join(UNIT_SYSTEMS)}")

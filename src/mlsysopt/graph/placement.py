@@ -12,6 +12,7 @@ import numpy as np
 from mlsysopt.errors import ConstraintViolation, InvalidPlacement
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.io import read_json
 
 #: The ``format`` prefix of the device maps ``placement place`` writes for PyTorch models.
 DEVICE_MAP_FORMAT = "mlsysopt.device_map/"
@@ -128,7 +129,6 @@ def load_placement(path: str | Path, graph: CompGraph, cluster: DeviceCluster) -
         InvalidPlacement: If the file is missing, not JSON, or does not describe a valid placement.
         ConstraintViolation: If a task is on a device that does not support its hardware type.
     """
-    from mlsysopt.io import read_json
 
     data = read_json(path, InvalidPlacement, expect=None)
     if isinstance(data, list):

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mlsysopt.errors import InvalidCluster
+from mlsysopt.graph.limits import check_devices
+from mlsysopt.graph.units import units_of, warn_mismatch
 
 if TYPE_CHECKING:
     from mlsysopt.graph.cluster import DeviceCluster
@@ -178,8 +180,8 @@ def preset_cluster(name: str, graph: CompGraph | None = None) -> DeviceCluster:
     Raises:
         InvalidCluster: If there is no preset ``name``.
     """
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.graph.cluster import DeviceCluster
-    from mlsysopt.graph.units import units_of
 
     key = name[len(PREFIX) :] if name.startswith(PREFIX) else name
     if key not in PRESETS:
@@ -216,8 +218,8 @@ def load_cluster(spec: Any, graph: CompGraph | None = None, seed: int = 0) -> De
     ``cluster.meta["source"]`` says where it came from. A cluster file in other units than the graph gives a
     :class:`~mlsysopt.errors.MlsysoptWarning`.
     """
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.graph.cluster import DeviceCluster
-    from mlsysopt.graph.units import warn_mismatch
 
     if isinstance(spec, DeviceCluster):
         cluster = spec
@@ -239,8 +241,8 @@ def load_cluster(spec: Any, graph: CompGraph | None = None, seed: int = 0) -> De
 
 
 def _random(devices: int, graph: CompGraph | None, seed: int) -> DeviceCluster:
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.graph.generate import cluster_for
-    from mlsysopt.graph.limits import check_devices
 
     if graph is None:
         raise InvalidCluster("a random cluster needs the graph it is for (its units and hardware types)")

@@ -14,12 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.errors import InvalidCluster, MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.limits import check_problem
 from mlsysopt.graph.list_schedule import check_execution
 from mlsysopt.graph.placement import placement_to_dict, random_from_mask
+from mlsysopt.graph.presets import load_cluster
 from mlsysopt.graph.simulator import Schedule, Simulator, cp_min, slr_from_bound
+from mlsysopt.graph.units import unit, units_of
 
 
 class PlacementProblem:
@@ -36,7 +39,6 @@ class PlacementProblem:
     """
 
     def __init__(self, graph: CompGraph, cluster: DeviceCluster, execution: str = "fifo") -> None:
-        from mlsysopt.graph.limits import check_problem
 
         self.execution = check_execution(execution)
         check_problem(graph.num_nodes, cluster.num_devices)
@@ -50,8 +52,6 @@ class PlacementProblem:
     def _check_finite(self) -> None:
         """Refuse a graph/cluster pair whose times overflow (speed 1e-308, bytes 1e308, ...): an inf makespan
         would poison every search and every plot."""
-        from mlsysopt.errors import InvalidCluster
-        from mlsysopt.graph.units import unit, units_of
 
         g, c = self.graph, self.cluster
         system = units_of(g)
@@ -216,7 +216,6 @@ def load_problem(
         raise MlsysoptError(
             "no devices: give a cluster (--cluster C.json), or --devices N for a random cluster in the graph's units"
         )
-    from mlsysopt.graph.presets import load_cluster
 
     given = cluster if cluster is not None else devices
     cluster = load_cluster(given, graph, seed)

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from mlsysopt import __version__
 from mlsysopt.text import mask_secrets
 
 MAX_LOG_BYTES = 32 * 2**20  # a runaway printer cannot fill the disk through the log
@@ -165,7 +166,6 @@ class RunLog(_Capture):
             from mlsysopt.errors import WriteFailed
 
             raise WriteFailed(f"cannot write {self.path}: {exc.strerror or exc}") from None
-        from mlsysopt import __version__
 
         when = dt.datetime.now().astimezone().isoformat(timespec="seconds")
         head = "resumed" if self.resumed else "started"

@@ -19,6 +19,7 @@ import numpy as np
 
 from mlsysopt.errors import InvalidCluster, MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.generate import cluster_for, random_cluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import placement_to_dict
 from mlsysopt.graph.problem import PlacementProblem
@@ -235,7 +236,6 @@ def change_cluster(
 def _add_devices(
     graph: CompGraph, cluster: DeviceCluster, new: DeviceCluster, add: int, seed: int
 ) -> tuple[DeviceCluster, list[str]]:
-    from mlsysopt.graph.generate import cluster_for
 
     base = new.num_devices
     gen = cluster_for(graph, base + add, seed=seed + 7919)
@@ -276,7 +276,6 @@ def random_change(
     Raises:
         InvalidCluster: If 100 random draws of ``count`` devices to remove all left a task unplaceable.
     """
-    from mlsysopt.graph.generate import random_cluster
 
     if kind == "add":
         extra = random_cluster(count, num_types=cluster.num_types, seed=int(rng.integers(2**31)))

@@ -23,6 +23,7 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.placement import placement_to_dict
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.graph.simulator import Schedule
 
@@ -78,7 +79,6 @@ class PlacementResult:
 
     def to_dict(self, graph: CompGraph, cluster: DeviceCluster) -> dict[str, Any]:
         """JSON-ready dict with task and device names."""
-        from mlsysopt.graph.placement import placement_to_dict
 
         return {
             "method": self.method,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mlsysopt.errors import InvalidPlacement
+from mlsysopt.errors import ImportFailed, InvalidPlacement
 
 if TYPE_CHECKING:
     import torch
@@ -192,7 +192,6 @@ def _move_weights(gm: fx.GraphModule, qualname: str, device: torch.device) -> No
 
 
 def _trace(module: nn.Module) -> fx.GraphModule:
-    from mlsysopt.errors import ImportFailed
 
     try:
         from torch import fx

@@ -22,7 +22,11 @@ import torch
 from torch import nn
 
 from mlsysopt.graph.cluster import DeviceCluster
+from mlsysopt.graph.generate import cluster_for, layered_dag, random_cluster
+from mlsysopt.graph.importers.torch_fx import from_module
+from mlsysopt.graph.importers.wfcommons import from_recipe
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.presets import PRESETS, preset_cluster
 
 #: Recipes the policy is trained on; the benchmark tests on :data:`HELD_OUT_RECIPES` only.
 TRAIN_RECIPES: tuple[str, ...] = ("blast", "bwa", "cycles", "soykb", "srasearch")
@@ -105,7 +109,6 @@ class AttentionStack(nn.Module):
 
 def dnn_graph(rng: np.random.Generator) -> CompGraph:
     """A random DNN of one of the three families, traced with torch.fx (FLOPs and bytes per node)."""
-    from mlsysopt.graph.importers.torch_fx import from_module
 
     family = int(rng.integers(3))
     batch = int(rng.choice([1, 8, 32]))
@@ -131,7 +134,6 @@ def dnn_graph(rng: np.random.Generator) -> CompGraph:
 
 def preset_like(graph: CompGraph, rng: np.random.Generator) -> DeviceCluster:
     """A random variant of a preset in ``graph``'s units: some of its devices, speeds and links scaled ~U(1/2, 2)."""
-    from mlsysopt.graph.presets import PRESETS, preset_cluster
 
     base = preset_cluster(str(rng.choice(sorted(PRESETS))), graph)
     d = base.num_devices
@@ -149,8 +151,6 @@ def preset_like(graph: CompGraph, rng: np.random.Generator) -> DeviceCluster:
 
 def sample_problem(seed: int, kind: str | None = None, max_tasks: int = 200) -> tuple[CompGraph, DeviceCluster, str]:
     """One training problem (graph, cluster, kind) for ``seed``: the same seed gives the same problem."""
-    from mlsysopt.graph.generate import cluster_for, layered_dag, random_cluster
-    from mlsysopt.graph.importers.wfcommons import from_recipe
 
     rng = np.random.default_rng([seed, 7_177])
     kind = KINDS[int(rng.integers(len(KINDS)))] if kind is None else kind

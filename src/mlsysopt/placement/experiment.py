@@ -36,6 +36,9 @@ from mlsysopt.placement.methods import (  # the registry, re-exported: experimen
 from mlsysopt.placement.tasks import PolicySpec, SearchTask, run_search
 
 __all__ = ["METHODS", "Comparison", "compare", "comparison", "heft_makespan", "heft_placement", "run_method"]
+from mlsysopt.placement.baselines.fastest_device import fastest_placement
+from mlsysopt.placement.baselines.portfolio import PORTFOLIO
+from mlsysopt.placement.baselines.saga_schedulers import SAGA_SCHEDULERS, TIME_LIMIT_S, SagaSkipped, check_runnable
 from mlsysopt.store.records import record_comparison
 
 if TYPE_CHECKING:
@@ -58,8 +61,6 @@ def comparison(problem: PlacementProblem, result: PlacementResult) -> dict[str, 
         ``members`` (name -> makespan), ``saga_best_scheduler``, ``start`` and ``start_makespan`` (the portfolio's
         best, when one ran), ``final`` (the result's makespan), ``final_over_heft`` and ``better``.
     """
-    from mlsysopt.placement.baselines.fastest_device import fastest_placement
-    from mlsysopt.placement.baselines.portfolio import PORTFOLIO
 
     portfolio = result.info.get("portfolio", {})
     given = portfolio.get("makespans", {})
@@ -217,7 +218,6 @@ def compare(
 
 def _runnable(names: list[str], problem: PlacementProblem, skipped: dict[str, str]) -> list[str]:
     """``names`` without the saga schedulers that cannot run on ``problem`` (each added to ``skipped``, with why)."""
-    from mlsysopt.placement.baselines.saga_schedulers import SAGA_SCHEDULERS, SagaSkipped, check_runnable
 
     keep = []
     for name in names:
@@ -232,7 +232,6 @@ def _runnable(names: list[str], problem: PlacementProblem, skipped: dict[str, st
 
 
 def _saga_limit() -> float:
-    from mlsysopt.placement.baselines.saga_schedulers import TIME_LIMIT_S
 
     return TIME_LIMIT_S
 

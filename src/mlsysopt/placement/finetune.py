@@ -20,10 +20,15 @@ import torch
 
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import Evaluator
+from mlsysopt.placement.baselines.fastest_device import fastest_placement
+from mlsysopt.placement.baselines.heft import heft_schedule
+from mlsysopt.placement.giph import PolicyScorer
 from mlsysopt.placement.gpnet import GpNetBuilder
+from mlsysopt.placement.imitation import training_problem
 from mlsysopt.placement.move_search import SearchConfig, local_search
 from mlsysopt.placement.moves import move_set, node_ids, other_moves
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
+from mlsysopt.runtime.threads import torch_threads
 
 
 @dataclass
@@ -44,11 +49,6 @@ class Episode:
 
 def search_episode(args: tuple[dict[str, Any], dict[str, Any], str, int, int, int, int]) -> Episode:
     """Play one recorded search episode with a copy of the policy (picklable arguments)."""
-    from mlsysopt.placement.baselines.fastest_device import fastest_placement
-    from mlsysopt.placement.baselines.heft import heft_schedule
-    from mlsysopt.placement.giph import PolicyScorer
-    from mlsysopt.placement.imitation import training_problem
-    from mlsysopt.runtime.threads import torch_threads
 
     config, state, distribution, seed, per_task, max_tasks, proposals = args
     policy = GiPHPolicy(PolicyConfig(**config))
@@ -70,7 +70,6 @@ def episode_loss(
     policy: GiPHPolicy, episode: Episode, advantages: np.ndarray, distribution: str, max_tasks: int, temperature: float
 ) -> torch.Tensor:
     """``-sum_b advantage_b * log P(batch b's draws)`` of a recorded episode under ``policy`` (with grad)."""
-    from mlsysopt.placement.imitation import training_problem
 
     problem: PlacementProblem = training_problem(episode.seed, distribution, max_tasks)
     builder = GpNetBuilder(problem)

@@ -33,9 +33,11 @@ from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.graph.simulator import Schedule
 from mlsysopt.placement.base import Evaluator, PlacementResult, Placer, SearchContext
 from mlsysopt.placement.baselines.portfolio import PORTFOLIO, run_portfolio
+from mlsysopt.placement.checkpoint import load_policy
 from mlsysopt.placement.gpnet import GpNetBuilder
+from mlsysopt.placement.limits import gpnet_elements
 from mlsysopt.placement.move_search import SearchConfig, local_search
-from mlsysopt.placement.moves import MoveSet
+from mlsysopt.placement.moves import MoveSet, node_ids
 from mlsysopt.placement.policy import GiPHPolicy
 from mlsysopt.placement.state import PlacementState
 from mlsysopt.runtime.threads import torch_threads
@@ -57,8 +59,6 @@ class PolicyScorer:
     """
 
     def __init__(self, policy: GiPHPolicy, problem: PlacementProblem, refresh: int = 1) -> None:
-        from mlsysopt.placement.limits import gpnet_elements
-        from mlsysopt.placement.moves import node_ids
 
         self.policy, self.problem, self.refresh = policy, problem, max(1, int(refresh))
         self._age = 0  # placements scored with the current logits
@@ -91,7 +91,6 @@ class PolicyScorer:
             return self.policy.move_logits(self.builder.build(placement, schedule)).numpy().astype(np.float64)
 
     def _focus_logits(self, placement: np.ndarray, schedule: Schedule) -> np.ndarray:
-        from mlsysopt.graph.ir import CompGraph
 
         p, g = self.problem, self.problem.graph
         path = np.unique(np.asarray(schedule.critical_path, np.int64))
@@ -176,7 +175,6 @@ class GiPH(Placer):
         cls, path: str | Path = "pretrained", greedy: bool = False, walk: bool = False, paper: bool = False
     ) -> GiPH:
         """A GiPH placer from a training checkpoint, or ``"pretrained"``: the policy shipped with mlsysopt."""
-        from mlsysopt.placement.checkpoint import load_policy
 
         return cls(load_policy(path), greedy=greedy, walk=walk, paper=paper)
 

@@ -18,6 +18,8 @@ import numpy as np
 import torch
 
 from mlsysopt.graph.problem import PlacementProblem
+from mlsysopt.placement.baselines.heft import heft_schedule
+from mlsysopt.placement.distribution import sample_problem
 from mlsysopt.placement.gpnet import GpNetBuilder
 from mlsysopt.placement.moves import move_set, node_ids
 from mlsysopt.placement.policy import GiPHPolicy
@@ -40,7 +42,6 @@ class TeacherSample:
 def training_problem(seed: int, distribution: str, max_tasks: int = 200) -> PlacementProblem:
     """Problem ``seed`` of the training distribution (``mixed``: :mod:`mlsysopt.placement.distribution`;
     ``layered``: GiPH's layered DAGs on random clusters only)."""
-    from mlsysopt.placement.distribution import sample_problem
 
     graph, cluster, _ = sample_problem(seed, "layered" if distribution == "layered" else None, max_tasks)
     return PlacementProblem(graph, cluster)
@@ -48,7 +49,6 @@ def training_problem(seed: int, distribution: str, max_tasks: int = 200) -> Plac
 
 def teacher_samples(problem: PlacementProblem, seed: int, steps: int) -> list[TeacherSample]:
     """The steepest-descent teacher's states on ``problem`` from HEFT's placement and from a random one."""
-    from mlsysopt.placement.baselines.heft import heft_schedule
 
     rng = np.random.default_rng([seed, 31])
     ids = node_ids(problem)

@@ -25,9 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.graph.placement import load_placement, placement_to_dict
+from mlsysopt.graph.units import implausible, mismatch
 from mlsysopt.io import RunDir
+from mlsysopt.placement.base import default_budget
+from mlsysopt.placement.experiment import compare, comparison, run_method
 from mlsysopt.placement.limits import check_devices, check_seeds
-from mlsysopt.placement.methods import DEFAULT_METHOD, METHODS, get_method, select_methods
+from mlsysopt.placement.methods import DEFAULT_METHOD, METHODS, get_method, heft_placement, select_methods
 from mlsysopt.placement.problem_spec import (  # the problem every job places, and what the jobs share
     LoadedProblem,
     LoadsProblem,
@@ -39,7 +43,7 @@ from mlsysopt.placement.problem_spec import (  # the problem every job places, a
     quiet,
     write_device_map,
 )
-from mlsysopt.runtime import check_parallel
+from mlsysopt.runtime import check_parallel, make_executor
 
 if TYPE_CHECKING:
     from mlsysopt.runtime import Executor
@@ -108,10 +112,10 @@ class PlaceJob(LoadsProblem):
         device_map.json for a PyTorch model)."""
         import numpy as np
 
-        from mlsysopt.placement.base import default_budget
-        from mlsysopt.placement.experiment import comparison, run_method
-        from mlsysopt.placement.methods import heft_placement
+        # deferred: imports PIL, matplotlib
         from mlsysopt.report.gantt import plot_gantt
+
+        # deferred: imports PIL, matplotlib
         from mlsysopt.report.search import plot_search
 
         req = self.request
@@ -135,7 +139,6 @@ class PlaceJob(LoadsProblem):
         result.update({k: v for k, v in problem.describe(sched).items() if k != "placement"}, **about)
         result["comparison"] = compared
         result["units"] = {"makespan": "s", "cp_min": "s", "seconds": "s"}
-        from mlsysopt.graph.units import implausible, mismatch
 
         said = mismatch(graph, cluster)  # said when the cluster was loaded
         result["warnings"] = [w for w in implausible(graph, cluster, res.makespan, problem.cp_min) if w != said]
@@ -240,9 +243,8 @@ class CompareJob(LoadsProblem):
             on_run: progress callback.
             executor: where the searches run (default: ``make_executor(backend, workers, address)``, closed after).
         """
-        from mlsysopt.placement.experiment import compare
+        # deferred: imports PIL, matplotlib
         from mlsysopt.report.search import plot_search
-        from mlsysopt.runtime import make_executor
 
         req = self.request
         names, seeds = req.names, req.seeds
@@ -346,12 +348,11 @@ class AdaptJob(LoadsProblem):
 
     def run(self) -> Outcome:
         """Change the cluster, adapt with GiPH (its seeds on the executor), compare with a HEFT re-run and keeping."""
-        from mlsysopt.graph.placement import load_placement, placement_to_dict
+        # deferred: imports pandas, psutil, pyarrow, torch, torch_geometric
         from mlsysopt.placement.adaptation import adapt, change_cluster
-        from mlsysopt.placement.base import default_budget
-        from mlsysopt.placement.methods import heft_placement
+
+        # deferred: imports PIL, matplotlib
         from mlsysopt.report.gantt import plot_gantt
-        from mlsysopt.runtime import make_executor
 
         req = self.request
         seed, source = req.problem.seed, req.problem.source

@@ -16,6 +16,8 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import PlacementResult
+from mlsysopt.placement.baselines import heft_schedule
+from mlsysopt.placement.baselines.saga_schedulers import SAGA_SCHEDULERS
 from mlsysopt.registry import Registry
 
 if TYPE_CHECKING:
@@ -42,7 +44,6 @@ class Method:
 
 
 def _methods() -> list[Method]:
-    from mlsysopt.placement.baselines.saga_schedulers import SAGA_SCHEDULERS
 
     saga = [Method(f"saga_{k}", f"saga {k}", about=f"saga: {spec.about}") for k, spec in SAGA_SCHEDULERS.items()]
     return [
@@ -177,7 +178,6 @@ def heft_placement(problem: PlacementProblem) -> np.ndarray:
     Returns:
         Device id of every task, shape (num_tasks,) int64.
     """
-    from mlsysopt.placement.baselines import heft_schedule
 
     return heft_schedule(problem)[0]
 
@@ -201,7 +201,6 @@ def heft_makespan(problem: PlacementProblem) -> float:
     Returns:
         The makespan, in the graph's time unit.
     """
-    from mlsysopt.placement.baselines import heft_schedule
 
     placement, order, _ = heft_schedule(problem)
     return problem.makespan(placement, order=order if problem.execution == "ordered" else None)

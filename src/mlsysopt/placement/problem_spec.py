@@ -16,10 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.graph.importers.source import resolve_source
 from mlsysopt.graph.limits import parse_shape
 from mlsysopt.graph.list_schedule import check_execution
+from mlsysopt.graph.presets import load_cluster
+from mlsysopt.graph.problem import load_problem as problem_of
 from mlsysopt.io import RunDir
-from mlsysopt.placement.limits import check_devices, check_num_tasks
+from mlsysopt.placement.base import default_budget
+from mlsysopt.placement.devicemap import device_map, node_owners
+from mlsysopt.placement.limits import check_devices, check_num_tasks, check_search
+from mlsysopt.report.summary import graph_summary
 from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
@@ -69,7 +75,6 @@ class LoadedProblem(NamedTuple):
 def graph_and_owners(src: Any, input_shape: tuple[int, ...] | None) -> tuple[Any, dict[str, Any]]:
     """The CompGraph of a PyTorch source and its fx node owners, from one build of the model."""
     from mlsysopt.graph.importers.torch_fx import from_module  # torch: a PyTorch source only
-    from mlsysopt.placement.devicemap import node_owners
 
     module, inputs = src.pytorch(input_shape)
     return from_module(module, inputs, name=src.name), node_owners(module)
@@ -133,12 +138,6 @@ class ProblemSpec:
             The problem, what result.json says of it (``graph``, ``cluster_source``, ``cluster``) and, for a PyTorch
             source, the fx node owners (the model is built once, for the graph and for them).
         """
-        from mlsysopt.graph.importers.source import resolve_source
-        from mlsysopt.graph.presets import load_cluster
-        from mlsysopt.graph.problem import load_problem as problem_of
-        from mlsysopt.placement.base import default_budget
-        from mlsysopt.placement.limits import check_search
-        from mlsysopt.report.summary import graph_summary
 
         owners = None
         shape = self.shape()
@@ -187,7 +186,6 @@ def write_device_map(run: RunDir, problem: PlacementProblem, placement: Any, own
     """Write ``device_map.json`` when the graph came from PyTorch (torch.fx); whether it was written."""
     if problem.graph.meta.get("source") != "torch.fx":
         return False
-    from mlsysopt.placement.devicemap import device_map
 
     run.write_json("device_map.json", device_map(problem.graph, problem.cluster, placement, owners, source))
     return True

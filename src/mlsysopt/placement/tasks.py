@@ -16,7 +16,9 @@ import numpy as np
 
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import PlacementResult
+from mlsysopt.placement.baselines.saga_schedulers import SagaFailed, SagaSkipped
 from mlsysopt.placement.methods import run_method
 from mlsysopt.placement.move_search import SearchConfig
 
@@ -56,7 +58,10 @@ class PolicySpec:
 
     def placer(self) -> GiPH:
         """The GiPH placer again."""
+        # deferred: imports pandas, psutil, pyarrow, torch, torch_geometric
         from mlsysopt.placement.giph import GiPH
+
+        # deferred: imports pandas, psutil, pyarrow, torch, torch_geometric
         from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 
         policy = GiPHPolicy(PolicyConfig(**self.config))
@@ -130,8 +135,6 @@ def run_search(task: SearchTask) -> tuple[PlacementResult | str, float]:
         MlsysoptError: If the method is unknown, needs a policy that is not given, or the problem is invalid
             (see :meth:`~mlsysopt.placement.Placer.place`).
     """
-    from mlsysopt.graph.problem import PlacementProblem
-    from mlsysopt.placement.baselines.saga_schedulers import SagaFailed, SagaSkipped
 
     t0 = time.perf_counter()
     giph = None if task.policy is None else task.policy.placer()

@@ -29,6 +29,9 @@ import torch
 from mlsysopt.io import RunDir, load_torch, save_torch_atomic
 from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, save_training_state
 from mlsysopt.placement.config import TrainConfig
+from mlsysopt.placement.finetune import episode_loss
+from mlsysopt.placement.gpnet import GpNetBuilder
+from mlsysopt.placement.imitation import TeacherSample, collect, imitation_loss, training_problem
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
 from mlsysopt.placement.train_result import TrainResult, discounted
 from mlsysopt.runtime import Executor, ExecutorLost, make_executor
@@ -158,7 +161,6 @@ def _teacher_path(checkpoint: str | Path | RunDir | None) -> Path | None:
 
 def _teacher_data(cfg: TrainConfig, checkpoint: str | Path | RunDir | None, pool: Executor) -> list[Any]:
     """The teacher's samples: read back from a previous run of this training, or collected now (and saved)."""
-    from mlsysopt.placement.imitation import collect
 
     path = _teacher_path(checkpoint)
     if path is not None and path.exists():
@@ -186,7 +188,6 @@ def _sample_to_plain(sample: Any) -> dict[str, Any]:
 
 def _sample_from_plain(d: dict[str, Any]) -> Any:
     """The :class:`~mlsysopt.placement.imitation.TeacherSample` of :func:`_sample_to_plain`'s dict."""
-    from mlsysopt.placement.imitation import TeacherSample
 
     arrays = {k: d[k].numpy() for k in ("placement", "node", "kind", "target")}
     return TeacherSample(seed=int(d["seed"]), **arrays)
@@ -201,8 +202,6 @@ def _epoch(
     epoch: int,
 ) -> dict[str, float]:
     """One pass over the teacher's samples in shuffled minibatches; mean loss and top-1 agreement."""
-    from mlsysopt.placement.gpnet import GpNetBuilder
-    from mlsysopt.placement.imitation import imitation_loss, training_problem
 
     order = np.random.default_rng([cfg.seed, epoch]).permutation(len(samples))
     policy.train()
@@ -235,7 +234,6 @@ def _reinforce(
     policy: GiPHPolicy, optim: torch.optim.Optimizer, baseline: np.ndarray, cfg: TrainConfig, episodes: list[Any]
 ) -> tuple[np.ndarray, dict[str, float]]:
     """One REINFORCE step on the update's episodes; the new per-batch baseline and the step's statistics."""
-    from mlsysopt.placement.finetune import episode_loss
 
     longest = max((len(e.batches) for e in episodes), default=0)
     if baseline.size < longest:

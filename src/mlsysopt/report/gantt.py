@@ -14,6 +14,7 @@ from mlsysopt.errors import InvalidPlacement, WriteFailed
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.simulator import Schedule
+from mlsysopt.graph.units import units_of
 from mlsysopt.report.figures import new_figure, save_figure, time_unit
 
 #: Past this many tasks no bar gets a text label.
@@ -135,7 +136,6 @@ def plot_gantt(
 
 
 def _system(graph: CompGraph, units: str | Mapping[str, Any] | None) -> str:
-    from mlsysopt.graph.units import units_of
 
     if isinstance(units, Mapping):
         return str(units.get("system", "synthetic"))

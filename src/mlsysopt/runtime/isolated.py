@@ -41,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mlsysopt.errors import MlsysoptError, UserCodeFailed
+from mlsysopt.errors import MlsysoptError, MlsysoptWarning, UserCodeFailed
 
 T = TypeVar("T")
 
@@ -187,7 +187,6 @@ def _child(folder: Path) -> None:
     sys.path[:] = path
     caught: list[tuple[type[Warning], str]] = []
     outcome: dict[str, Any]
-    from mlsysopt.errors import MlsysoptWarning
 
     default_show = warnings.showwarning
 

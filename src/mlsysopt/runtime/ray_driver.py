@@ -16,6 +16,8 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from mlsysopt.errors import MlsysoptError
+
 #: Seconds the driver waits for a lost head before Ray ends it (Ray's default is a minute).
 HEAD_TIMEOUT_S = 15
 
@@ -93,7 +95,6 @@ def _map(ray: Any, remote: Any, fn: Callable[[Any], Any], items: list[Any], work
 
 def _not_runnable(exc: BaseException) -> BaseException:
     """One clear error for a task a worker could not even load (its module is missing there)."""
-    from mlsysopt.errors import MlsysoptError
 
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     why = next((ln for ln in reversed(lines) if "Error" in ln and "Traceback" not in ln), type(exc).__name__)

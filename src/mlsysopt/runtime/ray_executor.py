@@ -27,6 +27,7 @@ from typing import Any
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.runtime.base import MAX_RETRIES, Executor, ExecutorLost
+from mlsysopt.runtime.ray_driver import driver_main
 
 INSTALL_HINT = "Ray is not installed: install the extra with `pip install -e '.[ray]'` (or `pip install ray`)"
 
@@ -95,7 +96,6 @@ class RayExecutor(Executor):
             raise MlsysoptError(f"workers must be an integer >= 1, got {workers!r}")
         if max_retries < 0:
             raise MlsysoptError(f"max_retries must be >= 0, got {max_retries}")
-        from mlsysopt.runtime.ray_driver import driver_main
 
         check_reachable(address)
         self.address = address

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.serving.backend import Measurement
 
 if TYPE_CHECKING:  # the CLI reads DEFAULT_TOLERANCE at start-up: nothing heavy here
     from mlsysopt.serving.space import Space
@@ -80,6 +81,7 @@ def check_cost_model(run: str | Path, engine: str) -> Any:
     """The latency oracle ``run`` names (``builtin``, an oracle folder or a logmse GST run), loaded once; refused
     before anything is measured or written when it cannot predict milliseconds or the engine serves no ONNX Runtime
     session (the simulator); on Ray Serve it narrows each replica's session options."""
+    # deferred: imports torch
     from mlsysopt.costmodel.oracle.api import load_oracle
 
     if engine not in ("real", "rayserve"):
@@ -108,6 +110,7 @@ def op_level_shortlist(
     """Predict every op-level setting of ``space`` for ``onnx_path`` with ``oracle`` (a run folder, or the
     :class:`~mlsysopt.costmodel.latency.LatencyModel` :func:`check_cost_model` loaded) and keep those within
     ``tolerance`` of the best, plus the default's (``space.default(cores)``)."""
+    # deferred: imports torch
     from mlsysopt.costmodel.oracle.api import load_oracle
 
     tolerance = check_tolerance(tolerance)
@@ -147,7 +150,6 @@ def serving_prior(run: str | Path, onnx_path: str | Path, space: Any, workload: 
     """Predicted service times of ``onnx_path`` for the op-level configurations of a serving ``space``, as
     ``Measurement.to_dict()`` records under ``workload`` (mean = p50 = p95 = p99 = the predicted time)."""
     from mlsysopt.costmodel.oracle.api import load_oracle  # torch: the CLI reads this module at start-up
-    from mlsysopt.serving.backend import Measurement
 
     configs = [c for c in space.configs() if c.instances == min(space.values["instances"]) and c.max_batch == 1]
     if not configs:

@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidRunDir, MlsysoptError
 from mlsysopt.serving.backend import Backend, BackendWrapper, Measurement
+from mlsysopt.serving.limits import MIN_WINDOW_REQUESTS
 from mlsysopt.serving.objective import Objective
+from mlsysopt.serving.profile import fit_profile, measure_samples
 from mlsysopt.serving.space import Config, Space, Workload
+from mlsysopt.serving.tuning import tune
 
 if TYPE_CHECKING:
     from mlsysopt.io import RunDir
@@ -159,7 +162,6 @@ def run_tuning(
     Raises:
         MlsysoptError: If the checkpoint does not match the run's asks, or the schedule is invalid.
     """
-    from mlsysopt.serving.tuning import tune
 
     if checkpoint is None:
         checkpoint = PhaseCheckpoint(run, recorded_phases(run) if run is not None and run.resume else None)
@@ -236,6 +238,7 @@ def plot_tuning(
         unit: Unit of the heatmap values.
         better: ``"lower"`` or ``"higher"``: which values the heatmap colours as better.
     """
+    # deferred: imports PIL, matplotlib
     from mlsysopt.serving.figures import plot_heatmap, plot_steps
 
     points = step_points(result.steps, result.objective)
@@ -301,7 +304,6 @@ def measure_profile(
     Raises:
         InvalidSpace: If the samples cannot be fitted (fewer than six, or a single batch size).
     """
-    from mlsysopt.serving.profile import fit_profile, measure_samples
 
     samples = measure_samples(model, rows=rows, intra=intra, inter=inter, repeats=repeats, on_sample=on_sample)
     return fit_profile(samples, cores=cores, model=name).with_table(samples), samples
@@ -339,8 +341,8 @@ def calibrate_dispatch(
         tuple[ServiceProfile, dict[str, Any]]: The profile with ``dispatch_ms``, ``handoff_ms`` and ``wake_ms``
         set, and the figures of both runs.
     """
+    # deferred: imports onnxruntime
     from mlsysopt.serving.engine import Engine
-    from mlsysopt.serving.limits import MIN_WINDOW_REQUESTS
 
     one = profile.service_ms(1, 1, 1)
     low = max(utilization * 1000.0 / one, 2.0 * MIN_WINDOW_REQUESTS / 10.0)

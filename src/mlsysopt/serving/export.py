@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidModel, MlsysoptError
+from mlsysopt.runtime.threads import torch_threads
 
 if TYPE_CHECKING:
     from mlsysopt.graph.importers.source import Source
@@ -80,7 +81,6 @@ def export_first(
 ) -> tuple[str | None, Path | None, dict[str, str]]:
     """Build the source's model and export it with the first of ``exporters`` that can; ``(exporter, path,
     what each earlier exporter failed on)``, ``(None, None, ...)`` when none could (runs the user's factory)."""
-    from mlsysopt.runtime.threads import torch_threads
 
     module, inputs = source.pytorch(input_shape)
     _check_example_shape(source.spec, inputs, input_shape)
@@ -125,6 +125,7 @@ def export_served(
     Raises:
         InvalidModel: For an unknown exporter, or when no exporter's model passes ``check``.
     """
+    # deferred: imports onnxruntime
     from mlsysopt.serving.model import ServedModel
 
     unknown = [e for e in exporters if e not in EXPORTERS]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mlsysopt.errors import InvalidRunDir, MlsysoptError
+from mlsysopt.io import read_json
 from mlsysopt.serving.backend import Measurement
 from mlsysopt.serving.profile import ServiceProfile
 
@@ -95,7 +96,6 @@ def _task_profile(settings: Mapping[str, Any], task: Mapping[str, Any] | None, s
 
 def history_from_run(path: str | Path) -> History:
     """The history of one ``serving tune`` run folder (``result.json`` and ``settings.json``)."""
-    from mlsysopt.io import read_json
 
     folder = Path(path)
     if not folder.is_dir():

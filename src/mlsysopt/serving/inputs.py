@@ -19,8 +19,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidModel, InvalidSpace, MlsysoptError
+from mlsysopt.graph.importers.source import resolve_source
 from mlsysopt.io import read_json
+from mlsysopt.serving.export import EXPORTERS, export_served
 from mlsysopt.serving.history import histories_from_runs
+from mlsysopt.serving.limits import check_batch_memory, check_batch_time
 from mlsysopt.serving.presets import DEFAULT_PROFILE, resolve_profile
 from mlsysopt.serving.prior import Prior, preset_prior
 from mlsysopt.serving.space import KNOBS, Config, Space
@@ -68,7 +71,6 @@ def per_row_shape(input_shape: tuple[int, ...] | None) -> tuple[int, ...] | None
 
 def check_model(model: ServedModel, largest: int, instances: int, max_seconds: float, option: str) -> None:
     """Run ``model`` at batch 1, check the limits of ``largest`` rows, then run it at ``largest`` rows."""
-    from mlsysopt.serving.limits import check_batch_memory, check_batch_time
 
     if largest > 1:
         model.check_batch(largest)
@@ -112,8 +114,7 @@ def resolve_model(
     Raises:
         InvalidModel: If the source is a graph rather than a model, cannot be loaded or exported, or fails its checks.
     """
-    from mlsysopt.graph.importers.source import resolve_source
-    from mlsysopt.serving.export import EXPORTERS, export_served
+    # deferred: imports onnxruntime
     from mlsysopt.serving.model import ServedModel
 
     src = resolve_source(spec)
@@ -260,6 +261,7 @@ def make_backend(
     """
     check_backend(kind, model)
     if kind == "real":
+        # deferred: imports onnxruntime
         from mlsysopt.serving.engine import Engine
 
         return Engine(
@@ -273,6 +275,7 @@ def make_backend(
             model, n_requests=requests, max_seconds=max_seconds, window_s=window_s, slo_ms=slo_ms,
             max_threads=machine_threads(), seed=seed, address=address, port=port, log=log,
         )  # type: ignore[arg-type]  # fmt: skip
+    # deferred: imports simpy
     from mlsysopt.serving.simulator import SimulatedEngine
 
     return SimulatedEngine(profile or resolve_profile(DEFAULT_PROFILE), n_requests=requests, slo_ms=slo_ms, seed=seed)

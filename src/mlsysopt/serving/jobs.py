@@ -22,6 +22,7 @@ from mlsysopt.serving.inputs import MAX_SECONDS, MEASURED, ModelStage, machine_t
 from mlsysopt.serving.limits import check_rate, check_requests
 from mlsysopt.serving.space import Config, Workload, as_int
 from mlsysopt.serving.windows import StableBackend
+from mlsysopt.store.records import record, serving_trial
 from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
@@ -171,6 +172,7 @@ class ProfileJob(Job):
 
     def run(self, on_sample: Callable[[ServiceSample], None] | None = None) -> dict[str, Any]:
         """Measure, fit, calibrate; write profile.json (and profile_<CORES>.json), profile.png, result.json."""
+        # deferred: imports PIL, matplotlib
         from mlsysopt.serving.figures import plot_profile
 
         with self.run_dir as run:
@@ -285,8 +287,8 @@ class ServeJob(Job):
 
     def run(self, on_measure: Callable[[Measurement], None] | None = None) -> list[Measurement]:
         """Measure at every rate in turn (windows until stable); write result.json and curve.png."""
+        # deferred: imports PIL, matplotlib
         from mlsysopt.serving.figures import plot_curve
-        from mlsysopt.store.records import record, serving_trial
 
         with self.run_dir as run:
             self._keep_model(run)

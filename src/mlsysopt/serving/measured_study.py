@@ -17,11 +17,14 @@ import numpy as np
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import to_jsonable
-from mlsysopt.serving.inputs import MAX_SECONDS, MEASURED, WINDOW_S, make_backend, tuning_space
+from mlsysopt.runtime import make_executor
+from mlsysopt.serving.inputs import MAX_SECONDS, MEASURED, WINDOW_S, machine_threads, make_backend, tuning_space
 from mlsysopt.serving.jobs import Job, check_rates
 from mlsysopt.serving.limits import check_requests
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Space
+from mlsysopt.serving.study import study_tables
+from mlsysopt.serving.tuners import TUNERS
 from mlsysopt.serving.windows import StableBackend
 
 CHECKPOINT = "checkpoint.json"
@@ -79,8 +82,6 @@ class MeasuredStudyJob(Job):
         address: str | None = None,
         port: int | None = None,
     ) -> None:
-        from mlsysopt.serving.inputs import machine_threads
-        from mlsysopt.serving.tuners import TUNERS
 
         super().__init__(out, resume)
         with self._validating():
@@ -136,9 +137,8 @@ class MeasuredStudyJob(Job):
 
     def run(self, on_measure: Callable[[str], None] | None = None) -> dict[str, Any]:
         """Measure the tables (checkpointed), replay the tuners, write result.json and study.png."""
-        from mlsysopt.runtime import make_executor
+        # deferred: imports PIL, matplotlib
         from mlsysopt.serving.figures import plot_study
-        from mlsysopt.serving.study import study_tables
 
         with self.run_dir as run:
             self._keep_model(run)

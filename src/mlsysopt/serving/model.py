@@ -18,7 +18,11 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from mlsysopt.errors import InvalidModel
+from mlsysopt import zoo
+from mlsysopt.errors import InvalidModel, MlsysoptError
+from mlsysopt.runtime.threads import torch_threads
+from mlsysopt.serving.deploy import session_options
+from mlsysopt.serving.limits import check_row_input
 
 # ONNX Runtime logs a failing kernel to stderr itself; mlsysopt reports it once, in its own words
 ort.set_default_logger_severity(3)
@@ -135,7 +139,6 @@ class ServedModel:
                 f"{where} has dynamic dim {dynamic[0]} ('{rest[dynamic[0] - 1]}', shape {shape}) besides the batch "
                 "dim: --input-shape fixes it (the per-row shape, without the batch dim)"
             )
-        from mlsysopt.serving.limits import check_row_input
 
         dtype = np.dtype(_DTYPES[arg.type])
         check_row_input(math.prod(int(d) for d in rest) * dtype.itemsize, f"{where} shape {[1, *rest]}")
@@ -144,7 +147,6 @@ class ServedModel:
         self.dtypes[name] = dtype
 
     def _new_session(self, intra: int, inter: int, execution_mode: int) -> ort.InferenceSession:
-        from mlsysopt.serving.deploy import session_options
 
         opts = session_options(intra, inter, execution_mode)
         return ort.InferenceSession(str(self.path), sess_options=opts, providers=["CPUExecutionProvider"])
@@ -241,7 +243,7 @@ class ServedModel:
 
         What a prior across models knows of a model besides its timings; 0 where the import cannot tell.
         """
-        from mlsysopt.errors import MlsysoptError
+        # deferred: imports numba, onnx, scipy, yaml
         from mlsysopt.graph.importers.onnx import from_onnx
 
         input_bytes = float(sum(math.prod(s) * self.dtypes[n].itemsize for n, s in self.sample_shapes.items()))
@@ -286,9 +288,8 @@ def export_zoo_onnx(name: str, path: str | Path) -> Path:
     Raises:
         MlsysoptError: If ``name`` is not a zoo model.
     """
-    from mlsysopt import zoo
+    # deferred: imports numba, onnx, scipy, yaml
     from mlsysopt.graph.importers.onnx import export_onnx
-    from mlsysopt.runtime.threads import torch_threads
 
     module, inputs = zoo.get(name)
     with torch_threads(1):

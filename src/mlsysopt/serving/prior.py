@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.errors import InvalidSpace, MlsysoptError
+from mlsysopt.io import load_torch, save_torch_atomic
 from mlsysopt.runtime.threads import torch_threads
 from mlsysopt.serving.features import N_INPUTS, inputs, ref_ms
 from mlsysopt.serving.history import History, histories_from_store
@@ -189,7 +190,6 @@ class Prior:
 
     def save(self, path: str | Path) -> Path:
         """Write the prior (weights, input scaling, knobs, what it was fitted on) atomically."""
-        from mlsysopt.io import save_torch_atomic
 
         state = {
             "format": "mlsysopt-serving-prior-1",
@@ -204,7 +204,6 @@ class Prior:
     @classmethod
     def load(cls, path: str | Path) -> Prior:
         """Read a prior written by :meth:`save`; one :class:`MlsysoptError` naming the file if it is not one."""
-        from mlsysopt.io import load_torch
 
         state = load_torch(path, MlsysoptError)
         if not isinstance(state, dict) or state.get("format") != "mlsysopt-serving-prior-1":

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.errors import InvalidModel, InvalidSpace, MlsysoptError
+from mlsysopt.runtime.ray_executor import check_reachable
 from mlsysopt.serving.backend import Backend, Measurement, summarize
 from mlsysopt.serving.loadgen import window_requests, workload_arrivals
 from mlsysopt.serving.model import ServedModel
@@ -97,7 +98,6 @@ class RayServeEngine(Backend):
                 f"rayserve engine: n_requests={n_requests} must be >= 1, warmup={warmup} >= 0, "
                 f"max_seconds={max_seconds} and window_s={window_s} > 0"
             )
-        from mlsysopt.runtime.ray_executor import check_reachable
 
         self.model = model
         self.n_requests, self.max_seconds, self.window_s = int(n_requests), float(max_seconds), window_s

@@ -19,6 +19,7 @@ import numpy as np
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.ports import free_port
+from mlsysopt.runtime.ray_driver import connect, quiet_output
 from mlsysopt.serving.loadgen import workload_arrivals
 from mlsysopt.serving.model import ServedModel
 from mlsysopt.serving.rayserve_config import APP_NAME, DEPLOYMENT
@@ -71,7 +72,6 @@ def driver_main(conn: Any, address: str | None, port: int | None, log: str) -> N
     ``port`` None: a free port is picked (and picked again if another process took it before the proxy bound it).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    from mlsysopt.runtime.ray_driver import connect, quiet_output
 
     quiet_output(log)
     import asyncio

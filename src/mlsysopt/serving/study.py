@@ -21,10 +21,13 @@ import numpy as np
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.runtime.base import Executor
+from mlsysopt.runtime.threads import torch_threads
 from mlsysopt.serving.backend import Backend, Measurement
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.space import Config, Space, Workload
+from mlsysopt.serving.tuners import get_tuner
+from mlsysopt.serving.tuning import evals_to_within, tune
 
 if TYPE_CHECKING:
     from mlsysopt.serving.prior import Prior, TaskPrior
@@ -55,6 +58,7 @@ class TableBackend(Backend):
 
 def table_chunk(args: tuple[ServiceProfile, list[Config], Workload, int, int]) -> np.ndarray:
     """Task: simulate ``configs`` at one workload; rows of :data:`_COLS`."""
+    # deferred: imports simpy
     from mlsysopt.serving.simulator import SimulatedEngine
 
     profile, configs, workload, n_requests, seed = args
@@ -136,7 +140,6 @@ def tuner_name(label: str) -> tuple[str, bool]:
 
 def study_run(args: tuple) -> dict[str, Any]:
     """Task: one (tuner, seed): measurements to within 5% at rate A, and at rate B after ``pre`` at A."""
-    from mlsysopt.runtime.threads import torch_threads
 
     label, seed, tables, space, objective, ra, rb, cap, pre, cores, prior, knobs = args
     backend = TableBackend(tables, space, cores)
@@ -174,8 +177,6 @@ def _evals_until(
     prior: TaskPrior | None = None,
     knobs: dict[str, Any] | None = None,
 ) -> int | None:
-    from mlsysopt.serving.tuners import get_tuner
-    from mlsysopt.serving.tuning import evals_to_within, tune
 
     def score(c: Config) -> float:
         return truth[space.index(c)]

@@ -13,8 +13,12 @@ from typing import Any
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import RunDir, to_jsonable
+from mlsysopt.runtime import make_executor
+from mlsysopt.serving.inputs import DEFAULT_MAX_BATCH, DEFAULT_PROFILE, resolve_profile
+from mlsysopt.serving.limits import check_requests
 from mlsysopt.serving.space import Space, Workload
 from mlsysopt.serving.study import WARM_LABELS, default_rates, run_study, tuner_name
+from mlsysopt.serving.tuners import TUNERS
 from mlsysopt.store.run import RunStore
 
 
@@ -55,9 +59,6 @@ class StudyJob:
         seed: int = 0,
         prior: str | None = None,
     ) -> None:
-        from mlsysopt.serving.inputs import DEFAULT_MAX_BATCH, DEFAULT_PROFILE, resolve_profile
-        from mlsysopt.serving.limits import check_requests
-        from mlsysopt.serving.tuners import TUNERS
 
         RunDir(out, checkpoint=None, sink=RunStore).check()
         unknown = [t for t in tuners if tuner_name(t)[0] not in TUNERS or (tuner_name(t)[1] and t not in WARM_LABELS)]
@@ -104,7 +105,7 @@ class StudyJob:
 
     def run(self) -> dict[str, Any]:
         """Run the study on the chosen executor; write result.json and study.png."""
-        from mlsysopt.runtime import make_executor
+        # deferred: imports PIL, matplotlib
         from mlsysopt.serving.figures import plot_study
 
         with self.run_dir as run, make_executor(self.backend, self.workers, self.address) as ex:

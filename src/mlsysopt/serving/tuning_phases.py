@@ -12,7 +12,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.serving.inputs import DEFAULT_PROFILE, resolve_profile
+from mlsysopt.serving.experiment import calibrate_dispatch, measure_profile
+from mlsysopt.serving.inputs import DEFAULT_PROFILE, machine_threads, resolve_profile
 
 if TYPE_CHECKING:
     from mlsysopt.serving.model import ServedModel
@@ -73,8 +74,6 @@ def probe_profile(model: ServedModel, cores: int, seed: int = 0) -> ServiceProfi
     (3 runs each), the dispatch overhead from a low-rate run, and the model's facts (FLOPs, parameters, input)."""
     from dataclasses import replace
 
-    from mlsysopt.serving.experiment import calibrate_dispatch, measure_profile
-
     intra = (1, 2) if cores >= 2 else (1,)
     prof, _ = measure_profile(model, (1, 4, 16), intra, (1,), repeats=3, cores=cores, name=model.path.name)
     prof, _ = calibrate_dispatch(model, prof, seed=seed, requests=40)
@@ -82,7 +81,6 @@ def probe_profile(model: ServedModel, cores: int, seed: int = 0) -> ServiceProfi
 
 
 def machine_cores(engine: str, profile: str | None) -> int:
-    from mlsysopt.serving.inputs import machine_threads
 
     if engine == "sim":
         return resolve_profile(DEFAULT_PROFILE if profile is None else profile).cores

@@ -12,6 +12,7 @@ from mlsysopt.io import to_jsonable
 from mlsysopt.serving.deploy import ort_session_json, triton_config
 from mlsysopt.serving.experiment import plot_tuning
 from mlsysopt.serving.tuning_phases import top_predicted
+from mlsysopt.serving.verdict import noise_warning, verdict
 
 if TYPE_CHECKING:
     from mlsysopt.io import RunDir
@@ -53,8 +54,8 @@ def tune_report(
     Returns:
         dict[str, Any]: The report written as ``result.json``.
     """
+    # deferred: imports PIL, matplotlib
     from mlsysopt.serving.figures import plot_confirmation
-    from mlsysopt.serving.verdict import noise_warning, verdict
 
     obj, last = job.objective, confirmations[-1]
     plot_tuning(

@@ -167,6 +167,7 @@ class OrtEngine:
         import onnx
 
         self.threads = tuple(sorted(int(t) for t in threads))
+        # deferred: imports onnx
         from mlsysopt.graph.importers.onnx import from_onnx
 
         self.path, self.graph = Path(path), from_onnx(path)

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from mlsysopt.errors import InvalidOption
+from mlsysopt.models.cnn_cell import build_model
 
 FAMILIES: tuple[str, ...] = ("zoo", "nas", "vgg", "resnet", "mobilenet", "inception")
 #: Generated graphs stay below this many million FLOPs per forward pass (a few ms on one core).
@@ -153,7 +154,6 @@ def _inception(p: dict[str, Any]) -> nn.Module:
 
 
 def _nas(p: dict[str, Any]) -> nn.Module:
-    from mlsysopt.models.cnn_cell import build_model
 
     return build_model([tuple(b) for b in p["blocks"]], (p.get("channels", 3), p["size"], p["size"]), 10, p["stem"])
 

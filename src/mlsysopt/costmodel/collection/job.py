@@ -38,6 +38,7 @@ import numpy as np
 
 from mlsysopt.costmodel.collection.families import FAMILIES, build, plan, spec_name
 from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.io import RunDir, read_json
 from mlsysopt.store.run import RunStore
 
 MANIFEST = "collection.json"
@@ -68,6 +69,7 @@ def machine() -> str:
 
 
 def _engine(spec: dict[str, Any], name: str, threads: tuple[int, ...] = (1, 2)) -> Any:
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.costmodel.collection.engines import OrtEngine, TorchEngine
 
     if spec.get("family") == "source" and str(spec["source"]).lower().endswith(".onnx"):
@@ -147,6 +149,7 @@ def check_options(graphs: int, configs: int, rounds: int, families: Sequence[str
 def measure_graph(item: dict[str, Any], configs: int, rounds: int, seed: int,
                   threads: tuple[int, ...] = (1, 2)) -> tuple[dict[str, np.ndarray], dict]:  # fmt: skip
     """Build, configure and time one graph: its ``.npz`` arrays and its summary row."""
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.costmodel.collection.engines import time_configs
 
     rng = np.random.default_rng([seed, zlib.crc32(item["name"].encode())])
@@ -218,8 +221,8 @@ def collect(
     Raises:
         InvalidOption: For counts, families, threads or timeout out of range, or nothing to collect.
     """
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.costmodel.data.tpugraphs import save_npz
-    from mlsysopt.io import RunDir
 
     families, sources = list(families), [str(s) for s in sources]
     check_options(graphs, configs, rounds, families, sources, timeout)
@@ -312,8 +315,6 @@ def ship(src: str | Path, dst: str | Path, max_mb: float = 6.0) -> dict[str, Any
     """Copy a finished collection's data (splits and ``collection.json``, not the run folder's bookkeeping) to
     ``dst``, refusing one bigger than ``max_mb``: how the ``real:cpu`` copy shipped with mlsysopt is made."""
     import shutil
-
-    from mlsysopt.io import read_json
 
     src, dst = Path(src), Path(dst)
     manifest = read_json(src / MANIFEST, InvalidOption)

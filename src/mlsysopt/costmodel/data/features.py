@@ -63,6 +63,7 @@ def torch_graph(module: Any, inputs: tuple[Any, ...], name: str) -> tuple[CompGr
     """
     from torch import fx, nn
 
+    # deferred: imports torch
     from mlsysopt.graph.importers.torch_fx import from_traced, trace_module
 
     gm = trace_module(module, inputs, name)  # traced once: the CompGraph's nodes are the trace's, one for one

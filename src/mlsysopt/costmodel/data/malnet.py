@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
+from mlsysopt.costmodel.limits import max_nodes
 from mlsysopt.errors import InvalidDataFile, MissingSplit
 
 MALNET_CLASSES: tuple[str, ...] = ("addisplay", "adware", "benign", "downloader", "trojan")
@@ -67,7 +68,6 @@ def read_edgelist(path: str | Path) -> tuple[np.ndarray, int]:
     if (e < 0).any():
         k = int(np.flatnonzero((e < 0).any(axis=1))[0])
         raise InvalidDataFile(f"{path}: edge {k} ({e[k, 0]} {e[k, 1]}) has a negative node id")
-    from mlsysopt.costmodel.limits import max_nodes
 
     limit = max_nodes()
     if int(e.max()) >= limit:  # node ids size the feature arrays: bound them before allocating

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.errors import InvalidDataFile
+from mlsysopt.graph.topology import build_csr, kahn_levels
 
 #: Width of a TpuGraphs node-feature row.
 NODE_FEAT_DIM = 140
@@ -107,7 +108,6 @@ def graph_arrays(a: Mapping[str, np.ndarray], where: str) -> tuple[np.ndarray, n
 
 def check_acyclic(ei: np.ndarray, n: int, where: str) -> None:
     """InvalidDataFile naming a node on a cycle of ``edge_index`` (rows ``[consumer, producer]``)."""
-    from mlsysopt.graph.topology import build_csr, kahn_levels
 
     indptr, child, _ = build_csr(ei[:, 1], ei[:, 0], n)
     indeg = np.bincount(ei[:, 0], minlength=n).astype(np.int64)

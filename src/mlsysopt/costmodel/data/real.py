@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mlsysopt.errors import MissingSplit
+from mlsysopt.errors import InvalidDataFile, MissingSplit
+from mlsysopt.io import read_json
 
 #: ``--data`` names of shipped collections. ``real:cpu-layout`` names this layout-ranking set explicitly: the
 #: latency oracle's ``real:cpu`` is the latency collection (:mod:`mlsysopt.costmodel.oracle.dataset`), a table of
@@ -38,7 +39,5 @@ def resolve_data(path: str | Path) -> Path:
 
 def manifest(name: str = "real:cpu") -> dict[str, Any]:
     """The shipped collection's ``collection.json`` (machine, date, settings, every graph)."""
-    from mlsysopt.errors import InvalidDataFile
-    from mlsysopt.io import read_json
 
     return dict(read_json(real_root(name) / "collection.json", InvalidDataFile))

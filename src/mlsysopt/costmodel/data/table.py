@@ -17,7 +17,7 @@ Columns of the table:
   a graph in the graph's split;
 * ``config`` (optional): a configuration id, unique per graph (else rows keep their order);
 * every other column is a **knob**, numeric or boolean: ``NODE.KNOB`` sets ``KNOB`` of the graph node named
-  ``NODE`` (e.g. ``conv1.channels_last``; the node names are the importer's, see ``mlsysopt graph show``); a name
+  ``NODE`` (e.g. ``conv1.channels_last``; the node names are the importer's: ``load_graph(SOURCE).names``); a name
   without a node part (``threads``) is a graph-level setting. Empty cells are 0; a ``NODE.KNOB`` column may name a
   node a graph lacks only if its cells are empty in that graph's rows (a column for other graphs).
 
@@ -36,8 +36,11 @@ from typing import Any
 
 import numpy as np
 
+from mlsysopt.costmodel.data.features import layout_graph
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
+from mlsysopt.costmodel.data.tpugraphs import layout_record
 from mlsysopt.errors import InvalidDataFile, MissingSplit, MlsysoptError
+from mlsysopt.graph.importers.source import resolve_source
 
 TABLE_NAMES = ("runtimes.csv", "runtimes.parquet")
 GRAPH_SUFFIXES = (".npz", ".onnx", ".py")
@@ -157,7 +160,6 @@ def _split_of(names: Sequence[str]) -> dict[str, str]:
 
 def load_graph_file(spec: str, root: Path, where: str) -> Any:
     """The CompGraph (and node attrs, or None) of one ``graph`` cell: a name in ``root/graphs/`` or a path."""
-    from mlsysopt.graph.importers.source import resolve_source
 
     text = spec.strip()
     file, factory = text.rsplit(":", 1) if ":" in Path(text).name else (text, None)
@@ -258,8 +260,6 @@ class TableDataset(GraphDataset):
         return self._records[self._names[i]]
 
     def _build(self, g: str) -> GraphRecord:
-        from mlsysopt.costmodel.data.features import layout_graph
-        from mlsysopt.costmodel.data.tpugraphs import layout_record
 
         rows = self._rows[g]
         if "config" in self._cols:

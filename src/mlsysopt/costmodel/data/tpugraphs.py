@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlsysopt.costmodel.data.malnet import MalNetDataset
 from mlsysopt.costmodel.data.npz_checks import (
     as_floats,
     as_ints,
@@ -42,6 +43,7 @@ from mlsysopt.costmodel.data.npz_checks import (
 )
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
 from mlsysopt.errors import InvalidDataFile, InvalidOption, MissingSplit
+from mlsysopt.io.npz import check_npz_headers
 
 LAYOUT_CONFIG_DIM = 18
 TILE_CONFIG_DIM = 24
@@ -102,7 +104,6 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise InvalidDataFile(f"{path}: no such file")
-    from mlsysopt.io.npz import check_npz_headers
 
     check_npz_headers(path, InvalidDataFile)  # a lying array header: an error naming the file, not a MemoryError
     try:
@@ -295,7 +296,6 @@ def open_dataset(root: str | Path, split: str) -> GraphDataset:
         MissingSplit: If ``root`` has no such split.
         InvalidDataFile: If what it has is malformed.
     """
-    from mlsysopt.costmodel.data.malnet import MalNetDataset
 
     root = Path(root)
     if (root / split).is_dir() and any((root / split).glob("*.npz")):

@@ -14,9 +14,16 @@ from typing import Any
 
 import numpy as np
 
+from mlsysopt.costmodel.latency import LatencyModel
+from mlsysopt.costmodel.oracle.collect import read_onnx
+from mlsysopt.costmodel.oracle.dataset import load_collection
+from mlsysopt.costmodel.oracle.evaluate import accuracy
 from mlsysopt.costmodel.oracle.oracle import BUILTIN_NAMES, ORACLE_FILE, LatencyOracle, Prediction
+from mlsysopt.costmodel.oracle.predictors import PREDICTORS
 from mlsysopt.costmodel.oracle.settings import SETTINGS, Setting
+from mlsysopt.costmodel.oracle.timing import runners, time_model
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
+from mlsysopt.graph.importers.source import resolve_source
 
 
 def load_oracle(run: str | Path | None = None) -> Any:
@@ -40,7 +47,6 @@ def load_oracle(run: str | Path | None = None) -> Any:
     if not path.is_dir():
         raise InvalidCheckpoint(f"{run}: no such oracle folder (use 'builtin', or a folder written by 'costmodel "
                                 "latency-train')")  # fmt: skip
-    from mlsysopt.costmodel.latency import LatencyModel
 
     return LatencyModel(path)
 
@@ -60,13 +66,11 @@ def _graph_of(source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     first."""
     import tempfile
 
-    from mlsysopt.costmodel.oracle.collect import read_onnx
-    from mlsysopt.graph.importers.source import resolve_source
-
     src = resolve_source(source)
     if src.kind == "onnx":
         ops, nodes, edges = read_onnx(Path(str(src.path)))
     elif src.kind == "pytorch":
+        # deferred: imports numba, onnx, scipy, yaml
         from mlsysopt.graph.importers.onnx import export_onnx
 
         module, inputs = src.pytorch()
@@ -114,9 +118,8 @@ def measure_source(source: str, setting: Setting, rounds: int = 3) -> float:
     """Milliseconds of one inference of ``source`` under ``setting``, timed here the way the collection times."""
     import tempfile
 
-    from mlsysopt.costmodel.oracle.timing import runners, time_model
+    # deferred: imports numba, onnx, scipy, yaml
     from mlsysopt.graph.importers.onnx import export_onnx
-    from mlsysopt.graph.importers.source import resolve_source
 
     src = resolve_source(source)
     with tempfile.TemporaryDirectory(prefix="mlsysopt-oracle-") as tmp:
@@ -150,9 +153,6 @@ def train_oracle(data: str | Path, out: str | Path, method: str = "additive+gbm"
         InvalidOption: If the method is unknown or a split is empty.
         InvalidDataset: If the collection cannot be read or mixes machines.
     """
-    from mlsysopt.costmodel.oracle.dataset import load_collection
-    from mlsysopt.costmodel.oracle.evaluate import accuracy
-    from mlsysopt.costmodel.oracle.predictors import PREDICTORS
 
     if method not in PREDICTORS:
         raise InvalidOption(f"--method must be one of {', '.join(PREDICTORS)}, got '{method}'")

@@ -33,9 +33,12 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.costmodel.collection.job import SPLITS, assign_splits, machine
-from mlsysopt.costmodel.oracle.families import FAMILIES, build, example_input, mflops, plan
+from mlsysopt.costmodel.oracle.dataset import node_table
+from mlsysopt.costmodel.oracle.families import FAMILIES, build, example_input, mflops, plan, spec_name
 from mlsysopt.costmodel.oracle.settings import SETTINGS
+from mlsysopt.costmodel.oracle.timing import runners, time_model
 from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.io import RunDir, read_json
 from mlsysopt.store.run import RunStore
 
 MANIFEST = "collection.json"
@@ -64,7 +67,6 @@ def check_options(models: int, rounds: int, families: list[str], timeout: float 
 
 def make_plan(models: int, seed: int, families: list[str]) -> list[dict[str, Any]]:
     """Every model the job times, with its ``name`` and ``split`` (deterministic in the arguments)."""
-    from mlsysopt.costmodel.oracle.families import spec_name
 
     specs = plan(models, seed, tuple(families))
     out = []
@@ -89,6 +91,7 @@ def graph_arrays(onnx_path: Path) -> dict[str, np.ndarray]:
 
     import onnx
 
+    # deferred: imports numba, onnx, scipy, yaml
     from mlsysopt.graph.importers.onnx import from_onnx
 
     with warnings.catch_warnings():
@@ -125,7 +128,6 @@ def read_onnx(onnx_path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Shapes:
         returns (n,) str, (n, len(COLUMNS)) float64, (2, e) int
     """
-    from mlsysopt.costmodel.oracle.dataset import node_table
 
     a = graph_arrays(Path(onnx_path))
     return a["ops"], node_table(a["nodes"], list(NODE_COLUMNS)), a["edges"]
@@ -136,7 +138,7 @@ def measure_model(item: dict[str, Any], seed: int, folder: Path, round_index: in
     """Export, import and time one round of one model: its node table and the round (``ms`` per setting, the load,
     the CPU other processes used). A round others disturbed (more than ``max_others`` cores) is timed again, up to
     ``tries`` times in all."""
-    from mlsysopt.costmodel.oracle.timing import runners, time_model
+    # deferred: imports numba, onnx, scipy, yaml
     from mlsysopt.graph.importers.onnx import export_onnx
 
     rng = np.random.default_rng([seed, zlib.crc32(item["name"].encode()), round_index])
@@ -210,7 +212,6 @@ def collect_latency(
     Raises:
         InvalidOption: For an option out of range.
     """
-    from mlsysopt.io import RunDir
 
     families = list(families)
     check_options(models, rounds, families, timeout, max_others)
@@ -265,6 +266,7 @@ def collect_latency(
 
 def _one(item: dict[str, Any], seed: int, r: int, tmp: Path, run: Any, state: dict[str, Any],
          max_others: float) -> None:  # fmt: skip
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.costmodel.data.tpugraphs import save_npz
 
     try:
@@ -284,9 +286,11 @@ def refeature(folder: Path, log: Callable[[str], None] | None = None) -> Path:
     Raises:
         MlsysoptError: If a rebuilt model's graph differs from the one timed (another op sequence).
     """
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.costmodel.data.tpugraphs import save_npz
+
+    # deferred: imports numba, onnx, scipy, yaml
     from mlsysopt.graph.importers.onnx import export_onnx
-    from mlsysopt.io import read_json
 
     folder = Path(folder)
     state = read_json(folder / CHECKPOINT, MlsysoptError)
@@ -309,6 +313,7 @@ def refeature(folder: Path, log: Callable[[str], None] | None = None) -> Path:
 def pack(folder: Path, items: list[dict[str, Any]], done: dict[str, Any]) -> Path:
     """Write every model's node table and latencies into one compressed ``latency.npz`` (what :mod:`.dataset`
     reads): node tables concatenated with offsets, op names as ids into a vocabulary, rows as JSON."""
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.costmodel.data.tpugraphs import save_npz
 
     ops_vocab: dict[str, int] = {}

@@ -36,7 +36,10 @@ def check_op_costs(op_costs: str | None, device: str | None) -> Any:
             times.
         InvalidCheckpoint: If the oracle cannot be loaded.
     """
+    # deferred: imports torch
     from mlsysopt.costmodel.oracle.api import load_oracle
+
+    # deferred: imports torch
     from mlsysopt.costmodel.oracle.oracle import LatencyOracle
 
     if op_costs is None:
@@ -90,6 +93,7 @@ def with_op_costs(graph: CompGraph, cluster: Any, oracle_name: str, device: str 
         InvalidOption: If the graph is not an ONNX import, or the device cannot be found.
         InvalidCheckpoint: If the oracle cannot be loaded.
     """
+    # deferred: imports torch
     from mlsysopt.costmodel.oracle.collect import read_onnx
 
     path = graph.meta.get("path")

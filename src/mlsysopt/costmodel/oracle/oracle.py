@@ -23,12 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from mlsysopt.costmodel.oracle.collect import read_onnx
 from mlsysopt.costmodel.oracle.dataset import TimedModel
 from mlsysopt.costmodel.oracle.features import CATEGORIES, categories, per_category, unknown_ops
 from mlsysopt.costmodel.oracle.gnn import GraphSAGELatency
-from mlsysopt.costmodel.oracle.predictors import LatencyPredictor, from_dict
+from mlsysopt.costmodel.oracle.predictors import AdditivePerOp, LatencyPredictor, from_dict
 from mlsysopt.costmodel.oracle.settings import Setting
 from mlsysopt.errors import InvalidCheckpoint, MlsysoptWarning
+from mlsysopt.io.files import write_atomic
 
 __all__ = ["GraphSAGELatency", "LatencyOracle", "Prediction"]  # the GNN registers itself in PREDICTORS on import
 SHIPPED_ORACLE = Path(__file__).resolve().parent.parent / "data" / "latency_oracle"
@@ -95,7 +97,6 @@ class LatencyOracle:
 
     def save(self, folder: str | Path) -> Path:
         """Write ``oracle.json.gz`` (meta and predictor) into ``folder``."""
-        from mlsysopt.io.files import write_atomic
 
         path = Path(folder) / ORACLE_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -162,7 +163,6 @@ class LatencyOracle:
         Shapes:
             returns (n,) ms
         """
-        from mlsysopt.costmodel.oracle.predictors import AdditivePerOp
 
         total = float(self.predictor.predict(ops, nodes, setting))
         base = self.predictor if isinstance(self.predictor, AdditivePerOp) else getattr(self.predictor, "base", None)
@@ -175,13 +175,13 @@ class LatencyOracle:
 
     def predict_onnx(self, path: str | Path, setting: Setting) -> Prediction:
         """The prediction for an ONNX file (read at batch 1; ``setting.batch`` scales it)."""
-        from mlsysopt.costmodel.oracle.collect import read_onnx
 
         ops, nodes, edges = read_onnx(Path(path))
         return self.predict_graph(ops, nodes, setting, Path(path).name, edges)
 
     def predict_module(self, module: Any, inputs: tuple[Any, ...], setting: Setting, name: str = "model") -> Prediction:
         """The prediction for a PyTorch module (exported to ONNX at batch 1 in a temporary folder)."""
+        # deferred: imports numba, onnx, scipy, yaml
         from mlsysopt.graph.importers.onnx import export_onnx
 
         one = tuple(x[:1] for x in inputs)
@@ -196,7 +196,6 @@ class LatencyOracle:
 
     def session_ms(self, onnx_path: str | Path, settings: list[tuple[int, int]], batch: int = 1) -> np.ndarray:
         """Predicted ms of one ONNX Runtime inference for each ``(intra_threads, parallel)`` setting."""
-        from mlsysopt.costmodel.oracle.collect import read_onnx
 
         ops, nodes, edges = read_onnx(Path(onnx_path))
         return np.array([self.predict_graph(ops, nodes, Setting("onnxruntime", int(t), "par" if p else "seq", batch),

@@ -34,6 +34,7 @@ from onnx import helper
 
 import mlsysopt.graph.importers.flop_formulas as ff
 from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, MlsysoptWarning, UnsupportedFormat
+from mlsysopt.graph.importers.onnx_shapes import resolve_shapes, shape_warnings
 from mlsysopt.graph.ir import CompGraph
 
 NORM_FLOPS_PER_ELEM = 5
@@ -129,7 +130,6 @@ def from_onnx(path: str | Path) -> CompGraph:
     # Protobuf decodes some junk (an empty file, for one) into an empty ModelProto: reject that too.
     if model.ir_version <= 0 or not model.graph.node:
         raise UnsupportedFormat(f"{path}: not a valid ONNX model (no IR version or no graph nodes)")
-    from mlsysopt.graph.importers.onnx_shapes import resolve_shapes, shape_warnings
 
     shapes = resolve_shapes(model)
     for message in shape_warnings(shapes, str(path)):

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from mlsysopt.errors import ImportFailed, UnsupportedFormat
 from mlsysopt.graph.limits import check_recipe_tasks, parse_shape
+from mlsysopt.runtime.isolated import run_isolated, user_code_timeout
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -123,18 +124,22 @@ class Source:
         A user's factory runs in a child process, stopped after ``timeout`` seconds (None: the default bound).
         """
         if self.kind == "npz":
+            # deferred: imports numba, scipy, yaml
             from mlsysopt.graph.ir import CompGraph
 
             return CompGraph.load(self.path)  # type: ignore[arg-type]
         if self.kind == "onnx":
+            # deferred: imports numba, onnx, scipy, yaml
             from mlsysopt.graph.importers.onnx import from_onnx
 
             return from_onnx(self.path)  # type: ignore[arg-type]
         if self.kind == "wfformat":
+            # deferred: imports numba, scipy, yaml
             from mlsysopt.graph.importers.wfcommons import from_wfformat
 
             return from_wfformat(self.path)  # type: ignore[arg-type]
         if self.kind == "recipe":
+            # deferred: imports numba, scipy, yaml
             from mlsysopt.graph.importers.wfcommons import from_recipe
 
             return from_recipe(str(self.attr), num_tasks=num_tasks, seed=seed)
@@ -145,7 +150,6 @@ class Source:
     def isolated(self, fn: Any, *args: Any, timeout: float | None = None) -> Any:
         """``fn(*args)`` in a child process bounded by ``timeout`` (:func:`~mlsysopt.runtime.isolated.run_isolated`),
         errors naming this source; ``fn`` is a module-level function that loads the user's code itself."""
-        from mlsysopt.runtime.isolated import run_isolated, user_code_timeout
 
         seconds, bound = user_code_timeout(timeout)
         return run_isolated(fn, *args, timeout=seconds, what=f"'{self.spec}'", bound=bound)
@@ -153,6 +157,7 @@ class Source:
 
 def pytorch_graph(src: Source, input_shape: tuple[int, ...] | None = None) -> CompGraph:
     """The torch.fx CompGraph of a PyTorch source, in this process (what :meth:`Source.graph` runs in its child)."""
+    # deferred: imports numba, scipy, torch, yaml
     from mlsysopt.graph.importers.torch_fx import from_module
 
     module, inputs = src.pytorch(input_shape)
@@ -243,6 +248,7 @@ def resolve_source(spec: str | Path) -> Source:
             return Source(text, "pytorch", path=file, attr=attr)
         if all(part.isidentifier() for part in where.split(".")):
             return Source(text, "pytorch", module=where, attr=attr)
+    # deferred: imports numba, scipy, yaml
     from mlsysopt.graph.importers.wfcommons import RECIPES
 
     if text.lower() in RECIPES:

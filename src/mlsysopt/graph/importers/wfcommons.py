@@ -39,6 +39,7 @@ import numpy as np
 from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, MlsysoptWarning, UnsupportedFormat
 from mlsysopt.graph.importers.wfformat import Task, parse
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.limits import check_recipe_tasks
 from mlsysopt.io import read_json
 
 
@@ -117,7 +118,6 @@ def from_recipe(name: str, num_tasks: int = 100, seed: int = 0) -> CompGraph:
         raise MlsysoptError(f"num_tasks must be a positive integer, got {num_tasks!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise MlsysoptError(f"seed must be an integer, got {seed!r}")
-    from mlsysopt.graph.limits import check_recipe_tasks
 
     check_recipe_tasks(int(num_tasks), "num_tasks")
     recipe_cls = RECIPES[key]

@@ -20,6 +20,16 @@ import numpy as np
 
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import Evaluator
+from mlsysopt.placement.baselines.fastest_device import fastest_placement
+from mlsysopt.placement.baselines.heft import heft_schedule
+from mlsysopt.placement.baselines.saga_schedulers import (
+    SAGA_SCHEDULERS,
+    TIME_LIMIT_S,
+    SagaFailed,
+    SagaSkipped,
+    check_runnable,
+    saga_run,
+)
 
 #: The members, in the order they are evaluated. ``saga_best`` stands for every other saga scheduler.
 PORTFOLIO: tuple[str, ...] = ("heft", "fastest_device", "saga_cpop", "saga_best")
@@ -68,16 +78,6 @@ def run_portfolio(
         saga_time_limit: estimated seconds one saga scheduler may take (default: saga_schedulers.TIME_LIMIT_S).
         saga_total: estimated seconds all saga members may take together.
     """
-    from mlsysopt.placement.baselines.fastest_device import fastest_placement
-    from mlsysopt.placement.baselines.heft import heft_schedule
-    from mlsysopt.placement.baselines.saga_schedulers import (
-        SAGA_SCHEDULERS,
-        TIME_LIMIT_S,
-        SagaFailed,
-        SagaSkipped,
-        check_runnable,
-        saga_run,
-    )
 
     out = Portfolio()
     seen: dict[bytes, float] = {}

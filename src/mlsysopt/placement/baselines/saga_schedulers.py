@@ -141,6 +141,7 @@ def saga_run(name: str, problem: PlacementProblem, seed: int = 0, time_limit: fl
     check_runnable(name, problem, time_limit)
     import saga.schedulers
 
+    # deferred: imports networkx, saga
     from mlsysopt.placement.saga_convert import from_saga, saga_context, to_saga
 
     network, task_graph = to_saga(problem)

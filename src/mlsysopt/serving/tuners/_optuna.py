@@ -28,6 +28,7 @@ from optuna.trial import TrialState
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.serving.backend import Measurement
 from mlsysopt.serving.objective import Objective
+from mlsysopt.serving.prior import prior_from_store
 from mlsysopt.serving.space import KNOBS, Config, Space, Workload
 from mlsysopt.serving.tuners.base import Tuner
 
@@ -140,7 +141,6 @@ class OptunaTuner(Tuner):
     def warm_start(self, histories: list[dict]) -> int:
         """``--warm-start``: fit a prior on the study store's history records (other runs' measurements); the job
         binds it to this task's profile before the search (:attr:`pending_prior`). Returns the measurements used."""
-        from mlsysopt.serving.prior import prior_from_store
 
         prior, used = prior_from_store(histories)
         if prior is not None:

@@ -20,6 +20,7 @@ from mlsysopt.errors import MlsysoptError
 from mlsysopt.serving.backend import Measurement
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.space import Config, Space, Workload
+from mlsysopt.serving.windows import merge
 
 K = TypeVar("K", bound="Exploration")
 
@@ -51,7 +52,6 @@ class Tuner(ABC):
 
     def tell(self, config: Config, measurement: Measurement) -> None:
         """Record the measurement of ``config``; a re-measured one is merged with the earlier ones (windows pooled)."""
-        from mlsysopt.serving.windows import merge
 
         self.history.setdefault(config, []).append(measurement)
         self.measured[config] = merge(self.history[config])

@@ -21,6 +21,7 @@ import numpy as np
 from mlsysopt.runtime.threads import torch_threads
 from mlsysopt.serving.backend import Measurement
 from mlsysopt.serving.objective import SCORE_CAP, Objective
+from mlsysopt.serving.prior import STATS, objective_scores
 from mlsysopt.serving.space import Config, Space, Workload
 
 if TYPE_CHECKING:
@@ -157,7 +158,6 @@ class PriorEstimator:
     """A prior from other models, corrected by a residual MLP fitted on this task's measurements."""
 
     def __init__(self, prior: TaskPrior, space: Space, objective: Objective, cfg: RRLConfig, seed: int) -> None:
-        from mlsysopt.serving.prior import STATS
 
         self.prior, self.space, self.objective = prior, space, objective
         self.stat = STATS.index(objective.stat)
@@ -216,7 +216,6 @@ class PriorEstimator:
 
     def scores(self, idx: np.ndarray, workload: Workload) -> np.ndarray:
         """Estimated scores of configurations ``idx`` under ``workload`` (the prior, corrected)."""
-        from mlsysopt.serving.prior import objective_scores
 
         configs = [self.space.config(int(i)) for i in idx]
         index = {c: k for k, c in zip(idx, configs, strict=True)}
