@@ -129,3 +129,42 @@ def test_sigterm_while_the_store_takes_the_last_writes_ends_in_seconds(tmp_path:
     assert (tmp_path / "run" / "result.json").is_file() and not (tmp_path / "run" / ".lock").exists()
     with sqlite3.connect(db) as con:
         assert not con.execute("SELECT count(*) FROM trials WHERE state = 'RUNNING'").fetchone()[0]
+
+
+def test_sigterm_while_the_run_waits_for_a_locked_store_ends_in_seconds(tmp_path: Path) -> None:
+    """Another writer holds the store's lock before the run starts: the run's study waits for it (SQLite's 60 s
+    busy timeout, inside C code where no signal handler runs), yet SIGTERM ends the command within 10 s, with one
+    line and nothing left behind (it had no checkpoint)."""
+    import sqlite3
+
+    from mlsysopt.store import Store, parse_storage
+
+    gen = _start(tmp_path, "graph", "generate", "--tasks", "10", "--out", "g.npz")
+    assert gen.wait(timeout=DEADLINE_S) == 0
+    db = tmp_path / "s.db"
+    Store.open(parse_storage(str(db)))  # the store exists, with its tables
+    holder = sqlite3.connect(db, isolation_level=None, timeout=10)
+    holder.execute("BEGIN IMMEDIATE")
+    proc = _start(tmp_path, "placement", "compare", "g.npz", "--methods", "heft", "--seeds", "2", "--devices", "3",
+                  "--storage", str(db), "--out", "run")  # fmt: skip
+    try:
+        _wait_for("the run folder", (tmp_path / "run" / "log.txt").exists, proc)
+        time.sleep(1.0)  # the run is opening its study now: it waits on the lock
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=DEADLINE_S)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        holder.execute("ROLLBACK")
+        holder.close()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 143 and took < 10, (took, err)
+    assert (
+        [ln for ln in lines if ln.startswith("error:")]
+        == lines[-1:]
+        == ["error: stopped by SIGTERM: nothing was written"]
+    ), err
+    assert not (tmp_path / "run").exists()

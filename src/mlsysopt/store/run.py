@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptWarning, StoreError
-from mlsysopt.store.stopping import close_stopped, fail_running
+from mlsysopt.store.stopping import close_stopped, fail_running, interruptibly
 from mlsysopt.store.systems import direction_of, headline, result_trials, system_of
 from mlsysopt.store.trials import TrialRecord
 from mlsysopt.store.url import StorageSpec, resolve_storage
@@ -252,14 +252,17 @@ class RunStore:
     # ------------------------------------------------------------------------ open, record, close
     def open(self, resume: bool = False) -> None:
         """Open the store and the run's study (the study waits for its first trial when its direction is unknown)."""
-        from mlsysopt.store.database import Store
-
         spec = self.check()
         with _lock:
             _open.append(self)
         if not spec.enabled:
             return
         self.command = _command or self.settings.get("command")
+        interruptibly(self._open_study, spec, resume)  # a stop is not held up by another writer's lock
+
+    def _open_study(self, spec: StorageSpec, resume: bool) -> None:
+        from mlsysopt.store.database import Store
+
         self.store = retry(Store.open, spec)
         if resume:
             for sid in reversed(self.store.study_ids(ATTR + "run_dir", str(self.path))):
@@ -296,7 +299,8 @@ class RunStore:
             **self._process_attrs(),
             **{SETTING + str(k): v for k, v in self.settings.items()},
         }
-        self.study_id, self.study_name = retry(self.store.create_study, self.path.name or "run", direction, attrs)
+        self.study_id, self.study_name = interruptibly(retry, self.store.create_study, self.path.name or "run",
+                                                       direction, attrs)  # fmt: skip
         self.created_study = True
         self.writer = StudyWriter(self.store, self.study_id)
 

@@ -110,6 +110,39 @@ def within(seconds: float, fn: Any, *args: Any) -> bool:
     return True
 
 
+def interruptibly(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` (a store call that may wait on another writer's lock) on a helper thread, waited for in slices a
+    stop interrupts: Ctrl-C, SIGTERM and SIGHUP raise in the main thread at once instead of after the database's
+    busy timeout (SQLite's waits inside C code, where no signal handler runs). Outside the main thread: a plain call.
+
+    Args:
+        fn: The call.
+        *args: Its arguments.
+
+    Returns:
+        What ``fn`` returns (its exception is raised here).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args)
+    out: dict[str, Any] = {}
+    done = threading.Event()
+
+    def body() -> None:
+        try:
+            out["value"] = fn(*args)
+        except BaseException as exc:  # handed to the caller
+            out["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=body, name="mlsysopt-store-call", daemon=True).start()
+    while not done.wait(0.1):  # a signal's handler runs between the waits
+        pass
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
 def close_stopped(run: Any, keep: bool) -> None:
     """Close the study of a run stopped by Ctrl-C, SIGTERM or SIGHUP in :data:`STOP_GRACE_S` seconds at most: what is
     queued while time remains, the latest checkpoint's copy, trials in flight failed, the status ``interrupted``
