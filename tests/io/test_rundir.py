@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +133,25 @@ def test_a_busy_folder_names_the_process_that_holds_it(tmp_path) -> None:
     time.sleep(0.05)
     with RunDir(out, {}, checkpoint=None):  # the lock dies with its process
         pass
+
+
+def test_a_stop_landing_while_the_folder_closes_still_releases_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM raises where the run happens to be: also in the middle of closing (writing log.txt's last line)."""
+    from mlsysopt.io.runlog import RunLog
+
+    stop = RunLog.stop
+
+    def stopped(self: RunLog, *args: object, **kw: object) -> None:
+        stop(self, *args, **kw)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunLog, "stop", stopped)
+    run = RunDir(tmp_path / "r", {"a": 1}, checkpoint="c.json")
+    with pytest.raises(KeyboardInterrupt), run:
+        run.save_checkpoint({"step": 1})
+    assert not (tmp_path / "r" / ".lock").exists() and (tmp_path / "r" / "c.json").is_file()
+    monkeypatch.setattr(RunLog, "stop", stop)
+    with RunDir(tmp_path / "r", {"a": 1}, resume=True, checkpoint="c.json") as again:  # the folder is free again
+        assert again.load_checkpoint() == {"step": 1}

@@ -270,30 +270,32 @@ class RunDir:
         keep = not failed or self.has_checkpoint
         status = "done" if not failed else ("failed" if self.status == "done" else self.status)
         sink_error: BaseException | None = None
-        if self._store is not None and self._lock_fd is not None:
-            try:
-                self._store.close(status, self._result() if keep else None, keep=keep)
-            except MlsysoptError as exc:  # the sink lost this run's writes: the run failed (raised once closed)
-                sink_error, status = exc, "failed"
-                if self.log is not None:
-                    self.log.note(f"failed: {mask_secrets(' '.join(str(exc).split()))[:400]}")
-            except KeyboardInterrupt as exc:  # stopped while the sink took the last writes: the rest still runs
-                sink_error, status, self.status = exc, "interrupted", "interrupted"
-                self.stopped_after_results = not failed
-        if status == "interrupted":
-            global _stop_note
-            kept = self.checkpoint_name is not None and keep and self.has_checkpoint
-            _stop_note = f"{self.checkpoint} holds what was finished: --resume continues" if kept else None
-        if self.log is not None:
-            self.log.stop(status, keep=keep)
-            self.log = None
-        if failed and not self.has_checkpoint:
-            self._roll_back()
-        if self._lock_fd is not None:
-            with contextlib.suppress(OSError):
-                (self.path / LOCK).unlink(missing_ok=True)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        try:  # the lock is released whatever happens here (a stop landing in the middle included)
+            if self._store is not None and self._lock_fd is not None:
+                try:
+                    self._store.close(status, self._result() if keep else None, keep=keep)
+                except MlsysoptError as exc:  # the sink lost this run's writes: the run failed (raised once closed)
+                    sink_error, status = exc, "failed"
+                    if self.log is not None:
+                        self.log.note(f"failed: {mask_secrets(' '.join(str(exc).split()))[:400]}")
+                except KeyboardInterrupt as exc:  # stopped while the sink took the last writes: the rest still runs
+                    sink_error, status, self.status = exc, "interrupted", "interrupted"
+                    self.stopped_after_results = not failed
+            if status == "interrupted":
+                global _stop_note
+                kept = self.checkpoint_name is not None and keep and self.has_checkpoint
+                _stop_note = f"{self.checkpoint} holds what was finished: --resume continues" if kept else None
+            if self.log is not None:
+                self.log.stop(status, keep=keep)
+                self.log = None
+            if failed and not self.has_checkpoint:
+                self._roll_back()
+        finally:
+            if self._lock_fd is not None:
+                with contextlib.suppress(OSError):
+                    (self.path / LOCK).unlink(missing_ok=True)
+                os.close(self._lock_fd)
+                self._lock_fd = None
         if failed and self._created_folder and self.path.is_dir() and not any(self.path.iterdir()):
             self.path.rmdir()
         if sink_error is not None:
