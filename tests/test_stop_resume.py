@@ -213,3 +213,20 @@ def test_serving_study_real_stopped_in_its_second_table_resumes_to_the_full_tabl
     result = _stop_and_resume(tmp_path, monkeypatch, args, "s", rows("200", 1))
     for rate in ("100.0", "200.0"):
         assert len(result["tables"][rate]["mean_ms"]) == result["space_size"] >= 2
+
+
+def test_epnas_stopped_in_its_warmup_and_in_its_ranked_rounds_resumes_to_the_uninterrupted_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EPNAS (cold): the controller's order for the first 10 evaluations (warmup), then the predictor's ranking."""
+    args = ("nas", "search", "--space", "nasbench-graph:cora", "--method", "epnas_cold", "--budget", "14",
+            "--seed", "2")  # fmt: skip
+    whole = run_inprocess(*args, "--storage", "none", "--out", "whole", cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    ref = json.loads((tmp_path / "whole" / "result.json").read_text())
+    warmup = lambda s: 1 <= len(s["history"]) < 10  # noqa: E731
+    ranked = lambda s: len(s["history"]) > 10  # noqa: E731
+    cut = _stop_and_resume(tmp_path, monkeypatch, args, "cut", warmup, ranked)
+    assert cut["evaluated"] == ref["evaluated"] == 14
+    key = ("arch", "perf", "test_perf", "ok")
+    assert [[e[k] for k in key] for e in cut["evaluations"]] == [[e[k] for k in key] for e in ref["evaluations"]]
