@@ -12,6 +12,14 @@ median and p90 over every (profile, seed); ``ratio_rrl_warm_to_gp_cold`` etc. ar
 ``--split tuning`` runs the same study on the tuning presets, each with a prior fitted without its own model
 (leave one model out): where the defaults were chosen.
 
+``default_tuner`` (issue 34): ``serving tune``'s default (``--tuner auto``, :mod:`mlsysopt.serving.tuner_rule`)
+per budget class (small / medium / large, judged at 10 / 30 / 60 measurements) and prior (cold / warm): the rule's
+tuner, the best one here (most tunes within 5% of the optimum at that budget, the first tune at rate A and the
+re-tune after the rate change pooled; among the tuners whose share is within the 95% bootstrap interval of the most,
+the fewest mean measurements capped at the budget), every tuner's share, and the rule's share minus the best's with
+a 95% bootstrap interval (seeds resampled within profiles). ``targets``: the default warm tuner's
+mean and p90 measurements to 5% against warm GP and warm TPE, and its median after the rate change (target <= 2).
+
 **sim** (kept from earlier rounds): the same study on the documented synthetic 32-core profile, cold tuners.
 
 **Real** (ONNX Runtime here, load generator in its own process; timings: run it on a quiet machine):
@@ -47,16 +55,24 @@ import numpy as np
 
 from mlsysopt.io import read_json, write_json_atomic
 from mlsysopt.runtime import make_executor
+from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.presets import MODELS, presets
 from mlsysopt.serving.prior import preset_prior
 from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.space import Space
 from mlsysopt.serving.stats import mean_ci, median_ci
-from mlsysopt.serving.study import run_study
+from mlsysopt.serving.study import default_rates, exhaustive_tables, run_study, study_tables, tuner_name
+from mlsysopt.serving.tuner_rule import JUDGED_AT, RULE
 
 LOAD_AT_START = os.getloadavg()[0]
 SIM_TUNERS = ("rrl", "tpe", "gp", "random", "bandit", "hill_climb")
-HELDOUT_TUNERS = ("rrl_warm", "rrl", "gp_warm", "gp", "tpe_warm", "tpe", "hill_climb", "random")
+HELDOUT_TUNERS = ("rrl_warm", "rrl_warm:ei", "rrl", "gp_warm", "gp", "tpe_warm", "tpe", "hill_climb", "random")
+#: variants: warm RRL picking by expected improvement of a GP on the prior's residuals (issue 34; not the default:
+#: the tuning presets chose the value table and Boltzmann, BENCHMARKS.md)
+VARIANTS = {"rrl_warm:ei": {"acquisition": "ei"}}
+#: tuners whose runs do not depend on the seed (expected improvement draws nothing at random; tested in
+#: tests/serving/test_rrl_ei.py): run once per profile, the row stands for every seed ("replicated_from_seed")
+SEED_FREE = ("rrl_warm:ei",)
 MAX_BATCH = (1, 2, 4, 8, 16, 32, 64)
 CAP = 60  # measurements per run (GP's own cost grows with the cube of its trials: ~9 s per ask at 100 here)
 PRE = 30  # measurements at rate A before the rate change
@@ -107,7 +123,7 @@ def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
     if args.quick:
         cases = cases[:2]
     seeds = list(range(3 if args.quick else args.seeds))
-    tuners = HELDOUT_TUNERS if not args.quick else ("rrl_warm", "rrl", "gp_warm", "gp")
+    tuners = HELDOUT_TUNERS if not args.quick else ("rrl_warm", "rrl", "gp_warm", "gp", "tpe_warm")
     priors = _priors(args, split, cases)
     per_profile: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
@@ -119,13 +135,14 @@ def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
             prof = case.profile()
             space = Space.for_machine(prof.cores, MAX_BATCH)
             done = cache / f"{case.name}.json"  # one profile at a time, kept: a rerun (or a chunked run) resumes
-            key = {"tuners": list(tuners), "seeds": seeds, "cap": CAP, "pre": PRE, "requests": args.requests}
+            key = {"tuners": list(tuners), "seeds": seeds, "cap": CAP, "pre": PRE, "requests": args.requests,
+                   "knobs": VARIANTS, "reused": [str(args.reuse), args.reuse_tuners]}  # fmt: skip
             res = read_json(done) if done.is_file() else None
             kept = _kept_seeds(res, key)
             if res is None or res.get("key") != key:
                 todo = [s for s in seeds if s not in kept]  # more seeds than a kept run: only the new ones
-                new = run_study(prof, space, tuners, todo, ex, cap=CAP, pre=PRE, n_requests=args.requests,
-                                prior=priors[case.model])  # fmt: skip
+                reused = _reused_rows(args, case.name, todo)
+                new = _profile_study(prof, space, tuners, todo, ex, args.requests, priors[case.model], reused)
                 res = _merge_seeds(res, new, seeds, CAP) if kept else new
                 write_json_atomic(done, {**res, "key": key})
             if args.max_minutes and time.perf_counter() - t0 > 60 * args.max_minutes:
@@ -165,10 +182,117 @@ def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
     for key, (ours, theirs) in RATIOS.items():
         if ours in e and theirs in e:
             out[key] = ratio_ci(e[ours], e[theirs], args.seed)
+    out["default_tuner"] = default_tuner_block(by, summary, args.seed)
     s = by["shift"]
     if "rrl_warm" in s and "gp" in s:
         out["ratio_shift_rrl_warm_to_gp_cold"] = ratio_ci(s["rrl_warm"], s["gp"], args.seed)
     return out
+
+
+def default_tuner_block(
+    by: dict[str, dict[str, dict[str, list[float]]]], summary: dict[str, Any], seed: int = 0
+) -> dict[str, Any]:
+    """The rule's tuner against the best one per budget class and prior, and the warm default's targets.
+
+    A tuner's share at a budget pools both tunes of every run: the first at rate A and the re-tune after the rate
+    change (what ``serving tune --rate A,B`` does); each is also reported alone.
+    """
+    rng = np.random.default_rng(seed)
+    out: dict[str, Any] = {}
+
+    both = {
+        t: {p: np.stack([by["evals_to_5pct"][t][p], by["shift"][t][p]], axis=1) for p in by["evals_to_5pct"][t]}
+        for t in by["evals_to_5pct"]
+    }  # (seeds, 2) per tuner and profile, seeds in the same order for every tuner
+
+    def pooled(t: str, prof: str) -> np.ndarray:
+        return both[t][prof]
+
+    for cls, budget in JUDGED_AT.items():
+        for warm in (False, True):
+            names = [t for t in by["evals_to_5pct"] if tuner_name(t)[1] == warm]
+            rule = RULE[(cls, warm)] + ("_warm" if warm else "")
+            if rule not in names:
+                continue
+            profs = list(by["evals_to_5pct"][rule])
+            runs = {t: np.concatenate([pooled(t, p) for p in profs]) for t in names}
+            share = {t: float(np.mean(v <= budget)) for t, v in runs.items()}
+            capped = {t: float(np.mean(np.minimum(v, budget + 1))) for t, v in runs.items()}
+            # bootstrap: seeds resampled within each profile, the same draw for every tuner
+            draws = {t: np.zeros(BOOTSTRAP) for t in names}
+            for p in profs:
+                n = len(by["evals_to_5pct"][rule][p])
+                pick = rng.integers(0, n, (BOOTSTRAP, n))
+                for t in names:
+                    draws[t] += (pooled(t, p) <= budget).sum(axis=1)[pick].sum(axis=1)
+            draws = {t: d / runs[t].size for t, d in draws.items()}
+            top = max(names, key=lambda t: share[t])
+            tied = [t for t in names if np.percentile(draws[top] - draws[t], 2.5) <= 0]
+            best = min(tied, key=lambda t: (capped[t], -share[t]))  # within the noise of the top: fewer measurements
+            diff = draws[rule] - draws[best]
+            out[f"{cls}_{'warm' if warm else 'cold'}"] = {
+                "budget": budget, "rule": rule, "best": best, "rule_is_best": rule == best, "most_within": top,
+                "tied_with_most_within": tied, "share_within_5pct": share,
+                "share_first_tune": {t: float(np.mean(v[:, 0] <= budget)) for t, v in runs.items()},
+                "share_after_rate_change": {t: float(np.mean(v[:, 1] <= budget)) for t, v in runs.items()},
+                "mean_measurements_capped": capped,
+                "rule_minus_best_share_ci95": [share[rule] - share[best], *np.percentile(diff, [2.5, 97.5]).tolist()],
+            }  # fmt: skip
+    warm_default = RULE[("medium", True)] + "_warm"
+    if warm_default in summary:
+        mine = summary[warm_default]
+        targets: dict[str, Any] = {"default_warm_tuner": warm_default, "shift_median": mine["shift_median"],
+                                   "shift_median_le_2": bool(mine["shift_median"] <= 2)}  # fmt: skip
+        for other in ("gp_warm", "tpe_warm"):
+            if other in summary and other != warm_default:
+                for k in ("mean", "p90"):
+                    targets[f"{k}_le_{other}"] = bool(mine[k] <= summary[other][k])
+                    targets[f"{k}_vs_{other}"] = [mine[k], summary[other][k]]
+        out["targets"] = targets
+    return out
+
+
+def _profile_study(
+    prof: ServiceProfile,
+    space: Space,
+    tuners: tuple[str, ...],
+    seeds: list[int],
+    ex: Any,
+    requests: int,
+    prior: Any,
+    reused: dict[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """One profile: the exhaustive tables, then every tuner not in ``reused`` x seed (a :data:`SEED_FREE` tuner once,
+    its row standing for every seed), merged with the ``reused`` rows; aggregated as :func:`run_study` does."""
+    bound = prior.bind(prof) if prior is not None else None
+    tables = exhaustive_tables(prof, space, default_rates(prof), requests, ex)
+    runs = [t for t in tuners if t not in reused]
+    common = (ex, Objective("latency"), CAP, PRE, prof.cores, bound, VARIANTS)
+    seeded, free = [t for t in runs if t not in SEED_FREE], [t for t in runs if t in SEED_FREE]
+    base = study_tables(tables, space, seeded, seeds, *common)  # (no tuner: the tables' optimum, rates, size)
+    rows = list(base["per_seed"])
+    if free:
+        once = study_tables(tables, space, free, seeds[:1], *common)["per_seed"]
+        rows += [{**r, "seed": s, "replicated_from_seed": r["seed"]} for r in once for s in seeds]
+    rows += [r for t in tuners if t in reused for r in reused[t]]
+    empty = ("evals_to_5pct", "shift", "reached", "shift_reached", "tuner_cpu_s_per_measurement")
+    return _merge_seeds({"per_seed": []}, {**base, "per_seed": rows, **{k: {} for k in empty}}, seeds, CAP)
+
+
+def _reused_rows(args: argparse.Namespace, profile: str, seeds: list[int]) -> dict[str, list[dict[str, Any]]]:
+    """``--reuse``: per-seed rows of the ``--reuse-tuners`` from an earlier benchmark JSON (their code unchanged since;
+    each run is deterministic per seed)."""
+    if args.reuse is None:
+        return {}
+    old = read_json(args.reuse)
+    wanted = set(args.reuse_tuners.split(","))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in old["heldout_study"]["per_seed"]:
+        label = r["tuner"]
+        if r["profile"] == profile and label in wanted and r["seed"] in seeds:
+            row = {k: v for k, v in r.items() if k != "profile"}
+            out.setdefault(label, []).append({**row, "tuner": label, "reused_from": str(args.reuse)})
+    return {t: rs for t, rs in out.items() if len(rs) == len(seeds)}
 
 
 def _kept_seeds(res: dict[str, Any] | None, key: dict[str, Any]) -> set[int]:
@@ -184,6 +308,8 @@ def _merge_seeds(old: dict[str, Any], new: dict[str, Any], seeds: list[int], cap
     """A kept profile study plus the runs of its new seeds (same tables: the study is deterministic per seed)."""
     rows = sorted([*old["per_seed"], *new["per_seed"]], key=lambda r: (r["tuner"], r["seed"]))
     out = {**new, "per_seed": rows, "seeds": len(seeds)}
+    for k in ("evals_to_5pct", "shift", "reached", "shift_reached", "tuner_cpu_s_per_measurement"):
+        out[k] = dict(out.get(k, {}))
     for name in {r["tuner"] for r in rows}:
         mine = [r for r in rows if r["tuner"] == name]
         for k, reached in (("evals_to_5pct", "reached"), ("shift", "shift_reached")):
@@ -262,6 +388,8 @@ def main() -> None:
         "--histories", type=Path, default=Path("runs/presets/histories"),
         help="--split tuning: history run folders of the tuning presets (serving_profiles.py --prior)",
     )  # fmt: skip
+    ap.add_argument("--reuse", type=Path, default=None, help="an earlier benchmark JSON whose rows to reuse")
+    ap.add_argument("--reuse-tuners", default="", help="comma-separated tuner labels reused from --reuse")
     ap.add_argument("--skip-real", action="store_true", help="only the simulated studies")
     ap.add_argument("--max-minutes", type=float, default=None, help="stop after the profile that passes this")
     ap.add_argument("--skip-sim", action="store_true", help="no simulated study")
@@ -290,7 +418,9 @@ def main() -> None:
         key = "heldout" if args.split == "heldout" else "tuning"
         study = study_split(args, args.split)
         result[key] = study["tuners"]
-        result[f"{key}_study"] = {k: v for k, v in study.items() if k != "tuners" and not k.startswith("ratio_")}
+        apart = ("tuners", "default_tuner")
+        result[f"{key}_study"] = {k: v for k, v in study.items() if k not in apart and not k.startswith("ratio_")}
+        result["default_tuner"] = study["default_tuner"]
         result.update({k: v["within"] for k, v in study.items() if k.startswith("ratio_")})
         result.update({f"{k}_by_profile": v["by_profile"] for k, v in study.items() if k.startswith("ratio_")})
         if args.split == "heldout" and not args.skip_synthetic:

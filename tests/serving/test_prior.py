@@ -140,7 +140,8 @@ def test_warm_rrl_starts_at_the_prior_best_and_gp_enqueues_its_top(fitted: Prior
     # Q follows a prior-based estimate further than the paper's: its step is warm_alpha, not alpha
     assert rrl.alpha == rrl.knobs.warm_alpha != rrl.knobs.alpha
     assert get_tuner("rrl", SPACE, Objective(), alpha=0.4).alpha == 0.4
-    fresh = get_tuner("rrl", SPACE, Objective(), seed=0, prior=bound, warm_alpha=0.9)
+    # the value table of warm RRL before issue 34 (acquisition="boltzmann"; the default is expected improvement)
+    fresh = get_tuner("rrl", SPACE, Objective(), seed=0, prior=bound, warm_alpha=0.9, acquisition="boltzmann")
     fresh.set_workload(w)
     q0, config = fresh.q.copy(), fresh.ask()
     fresh.tell(config, sim.measure(config, w))

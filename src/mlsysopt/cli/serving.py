@@ -40,6 +40,7 @@ from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.limits import parse_shape
 from mlsysopt.runtime import check_parallel
 from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE
+from mlsysopt.serving.tuner_rule import describe_rule
 from mlsysopt.text import plural
 
 serving_app = typer.Typer(
@@ -113,8 +114,14 @@ def serving_tune(
     budget: Annotated[int, typer.Option("--budget", min=1, help="Measurements per rate (the search).")] = 30,
     timeout: TimeoutOpt = None,
     tuner: Annotated[
-        str, typer.Option("--tuner", help="rrl | tpe | gp | random | bandit | hill_climb | exhaustive | default.")
-    ] = "rrl",
+        str,
+        typer.Option(
+            "--tuner",
+            help="auto | rrl | tpe | gp | random | bandit | hill_climb | exhaustive | default. auto (the default) "
+            f"runs the tuner that was best on the tuning presets for the budget: {describe_rule()} (figures: "
+            "docs/methods.md).",
+        ),
+    ] = "auto",
     objective: Annotated[
         str,
         typer.Option(
@@ -210,6 +217,7 @@ def serving_tune(
             timeout=timeout, confirm_top=confirm_top, confirm_rounds=confirm_rounds, noise_windows=noise_windows,
             prior=prior, export_anyway=export_anyway, cost_model=cost_model,
             cost_model_tolerance=cost_model_tolerance, window_s=window_s, address=address, port=port,
+            warm=warm_start is not None,
         )  # fmt: skip
     with job:
         if job.shortlist is not None:

@@ -64,6 +64,8 @@ _EXPORTS = {
     "HillClimb": "mlsysopt.serving.tuners",
     "TUNERS": "mlsysopt.serving.tuners",
     "get_tuner": "mlsysopt.serving.tuners",
+    "default_tuner": "mlsysopt.serving.tuner_rule",
+    "budget_class": "mlsysopt.serving.tuner_rule",
     # the tuning loop
     "tune": "mlsysopt.serving.tuning",
     "Step": "mlsysopt.serving.tuning",

@@ -74,7 +74,8 @@ class TuningJob(Job):
         out: Run folder to write.
         rates: Arrival rates (req/s) tuned in turn.
         budget: Search measurements per rate, 1 to 100000.
-        tuner: Tuner name (see :func:`get_tuner`).
+        tuner: Tuner name (see :func:`get_tuner`), or ``auto``: the rule's tuner for the budget's class and whether
+            a prior is given (:mod:`mlsysopt.serving.tuner_rule`; on ``--resume``, the tuner the run started with).
         objective: What to minimize (None: mean latency).
         engine: ``"real"`` (ONNX Runtime), ``"rayserve"`` (Ray Serve over HTTP) or ``"sim"`` (simulator).
         model: Model source for a measured engine (``.onnx``, ``zoo:NAME``, ``file.py:factory``).
@@ -98,6 +99,7 @@ class TuningJob(Job):
             None: always ``requests``).
         address: Ray cluster of the ``rayserve`` engine (None: a private local instance).
         port: HTTP port of Ray Serve on 127.0.0.1 (None: a free one).
+        warm: A prior comes later (``--warm-start``): ``auto`` then picks among the warm-started tuners.
 
     Raises:
         MlsysoptError: For any input out of range or inconsistent (e.g. a profile with the real engine, a prior for
@@ -133,9 +135,12 @@ class TuningJob(Job):
         window_s: float | None = WINDOW_S,
         address: str | None = None,
         port: int | None = None,
+        warm: bool = False,
     ) -> None:
         super().__init__(out, resume)
         self.objective = objective or Objective()
+        self.tuner_auto = tuner == "auto"
+        tuner = self._resolve_tuner(out, tuner, budget, warm or prior is not None, resume)
         self.tuner_name, self.kind = tuner, engine
         self.export_anyway = export_anyway
         self.seed = seed
@@ -240,6 +245,20 @@ class TuningJob(Job):
                     f"resume with --budget {done} or more (nothing was changed)"
                 )
 
+    @staticmethod
+    def _resolve_tuner(out: Path, tuner: str, budget: int, warm: bool, resume: bool) -> str:
+        """``tuner``, or for ``auto`` the rule's (on ``--resume``: the one the run started with)."""
+        from mlsysopt.serving.tuner_rule import AUTO, resolve_tuner
+
+        if tuner != AUTO:
+            return tuner
+        started = out / "settings.json"
+        if resume and started.is_file():
+            recorded = read_json(started, MlsysoptError).get("tuner")
+            if isinstance(recorded, str):
+                return recorded
+        return resolve_tuner(tuner, int(budget), warm) if int(budget) >= 1 else "rrl"
+
     @property
     def schedule(self) -> list[tuple[Workload, int]]:
         """``budget`` measurements at each rate in turn."""
@@ -256,8 +275,16 @@ class TuningJob(Job):
         """The backend, the size of the space (and of the grid before equivalences) and the tuner, in one line."""
         return (
             f"{self.backend.describe()}; {self.space.size} configurations ({self.space.raw_size} before merging "
-            f"equivalent ones); tuner {self.tuner_name}"
+            f"equivalent ones); tuner {self.tuner_name}{self._why_tuner()}"
         )
+
+    def _why_tuner(self) -> str:
+        """Why ``auto`` ran this tuner (empty for a tuner the user named)."""
+        from mlsysopt.serving.tuner_rule import budget_class
+
+        if not self.tuner_auto:
+            return ""
+        return f" (the default for a {budget_class(self.budget)} budget, best on the tuning presets)"
 
     def run(
         self,

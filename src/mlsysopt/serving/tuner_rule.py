@@ -1,0 +1,92 @@
+"""Which tuner ``serving tune`` runs when ``--tuner`` is not given (``auto``): one rule, by budget and prior.
+
+The budget (``--budget``, measurements per rate) falls in a class: **small** (at most 10), **medium** (11 to 30) or
+**large** (more than 30). Per class, and per whether the tune has a prior (``--prior`` or ``--warm-start``), the
+default is the tuner that left the most tunes within 5% of the optimum after that many measurements (10, 30, 60) on
+the *tuning* presets (:mod:`mlsysopt.serving.presets`: 14 profiles x 10 seeds, simulated, mean latency; a run's
+first tune at rate A and its re-tune after the rate rises 1.5x both count, as ``serving tune --rate A,B`` does both;
+warm tuners get a prior fitted without the profile's own model); a tie goes to the fewer mean measurements to 5%.
+``benchmarks/serving_rule.py`` measures it (``docs/benchmarks/serving_tuning.json``); the held-out presets confirm it
+(``benchmarks/serving.py``: ``default_tuner`` in ``docs/benchmarks/serving_heldout.json``); ``docs/methods.md``
+shows both.
+"""
+
+from __future__ import annotations
+
+from mlsysopt.errors import MlsysoptError
+
+AUTO = "auto"
+#: budget classes in order: (name, the largest budget in it; None: no upper end)
+BUDGET_CLASSES: tuple[tuple[str, int | None], ...] = (("small", 10), ("medium", 30), ("large", None))
+#: the budget each class was judged at on the tuning presets
+JUDGED_AT = {"small": 10, "medium": 30, "large": 60}
+#: (budget class, with a prior) -> the tuner ``auto`` runs
+RULE: dict[tuple[str, bool], str] = {
+    ("small", False): "rrl",
+    ("medium", False): "rrl",
+    ("large", False): "rrl",
+    ("small", True): "rrl",
+    ("medium", True): "rrl",
+    ("large", True): "rrl",
+}
+
+
+def budget_class(budget: int) -> str:
+    """The class of a budget: ``small`` (<= 10), ``medium`` (11-30) or ``large`` (> 30).
+
+    Args:
+        budget: Measurements per rate, >= 1.
+
+    Returns:
+        str: The class name.
+
+    Raises:
+        MlsysoptError: If ``budget`` < 1.
+    """
+    if budget < 1:
+        raise MlsysoptError(f"--budget {budget} must be at least 1 measurement")
+    for name, top in BUDGET_CLASSES:
+        if top is None or budget <= top:
+            return name
+    raise AssertionError("unreachable: the last class has no upper end")
+
+
+def default_tuner(budget: int, warm: bool = False) -> str:
+    """The tuner ``serving tune`` runs by default for ``budget`` (:data:`RULE`).
+
+    Args:
+        budget: Measurements per rate.
+        warm: Whether the tune has a prior (``--prior`` or ``--warm-start``).
+
+    Returns:
+        str: A tuner name of :data:`mlsysopt.serving.tuners.TUNERS`.
+    """
+    return RULE[(budget_class(budget), bool(warm))]
+
+
+def resolve_tuner(name: str, budget: int, warm: bool = False) -> str:
+    """``name``, or for ``auto`` the rule's tuner for ``budget``.
+
+    Args:
+        name: ``auto`` or a tuner name.
+        budget: Measurements per rate.
+        warm: Whether the tune has a prior.
+
+    Returns:
+        str: The tuner to run.
+    """
+    return default_tuner(budget, warm) if name == AUTO else name
+
+
+def describe_rule() -> str:
+    """The rule in one line, for ``--help`` and the docs.
+
+    Returns:
+        str: E.g. ``budget <= 10: gp (with a prior: rrl); 11-30: ...``.
+    """
+    parts, low = [], 1
+    for name, top in BUDGET_CLASSES:
+        span = f"<= {top}" if low == 1 else (f"{low}-{top}" if top is not None else f"> {low - 1}")
+        parts.append(f"budget {span}: {RULE[(name, False)]} (with a prior: {RULE[(name, True)]})")
+        low = (top or 0) + 1
+    return "; ".join(parts)

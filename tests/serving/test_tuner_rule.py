@@ -1,0 +1,56 @@
+"""``serving tune``'s default tuner: one rule by budget class and prior, applied by the job and shown in --help."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mlsysopt.errors import MlsysoptError
+from mlsysopt.serving.tuner_rule import AUTO, RULE, budget_class, default_tuner, describe_rule, resolve_tuner
+from mlsysopt.serving.tuners import TUNERS
+from mlsysopt.serving.tuning_job import WARM_TUNERS, TuningJob
+
+#: the rule as chosen on the tuning presets (docs/methods.md, BENCHMARKS.md): a change must be a deliberate one
+CHOSEN = {
+    ("small", False): "rrl",
+    ("medium", False): "rrl",
+    ("large", False): "rrl",
+    ("small", True): "rrl",
+    ("medium", True): "rrl",
+    ("large", True): "rrl",
+}
+
+
+def test_budget_classes_have_the_documented_edges() -> None:
+    budgets = (1, 10, 11, 30, 31, 100_000)
+    assert [budget_class(b) for b in budgets] == ["small", "small", "medium", "medium", "large", "large"]
+    with pytest.raises(MlsysoptError, match="--budget 0"):
+        budget_class(0)
+
+
+def test_the_rule_is_the_chosen_one_and_every_pick_can_run() -> None:
+    assert RULE == CHOSEN
+    for (cls, warm), name in RULE.items():
+        assert name in TUNERS
+        assert not warm or name in WARM_TUNERS  # a prior must reach the tuner it picks
+        for budget in {"small": (1, 10), "medium": (11, 30), "large": (31, 500)}[cls]:
+            assert default_tuner(budget, warm) == name == resolve_tuner(AUTO, budget, warm)
+    assert resolve_tuner("tpe", 5) == "tpe"  # a tuner the user names is kept
+    line = describe_rule()
+    assert "budget <= 10" in line and "11-30" in line and "> 30" in line
+
+
+def test_auto_follows_budget_and_prior_and_resume_keeps_the_started_tuner(tmp_path) -> None:
+    common = {"rates": (400.0,), "tuner": AUTO, "engine": "sim", "profile": "synthetic:4", "requests": 60}
+    with TuningJob(tmp_path / "a", budget=5, **common) as job:
+        assert job.tuner_name == RULE[("small", False)]
+        assert "the default for a small budget" in job.describe()
+    with TuningJob(tmp_path / "b", budget=40, warm=True, **common) as job:
+        assert job.tuner_name == RULE[("large", True)]
+    started = tmp_path / "c"
+    started.mkdir()
+    (started / "settings.json").write_text(json.dumps({"tuner": "tpe"}))
+    assert TuningJob._resolve_tuner(started, AUTO, 50, False, resume=True) == "tpe"
+    assert TuningJob._resolve_tuner(started, AUTO, 50, False, resume=False) == RULE[("large", False)]
+    assert TuningJob._resolve_tuner(started, "random", 50, True, resume=True) == "random"
