@@ -189,6 +189,12 @@ def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
     return out
 
 
+def rule_label(cls: str, warm: bool) -> str:
+    """The benchmark's label of the rule's tuner (``rrl:ei`` with a prior -> ``rrl_warm:ei``)."""
+    name, _, tag = RULE[(cls, warm)].partition(":")
+    return name + ("_warm" if warm else "") + (f":{tag}" if tag else "")
+
+
 def default_tuner_block(
     by: dict[str, dict[str, dict[str, list[float]]]], summary: dict[str, Any], seed: int = 0
 ) -> dict[str, Any]:
@@ -211,7 +217,7 @@ def default_tuner_block(
     for cls, budget in JUDGED_AT.items():
         for warm in (False, True):
             names = [t for t in by["evals_to_5pct"] if tuner_name(t)[1] == warm]
-            rule = RULE[(cls, warm)] + ("_warm" if warm else "")
+            rule = rule_label(cls, warm)
             if rule not in names:
                 continue
             profs = list(by["evals_to_5pct"][rule])
@@ -238,7 +244,7 @@ def default_tuner_block(
                 "mean_measurements_capped": capped,
                 "rule_minus_best_share_ci95": [share[rule] - share[best], *np.percentile(diff, [2.5, 97.5]).tolist()],
             }  # fmt: skip
-    warm_default = RULE[("medium", True)] + "_warm"
+    warm_default = rule_label("medium", True)  # the default budget of serving tune (30) is medium
     if warm_default in summary:
         mine = summary[warm_default]
         targets: dict[str, Any] = {"default_warm_tuner": warm_default, "shift_median": mine["shift_median"],

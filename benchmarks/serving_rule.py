@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from mlsysopt.io import read_json, write_json_atomic
+from mlsysopt.io import write_json_atomic
 from mlsysopt.runtime import make_executor
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.presets import presets
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     res = study_tables(tables, space, [t], seeds, ex, Objective("latency"), CAP, PRE, prof.cores,
                                        bound, {t: knobs.get(t, {})})  # fmt: skip
                     write_json_atomic(done, res["per_seed"])
-                rows += [{**r, "profile": case.name} for r in read_json(done) if r["seed"] in seeds]
+                rows += [{**r, "profile": case.name} for r in json.loads(done.read_text()) if r["seed"] in seeds]
             print(f"  {case.name} done", flush=True)
     by: dict[str, dict[str, dict[str, list[float]]]] = {"evals_to_5pct": {}, "shift": {}}
     summary: dict[str, Any] = {}

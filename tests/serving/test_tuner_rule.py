@@ -7,7 +7,15 @@ import json
 import pytest
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.serving.tuner_rule import AUTO, RULE, budget_class, default_tuner, describe_rule, resolve_tuner
+from mlsysopt.serving.tuner_rule import (
+    AUTO,
+    RULE,
+    budget_class,
+    default_tuner,
+    describe_rule,
+    resolve_tuner,
+    split_label,
+)
 from mlsysopt.serving.tuners import TUNERS
 from mlsysopt.serving.tuning_job import WARM_TUNERS, TuningJob
 
@@ -17,7 +25,7 @@ CHOSEN = {
     ("medium", False): "rrl",
     ("large", False): "rrl",
     ("small", True): "rrl",
-    ("medium", True): "rrl",
+    ("medium", True): "rrl:ei",
     ("large", True): "rrl",
 }
 
@@ -31,12 +39,14 @@ def test_budget_classes_have_the_documented_edges() -> None:
 
 def test_the_rule_is_the_chosen_one_and_every_pick_can_run() -> None:
     assert RULE == CHOSEN
-    for (cls, warm), name in RULE.items():
+    for (cls, warm), label in RULE.items():
+        name, knobs = split_label(label)
         assert name in TUNERS
         assert not warm or name in WARM_TUNERS  # a prior must reach the tuner it picks
         for budget in {"small": (1, 10), "medium": (11, 30), "large": (31, 500)}[cls]:
-            assert default_tuner(budget, warm) == name == resolve_tuner(AUTO, budget, warm)
-    assert resolve_tuner("tpe", 5) == "tpe"  # a tuner the user names is kept
+            assert default_tuner(budget, warm) == label and resolve_tuner(AUTO, budget, warm) == (name, knobs)
+    assert split_label("rrl:ei") == ("rrl", {"acquisition": "ei"})
+    assert resolve_tuner("tpe", 5) == ("tpe", {})  # a tuner the user names is kept, with no knobs
     line = describe_rule()
     assert "budget <= 10" in line and "11-30" in line and "> 30" in line
 
@@ -47,10 +57,13 @@ def test_auto_follows_budget_and_prior_and_resume_keeps_the_started_tuner(tmp_pa
         assert job.tuner_name == RULE[("small", False)]
         assert "the default for a small budget" in job.describe()
     with TuningJob(tmp_path / "b", budget=40, warm=True, **common) as job:
-        assert job.tuner_name == RULE[("large", True)]
+        assert job.tuner_name == "rrl" and job.tuner.knobs.acquisition == "boltzmann"
+    with TuningJob(tmp_path / "m", budget=20, warm=True, **common) as job:  # medium, with a prior: expected improvement
+        assert job.tuner_name == "rrl" and job.tuner.knobs.acquisition == "ei"
+        assert job.settings["tuner_knobs"] == {"acquisition": "ei"} and "expected improvement" in job.describe()
     started = tmp_path / "c"
     started.mkdir()
-    (started / "settings.json").write_text(json.dumps({"tuner": "tpe"}))
-    assert TuningJob._resolve_tuner(started, AUTO, 50, False, resume=True) == "tpe"
-    assert TuningJob._resolve_tuner(started, AUTO, 50, False, resume=False) == RULE[("large", False)]
-    assert TuningJob._resolve_tuner(started, "random", 50, True, resume=True) == "random"
+    (started / "settings.json").write_text(json.dumps({"tuner": "rrl", "tuner_knobs": {"acquisition": "ei"}}))
+    assert TuningJob._resolve_tuner(started, AUTO, 50, False, resume=True) == ("rrl", {"acquisition": "ei"})
+    assert TuningJob._resolve_tuner(started, AUTO, 50, False, resume=False) == ("rrl", {})
+    assert TuningJob._resolve_tuner(started, "random", 50, True, resume=True) == ("random", {})

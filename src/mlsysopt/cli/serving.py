@@ -118,8 +118,8 @@ def serving_tune(
         typer.Option(
             "--tuner",
             help="auto | rrl | tpe | gp | random | bandit | hill_climb | exhaustive | default. auto (the default) "
-            f"runs the tuner that was best on the tuning presets for the budget: {describe_rule()} (figures: "
-            "docs/methods.md).",
+            f"runs the tuner that was best on the tuning presets for the budget: {describe_rule()}; rrl:ei is RRL "
+            "picking by expected improvement over the prior (figures: docs/methods.md).",
         ),
     ] = "auto",
     objective: Annotated[

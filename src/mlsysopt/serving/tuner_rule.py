@@ -20,15 +20,17 @@ AUTO = "auto"
 BUDGET_CLASSES: tuple[tuple[str, int | None], ...] = (("small", 10), ("medium", 30), ("large", None))
 #: the budget each class was judged at on the tuning presets
 JUDGED_AT = {"small": 10, "medium": 30, "large": 60}
-#: (budget class, with a prior) -> the tuner ``auto`` runs
+#: (budget class, with a prior) -> the tuner ``auto`` runs, as ``NAME[:TAG]`` (a tag names knobs: :data:`TAGS`)
 RULE: dict[tuple[str, bool], str] = {
     ("small", False): "rrl",
     ("medium", False): "rrl",
     ("large", False): "rrl",
     ("small", True): "rrl",
-    ("medium", True): "rrl",
+    ("medium", True): "rrl:ei",
     ("large", True): "rrl",
 }
+#: knobs a tag of :data:`RULE` stands for (``rrl:ei``: RRL picking by expected improvement over the prior)
+TAGS: dict[str, dict[str, object]] = {"ei": {"acquisition": "ei"}}
 
 
 def budget_class(budget: int) -> str:
@@ -59,13 +61,26 @@ def default_tuner(budget: int, warm: bool = False) -> str:
         warm: Whether the tune has a prior (``--prior`` or ``--warm-start``).
 
     Returns:
-        str: A tuner name of :data:`mlsysopt.serving.tuners.TUNERS`.
+        str: A tuner name of :data:`mlsysopt.serving.tuners.TUNERS`, with a ``:TAG`` for knobs (:data:`TAGS`).
     """
     return RULE[(budget_class(budget), bool(warm))]
 
 
-def resolve_tuner(name: str, budget: int, warm: bool = False) -> str:
-    """``name``, or for ``auto`` the rule's tuner for ``budget``.
+def split_label(label: str) -> tuple[str, dict[str, object]]:
+    """A rule label ``NAME[:TAG]`` as (tuner name, its knobs).
+
+    Args:
+        label: E.g. ``rrl`` or ``rrl:ei``.
+
+    Returns:
+        tuple[str, dict[str, object]]: The tuner name and the knobs its tag stands for.
+    """
+    name, _, tag = label.partition(":")
+    return name, dict(TAGS[tag]) if tag else {}
+
+
+def resolve_tuner(name: str, budget: int, warm: bool = False) -> tuple[str, dict[str, object]]:
+    """``name`` (no knobs), or for ``auto`` the rule's tuner for ``budget`` and its knobs.
 
     Args:
         name: ``auto`` or a tuner name.
@@ -73,9 +88,9 @@ def resolve_tuner(name: str, budget: int, warm: bool = False) -> str:
         warm: Whether the tune has a prior.
 
     Returns:
-        str: The tuner to run.
+        tuple[str, dict[str, object]]: The tuner to run and its knobs.
     """
-    return default_tuner(budget, warm) if name == AUTO else name
+    return split_label(default_tuner(budget, warm)) if name == AUTO else (name, {})
 
 
 def describe_rule() -> str:

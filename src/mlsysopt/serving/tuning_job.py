@@ -140,7 +140,7 @@ class TuningJob(Job):
         super().__init__(out, resume)
         self.objective = objective or Objective()
         self.tuner_auto = tuner == "auto"
-        tuner = self._resolve_tuner(out, tuner, budget, warm or prior is not None, resume)
+        tuner, self.tuner_knobs = self._resolve_tuner(out, tuner, budget, warm or prior is not None, resume)
         self.tuner_name, self.kind = tuner, engine
         self.export_anyway = export_anyway
         self.seed = seed
@@ -204,7 +204,7 @@ class TuningJob(Job):
                 self.prior = resolve_prior(prior)
             # cold until run(): a prior (--prior here, or --warm-start's histories through self.tuner.warm_start)
             # is bound to the task's profile there, and the tuner rebuilt with it
-            self.tuner = get_tuner(tuner, self.space, self.objective, seed=seed)
+            self.tuner = get_tuner(tuner, self.space, self.objective, seed=seed, **self.tuner_knobs)
             settings = {
                 "tuner": tuner,
                 "rates": [w.rate for w in self.workloads],
@@ -225,6 +225,8 @@ class TuningJob(Job):
                 "prior": prior,
                 "export_anyway": export_anyway,
             }
+            if self.tuner_knobs:  # only then (the rule's variant): earlier run folders resume as they were
+                settings["tuner_knobs"] = self.tuner_knobs
             if cost_model is not None:  # only then: earlier run folders resume with the settings they wrote
                 settings |= {"cost_model": cost_model, "cost_model_tolerance": cost_model_tolerance}
             # one rate: --resume may extend the budget or the timeout; several: the schedule itself depends on it
@@ -246,18 +248,20 @@ class TuningJob(Job):
                 )
 
     @staticmethod
-    def _resolve_tuner(out: Path, tuner: str, budget: int, warm: bool, resume: bool) -> str:
-        """``tuner``, or for ``auto`` the rule's (on ``--resume``: the one the run started with)."""
+    def _resolve_tuner(out: Path, tuner: str, budget: int, warm: bool, resume: bool) -> tuple[str, dict]:
+        """``tuner`` (no knobs), or for ``auto`` the rule's and its knobs (on ``--resume``: those the run started
+        with)."""
         from mlsysopt.serving.tuner_rule import AUTO, resolve_tuner
 
         if tuner != AUTO:
-            return tuner
+            return tuner, {}
         started = out / "settings.json"
         if resume and started.is_file():
-            recorded = read_json(started, MlsysoptError).get("tuner")
-            if isinstance(recorded, str):
-                return recorded
-        return resolve_tuner(tuner, int(budget), warm) if int(budget) >= 1 else "rrl"
+            recorded = read_json(started, MlsysoptError)
+            if isinstance(recorded.get("tuner"), str):
+                knobs = recorded.get("tuner_knobs")
+                return recorded["tuner"], dict(knobs) if isinstance(knobs, dict) else {}
+        return resolve_tuner(tuner, int(budget), warm) if int(budget) >= 1 else ("rrl", {})
 
     @property
     def schedule(self) -> list[tuple[Workload, int]]:
@@ -284,7 +288,8 @@ class TuningJob(Job):
 
         if not self.tuner_auto:
             return ""
-        return f" (the default for a {budget_class(self.budget)} budget, best on the tuning presets)"
+        how = " picking by expected improvement over the prior" if self.tuner_knobs.get("acquisition") == "ei" else ""
+        return f"{how} (the default for a {budget_class(self.budget)} budget, best on the tuning presets)"
 
     def run(
         self,
@@ -310,7 +315,9 @@ class TuningJob(Job):
             prior = self.prior if self.prior is not None else getattr(self.tuner, "pending_prior", None)
             bound = prior.bind(task) if prior is not None else None
             if bound is not None:
-                self.tuner = get_tuner(self.tuner_name, self.space, self.objective, seed=self.seed, prior=bound)
+                self.tuner = get_tuner(
+                    self.tuner_name, self.space, self.objective, seed=self.seed, prior=bound, **self.tuner_knobs
+                )
             default = self.space.default(self.window_backend.cores)
             ping = (lambda phase: lambda _m: on_measure(phase)) if on_measure else (lambda phase: None)
             noise = measure_noise(
