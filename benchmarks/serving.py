@@ -123,7 +123,7 @@ def study_split(args: argparse.Namespace, split: str) -> dict[str, Any]:
     if args.quick:
         cases = cases[:2]
     seeds = list(range(3 if args.quick else args.seeds))
-    tuners = HELDOUT_TUNERS if not args.quick else ("rrl_warm", "rrl", "gp_warm", "gp", "tpe_warm")
+    tuners = HELDOUT_TUNERS if not args.quick else ("rrl_warm", "rrl_warm:ei", "rrl", "gp_warm", "gp", "tpe_warm")
     priors = _priors(args, split, cases)
     per_profile: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
