@@ -20,7 +20,7 @@ def _trials(url: str, name: str) -> list[optuna.trial.FrozenTrial]:
 
 def _locked(db: Path) -> sqlite3.Connection:
     """Another writer holding SQLite's write lock (a long transaction, a hung process)."""
-    holder = sqlite3.connect(db, isolation_level=None)
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
     return holder
 
@@ -109,3 +109,47 @@ def test_a_stopped_run_marks_its_trials_in_flight_failed_and_its_study_interrupt
         pass
     assert [t.state.name for t in _trials(url, "run")] == ["COMPLETE", "FAIL", "FAIL"]
     assert store.study_attrs(sid)["mlsysopt.status"] == "done"
+
+
+def test_a_stop_while_a_finished_run_writes_its_status_ends_within_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every trial is stored and the final status waits on another writer's lock (SQLite's 60 s busy timeout) when
+    SIGTERM arrives: the command ends within the stop's grace, and the status lands once the lock frees."""
+    import os
+    import signal
+    import threading
+
+    import mlsysopt.store.run as run_module
+    from mlsysopt.cli import stop_signals_as_interrupts
+
+    monkeypatch.setattr(run_module, "STOP_GRACE_S", 1.0)
+    url = f"sqlite:///{tmp_path}/s.db"
+    holder: list[sqlite3.Connection] = []
+    last_writes = run_module.RunStore._last_writes
+
+    def locked_then_stopped(self: RunStore, attrs: dict) -> None:
+        holder.append(_locked(tmp_path / "s.db"))  # another writer takes the lock just before the status write
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        last_writes(self, attrs)
+
+    monkeypatch.setattr(run_module.RunStore, "_last_writes", locked_then_stopped)
+    run = RunDir(tmp_path / "run", {"command": "nas search"}, checkpoint="checkpoint.json", sink=RunStore)
+    t0 = time.monotonic()
+    try:
+        with stop_signals_as_interrupts(), storage(url), pytest.raises(KeyboardInterrupt), run:
+            run.save_checkpoint({"done": 1})
+            record_trial({"x": 1}, 1.0, key="1")
+        took = time.monotonic() - t0
+    finally:
+        for h in holder:
+            h.execute("ROLLBACK")
+            h.close()
+    assert took < 3 and not (tmp_path / "run" / ".lock").exists()  # not the 60 s of SQLite's busy timeout
+    store = Store.open(parse_storage(url))
+    (sid,) = store.study_ids("mlsysopt.run_dir", str(tmp_path / "run"))
+    deadline = time.monotonic() + 10
+    while store.study_attrs(sid)["mlsysopt.status"] != "done" and time.monotonic() < deadline:
+        time.sleep(0.1)  # the status write still waiting lands once the lock frees
+    assert store.study_attrs(sid)["mlsysopt.status"] == "done"
+    assert [t.state.name for t in _trials(url, "run")] == ["COMPLETE"]

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptWarning, StoreError
-from mlsysopt.store.stopping import close_stopped, fail_running, interruptibly
+from mlsysopt.store.stopping import STOP_GRACE_S, close_stopped, fail_running, interruptibly
 from mlsysopt.store.systems import direction_of, headline, result_trials, system_of
 from mlsysopt.store.trials import TrialRecord
 from mlsysopt.store.url import StorageSpec, resolve_storage
@@ -215,6 +215,7 @@ class RunStore:
         self.pid = os.getpid()
         self._mirrored_at = -math.inf  # when the checkpoint was last copied into the store
         self._unmirrored: Path | None = None  # a newer checkpoint not copied yet
+        self.finishing = False  # every trial is stored; only the final status is being written
 
     @property
     def enabled(self) -> bool:
@@ -417,7 +418,8 @@ class RunStore:
         try:
             self._close(status, result, keep)
         except KeyboardInterrupt:  # stopped while the store took the last writes: it gets the stop's grace, no more
-            close_stopped(self, keep)
+            if not self.finishing:  # (else the status and its trials are stored, or left to the grace they had)
+                close_stopped(self, keep)
             raise
 
     def _close(self, status: str, result: dict[str, Any] | None, keep: bool) -> None:
@@ -458,13 +460,18 @@ class RunStore:
                     return
         if not self._guard("trials", self.writer.close):
             return
-        self._guard("trials", retry, fail_running, self.store, self.study_id, "unfinished")  # never left running
         attrs: dict[str, Any] = {ATTR + "status": status, ATTR + "finished": _now()}
         if command and not self.command:
             attrs |= {ATTR + "command": command, ATTR + "system": system_of(command)}
         if result is not None:
             attrs[ATTR + "headline"] = headline(command, result)
-        self._guard("status", retry, self.store.set_study_attrs, self.study_id, attrs)
+        self.finishing = True  # every trial is stored: a stop now gives these last writes the grace (close_stopped)
+        self._guard("status", lambda: interruptibly(self._last_writes, attrs, grace=STOP_GRACE_S))
+
+    def _last_writes(self, attrs: dict[str, Any]) -> None:
+        assert self.store is not None and self.study_id is not None
+        retry(fail_running, self.store, self.study_id, "unfinished")  # no trial is left running
+        retry(self.store.set_study_attrs, self.study_id, attrs)
 
     def _mark_lost(self, status: str) -> None:
         """Best effort, after the store lost some of this run's writes: the study says ``failed`` (policy ``stop``)

@@ -110,7 +110,7 @@ def within(seconds: float, fn: Any, *args: Any) -> bool:
     return True
 
 
-def interruptibly(fn: Any, *args: Any) -> Any:
+def interruptibly(fn: Any, *args: Any, grace: float = 0.0) -> Any:
     """``fn(*args)`` (a store call that may wait on another writer's lock) on a helper thread, waited for in slices a
     stop interrupts: Ctrl-C, SIGTERM and SIGHUP raise in the main thread at once instead of after the database's
     busy timeout (SQLite's waits inside C code, where no signal handler runs). Outside the main thread: a plain call.
@@ -118,6 +118,7 @@ def interruptibly(fn: Any, *args: Any) -> Any:
     Args:
         fn: The call.
         *args: Its arguments.
+        grace: Seconds the call still gets after a stop before the stop is raised (a second stop ends them).
 
     Returns:
         What ``fn`` returns (its exception is raised here).
@@ -136,8 +137,15 @@ def interruptibly(fn: Any, *args: Any) -> Any:
             done.set()
 
     threading.Thread(target=body, name="mlsysopt-store-call", daemon=True).start()
-    while not done.wait(0.1):  # a signal's handler runs between the waits
-        pass
+    try:
+        while not done.wait(0.1):  # a signal's handler runs between the waits
+            pass
+    except KeyboardInterrupt:
+        within_grace = time.monotonic() + grace
+        with contextlib.suppress(KeyboardInterrupt):
+            while not done.wait(0.1) and time.monotonic() < within_grace:
+                pass
+        raise
     if "error" in out:
         raise out["error"]
     return out.get("value")
