@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.serving.tuner_rule import (
     AUTO,
+    FIGURES,
     RULE,
     budget_class,
     default_tuner,
@@ -67,3 +69,19 @@ def test_auto_follows_budget_and_prior_and_resume_keeps_the_started_tuner(tmp_pa
     assert TuningJob._resolve_tuner(started, AUTO, 50, False, resume=True) == ("rrl", {"acquisition": "ei"})
     assert TuningJob._resolve_tuner(started, AUTO, 50, False, resume=False) == ("rrl", {})
     assert TuningJob._resolve_tuner(started, "random", 50, True, resume=True) == ("random", {})
+
+
+def test_the_figures_in_help_are_the_validation_benchmarks() -> None:
+    bench = json.loads((Path(__file__).parents[2] / "docs" / "benchmarks" / "serving_tuning.json").read_text())
+    shares = {}
+    for key, block in bench["default_tuner"].items():
+        if key != "targets":
+            for tuner, share in block["share_within_5pct"].items():
+                shares.setdefault(tuner, []).append((block["budget"], share))
+    for tuner, figures in FIGURES.items():
+        measured = tuple(round(100 * s) for _, s in sorted(shares[tuner]))
+        assert figures == measured, (tuner, figures, measured)
+    for (cls, warm), label in RULE.items():  # the rule's pick is the best there
+        name, _, tag = label.partition(":")
+        key = f"{cls}_{'warm' if warm else 'cold'}"
+        assert bench["default_tuner"][key]["best"] == name + ("_warm" if warm else "") + (f":{tag}" if tag else "")

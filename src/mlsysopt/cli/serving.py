@@ -40,7 +40,7 @@ from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.limits import parse_shape
 from mlsysopt.runtime import check_parallel
 from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE
-from mlsysopt.serving.tuner_rule import describe_rule
+from mlsysopt.serving.tuner_rule import describe_figures, describe_rule
 from mlsysopt.text import plural
 
 serving_app = typer.Typer(
@@ -119,7 +119,8 @@ def serving_tune(
             "--tuner",
             help="auto | rrl | tpe | gp | random | bandit | hill_climb | exhaustive | default. auto (the default) "
             f"runs the tuner that was best on the tuning presets for the budget: {describe_rule()}; rrl:ei is RRL "
-            "picking by expected improvement over the prior (figures: docs/methods.md).",
+            "picking by expected improvement over the prior. Why: tunes within 5% of the optimum after 10/30/60 "
+            f"measurements, {describe_figures()} (held-out figures: docs/methods.md).",
         ),
     ] = "auto",
     objective: Annotated[
