@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import StoreError
 from mlsysopt.store.trials import KEY_ATTR, dumps_attr, utc_now
+from mlsysopt.text import mask_secrets
 
 if TYPE_CHECKING:
     from mlsysopt.store.database import Store
@@ -165,8 +166,6 @@ def close_stopped(run: Any, keep: bool) -> None:
 
 
 def _close_stopped(run: Any, keep: bool, deadline: float) -> None:
-    from mlsysopt.text import mask_secrets
-
     assert run.store is not None
     if run.writer is not None:
         if keep and run.disabled is None and run._unmirrored is not None and run._unmirrored.is_file():
