@@ -205,7 +205,7 @@ def run(argv: list[str] | None = None) -> int:
     debug = debug_enabled()
     from mlsysopt.io.rundir import stop_note
     from mlsysopt.io.runlog import session
-    from mlsysopt.store.run import set_command, use_storage
+    from mlsysopt.store.session import set_command, use_storage
 
     stop_note()  # a stop of an earlier command in this process says nothing about this one
     try:

@@ -38,7 +38,7 @@ RunArg = Annotated[str, typer.Argument(metavar="RUN", help="A run: its study nam
 
 # ---------------------------------------------------------------------------- --storage on every command
 def _set_storage(ctx: Any, param: Any, value: str | None) -> str | None:
-    from mlsysopt.store.run import set_command, use_storage
+    from mlsysopt.store.session import set_command, use_storage
 
     use_storage(value)
     path = getattr(ctx, "command_path", "") or ""

@@ -28,16 +28,17 @@ _EXPORTS = {
     "StudyHandle": "mlsysopt.store.writer",
     "RunStore": "mlsysopt.store.run",
     "record_trial": "mlsysopt.store.run",
-    "use_storage": "mlsysopt.store.run",
-    "storage": "mlsysopt.store.run",
-    "current_run": "mlsysopt.store.run",
+    "use_storage": "mlsysopt.store.session",
+    "storage": "mlsysopt.store.session",
+    "current_run": "mlsysopt.store.session",
     "SCHEMA_VERSION": "mlsysopt.store.schema",
 }
 
 if TYPE_CHECKING:
     from mlsysopt.store.database import Store
-    from mlsysopt.store.run import RunStore, current_run, record_trial, storage, use_storage
+    from mlsysopt.store.run import RunStore, record_trial
     from mlsysopt.store.schema import SCHEMA_VERSION
+    from mlsysopt.store.session import current_run, storage, use_storage
     from mlsysopt.store.trials import TrialRecord
     from mlsysopt.store.url import StorageSpec, parse_storage, resolve_storage
     from mlsysopt.store.writer import StudyHandle, StudyWriter

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mlsysopt.errors import InvalidRunDir, StoreError
-from mlsysopt.store.run import ATTR, SETTING, current_storage
+from mlsysopt.store.run import ATTR, SETTING
+from mlsysopt.store.session import current_storage
 from mlsysopt.store.trials import RECORD_ATTR
 
 MAX_RECORDS = 100_000  # records read for one warm start at most (newest runs first)

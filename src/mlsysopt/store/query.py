@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mlsysopt.errors import StoreError
-from mlsysopt.store.run import ATTR, SETTING, process_alive
+from mlsysopt.store.run import ATTR, SETTING
+from mlsysopt.store.session import process_alive
 from mlsysopt.store.trials import KEY_ATTR, RECORD_ATTR
 from mlsysopt.store.url import DEFAULT_FILE, StorageSpec, resolve_storage
 from mlsysopt.store.writer import machine_id

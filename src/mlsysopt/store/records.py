@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mlsysopt.store.run import current_run
+from mlsysopt.store.session import current_run
 from mlsysopt.store.trials import TrialRecord
 
 

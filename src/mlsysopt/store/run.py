@@ -24,18 +24,25 @@ import datetime as dt
 import math
 import os
 import socket
-import threading
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptWarning, StoreError
+from mlsysopt.store.session import (
+    ON_ERROR_ENV,
+    command,
+    current_run,
+    current_storage,
+    register,
+    store_error_policy,
+    unregister,
+)
 from mlsysopt.store.stopping import STOP_GRACE_S, close_stopped, fail_running, interruptibly
 from mlsysopt.store.systems import direction_of, headline, result_trials, system_of
 from mlsysopt.store.trials import TrialRecord
-from mlsysopt.store.url import StorageSpec, resolve_storage
+from mlsysopt.store.url import StorageSpec
 from mlsysopt.store.writer import StudyHandle, StudyWriter, machine_id, retry
 from mlsysopt.text import mask_secrets
 
@@ -46,81 +53,6 @@ ATTR = "mlsysopt."  # prefix of the run attributes of a study (stopping.ATTR too
 SETTING = "settings."  # prefix of the run's settings
 MAX_MIRROR = 64 * 2**20  # checkpoints larger than this are not copied into the store
 MIRROR_EVERY_S = 5.0  # the checkpoint is copied into the store at most this often (and when the run closes)
-
-_explicit: str | None = None  # --storage of the command being run (None: MLSYSOPT_STORAGE or the default)
-_on_error: str | None = None  # what a failed store write does: stop or continue (None: MLSYSOPT_STORE_ERRORS, stop)
-ON_ERROR_ENV = "MLSYSOPT_STORE_ERRORS"
-_command: str | None = None  # the command being run ("nas search"), when the CLI runs one
-_open: list[RunStore] = []
-_lock = threading.Lock()
-
-
-def use_storage(url: str | None) -> None:
-    """Make ``url`` the store of the runs this process opens next (None: ``MLSYSOPT_STORAGE`` or the default).
-
-    Args:
-        url: A storage spec (``sqlite:///F.db``, ``postgresql://...``, a path, ``none``), or None for the default.
-    """
-    global _explicit
-    _explicit = url
-
-
-@contextlib.contextmanager
-def storage(url: str | None) -> Iterator[None]:
-    """Runs opened inside write to ``url`` (``none``: to no store).
-
-    The previous setting is restored when the ``with`` block ends.
-
-    Args:
-        url: A storage spec (``sqlite:///F.db``, ``postgresql://...``, a path, ``none``), or None for the default.
-    """
-    global _explicit
-    before, _explicit = _explicit, url
-    try:
-        yield
-    finally:
-        _explicit = before
-
-
-def on_store_error(policy: str | None) -> None:
-    """What a store write that fails after its retries does to the runs opened next: ``stop`` (the default: the
-    run ends with that StoreError) or ``continue`` (one warning; the run goes on, its study marked incomplete).
-    None: ``$MLSYSOPT_STORE_ERRORS``, else ``stop``."""
-    global _on_error
-    if policy not in (None, "stop", "continue"):
-        raise StoreError(f"store error policy {policy!r}: choose stop or continue")
-    _on_error = policy
-
-
-def store_error_policy() -> str:
-    """``stop`` or ``continue`` (see :func:`on_store_error`); a bad ``$MLSYSOPT_STORE_ERRORS`` is one StoreError."""
-    if _on_error is not None:
-        return _on_error
-    value = os.environ.get(ON_ERROR_ENV, "").strip().lower() or "stop"
-    if value not in ("stop", "continue"):
-        raise StoreError(f"{ON_ERROR_ENV}={value[:40]!r}: choose stop or continue")
-    return value
-
-
-def set_command(command: str | None) -> None:
-    """The command the CLI is running (its study's ``command`` attribute and objective direction)."""
-    global _command
-    _command = command
-
-
-def current_storage(run_path: str | Path | None = None) -> StorageSpec:
-    """The store a run in ``run_path`` would write to now."""
-    return resolve_storage(_explicit, run_path)
-
-
-def current_run() -> RunStore | None:
-    """The innermost open run of this process (None when none is open).
-
-    Returns:
-        The :class:`RunStore` of the most recently opened run that is still open, or None.
-    """
-    with _lock:
-        return _open[-1] if _open else None
 
 
 def record_trial(
@@ -179,17 +111,6 @@ def _now() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
-def process_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class RunStore:
     """The study of one run folder.
 
@@ -227,7 +148,7 @@ class RunStore:
         """Resolve and probe the store (no side effects); a bad or unreachable one is one StoreError."""
         from mlsysopt.store.database import Store
 
-        spec = resolve_storage(_explicit, self.path)
+        spec = current_storage(self.path)
         self.policy = store_error_policy()
         if spec != self.spec:
             self.existed = Store.probe(spec, must_have_parent=spec.source != "default")
@@ -254,11 +175,10 @@ class RunStore:
     def open(self, resume: bool = False) -> None:
         """Open the store and the run's study (the study waits for its first trial when its direction is unknown)."""
         spec = self.check()
-        with _lock:
-            _open.append(self)
+        register(self)
         if not spec.enabled:
             return
-        self.command = _command or self.settings.get("command")
+        self.command = command() or self.settings.get("command")
         interruptibly(self._open_study, spec, resume)  # a stop is not held up by another writer's lock
 
     def _open_study(self, spec: StorageSpec, resume: bool) -> None:
@@ -407,9 +327,7 @@ class RunStore:
         that ended ``done`` under policy ``stop``, raises that one StoreError (the run folder says ``failed`` too);
         a run that failed already keeps its own error.
         """
-        with _lock:
-            if self in _open:
-                _open.remove(self)
+        unregister(self)
         if self.spec is None or not self.spec.enabled or self.store is None:
             return
         if status == "interrupted":
