@@ -28,7 +28,7 @@ def _result(out: Path) -> dict:
 
 def test_epnas_on_nasbench_graph_writes_every_evaluation_the_plots_and_resumes(tmp_path: Path) -> None:
     args = (*CORA, *MEDIANS, "--seed", "3", "--out", "r")
-    proc = run_inprocess(*args, "--budget", "8", cwd=tmp_path)
+    proc = run_inprocess(*args, "--budget", "8", "--method", "epnas", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "r"
     res = _result(out)

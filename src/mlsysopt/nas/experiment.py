@@ -360,6 +360,9 @@ def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False
     ).check()
     cons = build_constraints(options.mode, options.limits)
     space = build_space(options.space, options.space_options, options.objective, options.direction, options.measures)
+    if options.auto and not resume:  # a default that needs a prior gives way on a space without one
+        options.method = resolve_method(AUTO, options.budget, space, options.prior)
+        run.settings["method"] = options.method
     if options.latency_model:
         from mlsysopt.nas.latency_model import predicted_space
 

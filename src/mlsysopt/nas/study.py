@@ -124,7 +124,7 @@ class Study:
     def _plan(self, budget: int) -> None:
         """Build the method for ``budget`` evaluations (``method="auto"``: the default of its class)."""
         method, seed, prior, knobs = self._spec
-        name = resolve_method(method, budget)
+        name = resolve_method(method, budget, self.space, prior)
         self.searcher = get_method(name, self.space, self.constraints, budget=budget, seed=seed, prior=prior, **knobs)
         self.budget = int(budget)
 
