@@ -66,7 +66,10 @@ from mlsysopt.serving.tuner_rule import JUDGED_AT, RULE
 
 LOAD_AT_START = os.getloadavg()[0]
 SIM_TUNERS = ("rrl", "tpe", "gp", "random", "bandit", "hill_climb")
-HELDOUT_TUNERS = ("rrl_warm", "rrl_warm:ei", "rrl", "gp_warm", "gp", "tpe_warm", "tpe", "hill_climb", "random")
+#: held-out study's tuners; ``bandit`` is RRL without its estimator and regions (the ablation of its learned part)
+HELDOUT_TUNERS = (
+    "rrl_warm", "rrl_warm:ei", "rrl", "bandit", "gp_warm", "gp", "tpe_warm", "tpe", "hill_climb", "random",
+)  # fmt: skip
 #: variants: warm RRL picking by expected improvement of a GP on the prior's residuals (issue 34; not the default:
 #: the tuning presets chose the value table and Boltzmann, BENCHMARKS.md)
 VARIANTS = {"rrl_warm:ei": {"acquisition": "ei"}}
