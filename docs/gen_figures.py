@@ -22,13 +22,13 @@ def _png(fig) -> bytes:
 
 
 def nas_regret(bench: Path, plt) -> bytes:
-    """Mean validation regret against the budget, one line per method (issue #23, held-out tables)."""
-    data = json.loads((bench / "nas_issue23_full.json").read_text())
+    """Mean validation regret against the budget, one line per method (issue #34, held-out tables)."""
+    data = json.loads((bench / "nas34.json").read_text())
     budgets = sorted(data["val_regret"], key=int)
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for method in data["val_regret"][budgets[0]]:
         values = [data["val_regret"][b][method] for b in budgets]
-        bold = method in ("epnas", "epnas_cold", "bananas")
+        bold = method in ("epnas", "epnas_cold", "bananas", *data["default_method"].values())
         ax.plot(
             [int(b) for b in budgets],
             values,
