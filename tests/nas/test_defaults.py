@@ -37,6 +37,8 @@ def test_each_budget_falls_in_one_class_and_gets_that_class_default() -> None:
         want = FALLBACK if DEFAULT_METHODS[name] in NEEDS_PRIOR else DEFAULT_METHODS[name]
         assert resolve_method("auto", b, _space()) == want  # your own space has no prior of its own
         assert resolve_method("auto", b, _space(), prior="given") == DEFAULT_METHODS[name]
+        assert resolve_method("auto", b, "my.py:space") == want  # a --space string: only the tables have a prior
+        assert resolve_method("auto", b, "nasbench-graph:cora") == DEFAULT_METHODS[name]
     assert all(f"({name}): {m}" in rule_text() for name, m in DEFAULT_METHODS.items())
     with pytest.raises(MlsysoptError, match="budget must be an integer >= 1"):
         budget_class(0)

@@ -133,8 +133,11 @@ def nas_search(
     ] = None,
     count_failed: Annotated[
         bool,
-        _opt("--count-failed/--no-count-failed", "Failed trials use up --budget too (default: only successful "
-             "ones do; the search stops once as many trials failed as --budget)."),
+        _opt(
+            "--count-failed/--no-count-failed",
+            "Failed trials use up --budget too (default: only successful "
+            "ones do; the search stops once as many trials failed as --budget).",
+        ),
     ] = False,
     metric: Annotated[
         str | None,
@@ -161,7 +164,7 @@ def nas_search(
     from mlsysopt.nas.experiment import SearchOptions, prepare_search
     from mlsysopt.nas.registry import check_method, parse_method_knobs
 
-    chosen = resolve_method(method, budget) if isinstance(budget, int) and budget >= 1 else method
+    chosen = resolve_method(method, budget, space) if isinstance(budget, int) and budget >= 1 else method
     if chosen != "auto":  # (a bad --budget is refused by SearchOptions, with its own message)
         check_method(chosen)
     knobs = knob or []

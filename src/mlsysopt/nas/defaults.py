@@ -65,13 +65,17 @@ def default_method(budget: int) -> str:
 
 def resolve_method(method: str | None, budget: int, space: Any = None, prior: Any = None) -> str:
     """``method`` itself, or the budget class's default when it is ``"auto"`` or None; a default that needs a
-    transfer prior gives way to :data:`FALLBACK` when neither ``prior`` nor ``space`` (its ``default_prior``) has
-    one (``space`` None: not known yet, no fallback)."""
+    transfer prior gives way to :data:`FALLBACK` when neither ``prior`` nor ``space`` has one (``space``: a space
+    object, whose ``default_prior`` says, or a ``--space`` string, where only ``nasbench-graph:`` tables have one;
+    None: not known yet, no fallback)."""
     if method not in (None, AUTO):
         return str(method)
     chosen = default_method(budget)
-    own = getattr(space, "default_prior", None)  # (NAS-Bench-Graph has one: the other tables)
-    if chosen in NEEDS_PRIOR and space is not None and prior is None and not callable(own):
+    if isinstance(space, str):
+        has_own = space.startswith("nasbench-graph:")
+    else:
+        has_own = callable(getattr(space, "default_prior", None))  # (NAS-Bench-Graph's: the other tables)
+    if chosen in NEEDS_PRIOR and space is not None and prior is None and not has_own:
         return FALLBACK
     return chosen
 

@@ -178,7 +178,7 @@ class SearchOptions:
         if unknown:
             raise MlsysoptError(f"unknown space option(s) {unknown} (known: {', '.join(SPACE_OPTIONS)})")
         self.auto = self.method == AUTO  # the rule chose it (a resumed run keeps the method it started with)
-        self.method = resolve_method(self.method, self.budget)
+        self.method = resolve_method(self.method, self.budget, str(self.space), self.prior)
         check_method(self.method)
         if self.knobs:  # every knob's type and range (this imports the method, so only when there are knobs)
             method_config(self.method, **self.knobs)
