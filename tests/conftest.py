@@ -94,7 +94,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print the wall time of every README command test_readme.py ran (``*``: with the README's substitutions)."""
+    """Print the wall time of every README command test_readme.py ran (``*``: with its small budgets)."""
     import json
 
     if not _README_TIMES.is_file():
@@ -102,7 +102,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     rows = [json.loads(line) for line in _README_TIMES.read_text().splitlines() if line.strip()]
     if not rows:
         return
-    terminalreporter.section("README run times (s; * = run with the README's readme-test substitutions)")
+    terminalreporter.section("README and docs run times (s; * = with the small budgets of tests/test_readme.py)")
     for r in rows:
         terminalreporter.write_line(f"{r['s']:7.1f}{'*' if r['sub'] else ' '}  [{r['section']}] {r['command'][:150]}")
     terminalreporter.write_line(f"{sum(r['s'] for r in rows):7.1f}   total")

@@ -165,15 +165,16 @@ def test_bad_user_inputs_are_one_error_and_leave_nothing(user: Path, args: list[
 
 
 def test_the_readme_model_family_searches_exports_and_reloads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README's my_nas.py (a PyTorch MLP family trained for real on digits), run as the README says."""
+    """The documentation's my_nas.py (a PyTorch MLP family trained for real on digits; docs/bring-your-own.md), run as
+    the page says."""
     import importlib.util
     import re
 
     import torch
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    code = re.search(r"^```python\n(# my_nas\.py.*?)^```", readme, flags=re.S | re.M)
-    assert code, "the README lost its my_nas.py example"
+    page = (Path(__file__).resolve().parents[2] / "docs" / "bring-your-own.md").read_text()
+    code = re.search(r"^```python\n(# my_nas\.py.*?)^```", page, flags=re.S | re.M)
+    assert code, "docs/bring-your-own.md lost its my_nas.py example"
     (tmp_path / "my_nas.py").write_text(code.group(1))
     monkeypatch.chdir(tmp_path)
     ran = run_inprocess("nas", "search", "--space", "my_nas.py:space", "--objective", "my_nas.py:train",
