@@ -56,7 +56,8 @@ def test_pareto_points_and_returned_feasible() -> None:
     space.fail = {get_method("random", space, cons, budget=6, seed=0).ask(1)[0]}
     results = [run_search(get_method(m, space, cons, budget=6, seed=0)) for m in ("random", "evolution")]
     pts = pareto_points(results, cons)
-    assert len(pts) == 12 and [p["group"] for p in pts] == ["random"] * 6 + ["evolution"] * 6
+    # a failed evaluation does not use up the budget (#34): each run makes 6 successful ones and its failed one
+    assert len(pts) == 14 and [p["group"] for p in pts] == ["random"] * 7 + ["evolution"] * 7
     assert sum(math.isnan(p["perf"]) for p in pts) == 2  # the failed evaluation of each run
     assert all(p["feasible"] == cons.feasible(p["resources"]) for p in pts)
     for r in results:

@@ -16,6 +16,7 @@ folder and no file. :meth:`SearchJob.run` opens the :class:`~mlsysopt.io.RunDir`
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +106,21 @@ def build_space(
     return with_measures(space, measures)
 
 
+MAX_METRIC_CHARS = 100  # an objective name the dashboard can show
+_METRIC_NAME = re.compile(rf"[A-Za-z_][A-Za-z0-9_.\- ]{{0,{MAX_METRIC_CHARS - 1}}}")
+
+
+def _is_metric_name(name: object) -> bool:
+    """A name a table or a dashboard cannot mistake for markup or for a value (``nan``, ``inf`` read as numbers)."""
+    if not isinstance(name, str) or not _METRIC_NAME.fullmatch(name):
+        return False
+    try:
+        float(name)
+    except ValueError:
+        return True
+    return False
+
+
 @dataclass
 class SearchOptions:
     """What a user chooses for one search (``mlsysopt nas search``'s options); the cheap checks run on creation.
@@ -173,6 +189,12 @@ class SearchOptions:
             or not 0 <= self.timeout < math.inf
         ):
             raise MlsysoptError(f"--timeout must be a finite number of seconds >= 0, got {self.timeout!r}")
+        if self.metric is not None and not _is_metric_name(self.metric):
+            raise MlsysoptError(
+                f"--metric {str(self.metric)[:40]!r}: the objective's name in the study store is a letter or _ and "
+                f"then letters, digits, _ . - or spaces, at most {MAX_METRIC_CHARS} characters, and does not read "
+                "as a number (e.g. val_accuracy)"
+            )
         check_limits(self.mode, self.limits)
         unknown = sorted(set(self.space_options) - set(SPACE_OPTIONS))
         if unknown:
