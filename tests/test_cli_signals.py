@@ -30,6 +30,21 @@ def _start(cwd: Path, *args: str) -> subprocess.Popen[str]:
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
+def _sigterm_and_wait(proc: subprocess.Popen[str]) -> tuple[float, str]:
+    """SIGTERM ``proc``; the seconds until it ended and its stderr."""
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=DEADLINE_S)
+    return time.monotonic() - t0, err
+
+
+def _reap(proc: subprocess.Popen[str]) -> None:
+    """Kill ``proc`` if a failed check left it running."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 def _wait_for(what: str, ready, proc: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while not ready():
@@ -111,14 +126,9 @@ def test_sigterm_while_the_store_takes_the_last_writes_ends_in_seconds(tmp_path:
         holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock: the run's writes wait on it
         _wait_for("the comparison's result", (tmp_path / "run" / "result.json").exists, proc)
         time.sleep(0.3)  # the run is closing now: its writer waits on the lock
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=DEADLINE_S)
-        took = time.monotonic() - t0
+        took, err = _sigterm_and_wait(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
         if holder is not None:
             holder.execute("ROLLBACK")
             holder.close()
@@ -150,14 +160,9 @@ def test_sigterm_while_the_run_waits_for_a_locked_store_ends_in_seconds(tmp_path
     try:
         _wait_for("the run folder", (tmp_path / "run" / "log.txt").exists, proc)
         time.sleep(1.0)  # the run is opening its study now: it waits on the lock
-        t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=DEADLINE_S)
-        took = time.monotonic() - t0
+        took, err = _sigterm_and_wait(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
         holder.execute("ROLLBACK")
         holder.close()
     lines = [ln for ln in err.splitlines() if ln.strip()]
