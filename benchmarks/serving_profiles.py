@@ -49,8 +49,8 @@ def model_spec(name: str, work: Path) -> str:
 
 def measure(work: Path, seed: int, only: list[str] | None = None) -> dict[str, Any]:
     """Profile every measured model on this machine; write its JSON into the package."""
-    from mlsysopt.serving.experiment import calibrate_dispatch, measure_profile
     from mlsysopt.serving.inputs import machine_threads, resolve_model
+    from mlsysopt.serving.profiling import calibrate_dispatch, measure_profile
 
     cores = machine_threads()
     out: dict[str, Any] = {}

@@ -61,8 +61,8 @@ def real_part(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 def latency_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """Noise, exhaustive vs RRL (both confirmed), and the calibrated simulator against every confirmed value."""
     from mlsysopt.serving.engine import Engine
-    from mlsysopt.serving.experiment import calibrate_dispatch, measure_profile
     from mlsysopt.serving.inputs import machine_threads, resolve_model
+    from mlsysopt.serving.profiling import calibrate_dispatch, measure_profile
     from mlsysopt.serving.simulator import SimulatedEngine
 
     cores = machine_threads()
@@ -260,7 +260,7 @@ def matters_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     by = {c.config: c for c in side.candidates}
     best = min(top5, key=lambda c: by[c].value)
     # the simulator calibrated to this engine (a full profile and the engine's overheads) against the confirmed values
-    from mlsysopt.serving.experiment import calibrate_dispatch, measure_profile
+    from mlsysopt.serving.profiling import calibrate_dispatch, measure_profile
     from mlsysopt.serving.simulator import SimulatedEngine
 
     prof, _ = measure_profile(model, (1, 2, 4, 8, 16, 32), (1, 2), (1, 2), 5, cores, model.path.name)

@@ -193,7 +193,7 @@ def test_missing_file_names_the_file(tmp_path) -> None:
 
 def test_calibration_splits_the_engine_costs_into_handoff_wake_and_dispatch() -> None:
     from mlsysopt.serving.backend import Measurement
-    from mlsysopt.serving.experiment import calibrated
+    from mlsysopt.serving.profiling import calibrated
     from mlsysopt.serving.space import Config, Workload
 
     prof = ServiceProfile(0.5, 0.5, 0.5, 0.0, 0.0, 0.0, cores=2)  # 1 ms per single-row batch

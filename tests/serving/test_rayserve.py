@@ -78,8 +78,8 @@ def test_a_replica_killed_mid_window_is_measured_again(engine: RayServeEngine) -
 
 
 def test_a_profile_calibrated_on_ray_serve_puts_its_overhead_in_the_hand_off(engine: RayServeEngine) -> None:
-    from mlsysopt.serving.experiment import calibrate_outside
     from mlsysopt.serving.profile import ServiceProfile
+    from mlsysopt.serving.profiling import calibrate_outside
     from mlsysopt.serving.simulator import SimulatedEngine
 
     timed = ServiceProfile(0.05, 0.2, 0.5, 0.0, 0.0, 0.0, cores=2, source="measured", model="cnn")

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 from mlsysopt.report.html import Section
 from mlsysopt.runtime.threads import torch_threads
 from mlsysopt.serving.confirmation import confirm
-from mlsysopt.serving.experiment import measure_profile, plot_tuning
+from mlsysopt.serving.experiment import plot_tuning
 from mlsysopt.serving.figures import plot_steps
 from mlsysopt.serving.inputs import machine_threads, resolve_model
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.presets import preset
 from mlsysopt.serving.prior import preset_prior
+from mlsysopt.serving.profiling import measure_profile
 from mlsysopt.serving.rayserve_config import model_inputs, write_deployment
 from mlsysopt.serving.space import Space, Workload
 from mlsysopt.serving.study import TOL, SerialTables, default_rates, tuner_name

@@ -42,7 +42,7 @@ _EXPORTS = {
     "fit_profile": "mlsysopt.serving.profile",
     "measure_samples": "mlsysopt.serving.profile",
     "poisson_arrivals": "mlsysopt.serving.loadgen",
-    "calibrate_dispatch": "mlsysopt.serving.experiment",
+    "calibrate_dispatch": "mlsysopt.serving.profiling",
     # a model made servable, and a tuned configuration usable outside mlsysopt
     "export_served": "mlsysopt.serving.export",
     "ort_session_json": "mlsysopt.serving.deploy",
@@ -83,7 +83,7 @@ _EXPORTS = {
     "run_tuning": "mlsysopt.serving.experiment",
     "heatmap_values": "mlsysopt.serving.experiment",
     "plot_tuning": "mlsysopt.serving.experiment",
-    "measure_profile": "mlsysopt.serving.experiment",
+    "measure_profile": "mlsysopt.serving.profiling",
     "ProfileJob": "mlsysopt.serving.jobs",
     "TuningJob": "mlsysopt.serving.tuning_job",
     "ServeJob": "mlsysopt.serving.jobs",

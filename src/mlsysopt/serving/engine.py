@@ -359,7 +359,7 @@ def _median(values: list[float]) -> float | None:
 def _timing(reqs: list[_Request], log: list[tuple[int, float, float, bool, float, float]]) -> dict[str, float | None]:
     """Where a window's time went (ms, medians): hand-off to the server, and runs after an idle wait or back to back.
 
-    What calibrates the simulator's low-latency model (:func:`mlsysopt.serving.experiment.calibrate_dispatch`).
+    What calibrates the simulator's low-latency model (:func:`mlsysopt.serving.profiling.calibrate_dispatch`).
     """
     handoff = [(r.submitted - r.arrival) * 1000.0 for r in reqs]
     idle = [(end - start) * 1000.0 for rows, start, end, waited, _, _ in log if waited and rows == 1]

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Self
 
 from mlsysopt.errors import InvalidSpace, MlsysoptError
 from mlsysopt.io import RunDir, to_jsonable
-from mlsysopt.serving.experiment import calibrate_dispatch, calibrate_outside, check_profile_grid, measure_profile
 from mlsysopt.serving.inputs import MAX_SECONDS, MEASURED, ModelStage, machine_threads, make_backend
 from mlsysopt.serving.limits import check_rate, check_requests
+from mlsysopt.serving.profiling import calibrate_dispatch, calibrate_outside, check_profile_grid, measure_profile
 from mlsysopt.serving.space import Config, Workload, as_int
 from mlsysopt.serving.windows import StableBackend
 from mlsysopt.store.records import record, serving_trial
@@ -106,7 +106,7 @@ class ProfileJob(Job):
         seed: Seed of the calibration runs' arrivals.
         engine: Whose overheads the calibration measures: ``"real"`` (mlsysopt's ONNX Runtime engine, from its own
             timings) or ``"rayserve"`` (Ray Serve over HTTP, seen from outside, after the batch timings; see
-            :func:`~mlsysopt.serving.experiment.calibrate_outside`).
+            :func:`~mlsysopt.serving.profiling.calibrate_outside`).
         address: Ray cluster of the ``rayserve`` engine (None: a private local instance).
         port: HTTP port of Ray Serve on 127.0.0.1 (None: a free one).
 

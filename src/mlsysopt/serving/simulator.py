@@ -12,7 +12,7 @@ It follows the engine's semantics step by step:
   taking ``profile.batch_ms(rows, intra, inter)`` ms (the measured timings table where it covers the point, the
   fitted model beyond, plus the calibrated per-batch dispatch overhead; ``inter`` is the inter-op threads in
   parallel mode, 1 in sequential mode); every request of the batch completes then;
-* the low-latency costs of the engine (calibrated, :func:`mlsysopt.serving.experiment.calibrate_dispatch`): a request
+* the low-latency costs of the engine (calibrated, :func:`mlsysopt.serving.profiling.calibrate_dispatch`): a request
   reaches the queue ``profile.handoff_ms`` after its scheduled arrival (the load generator's pipe and the server's
   receiving thread: latency that occupies no worker), and a batch whose worker sat idle waiting for a request
   starts ``profile.wake_ms`` later (waking the thread); back-to-back batches pay only the dispatch overhead. At 1-2

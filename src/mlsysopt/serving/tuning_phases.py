@@ -12,8 +12,8 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.serving.experiment import calibrate_dispatch, measure_profile
 from mlsysopt.serving.inputs import DEFAULT_PROFILE, machine_threads, resolve_profile
+from mlsysopt.serving.profiling import calibrate_dispatch, measure_profile
 
 if TYPE_CHECKING:
     from mlsysopt.serving.model import ServedModel
