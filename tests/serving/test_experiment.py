@@ -14,13 +14,13 @@ from mlsysopt.serving.backend import Measurement
 from mlsysopt.serving.experiment import (
     TUNING_CHECKPOINT,
     ReplayBackend,
-    check_profile_grid,
     heatmap_values,
     run_tuning,
     step_points,
 )
 from mlsysopt.serving.objective import Objective
 from mlsysopt.serving.profile import ServiceProfile
+from mlsysopt.serving.profiling import check_profile_grid
 from mlsysopt.serving.simulator import SimulatedEngine
 from mlsysopt.serving.space import Config, Space, Workload
 from mlsysopt.serving.tuners import get_tuner

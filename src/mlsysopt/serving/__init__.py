@@ -99,14 +99,7 @@ if TYPE_CHECKING:
     from mlsysopt.serving.confirmation import Confirmation, confirm, measure_noise
     from mlsysopt.serving.deploy import ort_session_json, parse_triton_config, session_options_from_json, triton_config
     from mlsysopt.serving.engine import Engine
-    from mlsysopt.serving.experiment import (
-        ReplayBackend,
-        calibrate_dispatch,
-        heatmap_values,
-        measure_profile,
-        plot_tuning,
-        run_tuning,
-    )
+    from mlsysopt.serving.experiment import ReplayBackend, heatmap_values, plot_tuning, run_tuning
     from mlsysopt.serving.export import export_served
     from mlsysopt.serving.inputs import (
         build_space,
@@ -121,6 +114,7 @@ if TYPE_CHECKING:
     from mlsysopt.serving.model import ServedModel, export_zoo_onnx
     from mlsysopt.serving.objective import PENALTY, SCORE_CAP, Objective
     from mlsysopt.serving.profile import ServiceProfile, ServiceSample, fit_profile, measure_samples
+    from mlsysopt.serving.profiling import calibrate_dispatch, measure_profile
     from mlsysopt.serving.simulator import SimulatedEngine
     from mlsysopt.serving.space import KNOBS, Config, Space, Workload
     from mlsysopt.serving.stats import mean_ci, median_ci
