@@ -9,12 +9,18 @@ PYTEST_WORKERS ?= 2
 
 install: $(STAMP)
 
+# The rest goes in with uv (the same versions pip resolves, ~10 s instead of ~60 s of a fresh clone's `make test`);
+# pip installs it where uv cannot be installed.
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
 	$(MAKE) system-packages
-	$(PY) -m pip install -q -e ".[dev,ray,postgres,docs]"
+	if $(PY) -m pip install -q uv; then \
+		$(VENV)/bin/uv pip install -q --python $(PY) -e ".[dev,ray,postgres,docs]"; \
+	else \
+		$(PY) -m pip install -q -e ".[dev,ray,postgres,docs]"; \
+	fi
 	touch $(STAMP)
 
 lint: $(STAMP)

@@ -135,7 +135,45 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _sort_longest_first(items)
+    _mark_xdist_groups(config, items)
+
+
+def _mark_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give each test of an ``xdist_group`` the ``@group`` suffix ``--dist loadgroup`` schedules by.
+
+    pytest-xdist 3.8 sets ``item._nodeid``, which pytest 9 no longer reads (its ids are ``item._id``): every
+    group was spread over both workers (each started its own Ray cluster, Ray Serve and PostgreSQL, and module
+    fixtures twice). Same rule as xdist's (the group names joined, sorted); a suffix already there is kept."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        if item.nodeid.rfind("@") > item.nodeid.rfind("]"):
+            continue
+        names = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")
+        }
+        if names:
+            _set_nodeid(item, f"{item.nodeid}@{'_'.join(sorted(names))}")
+
+
+def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
+    try:  # pytest 9 keeps a structured id (`Node._id`); older ones a string (`Node._nodeid`, which xdist sets)
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:
+        item._nodeid = nodeid
+    else:
+        item._id = coerce_node_id(nodeid)
+
+
+def _nodeid(nodeid: str) -> str:
+    """A test's id without the ``@group`` suffix of :func:`_mark_xdist_groups`."""
+    return nodeid[: nodeid.rfind("@")] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid
+
+
+def _sort_longest_first(items: list[pytest.Item]) -> None:
     try:
         known = json.loads(_DURATIONS.read_text())
     except (OSError, ValueError):
@@ -153,7 +191,8 @@ _seen: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _seen[report.nodeid] = _seen.get(report.nodeid, 0.0) + report.duration  # with xdist: every worker's, here too
+    nodeid = _nodeid(report.nodeid)
+    _seen[nodeid] = _seen.get(nodeid, 0.0) + report.duration  # with xdist: every worker's, here too
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

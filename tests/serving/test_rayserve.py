@@ -1,18 +1,17 @@
 """Ray Serve as a serving engine: a real local Ray Serve, real HTTP, real replicas (a small CNN; short windows).
 
 One engine is started for the module (Ray and Ray Serve take ~10 s to start on 2 cores); the tests that break it
-(a corrupt model) run last.
+(a corrupt model) run last. A tune's deployment checked with `serve run`: tests/serving/test_rayserve_tune.py (its
+own module, so this engine is stopped while it starts two Ray instances of its own).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,11 +21,11 @@ from mlsysopt.serving.inputs import load_config
 from mlsysopt.serving.model import ServedModel, export_zoo_onnx
 from mlsysopt.serving.rayserve import RayServeEngine
 from mlsysopt.serving.rayserve_config import deployment_options
-from mlsysopt.serving.rayserve_deploy import ServeRun, replica_info
-from mlsysopt.serving.rayserve_driver import http_p99_ms
+from mlsysopt.serving.rayserve_deploy import replica_info
 from mlsysopt.serving.space import Config, Workload
 
-pytestmark = pytest.mark.xdist_group("rayserve")
+#: every test that starts Ray runs on one xdist worker: two Ray instances at once on 2 cores slow both ~2x
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module")
@@ -128,38 +127,3 @@ def test_the_config_file_maps_every_knob_and_reads_back(tmp_path: Path, model: S
         line for line in (tmp_path / "rayserve" / "mlsysopt_serve_app.py").read_text().splitlines()
         if line.startswith(("import", "from"))
     )  # fmt: skip
-
-
-def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(tmp_path: Path) -> None:
-    from cli_helpers import run
-
-    out = tmp_path / "tune"
-    # no SLO: on a suite's loaded cores a 12-request window with one late reply reads as saturated, and a tune that
-    # misses its SLO writes no deployment; the SLO promise on a quiet machine is the benchmark's deploy check
-    r = run(
-        "serving", "tune", "--out", str(out), "--engine", "rayserve", "--model", "zoo:cnn", "--rate", "30",
-        "--budget", "1", "--window-s", "0.4", "--requests", "40", "--max-batch", "1,4",
-        "--instances", "1", "--intra", "1", "--inter", "1", "--batch-timeout-ms", "1", "--confirm-rounds", "1",
-        cwd=tmp_path, timeout=300,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    assert "left, " in r.stderr and "s so far" in r.stderr  # piped: plain progress lines with the time left
-    result = json.loads((out / "result.json").read_text())
-    assert result["backend"].startswith("Ray Serve") and result["verdict"]["decision"] != "SLO missed"
-    assert "Ray Serve" in result["verdict"]["words"] or result["verdict"]["decision"] != "keep the default"
-    chosen = Config.from_dict(result["recommended"])
-    folder = out / "rayserve"
-    # every file the tune wrote is read back as the configuration its verdict chose
-    for name in ("result.json", "ort_session_options.json", "config.pbtxt", "rayserve/serve_config.yaml"):
-        loaded = load_config(out / name)
-        if chosen.max_batch == 1:  # no batch ever waits: Triton's file has no batch timeout to carry
-            loaded = replace(loaded, batch_timeout_ms=chosen.batch_timeout_ms)
-        assert loaded == chosen, name
-    # Ray Serve's own entry point deploys the file as written (on a free port)
-    with ServeRun(folder, start_timeout_s=120) as deployed:
-        user = deployment_options(chosen)["user_config"]
-        assert deployed.info["batching"]["max_batch_size"] == user["max_batch_size"]
-        assert deployed.info["session"]["intra_op_num_threads"] == user["intra_op_num_threads"]
-        # the deployed service serves the tuned rate: every request answered (http_p99_ms raises on a failure)
-        assert 0 < http_p99_ms(deployed.port, folder / "model.onnx", rate=30.0, seconds=2.0) < float("inf")
-    assert not list(folder.glob("serve_config.port-*.yaml"))  # the user's file is the only config left
