@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,41 @@ def test_benchmark_figures_are_embedded_and_every_image_exists(site: Path) -> No
                 images += 1
                 assert (page.parent / src).resolve().is_file(), f"{page.relative_to(site)}: missing image {src}"
     assert images >= 8
+
+
+#: What the Chromium test reads from a rendered page of the site (returned as JSON by Runtime.evaluate).
+RENDERED = """JSON.stringify((() => {
+  const shown = el => { if (!el) return false; const r = el.getBoundingClientRect(), s = getComputedStyle(el);
+    return r.width > 0 && r.height > 0 && s.display !== 'none' && s.visibility !== 'hidden'; };
+  return {
+    title: document.querySelector('article h1') ? document.querySelector('article h1').innerText : '',
+    theme_js: typeof window.document$ !== 'undefined',
+    header_shown: shown(document.querySelector('header.md-header')),
+    nav_links: document.querySelectorAll('nav.md-nav--primary a.md-nav__link').length,
+    images: [...document.querySelectorAll('article img')].map(i => ({src: i.getAttribute('src'),
+      complete: i.complete, natural: i.naturalWidth})),
+    tables: document.querySelectorAll('article table').length,
+  };
+})())"""
+
+
+GUIDE = "guides/placement"
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (make test installs it)")
+def test_the_built_site_renders_in_chromium_with_every_figure_decoded(site: Path, tmp_path: Path) -> None:
+    """A reader's browser, not just the HTML: Material's theme script runs, the header and the nav show, and every
+    figure of the benchmarks page and of a guide decodes (file:// as `make docs` leaves it; no server, no network)."""
+    from chromium_helpers import Chromium
+
+    browser = Chromium(tmp_path)
+    try:
+        pages = {page: browser.load(site / page / "index.html", RENDERED) for page in ("benchmarks", GUIDE)}
+    finally:
+        browser.close()
+    for page, seen in pages.items():
+        assert seen["theme_js"] and seen["header_shown"] and seen["title"], (page, seen)
+        assert seen["nav_links"] >= 20, (page, seen["nav_links"])
+        broken = [i["src"] for i in seen["images"] if not (i["complete"] and i["natural"] > 0)]
+        assert not broken, f"{page}: figures that do not decode: {broken}"
+    assert len(pages["benchmarks"]["images"]) >= 5 and pages[GUIDE]["tables"] >= 1

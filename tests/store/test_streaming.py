@@ -123,10 +123,10 @@ def _mixed_trial(i: int, v: float | None) -> TrialRecord:
 def test_streamed_output_is_what_the_whole_study_gives(tmp_path: Path, direction: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Pages of 3 over trials of every kind (inf, NaN, failed, running, other params): the same bytes, the same best."""
-    import mlsysopt.store.database as database
+    import mlsysopt.store.reads as reads
 
-    monkeypatch.setattr(database, "TRIAL_PAGE", 3)
-    monkeypatch.setattr(database.Store.iter_trials, "__defaults__", (3, None))
+    monkeypatch.setattr(reads, "TRIAL_PAGE", 3)
+    monkeypatch.setattr(reads.StoreReads.iter_trials, "__defaults__", (3, None))
     store = Store.open(parse_storage(str(tmp_path / "s.db")))
     sid, _ = store.create_study("mixed", direction, {"mlsysopt.command": "test", "settings.budget": 9})
     values = [0.5, math.inf, -math.inf, math.nan, None, 0.5, 2.0, -1.0, 3.0, 1e-9, -math.inf]

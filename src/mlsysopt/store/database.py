@@ -3,15 +3,15 @@
 :meth:`Store.probe` checks a spec without writing anything (the file system for SQLite, a connection for
 PostgreSQL, the schema versions of an existing store); :meth:`Store.open` creates what is missing
 (:mod:`mlsysopt.store.engine`); a worker writing trials uses :meth:`Store.connect`. Studies, attributes, trials and
-checkpoint copies are read and written here, in a few statements each; Optuna's ``RDBStorage`` (:attr:`Store.storage`)
-serves what only Optuna's API does (reading trials back, updating a running trial). Every database error leaves as
-one :class:`~mlsysopt.errors.StoreError` naming the store.
+checkpoint copies are written here, in a few statements each, and read by the mixin
+:class:`~mlsysopt.store.reads.StoreReads`; Optuna's ``RDBStorage`` (:attr:`Store.storage`) serves what only Optuna's
+API does (reading trials back, updating a running trial). Every database error leaves as one
+:class:`~mlsysopt.errors.StoreError` naming the store.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import threading
@@ -31,6 +31,7 @@ from mlsysopt.store.engine import (
     quiet_optuna,
     revision,
 )
+from mlsysopt.store.reads import StoreReads
 from mlsysopt.store.schema import (
     OPTUNA_SCHEMAS,
     check_schema_version,
@@ -51,11 +52,9 @@ _CACHE: OrderedDict[tuple[int, str], Store] = OrderedDict()
 _CACHE_SIZE = 4
 _LOCK = threading.Lock()
 _TABLES: dict[tuple[str, str], dict[str, Any]] = {}
-#: Trials read per query when a study is streamed (:meth:`Store.iter_trials`): a few MB of records at most.
-TRIAL_PAGE = 200
 
 
-class Store:
+class Store(StoreReads):
     """An open study store (use :meth:`open`: one per URL and process).
 
     Args:
@@ -266,60 +265,6 @@ class Store:
             conn.execute(sa.insert(t), [{"study_id": study_id, "key": k, "value_json": dumps_attr(v)}
                                         for k, v in attrs.items()])  # fmt: skip
 
-    def study_attrs(self, study_id: int) -> dict[str, Any]:
-        """A study's user attributes."""
-        import sqlalchemy as sa
-
-        t = self.tables["study_user_attributes"]
-        with self.transaction("reading a study") as conn:
-            rows = conn.execute(sa.select(t.c.key, t.c.value_json).where(t.c.study_id == study_id))
-            return {k: json.loads(v) for k, v in rows}
-
-    def study_ids(self, key: str, value: Any) -> list[int]:
-        """Ids of the studies whose user attribute ``key`` is ``value``, oldest first."""
-        import sqlalchemy as sa
-
-        t = self.tables["study_user_attributes"]
-        q = sa.select(t.c.study_id).where(t.c.key == key, t.c.value_json == dumps_attr(value)).order_by(t.c.study_id)
-        with self.transaction("looking up studies") as conn:
-            return [int(r[0]) for r in conn.execute(q)]
-
-    def all_study_attrs(self, prefix: str = "") -> dict[int, dict[str, Any]]:
-        """Every study's user attributes whose key starts with ``prefix``, by study id (one query)."""
-        import sqlalchemy as sa
-
-        t = self.tables["study_user_attributes"]
-        q = sa.select(t.c.study_id, t.c.key, t.c.value_json)
-        if prefix:
-            q = q.where(t.c.key.startswith(prefix))
-        out: dict[int, dict[str, Any]] = {}
-        with self.transaction("listing studies") as conn:
-            for sid, k, v in conn.execute(q):
-                out.setdefault(int(sid), {})[k] = json.loads(v)
-        return out
-
-    def study_names(self) -> dict[int, str]:
-        """Every study's name, by id."""
-        import sqlalchemy as sa
-
-        t = self.tables["studies"]
-        with self.transaction("listing studies") as conn:
-            return {int(i): n for i, n in conn.execute(sa.select(t.c.study_id, t.c.study_name))}
-
-    def trial_counts(self, study_id: int | None = None) -> dict[int, dict[str, int]]:
-        """Trials per state, by study id (one query; of one study when ``study_id`` is given)."""
-        import sqlalchemy as sa
-
-        t = self.tables["trials"]
-        q = sa.select(t.c.study_id, t.c.state, sa.func.count()).group_by(t.c.study_id, t.c.state)
-        if study_id is not None:
-            q = q.where(t.c.study_id == study_id)
-        out: dict[int, dict[str, int]] = {}
-        with self.transaction("counting trials") as conn:
-            for sid, state, n in conn.execute(q):
-                out.setdefault(int(sid), {})[str(getattr(state, "name", state)).lower()] = int(n)
-        return out
-
     def delete_study(self, study_id: int) -> None:
         """Remove a study, its trials and its checkpoint."""
         import sqlalchemy as sa
@@ -342,82 +287,6 @@ class Store:
             numbers.append(self.storage.get_trial_number_from_id(tid))
         return numbers
 
-    def trial_ids_by_key(self, study_id: int, key: str) -> list[int]:
-        """Ids of the study's trials whose key is ``key`` (oldest first)."""
-        import sqlalchemy as sa
-
-        from mlsysopt.store.trials import KEY_ATTR
-
-        trials, tua = self.tables["trials"], self.tables["trial_user_attributes"]
-        q = (
-            sa.select(trials.c.trial_id)
-            .join(tua, trials.c.trial_id == tua.c.trial_id)
-            .where(trials.c.study_id == study_id, tua.c.key == KEY_ATTR, tua.c.value_json == json.dumps(key))
-            .order_by(trials.c.trial_id)
-        )
-        with self.transaction("looking up a trial") as conn:
-            return [int(r[0]) for r in conn.execute(q)]
-
-    def trials(self, study_id: int) -> list[Any]:
-        """Every trial of a study as Optuna ``FrozenTrial`` objects, by number."""
-        return list(self.call(self.storage.get_all_trials, study_id, False, doing="reading trials"))
-
-    def iter_trials(self, study_id: int, page: int = TRIAL_PAGE, trial_ids: list[int] | None = None) -> Iterator[Any]:
-        """A study's trials (or those of ``trial_ids``) as ``FrozenTrial`` objects by trial id, read ``page`` at a
-        time: memory stays bounded by one page however many trials the study holds (``runs show``/``export``)."""
-        import optuna
-        import sqlalchemy as sa
-        from optuna.storages._rdb import models
-        from sqlalchemy import orm
-
-        storage, last = self.storage, -1
-        wanted = None if trial_ids is None else sorted(trial_ids)
-        while True:
-            session = storage.scoped_session()
-            try:
-                q = session.query(models.TrialModel).filter(models.TrialModel.study_id == study_id)
-                if wanted is not None:
-                    chunk, wanted = wanted[:page], wanted[page:]
-                    if not chunk:
-                        return
-                    q = q.filter(models.TrialModel.trial_id.in_(chunk))
-                else:
-                    q = q.filter(models.TrialModel.trial_id > last)
-                for rel in ("params", "values", "user_attributes", "system_attributes", "intermediate_values"):
-                    q = q.options(orm.selectinload(getattr(models.TrialModel, rel)))
-                rows = q.order_by(models.TrialModel.trial_id).limit(page).all()
-                batch = [storage._build_frozen_trial_from_trial_model(r) for r in rows]
-            except (sa.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, sqlite3.Error) as exc:
-                raise db_error(self.spec, exc, "reading trials") from None
-            finally:
-                session.close()
-                storage.scoped_session.remove()
-            if not batch and wanted is None:
-                return
-            yield from batch
-            if batch:
-                last = batch[-1]._trial_id
-
-    def best_trial_ids(self, study_id: int, maximize: bool, n: int) -> list[int]:
-        """Ids of the ``n`` trials with the best first objective value (best first), chosen by the database."""
-        import sqlalchemy as sa
-
-        if n <= 0:
-            return []
-        trials, values = self.tables["trials"], self.tables["trial_values"]
-        kind = sa.cast(values.c.value_type, sa.String)
-        rank = sa.case((kind == "INF_NEG", 0), (kind == "FINITE", 1), else_=2)  # -inf < finite < +inf
-        order = [rank.desc(), values.c.value.desc()] if maximize else [rank, values.c.value]
-        q = (
-            sa.select(values.c.trial_id)
-            .join(trials, trials.c.trial_id == values.c.trial_id)
-            .where(trials.c.study_id == study_id, values.c.objective == 0)
-            .order_by(*order, values.c.trial_id)
-            .limit(n)
-        )
-        with self.transaction("ranking trials") as conn:
-            return [int(r[0]) for r in conn.execute(q)]
-
     # ------------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, study_id: int, name: str, data: bytes) -> None:
         """Keep ``data`` as the study's checkpoint (replacing the previous one)."""
@@ -428,15 +297,6 @@ class Store:
             conn.execute(sa.delete(t).where(t.c.study_id == study_id))
             conn.execute(sa.insert(t), {"study_id": study_id, "name": name, "data": data, "size": len(data),
                                         "saved_at": time.time()})  # fmt: skip
-
-    def load_checkpoint(self, study_id: int) -> tuple[str, bytes] | None:
-        """The study's checkpoint as (file name, bytes), or None."""
-        import sqlalchemy as sa
-
-        t = self.checkpoint_table
-        with self.transaction("reading the checkpoint") as conn:
-            row = conn.execute(sa.select(t.c.name, t.c.data).where(t.c.study_id == study_id)).first()
-        return None if row is None else (str(row[0]), bytes(row[1]))
 
 
 def _forget_in_child() -> None:
