@@ -74,8 +74,9 @@ class TuningJob(Job):
         out: Run folder to write.
         rates: Arrival rates (req/s) tuned in turn.
         budget: Search measurements per rate, 1 to 100000.
-        tuner: Tuner name (see :func:`get_tuner`), or ``auto``: the rule's tuner for the budget's class and whether
-            a prior is given (:mod:`mlsysopt.serving.tuner_rule`; on ``--resume``, the tuner the run started with).
+        tuner: Tuner name (see :func:`get_tuner`), or ``auto`` (the default, as on the command line): the rule's
+            tuner for the budget's class and whether a prior is given (:mod:`mlsysopt.serving.tuner_rule`; on
+            ``--resume``, the tuner the run started with).
         objective: What to minimize (None: mean latency).
         engine: ``"real"`` (ONNX Runtime), ``"rayserve"`` (Ray Serve over HTTP) or ``"sim"`` (simulator).
         model: Model source for a measured engine (``.onnx``, ``zoo:NAME``, ``file.py:factory``).
@@ -113,7 +114,7 @@ class TuningJob(Job):
         out: Path,
         rates: Sequence[float] = (80.0,),
         budget: int = 30,
-        tuner: str = "rrl",
+        tuner: str = "auto",
         objective: Objective | None = None,
         engine: str = "real",
         model: str | None = None,
