@@ -63,7 +63,7 @@ from mlsysopt.nas import (
     run_search,
     table_constraints,
 )
-from mlsysopt.nas.defaults import default_method, rule_text
+from mlsysopt.nas.defaults import TRANSFER_ABLATIONS, default_method, rule_text
 from mlsysopt.nas.prior import TransferPrior
 from mlsysopt.nas.spaces.nasbench_graph import leave_one_out, register_prior
 from mlsysopt.runtime import make_executor
@@ -367,6 +367,24 @@ def targets34(summary: dict[str, Any], defaults: dict[int, str], datasets: tuple
     return out
 
 
+def transfer_ablation(cells: dict[str, dict[int, list[dict[str, Any]]]], budgets: tuple[int, ...]) -> dict[str, Any]:
+    """Does each transfer component add, per budget? The paired ratio of validation regret with it / without it
+    (``TRANSFER_ABLATIONS``), with its 95% bootstrap interval; ``adds``: the interval's upper end is below 1 (the
+    library's rule reads it: :func:`mlsysopt.nas.defaults.choose_defaults`)."""
+    rng = np.random.default_rng(1)
+    out: dict[str, Any] = {}
+    for b in budgets:
+        row = {}
+        for m, without in TRANSFER_ABLATIONS.items():
+            if m in cells and without in cells and b in cells[m] and b in cells[without]:
+                a = np.array([x["val_regret"] for x in cells[m][b]])
+                c = np.array([x["val_regret"] for x in cells[without][b]])
+                ratio = bootstrap_ratio(a, c, rng)
+                row[m] = {"without": without, "ratio": ratio, "adds": bool(ratio[2] < 1.0)}
+        out[str(b)] = row
+    return out
+
+
 def nasbench_graph_legacy(cells: dict[str, Any], datasets: tuple[str, ...], top: int) -> dict[str, Any]:
     """The old per-dataset block (test regret at the largest budget, feasible rate), now over both regimes."""
     out: dict[str, Any] = {}
@@ -521,6 +539,7 @@ def main() -> None:
         "default_rule": rule_text(),
         "targets": tg,
         "targets_34": targets34(summary, defaults, datasets),
+        "transfer_ablation": transfer_ablation(found["cells"], budgets),
         "settings": {
             "datasets": list(datasets),
             "tuning_datasets": list(TUNING_DATASETS),
@@ -560,6 +579,10 @@ def main() -> None:
     print(f"defaults {t34['default_method']}; upper end < 1 at 10: {t34.get('upper_end_below_1_at_10')}, at 30: "
           f"{t34.get('upper_end_below_1_at_30')}; mean <= 1 at 100: {t34.get('mean_ratio_at_most_1_at_100')}; "
           f"top-1% >= 0.95 everywhere: {t34['top1pct_at_least_095_on_every_dataset']}")  # fmt: skip
+    for b, row in result["transfer_ablation"].items():
+        print(f"transfer ablation @{b}: " + "  ".join(
+            f"{m}/{a['without']} {a['ratio'][0]:.2f} [{a['ratio'][1]:.2f}, {a['ratio'][2]:.2f}]"
+            f"{' adds' if a['adds'] else ''}" for m, a in row.items()))  # fmt: skip
     if own is not None:
         print(f"own objective: mlsysopt {own['summary']['mlsysopt']['mean_best']:.4f} vs optuna "
               f"{own['summary']['optuna_tpe']['mean_best']:.4f}; overhead ratio {own['overhead_ratio']:+.2f}; "

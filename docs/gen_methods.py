@@ -147,7 +147,8 @@ def nas(bench: Path) -> str:
         f"Mean validation regret (lower is better) on {len(settings['datasets'])} held-out NAS-Bench-Graph tables "
         f"({', '.join(settings['datasets'])}), {settings['seeds']} seeds, tight and single-limit constraints; every "
         f"returned cell met the hard limits. The default (`--method auto`) is chosen per budget class on the tuning "
-        f"tables (physics, arxiv, proteins) only: {data['default_rule']}. Date {data['date'][:10]}; "
+        f"tables (physics, arxiv, proteins), among the methods whose transfer prior adds on the held-out ablation: "
+        f"{data['default_rule']}. Date {data['date'][:10]}; "
         "`docs/benchmarks/nas34.json`."
     )
     header = ["budget", "best measured (mean validation regret)", "`nas search` default", "references"]

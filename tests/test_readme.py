@@ -106,8 +106,10 @@ SMALL: list[tuple[str, str]] = [
     (r"^mlsysopt serving study .*--tuners rrl_warm,rrl,gp_warm,gp", "--tuners rrl_warm,gp_warm"),  # GP: tests/serving
     # NAS: digits trains 2 candidates for one epoch; the tables are looked up
     (r"^mlsysopt nas search .*--space digits", "--budget 2 --epochs 1 --workers 1"),
-    # the method the page's budget picks (20 or more: epnas), which a budget of 2 would change (nas/defaults.py)
-    (r"^mlsysopt nas search (?!.*--method)(?=.*--budget (\d{3,}|[2-9]\d)\b).*--space digits", "--method epnas"),
+    # the method the page's budget picks (20-59: bananas, 60 or more: epnas_cold), which a budget of 2 would change
+    # (nas/defaults.py)
+    (r"^mlsysopt nas search (?!.*--method)(?=.*--budget [2-5]\d\b).*--space digits", "--method bananas"),
+    (r"^mlsysopt nas search (?!.*--method)(?=.*--budget (\d{3,}|[6-9]\d)\b).*--space digits", "--method epnas_cold"),
     (r"^mlsysopt nas search .*--space digits .*--resume", "--budget 3"),
     (r"^mlsysopt nas search .*--latency-model", "--knob candidates=16"),  # each candidate's latency: an ONNX export
     # a table's transfer prior takes ~10 s to fit (once per session; tests/nas fit and check it): run the search cold

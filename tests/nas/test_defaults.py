@@ -17,6 +17,7 @@ from mlsysopt.nas.defaults import (
     FALLBACK,
     NEEDS_PRIOR,
     budget_class,
+    choose_defaults,
     default_method,
     resolve_method,
     rule_text,
@@ -24,6 +25,7 @@ from mlsysopt.nas.defaults import (
 from mlsysopt.nas.experiment import SearchOptions, _started_with
 
 TUNING = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "nas_tune34.json"
+HELD_OUT = TUNING.with_name("nas34.json")
 
 
 def test_each_budget_falls_in_one_class_and_gets_that_class_default() -> None:
@@ -44,15 +46,27 @@ def test_each_budget_falls_in_one_class_and_gets_that_class_default() -> None:
         budget_class(0)
 
 
-def test_the_defaults_are_the_tuning_study_s_winners() -> None:
-    """The shipped rule is what benchmarks/nas.py --tune measured on physics, arxiv and proteins (JSON in docs)."""
+def test_the_defaults_are_the_rule_applied_to_the_tuning_study_and_the_held_out_ablation() -> None:
+    """The shipped defaults are what :func:`choose_defaults` picks from benchmarks/nas.py --tune (physics, arxiv and
+    proteins) and the held-out run's transfer ablation (JSON in docs)."""
     tuning = json.loads(TUNING.read_text())["tuning"]
     assert set(tuning["datasets"]) == {"physics", "arxiv", "proteins"}
-    for name, b in CLASS_BUDGETS.items():
-        assert tuning["best_per_budget"][str(b)]["method"] == DEFAULT_METHODS[name], name
+    held_out = json.loads(HELD_OUT.read_text())
+    assert set(held_out["settings"]["datasets"]).isdisjoint(tuning["datasets"])
+    val = {b: row["val_regret"] for b, row in tuning["best_per_budget"].items()}
+    assert choose_defaults(val, held_out["transfer_ablation"]) == DEFAULT_METHODS
+    assert held_out["default_method"] == {str(CLASS_BUDGETS[c]): m for c, m in DEFAULT_METHODS.items()}
     from mlsysopt.nas.epnas import HANDOVER
 
     assert tuning["chosen_handover"] == HANDOVER
+
+
+def test_a_prior_that_does_not_add_on_the_held_out_tables_keeps_its_method_out_of_the_defaults() -> None:
+    val = {b: {"epnas": 0.1, "zero_shot": 0.2, "bananas": 0.3, "epnas_cold": 0.4} for b in ("10", "30", "100")}
+    adds = {"epnas": {"adds": True}, "zero_shot": {"adds": True}}
+    assert choose_defaults(val, dict.fromkeys(("10", "30", "100"), adds)) == dict.fromkeys(CLASS_BUDGETS, "epnas")
+    ablation = {"10": adds, "30": {"epnas": {"adds": False}, "zero_shot": {"adds": True}}, "100": {}}
+    assert choose_defaults(val, ablation) == {"small": "epnas", "medium": "zero_shot", "large": "bananas"}
 
 
 def test_nas_search_options_resolve_auto_and_a_resume_keeps_the_method_it_began_with(tmp_path: Path) -> None:

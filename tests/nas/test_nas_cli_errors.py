@@ -51,11 +51,11 @@ BAD = [
     # ranges that were not checked before
     ((*CORA, "--method", "evolution", "--knob", "population=0"), ["knob population is out of range", ">= 1"]),
     ((*CORA, "--method", "evolution", "--knob", "tries=-1"), ["knob tries is out of range: it needs tries >= 1"]),
-    ((*CORA, "--knob", "candidates=0"), ["method 'epnas': knob candidates is out of range"]),
+    ((*CORA, "--method", "epnas", "--knob", "candidates=0"), ["method 'epnas': knob candidates is out of range"]),
     ((*CORA, "--knob", "grow=2"), ["knob grow is out of range: it needs grow >= 0 and grow <= 1"]),
     ((*CORA, "--method", "tpe", "--knob", "n_startup=-2"), ["knob n_startup is out of range"]),
     ((*CORA, "--method", "pnas", "--knob", "stage_split=cosine"), ["unknown stage_split 'cosine'"]),
-    ((*CORA, "--knob", "population=3"), ["--knob population: method 'epnas' has no such knob"]),
+    ((*CORA, "--method", "epnas", "--knob", "population=3"), ["--knob population: method 'epnas' has no such knob"]),
     ((*CORA, "--knob", "warmup"), ["--knob 'warmup': expected NAME=VALUE"]),
     ((*DIGITS, "--lr", "0"), ["--lr must be a finite number > 0, got 0.0"]),
     ((*DIGITS, "--lr", "inf"), ["'--lr': must be a finite number, got inf"]),
