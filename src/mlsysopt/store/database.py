@@ -75,7 +75,7 @@ class Store(StoreReads):
     def storage(self) -> RDBStorage:
         """Optuna's RDB storage on the store (made on first use by a store opened with :meth:`connect`)."""
         if self._storage is None:
-            from optuna.storages import RDBStorage
+            from optuna.storages import RDBStorage  # deferred: Optuna loads only when a study storage is opened
 
             quiet_optuna()
             self._storage = self.call(
@@ -122,7 +122,7 @@ class Store(StoreReads):
     def _open(cls, spec: StorageSpec) -> Store:
         """Create what is missing; a store of the Optuna schema this writer knows opens with SQLAlchemy alone
         (no Optuna migration machinery: ~1.5 s less per command), any other through Optuna's own checks."""
-        import sqlalchemy as sa
+        import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
         if spec.kind == "none":
             raise StoreError("the study store is off (--storage none)")
@@ -139,7 +139,7 @@ class Store(StoreReads):
                     ensure_own_tables(conn)
                 return cls(spec, engine)
             engine.dispose()
-            from optuna.storages import RDBStorage
+            from optuna.storages import RDBStorage  # deferred: Optuna loads only when a study storage is opened
 
             quiet_optuna()
             with pg_schema_lock(spec) if spec.kind == "postgresql" else contextlib.nullcontext():
@@ -157,7 +157,7 @@ class Store(StoreReads):
 
     @classmethod
     def _connect(cls, spec: StorageSpec) -> Store:
-        import sqlalchemy as sa
+        import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
         if spec.kind == "none":
             raise StoreError("the study store is off (--storage none)")
@@ -191,7 +191,7 @@ class Store(StoreReads):
     @contextlib.contextmanager
     def transaction(self, doing: str = "") -> Iterator[sa.Connection]:
         """A write transaction; database errors leave as one StoreError."""
-        import sqlalchemy as sa
+        import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
         try:
             with self.engine.begin() as conn:
@@ -203,8 +203,8 @@ class Store(StoreReads):
 
     def call(self, fn: Any, *args: Any, doing: str = "") -> Any:
         """Run an Optuna storage method; its database errors leave as one StoreError."""
-        import optuna
-        import sqlalchemy as sa
+        import optuna  # deferred: Optuna loads only when a study storage is opened
+        import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
         try:
             return fn(*args)
@@ -218,7 +218,7 @@ class Store(StoreReads):
         One transaction per attempt, as Optuna's ``create_new_study`` writes it (the study, its direction), plus
         the attributes; a name another writer takes at the same moment makes the attempt fail and the next run.
         """
-        import sqlalchemy as sa
+        import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
         studies, dirs = self.tables["studies"], self.tables["study_directions"]
         attr_t = self.tables["study_user_attributes"]
@@ -244,7 +244,7 @@ class Store(StoreReads):
 
     def set_objective(self, study_id: int, direction: str, name: str | None = None) -> None:
         """A single-objective study's direction and, when given, its metric name (as ``study.set_metric_names``)."""
-        import sqlalchemy as sa
+        import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
         t = self.tables["study_directions"]
         with self.transaction("setting the study's direction") as conn:
@@ -255,7 +255,7 @@ class Store(StoreReads):
 
     def set_study_attrs(self, study_id: int, attrs: dict[str, Any]) -> None:
         """Set (or replace) study user attributes, all in one transaction."""
-        import sqlalchemy as sa
+        import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
         if not attrs:
             return
@@ -267,7 +267,7 @@ class Store(StoreReads):
 
     def delete_study(self, study_id: int) -> None:
         """Remove a study, its trials and its checkpoint."""
-        import sqlalchemy as sa
+        import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
         with self.transaction("removing a study") as conn:
             conn.execute(sa.delete(self.checkpoint_table).where(self.checkpoint_table.c.study_id == study_id))
@@ -290,7 +290,7 @@ class Store(StoreReads):
     # ------------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, study_id: int, name: str, data: bytes) -> None:
         """Keep ``data`` as the study's checkpoint (replacing the previous one)."""
-        import sqlalchemy as sa
+        import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
         t = self.checkpoint_table
         with self.transaction("mirroring the checkpoint") as conn:

@@ -15,10 +15,12 @@ import os
 import sqlite3
 import tempfile
 from collections.abc import Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptError, StoreBusy, StoreError
+from mlsysopt.io import write_atomic
 from mlsysopt.store.schema import (
     SCHEMA_VERSION,
     check_schema_version,
@@ -38,7 +40,7 @@ _HEAD: list[str] = []  # Optuna's newest schema revision (its alembic scripts ta
 
 
 def quiet_optuna() -> None:
-    import optuna
+    import optuna  # deferred: Optuna loads only when a study storage is opened
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -90,7 +92,6 @@ def db_error(spec: StorageSpec, exc: BaseException, doing: str = "") -> StoreErr
 
 def template_cache() -> Path:
     """Where the empty store of this Optuna version is kept between processes (the user's cache folder)."""
-    from importlib.metadata import version
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mlsysopt"
     return base / f"store-template-optuna{version('optuna')}-schema{SCHEMA_VERSION}.db"
@@ -107,7 +108,7 @@ def template() -> bytes:
             if data.startswith(b"SQLite format 3\x00"):
                 _TEMPLATE = data
                 return data
-        from optuna.storages import RDBStorage
+        from optuna.storages import RDBStorage  # deferred: Optuna loads only when a study storage is opened
 
         quiet_optuna()
         with tempfile.TemporaryDirectory(prefix="mlsysopt-store-") as tmp:
@@ -124,8 +125,6 @@ def template() -> bytes:
             con.close()
             _TEMPLATE = path.read_bytes()
         with contextlib.suppress(OSError, MlsysoptError):
-            from mlsysopt.io import write_atomic
-
             write_atomic(cached, _TEMPLATE)
     return _TEMPLATE
 
@@ -149,7 +148,7 @@ def create_sqlite(path: Path) -> None:
 
 def revision(engine: sa.Engine) -> str | None:
     """The Optuna schema revision of the store (alembic's ``version_num``), None when it has none."""
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     try:
         with engine.connect() as conn:
@@ -160,7 +159,7 @@ def revision(engine: sa.Engine) -> str | None:
 
 def check_optuna_schema(storage: RDBStorage) -> None:
     """Optuna's own check (its tables are of this Optuna's schema), with the newest revision read once."""
-    from optuna import version
+    from optuna import version  # deferred: Optuna loads only when a study storage is opened
 
     if not _HEAD:
         _HEAD.append(storage.get_head_version())
@@ -209,7 +208,7 @@ def probe(spec: StorageSpec, must_have_parent: bool = True) -> bool:
         check_foreign(spec, names)
         check_meta(spec, meta)
         return True
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     engine = sa.create_engine(spec.url, poolclass=sa.pool.NullPool, **pg_connect_args())
     try:
@@ -263,7 +262,7 @@ def pg_connect_args() -> dict[str, Any]:
 @contextlib.contextmanager
 def pg_schema_lock(spec: StorageSpec) -> Iterator[None]:
     """Hold a PostgreSQL advisory lock while the schema is created, so concurrent first writers do not race."""
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     engine = sa.create_engine(spec.url, poolclass=sa.pool.NullPool, **pg_connect_args())
     try:

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from mlsysopt.errors import InvalidRunDir, StoreError
+from mlsysopt.store.database import Store
+from mlsysopt.store.query import find_run, list_runs
 from mlsysopt.store.run import ATTR, SETTING
 from mlsysopt.store.session import current_storage
 from mlsysopt.store.trials import RECORD_ATTR
@@ -33,8 +35,6 @@ def read_histories(spec: str, system: str, run_path: str | Path | None = None) -
     Raises :class:`StoreError` (one line, naming ``--warm-start``) for an unknown study, a study of another system,
     an empty one, or ``auto`` finding nothing.
     """
-    from mlsysopt.store.database import Store
-    from mlsysopt.store.query import find_run, list_runs
 
     where = f"--warm-start {spec}"
     storage = current_storage(run_path)

@@ -8,6 +8,7 @@ A run is named by its study name (``nas1``), its run folder's path, or ``#ID`` (
 from __future__ import annotations
 
 import csv
+import difflib
 import io
 import json
 import math
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mlsysopt.errors import StoreError
+from mlsysopt.io import dumps
+from mlsysopt.store.database import Store
 from mlsysopt.store.run import ATTR, SETTING
 from mlsysopt.store.session import process_alive
 from mlsysopt.store.trials import KEY_ATTR, RECORD_ATTR
@@ -48,7 +51,6 @@ def reading_spec(explicit: str | None) -> StorageSpec:
 
 def open_existing(spec: StorageSpec) -> Store:
     """The store at ``spec``, which must exist (reading never creates one)."""
-    from mlsysopt.store.database import Store
 
     if not Store.probe(spec):
         raise StoreError(f"{spec.where()}: no study store there yet (no run has written to it)")
@@ -130,7 +132,6 @@ def find_run(store: Store, ref: str) -> tuple[int, str]:
     ids = [i for i in store.study_ids(ATTR + "run_dir", path) if i in names]
     if ids:
         return ids[-1], names[ids[-1]]
-    import difflib
 
     close = difflib.get_close_matches(ref, list(by_name), n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else f" ({len(names)} runs: see 'mlsysopt runs list')"
@@ -206,7 +207,6 @@ def write_export(store: Store, study_id: int, fmt: str, out: TextIO) -> int:
     """Write a run to ``out`` as :func:`export_run` does, streaming: the trials are read a page at a time and
     written as they come (CSV rows wait in a temporary file until every column is known), so memory stays bounded
     however many trials the study has. Returns the number of trials written."""
-    from mlsysopt.io import dumps
 
     if fmt not in ("csv", "json"):
         raise StoreError(f"--format {fmt}: choose csv or json")
@@ -239,7 +239,6 @@ def write_export(store: Store, study_id: int, fmt: str, out: TextIO) -> int:
 
 
 def _cell(v: Any) -> Any:
-    from mlsysopt.io import dumps
 
     if isinstance(v, (dict, list)):
         return dumps(v, indent=None)

@@ -115,9 +115,9 @@ class StoreReads:
         """A study's trials (or those of ``trial_ids``) as ``FrozenTrial`` objects by trial id, read ``page`` at a
         time: memory stays bounded by one page however many trials the study holds (``runs show``/``export``)."""
         import optuna  # deferred: Optuna and SQLAlchemy load with the first query, not with the CLI
-        import sqlalchemy as sa
-        from optuna.storages._rdb import models
-        from sqlalchemy import orm
+        import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
+        from optuna.storages._rdb import models  # deferred: Optuna loads only when a study storage is opened
+        from sqlalchemy import orm  # deferred: SQLAlchemy loads with the first query
 
         storage, last = self.storage, -1
         wanted = None if trial_ids is None else sorted(trial_ids)

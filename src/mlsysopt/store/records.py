@@ -70,6 +70,7 @@ def serving_trial(rec: Mapping[str, Any], score: float | None, key: Any, phase: 
 def placement_trial(method: str, seed: int, budget: int, result: Mapping[str, Any], key: Any,
                     methods: Sequence[str] = ()) -> TrialRecord:  # fmt: skip
     """A placement search: method (a categorical over ``methods``) and seed as parameters, makespan as the value."""
+    # deferred: Optuna loads only when a trial's distributions are built
     from optuna.distributions import CategoricalDistribution
 
     history = [float(v) for v in result.get("history", [])]

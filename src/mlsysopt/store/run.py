@@ -29,7 +29,9 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlsysopt import __version__
 from mlsysopt.errors import MlsysoptWarning, StoreError
+from mlsysopt.store.database import Store, forget
 from mlsysopt.store.session import (
     ON_ERROR_ENV,
     command,
@@ -146,7 +148,6 @@ class RunStore:
     # ------------------------------------------------------------------------ before the folder exists
     def check(self) -> StorageSpec:
         """Resolve and probe the store (no side effects); a bad or unreachable one is one StoreError."""
-        from mlsysopt.store.database import Store
 
         spec = current_storage(self.path)
         self.policy = store_error_policy()
@@ -157,7 +158,6 @@ class RunStore:
 
     def stored_checkpoint(self) -> tuple[str, bytes, dict[str, Any]] | None:
         """The latest checkpoint the store keeps for this folder: (file name, bytes, settings), or None."""
-        from mlsysopt.store.database import Store
 
         spec = self.check()
         if not spec.enabled or not self.existed:
@@ -182,7 +182,6 @@ class RunStore:
         interruptibly(self._open_study, spec, resume)  # a stop is not held up by another writer's lock
 
     def _open_study(self, spec: StorageSpec, resume: bool) -> None:
-        from mlsysopt.store.database import Store
 
         self.store = retry(Store.open, spec)
         if resume:
@@ -206,7 +205,6 @@ class RunStore:
 
     def _create(self, direction: str) -> None:
         assert self.store is not None
-        from mlsysopt import __version__
 
         attrs: dict[str, Any] = {
             ATTR + "run_dir": str(self.path),
@@ -418,8 +416,6 @@ class RunStore:
                 self.study_id = None
         spec = self.store.spec
         if spec.kind == "sqlite" and not self.existed:
-            from mlsysopt.store.database import forget
-
             with contextlib.suppress(StoreError):
                 if not self.store.study_names():
                     forget(spec)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mlsysopt import __version__
 from mlsysopt.errors import StoreError
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def own_tables() -> tuple[sa.MetaData, sa.Table, sa.Table]:
 
 
 def _build_own_tables() -> tuple[sa.MetaData, sa.Table, sa.Table]:
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     md = sa.MetaData()
     meta = sa.Table(META, md, sa.Column("key", sa.String(64), primary_key=True), sa.Column("value", sa.Text))
@@ -57,7 +58,7 @@ def _build_own_tables() -> tuple[sa.MetaData, sa.Table, sa.Table]:
 
 def read_schema_version(conn: sa.Connection) -> int | None:
     """The store's mlsysopt schema version (None: no mlsysopt table yet, e.g. a plain Optuna store or a new one)."""
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     if not sa.inspect(conn).has_table(META):
         return None
@@ -76,8 +77,6 @@ def read_schema_version(conn: sa.Connection) -> int | None:
 def check_schema_version(version: int | None, written_by: str | None = None) -> None:
     """Refuse a store written by a newer mlsysopt (its schema is newer than :data:`SCHEMA_VERSION`)."""
     if version is not None and version > SCHEMA_VERSION:
-        from mlsysopt import __version__
-
         who = f" (mlsysopt {written_by})" if written_by else ""
         raise StoreError(
             f"the store was written by a newer mlsysopt{who}: its schema is version {version}, this mlsysopt "
@@ -87,9 +86,7 @@ def check_schema_version(version: int | None, written_by: str | None = None) -> 
 
 def ensure_own_tables(conn: sa.Connection) -> None:
     """Create mlsysopt's tables when missing and record the schema version (inside the caller's transaction)."""
-    import sqlalchemy as sa
-
-    from mlsysopt import __version__
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     md, meta, _ = own_tables()
     md.create_all(conn, checkfirst=True)
@@ -102,7 +99,7 @@ def ensure_own_tables(conn: sa.Connection) -> None:
 
 def written_by(conn: sa.Connection) -> str | None:
     """The mlsysopt version recorded in the store's meta table, if any."""
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     if not sa.inspect(conn).has_table(META):
         return None
@@ -113,7 +110,7 @@ def written_by(conn: sa.Connection) -> str | None:
 
 def reflect_optuna(engine: sa.Engine) -> dict[str, Any]:
     """Optuna's tables as reflected SQLAlchemy Core tables, by name (for the batched trial writer)."""
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     md = sa.MetaData()
     md.reflect(bind=engine, only=list(OPTUNA_TABLES))

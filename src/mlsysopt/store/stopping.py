@@ -50,7 +50,7 @@ def fail_running(store: Store, study_id: int, why: str) -> int:
     Returns:
         The number of trials marked failed.
     """
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     trials, tua = store.tables["trials"], store.tables["trial_user_attributes"]
     running = sa.cast(trials.c.state, sa.String) == "RUNNING"

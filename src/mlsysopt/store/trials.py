@@ -96,6 +96,7 @@ class TrialRecord:
 
     def split(self) -> tuple[dict[str, Any], dict[str, BaseDistribution], dict[str, Any]]:
         """(Optuna params, their distributions, user attributes): what the trial's tables hold."""
+        # deferred: Optuna loads only when a trial's distributions are built
         from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
         params, dists = {}, {}
@@ -120,7 +121,7 @@ class TrialRecord:
 
     def frozen(self) -> FrozenTrial:
         """The trial as Optuna's ``FrozenTrial`` (for Optuna's one-trial API)."""
-        from optuna.trial import FrozenTrial, TrialState
+        from optuna.trial import FrozenTrial, TrialState  # deferred: Optuna loads only when a trial is read
 
         params, dists, attrs = self.split()
         local = _local
@@ -158,7 +159,7 @@ def _value_repr(v: float, nan: bool = False) -> tuple[float | None, str]:
 
 def lock_study(conn: sa.Connection, tables: dict[str, sa.Table], study_id: int) -> None:
     """Take the study's row lock for the transaction (what Optuna takes before numbering a new trial)."""
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     studies = tables["studies"]
     if conn.dialect.name == "sqlite":  # a write starts the transaction and takes SQLite's (database-wide) lock
@@ -174,7 +175,7 @@ def lock_study(conn: sa.Connection, tables: dict[str, sa.Table], study_id: int) 
 
 def stored_keys(conn: sa.Connection, tables: dict[str, sa.Table], study_id: int, keys: list[str]) -> set[str]:
     """Which of ``keys`` the study holds already."""
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
 
     trials, tua = tables["trials"], tables["trial_user_attributes"]
     found: set[str] = set()
@@ -191,8 +192,8 @@ def stored_keys(conn: sa.Connection, tables: dict[str, sa.Table], study_id: int,
 
 def param_kinds(conn: sa.Connection, tables: dict[str, sa.Table], study_id: int) -> dict[str, BaseDistribution]:
     """One stored distribution per parameter name of the study (what new trials must be compatible with)."""
-    import sqlalchemy as sa
-    from optuna.distributions import json_to_distribution
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
+    from optuna.distributions import json_to_distribution  # deferred: Optuna loads only when a trial is read
 
     trials, tp = tables["trials"], tables["trial_params"]
     q = (
@@ -216,7 +217,9 @@ def write_batch(
     ``kinds`` (updated) holds a distribution per parameter name already in the study; a trial whose parameter is
     of another kind (an int where floats were stored) is refused, as Optuna refuses it.
     """
-    import sqlalchemy as sa
+    import sqlalchemy as sa  # deferred: SQLAlchemy loads with the first query
+
+    # deferred: Optuna loads only when a trial is written
     from optuna.distributions import check_distribution_compatibility, distribution_to_json
 
     lock_study(conn, tables, study_id)

@@ -68,7 +68,7 @@ class StorageSpec:
     def display(self) -> str:
         """The URL as messages show it: the password masked."""
         if self.kind == "postgresql":
-            from sqlalchemy.engine import make_url
+            from sqlalchemy.engine import make_url  # deferred: SQLAlchemy loads only when a URL is parsed
 
             return make_url(self.url).render_as_string(hide_password=True)
         return self.url or "none"
@@ -165,8 +165,8 @@ def _sqlite(path: Path, source: str, timeout: float = 60.0) -> StorageSpec:
 
 
 def _postgres(raw: str, source: str) -> StorageSpec:
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from sqlalchemy.engine import make_url  # deferred: SQLAlchemy loads only when a URL is parsed
+    from sqlalchemy.exc import ArgumentError  # deferred: SQLAlchemy loads only when a URL is parsed
 
     try:
         url = make_url(raw)

@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import StoreBusy, StoreError
-from mlsysopt.store.trials import TrialRecord
+from mlsysopt.io import to_jsonable
+from mlsysopt.store.database import Store
+from mlsysopt.store.trials import KEY_ATTR, STATES, TrialRecord
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
@@ -235,9 +237,7 @@ class StudyWriter:
 
 def update_live(store: Store, study_id: int, trial: TrialRecord, kinds: dict[str, BaseDistribution]) -> int:
     """Add ``trial``, or bring the running trial of its key up to date (new steps, then its final state)."""
-    from optuna.trial import TrialState
-
-    from mlsysopt.store.trials import KEY_ATTR, STATES
+    from optuna.trial import TrialState  # deferred: Optuna loads only when a trial is written
 
     if trial.key is None:
         raise StoreError("a live trial needs a key")
@@ -255,8 +255,6 @@ def update_live(store: Store, study_id: int, trial: TrialRecord, kinds: dict[str
     _, _, attrs = trial.split()
     for k, v in attrs.items():
         if k != KEY_ATTR:
-            from mlsysopt.io import to_jsonable
-
             store.call(s.set_trial_user_attr, tid, k, to_jsonable(v), doing="updating a trial")
     if trial.state != "running":
         store.call(s.set_trial_state_values, tid, TrialState[STATES[trial.state]], trial.values, doing="finishing")
@@ -284,7 +282,6 @@ class StudyHandle:
 
     def write(self, trials: list[TrialRecord]) -> list[int]:
         """Write ``trials`` now, in one transaction (from any process); returns their trial numbers."""
-        from mlsysopt.store.database import Store
 
         if self.spec.kind == "sqlite" and machine_id() != self.machine:
             raise StoreError(
