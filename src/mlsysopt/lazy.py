@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,7 +18,6 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
         package: the package's ``__name__``.
         exports: public name -> module that defines it (absolute, e.g. ``"mlsysopt.placement.giph"``).
     """
-    import sys
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)

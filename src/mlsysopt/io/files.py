@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import pickle
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -125,7 +127,7 @@ def save_torch_atomic(path: str | Path, obj: Any) -> Path:
     Raises:
         WriteFailed: If the file cannot be written.
     """
-    import torch
+    import torch  # deferred: torch loads only when a checkpoint is saved
 
     buf = io.BytesIO()
     torch.save(obj, buf)
@@ -148,10 +150,8 @@ def load_torch(path: str | Path, error: type[Exception]) -> Any:
     Raises:
         error: If the file is missing, not in torch's zip format, holds non-weights objects, or cannot be read.
     """
-    import pickle
-    import zipfile
 
-    import torch
+    import torch  # deferred: torch loads only when a checkpoint is loaded
 
     path = Path(path)
     if not path.is_file():

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io.files import write_atomic
 
@@ -44,7 +46,6 @@ def to_jsonable(value: Any) -> Any:
         return value
     if isinstance(value, Path):
         return str(value)
-    import numpy as np
 
     if isinstance(value, np.ndarray):
         return to_jsonable(value.tolist())

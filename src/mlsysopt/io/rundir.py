@@ -23,6 +23,7 @@ import fcntl
 import os
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from mlsysopt.errors import InvalidRunDir, MlsysoptError, WriteFailed
 from mlsysopt.io.files import load_torch, remove_stale_temps, save_torch_atomic, write_atomic
 from mlsysopt.io.jsonio import loads_json, read_json, to_jsonable, write_json_atomic
+from mlsysopt.io.runlog import RunLog
 from mlsysopt.text import mask_secrets
 
 if TYPE_CHECKING:
@@ -244,7 +246,6 @@ class RunDir:
         remove_stale_temps(self.path)
         self._before = {p.name for p in self.path.iterdir()}
         self._opened_at = time.time()
-        from mlsysopt.io.runlog import RunLog
 
         try:
             write_json_atomic(self.path / SETTINGS, self.settings)
@@ -379,7 +380,6 @@ def _masked(value: Any) -> Any:
 
 def _load_bytes(data: bytes, name: Path, error: type[MlsysoptError]) -> Any:
     """A checkpoint's contents from its bytes (the store's copy), read as safely as the file would be."""
-    import tempfile
 
     if name.suffix != ".pt":
         return loads_json(data.decode("utf-8", errors="replace"), error, f"{name} (the study store's copy)")

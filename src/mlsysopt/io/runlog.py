@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from mlsysopt import __version__
+from mlsysopt.errors import WriteFailed
 from mlsysopt.text import mask_secrets
 
 MAX_LOG_BYTES = 32 * 2**20  # a runaway printer cannot fill the disk through the log
@@ -163,8 +164,6 @@ class RunLog(_Capture):
             self._fh = open(self.path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed in end)
             self._bytes = self.path.stat().st_size
         except OSError as exc:
-            from mlsysopt.errors import WriteFailed
-
             raise WriteFailed(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
         when = dt.datetime.now().astimezone().isoformat(timespec="seconds")
