@@ -7,6 +7,7 @@ on every backend.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import warnings
 from typing import TYPE_CHECKING
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING
 from mlsysopt.errors import InvalidOption, MlsysoptError, MlsysoptWarning
 from mlsysopt.lazy import lazy_exports
 from mlsysopt.limits import memory_budget
+from mlsysopt.runtime.local import LocalExecutor, SerialExecutor
+from mlsysopt.runtime.ray_executor import INSTALL_HINT, RayExecutor
 from mlsysopt.text import plural
 
 BACKENDS = ("local", "ray")
@@ -55,13 +58,8 @@ def check_backend(backend: str, address: str | None = None) -> None:
         raise MlsysoptError(f"unknown backend '{backend}' (choose from: {', '.join(BACKENDS)})")
     if address is not None and backend != "ray":
         raise MlsysoptError("--address is for --backend ray (the local backend runs on this machine)")
-    if backend == "ray":
-        import importlib.util
-
-        if importlib.util.find_spec("ray") is None:
-            from mlsysopt.runtime.ray_executor import INSTALL_HINT
-
-            raise MlsysoptError(INSTALL_HINT)
+    if backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise MlsysoptError(INSTALL_HINT)
 
 
 def max_workers(backend: str) -> int:
@@ -140,10 +138,7 @@ def make_executor(backend: str = "local", workers: int = 1, address: str | None 
     """
     check_backend(backend, address)
     if backend == "local":
-        from mlsysopt.runtime.local import LocalExecutor, SerialExecutor
-
         return SerialExecutor() if workers <= 1 else LocalExecutor(workers)
-    from mlsysopt.runtime.ray_executor import RayExecutor
 
     return RayExecutor(address, max(1, workers))
 

@@ -10,6 +10,7 @@ ranks cannot be re-run alone, so the caller resumes from its last checkpoint ins
 
 from __future__ import annotations
 
+import datetime as dt
 import multiprocessing as mp
 import socket
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.runtime.base import ExecutorLost
+from mlsysopt.runtime.ray_executor import RayExecutor
 
 #: Seconds the ranks wait for each other at the rendezvous and in each collective.
 TIMEOUT_S = 120
@@ -26,7 +28,7 @@ def rendezvous_address(host: str | None = None) -> tuple[str, int]:
     """(IP, free port) on this machine for rank 0 to listen on; ``host`` defaults to Ray's node IP or loopback."""
     if host is None:
         try:
-            import ray
+            import ray  # deferred: Ray loads only when the rank runs under Ray
 
             host = ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1"
         except ModuleNotFoundError:
@@ -38,9 +40,8 @@ def rendezvous_address(host: str | None = None) -> tuple[str, int]:
 
 def run_rank(fn: Callable[[int, int, Any], Any], rank: int, world_size: int, init: str, payload: Any) -> Any:
     """One rank: join the gloo group at ``init`` (``tcp://IP:PORT``), run ``fn``, leave the group."""
-    import datetime as dt
 
-    import torch.distributed as dist
+    import torch.distributed as dist  # deferred: torch loads only when a rank joins the group
 
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world_size,
                             timeout=dt.timedelta(seconds=TIMEOUT_S))  # fmt: skip
@@ -101,8 +102,8 @@ def _run_local(fn: Callable, world_size: int, payload: Any) -> list[Any]:
 
 def ray_ranks(fn: Callable, world_size: int, payload: Any) -> list[Any]:
     """In the Ray driver process: one actor per rank, rendezvous on rank 0's node, run, gather in rank order."""
-    import ray
-    from ray import exceptions as rex
+    import ray  # deferred: Ray loads only when the ray backend is used
+    from ray import exceptions as rex  # deferred: Ray loads only when the ray backend is used
 
     actor_cls = ray.remote(num_cpus=1, max_restarts=0)(_RankActor)
     actors = [actor_cls.remote() for _ in range(world_size)]
@@ -141,8 +142,6 @@ def run_data_parallel(
     if backend == "local":
         return _run_local(fn, world_size, payload)
     if backend == "ray":
-        from mlsysopt.runtime.ray_executor import RayExecutor
-
         with RayExecutor(address, workers=world_size) as executor:
             return executor.run_in_driver(ray_ranks, fn, world_size, payload)
     raise MlsysoptError(f"unknown backend '{backend}' (choose from: local, ray)")

@@ -32,7 +32,7 @@ STOP_WAIT_S, STOP_GRACE_S = 20.0, 1.0
 
 def _name(proc: object) -> str:
     """A process's name, or "" once it is gone."""
-    import psutil  # installed with Ray
+    import psutil  # deferred: psutil comes with Ray, an optional extra
 
     try:
         return proc.name()  # type: ignore[attr-defined,no-any-return]
@@ -170,7 +170,7 @@ class LocalRayCluster:
             sig: SIGTERM (the raylet leaves the cluster cleanly) or SIGKILL (a machine that dies).
             wait: seconds the raylet gets to leave (a head node's processes ignore SIGTERM: it needs none).
         """
-        import psutil  # installed with Ray
+        import psutil  # deferred: psutil comes with Ray, an optional extra
 
         try:
             tree = [psutil.Process(node.process.pid), *psutil.Process(node.process.pid).children(recursive=True)]

@@ -21,7 +21,7 @@ def sleeper(seconds: float) -> float:
 def node_ip() -> str:
     """The IP of the Ray node running this task ("local" outside Ray)."""
     try:
-        import ray
+        import ray  # deferred: Ray loads only when the ray backend is used
 
         return str(ray.util.get_node_ip_address()) if ray.is_initialized() else "local"
     except ModuleNotFoundError:
@@ -50,7 +50,7 @@ def plain_ray_throughput(args: tuple[int, float, int]) -> dict[str, float]:
     all submitted at once). Returns tasks/s of the first map (cold: the worker processes start during it) and of a
     second one on warm workers.
     """
-    import ray
+    import ray  # deferred: Ray loads only when the ray backend is used
 
     workers, seconds, waves = args
     task = ray.remote(num_cpus=1)(sleeper)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import pickle
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -62,7 +63,7 @@ def connect(ray: Any, address: str | None, workers: int | None) -> str | None:
 
 
 def _map(ray: Any, remote: Any, fn: Callable[[Any], Any], items: list[Any], workers: int) -> tuple[str, Any]:
-    from ray import exceptions as rex
+    from ray import exceptions as rex  # deferred: Ray loads only when the ray backend is used
 
     results: list[Any] = [None] * len(items)
     refs: dict[Any, int] = {}
@@ -111,14 +112,11 @@ def _cancel(ray: Any, refs: dict[Any, int]) -> None:
 
 
 def _picklable(exc: BaseException) -> BaseException:
-    import pickle
 
     try:
         pickle.loads(pickle.dumps(exc))
         return exc
     except Exception:
-        from mlsysopt.errors import MlsysoptError
-
         return MlsysoptError(f"{type(exc).__name__}: {exc}")
 
 
@@ -137,7 +135,7 @@ def driver_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     quiet_output(log)
     os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", str(HEAD_TIMEOUT_S))
-    import ray
+    import ray  # deferred: Ray loads only when the ray backend is used
 
     why = connect(ray, address, workers)
     if why is not None:

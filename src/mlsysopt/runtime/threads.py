@@ -13,7 +13,7 @@ def torch_threads(n: int = 1) -> Iterator[None]:
     Args:
         n: torch intra-op threads inside the ``with`` block (>= 1).
     """
-    import torch
+    import torch  # deferred: torch loads only when its thread count is set
 
     before = torch.get_num_threads()
     torch.set_num_threads(n)
