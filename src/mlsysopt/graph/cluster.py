@@ -11,7 +11,7 @@ import numpy as np
 
 from mlsysopt.errors import ConstraintViolation, InvalidCluster
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.units import UNIT_SYSTEMS
+from mlsysopt.graph.units import UNIT_SYSTEMS, describe_units
 from mlsysopt.io import read_json, write_json_atomic
 
 
@@ -235,8 +235,6 @@ class DeviceCluster:
         if (self.overhead > 0).any():
             out["overhead"] = self.overhead.tolist()
         if self.units is not None:
-            from mlsysopt.graph.units import describe_units
-
             out["units"] = describe_units(self.units)
         if self.meta:
             out["meta"] = self.meta

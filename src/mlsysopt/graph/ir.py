@@ -306,7 +306,9 @@ class CompGraph:
     # ------------------------------------------------------------------ conversions
     def to_pyg(self) -> Any:
         """A torch_geometric ``Data``: x (float32), op (long), edge_index, edge_attr (bytes), hw_type."""
-        import torch
+        import torch  # deferred: torch loads only when a graph is converted for the GNN
+
+        # deferred: torch_geometric loads only when a graph is converted for the GNN
         from torch_geometric.data import Data
 
         return Data(
@@ -320,7 +322,7 @@ class CompGraph:
 
     def to_networkx(self) -> Any:
         """A networkx DiGraph on node ids with name/op/hw_type/features; parallel edges sum their bytes."""
-        import networkx as nx
+        import networkx as nx  # deferred: networkx loads only when a graph is converted to networkx
 
         g = nx.DiGraph(**self.meta)
         for i, name in enumerate(self.names):

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from mlsysopt.errors import InvalidArchitecture
+from mlsysopt.io import read_json
 
 OPS: tuple[str, ...] = ("conv3x3", "conv5x5", "sepconv3x3", "maxpool3x3", "avgpool3x3", "identity")
 #: ``format`` of the architecture JSON of a CNN-space model.
@@ -136,8 +137,6 @@ def model_from_architecture(arch: dict[str, Any] | str | Path) -> nn.Module:
     """
     where = "architecture"
     if isinstance(arch, str | Path):
-        from mlsysopt.io import read_json
-
         where = str(arch)
         arch = read_json(Path(arch), InvalidArchitecture)
     a = check_architecture(arch, where)

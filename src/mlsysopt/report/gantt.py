@@ -182,7 +182,7 @@ def _colour_classes(graph: CompGraph, color_by: ColourBy) -> tuple[np.ndarray, l
 
 def _palette(k: int) -> np.ndarray:
     """``k`` distinct RGBA colours (tab10 up to 10, tab20 up to 20)."""
-    from matplotlib import colormaps
+    from matplotlib import colormaps  # deferred: matplotlib loads only when a chart is drawn
 
     if k <= 10:
         return np.asarray(colormaps["tab10"](np.arange(max(k, 1))))

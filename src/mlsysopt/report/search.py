@@ -76,7 +76,7 @@ def plot_training(history: Sequence[Mapping[str, float]], path: str | Path, titl
 
 
 def _colours(k: int) -> list[tuple[float, ...]]:
-    from matplotlib import colormaps
+    from matplotlib import colormaps  # deferred: matplotlib loads only when a chart is drawn
 
     cmap = colormaps["tab10" if k <= 10 else "tab20"]
     return [tuple(cmap(i % cmap.N)) for i in range(max(k, 1))]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlsysopt.graph.importers.source import resolve_source
+
 if TYPE_CHECKING:  # numba, through the IR: not for a child process that only runs a user's function
     from mlsysopt.graph.ir import CompGraph
 
@@ -32,6 +34,5 @@ def load_graph(source: str | Path, **kwargs: Any) -> CompGraph:
         ImportFailed: If a PyTorch or ONNX source cannot be imported, traced or run.
         InvalidGraph: If the file holds an invalid graph.
     """
-    from mlsysopt.graph.importers.source import resolve_source
 
     return resolve_source(source).graph(**kwargs)

@@ -346,7 +346,7 @@ def export_onnx(module: Any, example_inputs: Any, path: str | Path, dynamic_batc
     With ``dynamic_batch`` the first dim of every input and output is a symbolic ``batch`` axis, so the
     model accepts any batch size (inputs are named ``input_0``, ..., outputs ``output_0``, ...).
     """
-    import torch
+    import torch  # deferred: torch loads only when an ONNX model is exported from PyTorch
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import helper, shape_inference
 
@@ -96,10 +98,10 @@ def _onnx_inferred(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _ort_symbolic(model: onnx.ModelProto) -> onnx.ModelProto | None:
     try:
+        # deferred: onnxruntime loads only for symbolic shape inference
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
     except ImportError:
         return None
-    import logging
 
     quiet = logging.getLogger()  # the tool logs a warning per node it cannot infer
     level = quiet.level
@@ -125,8 +127,7 @@ def _ort_run(model: onnx.ModelProto) -> dict[str, Shape] | None:
     if model.ByteSize() > MAX_RUN_BYTES:
         return None
     try:
-        import numpy as np
-        import onnxruntime as ort
+        import onnxruntime as ort  # deferred: onnxruntime loads only when shapes are inferred by running the model
     except ImportError:
         return None
     g = model.graph

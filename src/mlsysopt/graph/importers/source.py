@@ -103,7 +103,7 @@ class Source:
         if self.kind != "pytorch":
             raise ImportFailed(f"'{self.spec}' is a {self.kind} source, not a PyTorch model")
         if self.is_zoo:
-            from mlsysopt import zoo
+            from mlsysopt import zoo  # deferred: mlsysopt.zoo imports torch
 
             try:
                 return zoo.get(str(self.attr))
@@ -327,8 +327,8 @@ def _load_attr(src: Source) -> Any:
 
 def _call_factory(spec: str, factory: Any, input_shape: tuple[int, ...] | None) -> tuple[Any, tuple[Any, ...]]:
     """``(module.eval(), inputs)`` from a factory, a module class, or a module instance."""
-    import torch
-    from torch import nn
+    import torch  # deferred: torch loads only when a PyTorch source is traced
+    from torch import nn  # deferred: torch loads only when a PyTorch source is traced
 
     if isinstance(factory, nn.Module):
         made: Any = factory
