@@ -1,7 +1,7 @@
 """The ``mlsysopt`` command line: ``mlsysopt <system> <verb>``.
 
-Heavy imports (numba, torch, matplotlib, wfcommons) happen inside the commands that need them, so
-``--help`` starts fast. :func:`main` turns every way a command can fail on its input into one red
+Heavy imports (numba, torch, matplotlib, wfcommons) happen inside the commands that need them (each marked
+``# deferred:``), so ``--help`` starts fast. :func:`main` turns every way a command can fail on its input into one red
 ``error: ...`` line on stderr, never a traceback:
 
 ====  =====================================================================================================
@@ -34,8 +34,10 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 import mlsysopt.cli.latency
+from mlsysopt import __version__
 from mlsysopt.cli.common import Interrupted, apply_aliases, err_console, harden, safe_text
 from mlsysopt.cli.costmodel import costmodel_app
 from mlsysopt.cli.demo import demo
@@ -45,6 +47,9 @@ from mlsysopt.cli.placement import placement_app
 from mlsysopt.cli.runs import add_storage_option, runs_app
 from mlsysopt.cli.serving import serving_app
 from mlsysopt.errors import MlsysoptError, MlsysoptWarning
+from mlsysopt.io.rundir import stop_note
+from mlsysopt.io.runlog import session
+from mlsysopt.store.session import set_command, use_storage
 from mlsysopt.text import mask_secrets
 
 app = typer.Typer(
@@ -109,8 +114,6 @@ def stop_signals_as_interrupts() -> Iterator[None]:
 def _interrupted(detail: str = "") -> int:
     """The one line (and exit code) of a command stopped by Ctrl-C, SIGTERM or SIGHUP (``detail``: what was kept;
     by default what its run folder kept)."""
-    from mlsysopt.io.rundir import stop_note
-
     detail = detail or stop_note() or ""
     what = f": {detail}" if detail else ""
     if _stopped_by is not None:
@@ -120,8 +123,6 @@ def _interrupted(detail: str = "") -> int:
 
 def _print_version(value: bool) -> None:
     if value:
-        from mlsysopt import __version__
-
         print(f"mlsysopt {__version__}")
         raise typer.Exit()
 
@@ -147,7 +148,6 @@ def _one_line(message: object) -> str:
 
 
 def _fail(message: object, code: int = EXIT_USER_ERROR) -> int:
-    from rich.text import Text
 
     # a Text is never parsed for markup or emoji codes; safe_text makes control characters visible
     err_console.print(Text.assemble(("error:", "bold red"), " ", safe_text(mask_secrets(_one_line(message)))))
@@ -156,8 +156,6 @@ def _fail(message: object, code: int = EXIT_USER_ERROR) -> int:
 
 def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, *args: Any, **kw: Any) -> None:
     if issubclass(category, MlsysoptWarning):
-        from rich.text import Text
-
         err_console.print(Text.assemble(("warning:", "yellow"), " ", safe_text(mask_secrets(_one_line(message)))))
     else:
         _default_showwarning(message, category, filename, lineno, *args, **kw)
@@ -203,9 +201,6 @@ def _command() -> Any:
 def run(argv: list[str] | None = None) -> int:
     """Run the app on ``argv`` and return its exit code (see the module docstring); nothing raises but debug."""
     debug = debug_enabled()
-    from mlsysopt.io.rundir import stop_note
-    from mlsysopt.io.runlog import session
-    from mlsysopt.store.session import set_command, use_storage
 
     stop_note()  # a stop of an earlier command in this process says nothing about this one
     try:

@@ -1,7 +1,7 @@
 """Shared pieces of the command line: consoles, the options every command family shares, input parsing.
 
-The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
-without loading what they do not run.
+Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
+``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
 """
 
 from __future__ import annotations
@@ -11,13 +11,18 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 from rich.console import Console
+from rich.errors import MarkupError
 from rich.markup import escape
+from rich.measure import Measurement
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.graph.limits import recipe_task_limit
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -47,8 +52,6 @@ class SafeConsole(Console):
 
     def render_str(self, text: str, **kwargs: Any) -> Any:
         """Render ``text`` after :func:`safe_text`; text that is not valid markup is shown as typed."""
-        from rich.errors import MarkupError
-
         try:
             return super().render_str(safe_text(text), **kwargs)
         except MarkupError:  # e.g. a user's '[/red]' that a caller forgot to escape: print it, do not crash
@@ -58,9 +61,6 @@ class SafeConsole(Console):
         """Print like rich, but a table never cuts a cell (``giph_from_…``). In a pipe or a file (no terminal, no
         ``COLUMNS``) a table gets the width it needs, up to :data:`PIPE_WIDTH`; where it still does not fit (a
         terminal, or ``COLUMNS``), cells wrap instead of being cut."""
-        from rich.measure import Measurement
-        from rich.table import Table
-
         tables = [obj for obj in objects if isinstance(obj, Table)]
         for table in tables:
             for column in table.columns:
@@ -106,7 +106,6 @@ SourceArg = Annotated[
 
 
 def _recipe_limit() -> int:
-    from mlsysopt.graph.limits import recipe_task_limit
 
     return recipe_task_limit()
 
@@ -187,8 +186,6 @@ def fmt(v: float) -> str:
 
 def progress_bar() -> Progress:
     """A rich progress bar on stderr: description, bar, done/total, elapsed."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return Progress(*columns, console=err_console, transient=False)
 
@@ -204,8 +201,6 @@ class MeasurementProgress:
         self.total, self.done, self.t0 = int(total), 0, time.perf_counter()
         self.bar: Progress | None = None
         if err_console.is_terminal:
-            from rich.progress import Progress, TextColumn, TimeRemainingColumn
-
             columns = (*progress_bar().columns, TextColumn("left"), TimeRemainingColumn())
             self.bar = Progress(*columns, console=err_console, transient=False)
             self.task = self.bar.add_task("starting", total=self.total)
@@ -251,8 +246,6 @@ INT_LIMIT = 2**63 - 1
 
 def _annotation(param: Any) -> Any:
     """The Python type an option converts to (``float | None`` -> ``float``), for typer with or without click."""
-    from typing import get_args
-
     descriptor = getattr(param, "type_descriptor", None)
     if descriptor is not None:
         annotation = descriptor.annotation

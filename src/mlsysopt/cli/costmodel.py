@@ -1,7 +1,7 @@
 """``mlsysopt costmodel ...``: synthetic data, GST+EFD training, evaluation and prediction of graph cost models.
 
-The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
-without loading what they do not run.
+Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
+``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ def costmodel_collect(
     Timing-sensitive: run it on a quiet machine. Checkpointed after every graph; --timeout stops between graphs and
     --resume continues.
     """
+    # deferred: mlsysopt.costmodel.collection imports torch
     from mlsysopt.costmodel.collection import collect
 
     fams = [f.strip() for f in families.split(",") if f.strip()]

@@ -1,7 +1,7 @@
 """``mlsysopt demo``: every system's demo section into one run folder.
 
-The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
-without loading what they do not run.
+Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
+``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
 """
 
 from __future__ import annotations
@@ -11,9 +11,20 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
 
 from mlsysopt.cli.common import SeedOpt, console, err_console
 from mlsysopt.errors import InvalidOption
+from mlsysopt.io import RunDir
+from mlsysopt.report.html import fmt_value
 from mlsysopt.store.run import RunStore
 
 
@@ -29,17 +40,7 @@ def demo(
 
     The page opens with a summary of every system against its baseline and embeds its images (one file).
     """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    from mlsysopt import demo as demo_mod
-    from mlsysopt.io import RunDir
+    from mlsysopt import demo as demo_mod  # deferred: the demo's sections import torch, Ray and matplotlib
 
     picked = None if only is None else [s.strip() for s in only.split(",") if s.strip()]
     if picked is not None and not picked:
@@ -70,9 +71,7 @@ def demo(
 
 def _print_demo(result: dict[str, Any], out: Path) -> None:
     """The page's summary table: every system's headline against its baseline, and the sections' timings."""
-    from rich.table import Table
-
-    from mlsysopt.report.html import fmt_value
+    # deferred: mlsysopt.report.overview imports matplotlib
     from mlsysopt.report.overview import headlines
 
     table = Table(title="demo summary", title_justify="left")

@@ -1,7 +1,7 @@
 """``mlsysopt graph ...``: inspect, generate, import and simulate computation graphs.
 
-The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
-without loading what they do not run.
+Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
+``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.markup import escape
+from rich.table import Table
 
 from mlsysopt.cli.common import (
     InputShapeOpt,
@@ -25,9 +27,20 @@ from mlsysopt.cli.common import (
     safe_text,
     warn,
 )
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.costmodel.oracle.op_costs import (
+    check_op_costs,  # LightGBM: only when asked
+    with_op_costs,  # torch and LightGBM: only when asked
+)
+from mlsysopt.errors import InvalidPlacement, MlsysoptError
+from mlsysopt.graph.generate import layered_dag, random_cluster
 from mlsysopt.graph.importers.source import load_source
-from mlsysopt.io import RunDir
+from mlsysopt.graph.limits import check_devices, check_tasks
+from mlsysopt.graph.list_schedule import check_execution
+from mlsysopt.graph.placement import is_schedule, load_placement, schedule_from_dict
+from mlsysopt.graph.problem import PlacementProblem, load_problem
+from mlsysopt.graph.units import describe_units, implausible, mismatch, units_of
+from mlsysopt.io import RunDir, dumps, read_json
+from mlsysopt.report.summary import cluster_summary, graph_summary
 from mlsysopt.store.run import RunStore
 
 graph_app = typer.Typer(
@@ -58,8 +71,6 @@ def graph_info(
     as_json: Annotated[bool, typer.Option("--json/--no-json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Summarize a graph: tasks, edges, depth, op histogram, FLOPs, compute, edge bytes, hardware types."""
-    from mlsysopt.io import dumps
-
     graph = load_source(source, num_tasks, seed, input_shape)
     summary = info_summary(graph, source)
     if as_json:
@@ -70,9 +81,6 @@ def graph_info(
 
 def info_summary(graph: Any, source: str) -> dict[str, Any]:
     """What ``graph info`` shows: the graph summary, its unit system and the ops without a FLOP formula."""
-    from mlsysopt.graph.units import describe_units, units_of
-    from mlsysopt.report.summary import graph_summary
-
     summary = graph_summary(graph, name=str(graph.meta.get("name") or source))
     summary["units"] = describe_units(units_of(graph))
     summary["unknown_ops"] = dict(graph.meta.get("unknown_ops") or {})
@@ -90,8 +98,6 @@ def show(
     Every cell is printed literally (markup escaped, control characters made visible): cells hold names read
     from files.
     """
-    from rich.table import Table
-
     table = Table(title=escape(safe_text(title)), show_header=columns is not None, title_justify="left")
     for k, col in enumerate(columns or ("", "")):
         table.add_column(col, justify="left" if k == 0 else "right", style="bold" if k == 0 and not columns else None)
@@ -172,14 +178,11 @@ def graph_generate(
     per time unit. The cluster file records them; for a PyTorch, ONNX or WfCommons graph use 'graph simulate
     --devices N' or '--cluster preset:NAME' instead, which build the cluster in that graph's units.
     """
-    from mlsysopt.graph.limits import check_devices, check_tasks
-
     check_suffix(out, ".npz", "--out")
     check_tasks(tasks, p, "--tasks")
     check_devices(devices, tasks, "--devices")
     if cluster_out is not None:
         check_suffix(cluster_out, ".json", "--cluster-out")
-    from mlsysopt.graph.generate import layered_dag, random_cluster
 
     dag = {"alpha": alpha, "p": p, "compute_avg": compute_avg, "compute_beta": compute_beta, "bytes_avg": bytes_avg}
     graph = layered_dag(tasks, bytes_beta=bytes_beta, num_types=types, seed=seed, **dag)
@@ -243,8 +246,6 @@ def graph_simulate(
     ] = None,
 ) -> None:
     """Simulate a placement of GRAPH on a cluster: makespan, CP_MIN, SLR, critical path and a Gantt chart."""
-    from mlsysopt.graph.list_schedule import check_execution
-
     check_execution(execution)
     if cluster_spec is None and devices is None:
         raise MlsysoptError(
@@ -258,12 +259,11 @@ def graph_simulate(
     settings = {"command": "graph simulate", "source": graph_source, "cluster": cluster_spec, "seed": seed}
     settings.update(devices=devices, num_tasks=num_tasks, input_shape=input_shape, execution=execution)
     if op_costs is not None or op_costs_device is not None:
-        from mlsysopt.costmodel.oracle.op_costs import check_op_costs  # LightGBM: only when asked
-
         check_op_costs(op_costs, op_costs_device)
         settings.update(op_costs=op_costs, op_costs_device=op_costs_device)
     run = RunDir(out, {**settings, "placement": placement_path}, checkpoint=None, sink=RunStore).check()
     result, problem, sched, placement = _simulate(graph_source, {**settings, "random": random}, placement_path, seed)
+    # deferred: mlsysopt.report.gantt imports matplotlib
     from mlsysopt.report.gantt import plot_gantt
 
     with run, err_console.status("plotting the Gantt chart"):
@@ -280,7 +280,6 @@ def graph_simulate(
         ("critical-path tasks", str(len(sched.critical_path))),
     ]
     show("simulation", rows)
-    from mlsysopt.graph.units import mismatch
 
     for line in result["warnings"]:
         if line != mismatch(problem.graph, problem.cluster):  # that one was said when the cluster was loaded
@@ -291,15 +290,6 @@ def graph_simulate(
 
 def _simulate(graph_source: str, settings: dict[str, Any], placement_path: Path | None, seed: int) -> Any:
     """Load graph, cluster and placement, simulate; (result.json, problem, schedule, placement)."""
-    import numpy as np
-
-    from mlsysopt.errors import InvalidPlacement
-    from mlsysopt.graph.placement import is_schedule, load_placement, schedule_from_dict
-    from mlsysopt.graph.problem import load_problem
-    from mlsysopt.graph.units import describe_units, implausible, units_of
-    from mlsysopt.io import read_json
-    from mlsysopt.report.summary import cluster_summary
-
     with err_console.status("loading graph, cluster and placement"):
         graph = load_source(graph_source, settings["num_tasks"], seed, settings["input_shape"])
         problem, cluster_how = load_problem(
@@ -307,9 +297,6 @@ def _simulate(graph_source: str, settings: dict[str, Any], placement_path: Path 
         )
         op_costs = None
         if settings.get("op_costs"):
-            from mlsysopt.costmodel.oracle.op_costs import with_op_costs  # torch and LightGBM: only when asked
-            from mlsysopt.graph.problem import PlacementProblem
-
             graph, cluster, op_costs = with_op_costs(graph, problem.cluster, settings["op_costs"],
                                                      settings["op_costs_device"])  # fmt: skip
             problem = PlacementProblem(graph, cluster, problem.execution)

@@ -1,7 +1,7 @@
 """``mlsysopt costmodel collect-latency | latency | latency-train``: the latency oracle from the command line.
 
-The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
-without loading what they do not run.
+Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
+``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from mlsysopt.cli.common import SeedOpt, TimeoutOpt, console, err_console
 from mlsysopt.cli.costmodel import costmodel_app
+from mlsysopt.costmodel.oracle.settings import make_setting
 from mlsysopt.errors import InvalidOption, MlsysoptWarning
 
 
@@ -37,7 +38,10 @@ def costmodel_collect_latency(
 ) -> None:
     """Time REAL latencies on this machine: generated models x 12 settings (ONNX Runtime and PyTorch eager, 1-2
     threads, batch 1 and 8). Timing-sensitive: run it alone. Checkpointed after every model."""
+    # deferred: mlsysopt.costmodel.oracle.collect imports torch
     from mlsysopt.costmodel.oracle.collect import collect_latency
+
+    # deferred: mlsysopt.costmodel.oracle.families imports torch
     from mlsysopt.costmodel.oracle.families import FAMILIES
 
     fams = list(FAMILIES) if families is None else [f.strip() for f in families.split(",") if f.strip()]
@@ -66,8 +70,8 @@ def costmodel_latency(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Predicted milliseconds of one inference of SOURCE under a setting, with an interval (~20 ms, offline)."""
+    # deferred: mlsysopt.costmodel.oracle.api imports torch
     from mlsysopt.costmodel.oracle.api import measure_source, predict_grid, predict_source
-    from mlsysopt.costmodel.oracle.settings import make_setting
 
     setting = make_setting(engine, threads, mode, batch)
     if grid:
@@ -111,6 +115,7 @@ def costmodel_latency_train(
     seed: SeedOpt = 0,
 ) -> None:
     """Train a latency oracle on your own collection (train split; interval from the valid split)."""
+    # deferred: mlsysopt.costmodel.oracle.api imports torch
     from mlsysopt.costmodel.oracle.api import train_oracle
 
     summary = train_oracle(data, out, method, seed)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
 from mlsysopt.cli.common import (
     AddressOpt,
@@ -23,7 +24,13 @@ from mlsysopt.cli.common import (
     progress_bar,
 )
 from mlsysopt.errors import InvalidOption
-from mlsysopt.nas.defaults import rule_text
+from mlsysopt.nas.catalog import space_catalog
+from mlsysopt.nas.defaults import resolve_method, rule_text
+from mlsysopt.nas.experiment import SearchOptions, prepare_search
+from mlsysopt.nas.export import prepare_export
+from mlsysopt.nas.registry import check_method, parse_method_knobs
+from mlsysopt.nas.warm_start import warm_start_search
+from mlsysopt.report.labels import NAS_CELL, gnn_ops_text
 from mlsysopt.runtime import check_parallel
 
 nas_app = typer.Typer(
@@ -160,10 +167,6 @@ def nas_search(
     attention, sage GraphSAGE, gin graph isomorphism network, cheb Chebyshev convolution, arma ARMA convolution,
     graph k-GNN GraphConv, fc a linear layer, skip identity (`mlsysopt nas spaces` lists them).
     """
-    from mlsysopt.nas.defaults import resolve_method
-    from mlsysopt.nas.experiment import SearchOptions, prepare_search
-    from mlsysopt.nas.registry import check_method, parse_method_knobs
-
     chosen = resolve_method(method, budget, space) if isinstance(budget, int) and budget >= 1 else method
     if chosen != "auto":  # (a bad --budget is refused by SearchOptions, with its own message)
         check_method(chosen)
@@ -181,7 +184,6 @@ def nas_search(
                             latency_model=None if latency_model is None else str(latency_model))  # fmt: skip
     with err_console.status(f"loading the space {escape(space)}"):
         job = prepare_search(out, options, resume)  # every input checked; nothing written yet
-    from mlsysopt.nas.warm_start import warm_start_search
 
     if note := warm_start_search(job, warm_start):  # earlier runs from the study store; nothing written yet
         err_console.print(note)
@@ -233,8 +235,6 @@ def _fmt(v: float | None) -> str:
 
 def _print_result(done: Any, job: Any, out: Path) -> None:
     """The best architecture (or why there is none), its resources against the limits, and the files written."""
-    from rich.table import Table
-
     result, regret = done.result, done.regret
     console.print(
         f"{result.method} on {result.space}: {len(result.history)} evaluation(s), {result.failed} failed, "
@@ -246,8 +246,6 @@ def _print_result(done: Any, job: Any, out: Path) -> None:
     else:
         console.print(f"best architecture: {escape(json.dumps(result.best_decoded))}")
         if "link" in (result.best_decoded or {}):
-            from mlsysopt.report.labels import NAS_CELL, gnn_ops_text
-
             console.print(f"[dim]{escape(NAS_CELL)}; ops: {escape(gnn_ops_text())}[/dim]")
         value, test_value = best.extra.get("value", best.perf), best.extra.get("test_value", best.test_perf)
         test = "-" if test_value is None else f"{test_value:.4g}"
@@ -290,8 +288,6 @@ def nas_export(
 ) -> None:
     """Write the best architecture of a search: CNN spaces as ONNX (dynamic batch) + a PyTorch state dict +
     architecture.json; NAS-Bench-Graph as its cell spec (link, ops, valid_hash, table entry)."""
-    from mlsysopt.nas.export import prepare_export
-
     with err_console.status(f"reading {escape(str(run))}"):
         job = prepare_export(run, out, verify=verify)
         record = job.run()
@@ -315,10 +311,6 @@ def nas_export(
 @nas_app.command("spaces")
 def nas_spaces() -> None:
     """List the search spaces: NAS-Bench-Graph datasets with their table statistics, and the CNN spaces."""
-    from rich.table import Table
-
-    from mlsysopt.nas.catalog import space_catalog
-
     cat = space_catalog()
     table = Table(title="NAS search spaces", title_justify="left")
     table.add_column("space", no_wrap=True)
@@ -332,7 +324,6 @@ def nas_spaces() -> None:
     res = cat["resources"]
     console.print(f"resources: {', '.join(res['nasbench-graph'])} (NAS-Bench-Graph); {', '.join(res['cnn'])} (CNN).")
     console.print(f"CNN ops: {', '.join(cat['cnn_ops'])}; widths {', '.join(map(str, cat['cnn_widths']))}.")
-    from mlsysopt.report.labels import NAS_CELL, gnn_ops_text
 
     console.print(f"NAS-Bench-Graph cells: {escape(NAS_CELL)}; GNN ops: {escape(gnn_ops_text())}.")
     src = cat["sources"]

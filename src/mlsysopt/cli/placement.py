@@ -24,9 +24,17 @@ from mlsysopt.cli.common import (
     err_console,
     progress_bar,
 )
-from mlsysopt.placement.config import TrainConfig
+from mlsysopt.placement.config import MIXED, TrainConfig
+from mlsysopt.placement.jobs import (
+    AdaptRequest,
+    CompareRequest,
+    PlaceRequest,
+    prepare_adapt,
+    prepare_compare,
+    prepare_place,
+)
 from mlsysopt.placement.problem_spec import ProblemSpec, check_timeout
-from mlsysopt.runtime import check_parallel
+from mlsysopt.runtime import check_parallel, make_executor
 
 placement_app = typer.Typer(
     help="GiPH: learned task-graph placement on heterogeneous devices; baselines; adaptation to cluster changes.",
@@ -105,8 +113,10 @@ def placement_train(
     given = {k: values[k] for k in RUNTIME}  # the others only when typed: --resume keeps the saved ones
     sources = {k: getattr(ctx.get_parameter_source(k), "name", "DEFAULT") for k in KNOBS}
     given.update({k: values[k] for k, how in sources.items() if how not in ("DEFAULT", "DEFAULT_MAP")})
-    from mlsysopt.placement.config import MIXED
+    # deferred: mlsysopt.placement.training imports pandas, pyarrow, torch, torch_geometric
     from mlsysopt.placement.training import SYNTHETIC, train, training_run
+
+    # deferred: mlsysopt.report.search imports matplotlib
     from mlsysopt.report.search import plot_training
 
     run, cfg, first = training_run(out, given, resume)
@@ -197,8 +207,6 @@ def placement_place(
     a PyTorch model. --execution ordered simulates a static schedule (HEFT is then its own schedule). The
     search ends after --budget simulator evaluations or --timeout seconds, whichever comes first.
     """
-    from mlsysopt.placement.jobs import PlaceRequest, prepare_place
-
     problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout, execution, op_costs,
                        op_costs_device)  # fmt: skip
     job = prepare_place(PlaceRequest(problem, out, method, policy, init, budget), status=err_console.status)
@@ -236,9 +244,6 @@ def placement_compare(
     Ray tasks), with the same results as serially; each search ends after --budget evaluations or --timeout
     seconds.
     """
-    from mlsysopt.placement.jobs import CompareRequest, prepare_compare
-    from mlsysopt.runtime import make_executor
-
     problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout, execution, op_costs,
                        op_costs_device)  # fmt: skip
     names = None if methods is None else tuple(pio.parse_names(methods))
@@ -289,8 +294,6 @@ def placement_adapt(
     Writes result.json, placement.json and cluster.json (the changed cluster), old_cluster.json, gantt.png
     (and device_map.json for a PyTorch model). GiPH's seeds run on --workers processes (or Ray tasks).
     """
-    from mlsysopt.placement.jobs import AdaptRequest, prepare_adapt
-
     problem = _problem(graph_source, cluster_path, devices, num_tasks, input_shape, seed, timeout, execution)
     start = None if placement_path is None else str(placement_path)
     request = AdaptRequest(problem, out, tuple(pio.parse_names(remove)), add, start, policy, budget, seeds, workers,

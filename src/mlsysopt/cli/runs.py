@@ -3,21 +3,41 @@
 Also :func:`add_storage_option`, which gives every command that writes a run folder ``--storage URL`` (the store
 its runs write to; ``MLSYSOPT_STORAGE`` when not given, else ``mlsysopt.db`` beside ``--out``).
 
-The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
-without loading what they do not run.
+Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
+``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
 """
 
 from __future__ import annotations
 
+import copy
+import ipaddress
 import math
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from mlsysopt.cli.common import console, err_console
+from mlsysopt.cli.common import console, err_console, warn
+from mlsysopt.cli.graph import show
 from mlsysopt.errors import InvalidOption, StoreError
+from mlsysopt.io import dumps, open_atomic
+from mlsysopt.store.query import (
+    STATUSES,
+    best_so_far,
+    best_trial,
+    best_trials,
+    find_run,
+    list_runs,
+    open_existing,
+    reading_spec,
+    run_details,
+    run_overview,
+    write_export,
+)
+from mlsysopt.store.session import set_command, use_storage
+from mlsysopt.store.systems import SYSTEMS
 
 runs_app = typer.Typer(
     help="The study store: list, show, compare and export runs; optuna-dashboard on it.",
@@ -38,7 +58,6 @@ RunArg = Annotated[str, typer.Argument(metavar="RUN", help="A run: its study nam
 
 # ---------------------------------------------------------------------------- --storage on every command
 def _set_storage(ctx: Any, param: Any, value: str | None) -> str | None:
-    from mlsysopt.store.session import set_command, use_storage
 
     use_storage(value)
     path = getattr(ctx, "command_path", "") or ""
@@ -68,8 +87,6 @@ FILE_OUTPUTS = ("graph import", "graph generate", "costmodel synth", "costmodel 
 
 def add_storage_option(command: Any) -> Any:
     """Give every subcommand of ``command`` whose ``--out`` is a run folder a ``--storage`` option (click-level)."""
-    import copy
-
     template = _storage_param()
     stack = [("", command)]
     while stack:
@@ -84,13 +101,11 @@ def add_storage_option(command: Any) -> Any:
 
 # ---------------------------------------------------------------------------- helpers
 def _store(storage: str | None) -> Any:
-    from mlsysopt.store.query import open_existing, reading_spec
 
     return open_existing(reading_spec(storage))
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    from mlsysopt.cli.graph import show
 
     show(title, rows, columns)
 
@@ -120,17 +135,12 @@ def runs_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Every run in the store: run, system, date, status, trials and headline figure."""
-    from mlsysopt.store.query import STATUSES, list_runs
-    from mlsysopt.store.systems import SYSTEMS
-
     for flag, value, known in (("--system", system, (*SYSTEMS, "optuna")), ("--status", status, STATUSES)):
         if value is not None and value not in known:
             raise InvalidOption(f"{flag} {value!r}: choose from {', '.join(known)}")
     store = _store(storage)
     runs = list_runs(store, system, status)
     if as_json:
-        from mlsysopt.io import dumps
-
         print(dumps([r.to_dict() for r in runs]))
         return
     rows = [[r.name, r.system, _when(r.started), r.status, f"{r.complete}/{r.trials}", r.headline] for r in runs]
@@ -145,8 +155,6 @@ def runs_show(
     trials: Annotated[int, typer.Option("--trials", min=0, help="Trials to list (the best first).")] = 10,
 ) -> None:
     """One run: what it ran, its settings, its status and headline, its best trials."""
-    from mlsysopt.store.query import best_trials, find_run, run_overview
-
     store = _store(storage)
     sid, name = find_run(store, run)
     d = run_overview(store, sid)  # the trials counted, not read: only the best are
@@ -158,12 +166,9 @@ def runs_show(
             ("headline", s.headline or "-")]  # fmt: skip
     if a.get("resumed"):
         rows.append(("resumed", f"{a['resumed']} time(s)"))
-    from mlsysopt.cli.graph import show
 
     show(f"run {name}", rows)
     if d["settings"]:
-        from mlsysopt.io import dumps
-
         show("settings", [(k, dumps(v, indent=None)[:100]) for k, v in d["settings"].items()])
     picked = best_trials(store, sid, d["direction"], trials)
     if picked:
@@ -181,8 +186,6 @@ def runs_export(
     out: Annotated[Path | None, typer.Option("--out", help="File to write (default: standard output).")] = None,
 ) -> None:
     """A run's trials as CSV or JSON (attributes, settings, every trial with its record)."""
-    from mlsysopt.store.query import find_run, write_export
-
     if fmt not in ("csv", "json"):
         raise InvalidOption(f"--format {fmt}: choose csv or json")
     if out is not None and out.is_dir():
@@ -192,7 +195,6 @@ def runs_export(
     if out is None:  # streamed: the trials are read and written a page at a time
         write_export(store, sid, fmt, sys.stdout)
         return
-    from mlsysopt.io import open_atomic
 
     with open_atomic(out) as fh:
         write_export(store, sid, fmt, fh)
@@ -208,8 +210,6 @@ def runs_compare(
     ),
 ) -> None:
     """Runs side by side: a table (command, status, trials, best value, settings that differ) and one plot."""
-    from mlsysopt.store.query import best_so_far, best_trial, find_run, run_details
-
     if len(runs) < 2:
         raise InvalidOption("runs compare needs two or more runs")
     if out.suffix.lower() != ".png" or out.is_dir():
@@ -232,6 +232,7 @@ def runs_compare(
     ]
     rows += [[f"{k}", *(_short(d["settings"].get(k)) for d in details)] for k in differ[:12]]
     _table("runs compared", ["", *names], rows)
+    # deferred: mlsysopt.report.runs imports matplotlib
     from mlsysopt.report.runs import plot_compare
 
     curves = {n: best_so_far(d["trials"], d["direction"]) for n, d in zip(names, details, strict=True)}
@@ -245,7 +246,6 @@ def runs_compare(
 
 
 def _short(v: Any) -> str:
-    from mlsysopt.io import dumps
 
     return dumps(v, indent=None)[:40]
 
@@ -257,23 +257,19 @@ def runs_dashboard(
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8080,
 ) -> None:
     """Start optuna-dashboard on the store (Ctrl-C stops it)."""
-    import ipaddress
-    import socket
-
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         raise InvalidOption(f"--host {host!r}: give an IP address to listen on, e.g. 127.0.0.1") from None
     store = _store(storage)
     if not loopback:
-        from mlsysopt.cli.common import warn
-
         warn(f"--host {host}: the dashboard (no login) is reachable from other machines, and can edit the studies")
     try:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
             s.bind((host, port))
     except OSError as exc:
         raise StoreError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
+    # deferred: optuna-dashboard loads Optuna, pandas and scikit-learn
     import optuna_dashboard
 
     console.print(f"optuna-dashboard on {store.spec.display}: http://{host}:{port}/dashboard/ (Ctrl-C stops it)")

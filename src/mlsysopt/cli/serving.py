@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table
 
 from mlsysopt.cli.common import (
     AddressOpt,
@@ -40,7 +41,15 @@ from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.limits import parse_shape
 from mlsysopt.runtime import check_parallel
 from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE
+from mlsysopt.serving.inputs import KNOB_OPTIONS, load_config
+from mlsysopt.serving.jobs import ProfileJob, ServeJob
+from mlsysopt.serving.measured_study import MeasuredStudyJob
+from mlsysopt.serving.objective import Objective
+from mlsysopt.serving.space import Config
+from mlsysopt.serving.study_job import StudyJob
 from mlsysopt.serving.tuner_rule import describe_figures, describe_rule
+from mlsysopt.serving.tuning_job import TuningJob
+from mlsysopt.serving.warm_start import warm_start_tuning
 from mlsysopt.text import plural
 
 serving_app = typer.Typer(
@@ -84,8 +93,6 @@ def serving_profile(
     the zoo CNN with the defaults (--engine rayserve: about 30 s more, Ray Serve starting); warns when the fit is
     degenerate or --cores extrapolates > 4x past the measured.
     """
-    from mlsysopt.serving.jobs import ProfileJob
-
     grid = {k: parse_list(v, f"--{k}") for k, v in (("rows", rows), ("intra", intra), ("inter", inter))}
     with err_console.status("loading the model"):
         job = ProfileJob(
@@ -202,10 +209,6 @@ def serving_tune(
     checkpoint.json (after each measurement), steps.png, heatmap.png, confirm.png, and the recommended
     configuration as ort_session_options.json and config.pbtxt (Triton), not when the SLO is missed.
     """
-    from mlsysopt.serving.inputs import KNOB_OPTIONS
-    from mlsysopt.serving.objective import Objective
-    from mlsysopt.serving.tuning_job import TuningJob
-
     given = {"instances": instances, "max_batch": max_batch, "batch_timeout_ms": timeout_ms}
     given |= {"intra_threads": intra, "inter_threads": inter, "execution_mode": execution_mode}
     knobs = {k: parse_list(v, KNOB_OPTIONS[k], float if k == "batch_timeout_ms" else int) for k, v in given.items()}
@@ -223,7 +226,6 @@ def serving_tune(
     with job:
         if job.shortlist is not None:
             err_console.print(job.shortlist.describe())
-        from mlsysopt.serving.warm_start import warm_start_tuning
 
         if note := warm_start_tuning(job, warm_start):  # earlier runs from the study store; nothing written yet
             err_console.print(note)
@@ -276,10 +278,6 @@ def serving_serve(
 
     Writes RUN_DIR/result.json (every rate: windows, intervals, state) and curve.png.
     """
-    from mlsysopt.serving.inputs import load_config
-    from mlsysopt.serving.jobs import ServeJob
-    from mlsysopt.serving.space import Config
-
     if config is not None:
         cfg = load_config(config)
     else:
@@ -341,8 +339,6 @@ def serving_study(
 
     Writes RUN_DIR/result.json and study.png. About a minute for the defaults on 2 cores.
     """
-    from mlsysopt.serving.study_job import StudyJob
-
     names = parse_list(tuners, "--tuners", str)
     rates = parse_list(rate, "--rate", float)
     if engine != "sim":
@@ -370,9 +366,6 @@ def serving_study(
 
 def _measured_study(out: Path, names: list[str], engine: str, model: str | None, rates: list[float], *args) -> None:
     """``serving study --engine real|rayserve``: measured tables, then the tuners replayed on them."""
-    from mlsysopt.serving.inputs import KNOB_OPTIONS
-    from mlsysopt.serving.measured_study import MeasuredStudyJob
-
     seeds, slo_ms, given, requests, window_s, cap_fraction, seed, resume, address, port = args
     if model is None:
         raise InvalidOption(f"--engine {engine} needs --model (an .onnx file, zoo:NAME or file.py:factory)")
@@ -392,7 +385,6 @@ def _measured_study(out: Path, names: list[str], engine: str, model: str | None,
 
 
 def _print_study(result: dict, names: list[str], title: str) -> None:
-    from rich.table import Table
 
     table = Table(title=title, title_justify="left")
     for col in ("tuner", "median measurements to 5%", "after the rate change", "reached"):

@@ -1,7 +1,7 @@
 """Helpers of ``mlsysopt serving ...``: serving's own options, parsing comma-separated lists, printing results.
 
-The library is imported inside each command that uses it, so that ``mlsysopt --help`` and every other command start
-without loading what they do not run.
+Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
+``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
 """
 
 from __future__ import annotations
@@ -11,9 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
-from mlsysopt.cli.common import console, fmt
+from mlsysopt.cli.common import console, err_console, fmt
 from mlsysopt.errors import InvalidSpace
+from mlsysopt.report.labels import SERVING_LABEL
+from mlsysopt.serving.jobs import state
+from mlsysopt.serving.space import Config
 
 if TYPE_CHECKING:
     from mlsysopt.serving.backend import Measurement
@@ -98,10 +103,6 @@ def _ci(m: Measurement, key: str) -> str:
 
 def print_measurements(rows: list[Measurement], title: str, slo_ms: float | None = None) -> None:
     """A table of measurements: configuration, latency (95% intervals), throughput, windows, health in words."""
-    from rich.table import Table
-
-    from mlsysopt.serving.jobs import state
-
     table = Table(title=title, title_justify="left")
     cols = ("configuration", "offered req/s", "mean ms", "p99 ms", "req/s", "windows", "SLO viol.", "state")
     for col in cols:
@@ -121,8 +122,6 @@ def print_measurements(rows: list[Measurement], title: str, slo_ms: float | None
 
 def print_tuning(report: dict[str, Any], out: Path) -> None:
     """The outcome of a tune: noise, space, the answer per rate (search-time and confirmed), where the files are."""
-    from rich.table import Table
-
     noise, space = report["noise"], report["space"]
     cv = noise.get("cv_mean_ms")
     console.print(
@@ -143,7 +142,6 @@ def print_tuning(report: dict[str, Any], out: Path) -> None:
         )  # fmt: skip
     console.print(table)
     print_label_legend()
-    from mlsysopt.cli.common import err_console
 
     for warning in report.get("warnings", []):
         err_console.print(f"[yellow]warning: {warning}[/yellow]")
@@ -157,14 +155,9 @@ def print_tuning(report: dict[str, Any], out: Path) -> None:
 
 def print_label_legend() -> None:
     """One dim line defining a configuration label (``n2 b8 t5ms i1 o1 seq``)."""
-    from rich.markup import escape
-
-    from mlsysopt.report.labels import SERVING_LABEL
-
     console.print(f"[dim]configuration: {escape(SERVING_LABEL)}[/dim]")
 
 
 def _label(config: dict[str, Any]) -> str:
-    from mlsysopt.serving.space import Config
 
     return Config.from_dict(config).label()
