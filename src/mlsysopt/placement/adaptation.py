@@ -27,6 +27,7 @@ from mlsysopt.graph.simulator import Simulator
 from mlsysopt.placement.base import PlacementResult, default_budget
 from mlsysopt.placement.baselines import HEFT
 from mlsysopt.placement.giph import GiPH, carry_over
+from mlsysopt.placement.tasks import AdaptTask, PolicySpec, run_adapt
 
 if TYPE_CHECKING:
     from mlsysopt.runtime import Executor
@@ -123,8 +124,6 @@ def adapt(
     if executor is None or executor.workers <= 1:
         runs = [giph.adapt(graph, old, problem, placement, budget, s, timeout) for s in seed_list]
     else:
-        from mlsysopt.placement.tasks import AdaptTask, PolicySpec, run_adapt
-
         spec, cluster = PolicySpec.of(giph), problem.cluster
         placement = np.asarray(placement, dtype=np.int64)
         runs = executor.map(

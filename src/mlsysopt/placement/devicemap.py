@@ -114,7 +114,7 @@ def device_map(
 
 def move(value: Any, device: torch.device) -> Any:
     """``value`` on ``device``: tensors are moved, tuples/lists/dicts of them element-wise, the rest kept."""
-    import torch
+    import torch  # deferred: torch loads only for a PyTorch model's tensors
 
     if isinstance(value, torch.Tensor):
         return value.to(device)
@@ -138,8 +138,8 @@ def apply_device_map(
     Returns:
         The traced model with a transfer of each input to its node's device; call it like ``module``.
     """
-    import torch
-    from torch import fx
+    import torch  # deferred: torch loads only for a PyTorch model
+    from torch import fx  # deferred: torch loads only for a PyTorch model
 
     if dmap.get("format") != FORMAT:
         raise InvalidPlacement(f"not an mlsysopt device map (format {dmap.get('format')!r}, expected {FORMAT!r})")
@@ -194,7 +194,7 @@ def _move_weights(gm: fx.GraphModule, qualname: str, device: torch.device) -> No
 def _trace(module: nn.Module) -> fx.GraphModule:
 
     try:
-        from torch import fx
+        from torch import fx  # deferred: torch loads only for a PyTorch model
 
         return fx.symbolic_trace(module)
     except Exception as exc:  # torch.fx raises many kinds; the importer gives the details

@@ -38,7 +38,13 @@ from mlsysopt.placement.tasks import PolicySpec, SearchTask, run_search
 __all__ = ["METHODS", "Comparison", "compare", "comparison", "heft_makespan", "heft_placement", "run_method"]
 from mlsysopt.placement.baselines.fastest_device import fastest_placement
 from mlsysopt.placement.baselines.portfolio import PORTFOLIO
-from mlsysopt.placement.baselines.saga_schedulers import SAGA_SCHEDULERS, TIME_LIMIT_S, SagaSkipped, check_runnable
+from mlsysopt.placement.baselines.saga_schedulers import (
+    SAGA_SCHEDULERS,
+    TIME_LIMIT_S,
+    SagaFailed,
+    SagaSkipped,
+    check_runnable,
+)
 from mlsysopt.store.records import record_comparison
 
 if TYPE_CHECKING:
@@ -171,8 +177,6 @@ def compare(
     names = _runnable(names, problem, result.skipped)
     pairs = [(name, s) for name in names for s in seed_list]
     if executor is None or executor.workers <= 1:
-        from mlsysopt.placement.baselines.saga_schedulers import SagaFailed, SagaSkipped
-
         done = 0
         for name in names:
             t0 = time.perf_counter()

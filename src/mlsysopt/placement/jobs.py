@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.graph.placement import load_placement, placement_to_dict
 from mlsysopt.graph.units import implausible, mismatch
@@ -110,8 +112,6 @@ class PlaceJob(LoadsProblem):
     def run(self) -> Outcome:
         """Load, place, plot and write result.json, placement.json, cluster.json, gantt.png, search.png (and
         device_map.json for a PyTorch model)."""
-        import numpy as np
-
         # deferred: imports PIL, matplotlib
         from mlsysopt.report.gantt import plot_gantt
 

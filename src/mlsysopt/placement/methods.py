@@ -16,7 +16,7 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import PlacementResult
-from mlsysopt.placement.baselines import heft_schedule
+from mlsysopt.placement.baselines import get_baseline, heft_schedule
 from mlsysopt.placement.baselines.saga_schedulers import SAGA_SCHEDULERS
 from mlsysopt.registry import Registry
 
@@ -151,8 +151,6 @@ def run_method(
     """
     spec = get_method(method)
     if not spec.needs_policy:
-        from mlsysopt.placement.baselines import get_baseline
-
         return get_baseline(method).solve(problem, budget, seed, init, timeout)
     if giph is None:
         raise MlsysoptError(f"method '{method}' needs a GiPH policy (--policy)")

@@ -104,7 +104,7 @@ def lower_bound(
     Raises:
         MlsysoptError: If the problem has more than :data:`BOUND_MAX_TASKS` tasks.
     """
-    from ortools.sat.python import cp_model
+    from ortools.sat.python import cp_model  # deferred: ortools loads only when an exact bound is asked for
 
     g, c, mask = problem.graph, problem.cluster, problem.mask
     n, d = mask.shape

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from mlsysopt.costmodel.oracle.op_costs import check_op_costs, with_op_costs
 from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.graph.importers.source import resolve_source
 from mlsysopt.graph.limits import parse_shape
 from mlsysopt.graph.list_schedule import check_execution
 from mlsysopt.graph.presets import load_cluster
+from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.graph.problem import load_problem as problem_of
 from mlsysopt.io import RunDir
 from mlsysopt.placement.base import default_budget
@@ -58,7 +60,8 @@ def check_policy(policy: str) -> None:
 
 def load_giph(policy: str) -> GiPH:
     """The GiPH placer of ``--policy`` (a checkpoint or 'pretrained'); a clear error when it is unusable."""
-    from mlsysopt.placement.giph import GiPH  # torch: only once the inputs are checked
+    # deferred: mlsysopt.placement.giph imports torch; only once the inputs are checked
+    from mlsysopt.placement.giph import GiPH
 
     return GiPH.load(policy)  # GiPH's search runs with one torch thread itself
 
@@ -74,7 +77,7 @@ class LoadedProblem(NamedTuple):
 
 def graph_and_owners(src: Any, input_shape: tuple[int, ...] | None) -> tuple[Any, dict[str, Any]]:
     """The CompGraph of a PyTorch source and its fx node owners, from one build of the model."""
-    from mlsysopt.graph.importers.torch_fx import from_module  # torch: a PyTorch source only
+    from mlsysopt.graph.importers.torch_fx import from_module  # deferred: torch_fx imports torch; a PyTorch source only
 
     module, inputs = src.pytorch(input_shape)
     return from_module(module, inputs, name=src.name), node_owners(module)
@@ -119,8 +122,6 @@ class ProblemSpec:
         check_num_tasks(self.num_tasks)
         self.shape()  # a malformed or oversized shape is refused now
         if self.op_costs is not None or self.op_costs_device is not None:
-            from mlsysopt.costmodel.oracle.op_costs import check_op_costs  # LightGBM: only when asked
-
             check_op_costs(self.op_costs, self.op_costs_device)
 
     def shape(self) -> tuple[int, ...] | None:
@@ -156,9 +157,6 @@ class ProblemSpec:
                          self.timeout)  # fmt: skip
             problem, how = problem_of(graph, cluster, self.devices, self.seed, self.execution)
             if self.op_costs is not None:
-                from mlsysopt.costmodel.oracle.op_costs import with_op_costs  # torch, LightGBM: only when asked
-                from mlsysopt.graph.problem import PlacementProblem
-
                 graph, costed, op_costs = with_op_costs(graph, problem.cluster, self.op_costs, self.op_costs_device)
                 problem = PlacementProblem(graph, costed, self.execution)
             if cluster is not None:

@@ -29,7 +29,7 @@ import torch
 from mlsysopt.io import RunDir, load_torch, save_torch_atomic
 from mlsysopt.placement.checkpoint import IncompatibleCheckpoint, save_training_state
 from mlsysopt.placement.config import TrainConfig
-from mlsysopt.placement.finetune import episode_loss
+from mlsysopt.placement.finetune import episode_loss, search_episode
 from mlsysopt.placement.gpnet import GpNetBuilder
 from mlsysopt.placement.imitation import TeacherSample, collect, imitation_loss, training_problem
 from mlsysopt.placement.policy import GiPHPolicy, PolicyConfig
@@ -126,8 +126,6 @@ def train_search(
                     for s in seeds
                 ]
                 try:
-                    from mlsysopt.placement.finetune import search_episode
-
                     episodes = pool.map(search_episode, args)
                 except ExecutorLost:
                     raise

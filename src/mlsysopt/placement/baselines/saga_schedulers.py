@@ -139,7 +139,7 @@ def saga_run(name: str, problem: PlacementProblem, seed: int = 0, time_limit: fl
     if key in runs:
         return runs[key][1]
     check_runnable(name, problem, time_limit)
-    import saga.schedulers
+    import saga.schedulers  # deferred: saga (and networkx) load only when a saga scheduler runs
 
     # deferred: imports networkx, saga
     from mlsysopt.placement.saga_convert import from_saga, saga_context, to_saga
