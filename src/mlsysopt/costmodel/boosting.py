@@ -62,7 +62,7 @@ class LightGBMRanker(BoosterRanker):
     description = "LightGBM lambdarank (every pair of a graph) on flattened configuration features (boosting.py)"
 
     def _fit(self, x: np.ndarray, y: np.ndarray, runtimes: list[np.ndarray], sizes: list[int]) -> float | None:
-        import lightgbm as lgb
+        import lightgbm as lgb  # deferred: LightGBM loads only when this model is trained
 
         params = LIGHTGBM_PARAMS | {"seed": self.seed, "num_threads": self.threads,
                                     "lambdarank_truncation_level": max(sizes)}  # fmt: skip
@@ -77,7 +77,7 @@ class LightGBMRanker(BoosterRanker):
         return {LIGHTGBM_FILE: self.booster.model_to_string()}
 
     def _read(self, folder: Path) -> None:
-        import lightgbm as lgb
+        import lightgbm as lgb  # deferred: LightGBM loads only when this model is trained
 
         path = folder / LIGHTGBM_FILE
         try:
@@ -97,7 +97,7 @@ class XGBoostRanker(BoosterRanker):
     description = "XGBoost rank:pairwise on flattened configuration features (boosting.py)"
 
     def _fit(self, x: np.ndarray, y: np.ndarray, runtimes: list[np.ndarray], sizes: list[int]) -> float | None:
-        import xgboost as xgb
+        import xgboost as xgb  # deferred: XGBoost loads only when this model is trained
 
         qid = np.repeat(np.arange(len(sizes)), sizes)
         data = xgb.DMatrix(x, label=_grades(runtimes), qid=qid, nthread=self.threads)
@@ -106,7 +106,7 @@ class XGBoostRanker(BoosterRanker):
         return None
 
     def _predict(self, x: np.ndarray, rounds: int) -> np.ndarray:
-        import xgboost as xgb
+        import xgboost as xgb  # deferred: XGBoost loads only when this model is trained
 
         pred = self.booster.predict(xgb.DMatrix(x, nthread=self.threads), iteration_range=(0, rounds))
         return -np.asarray(pred, np.float64)
@@ -115,7 +115,7 @@ class XGBoostRanker(BoosterRanker):
         return {XGBOOST_FILE: bytes(self.booster.save_raw("json"))}
 
     def _read(self, folder: Path) -> None:
-        import xgboost as xgb
+        import xgboost as xgb  # deferred: XGBoost loads only when this model is trained
 
         path = folder / XGBOOST_FILE
         try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from mlsysopt.errors import InvalidOption
 
@@ -27,7 +28,6 @@ class Comm:
     """
 
     def __init__(self) -> None:
-        import torch.distributed as dist
 
         self.dist = dist
         self.rank, self.world = dist.get_rank(), dist.get_world_size()

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from mlsysopt.costmodel.baselines import tree_model
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
@@ -30,6 +32,8 @@ from mlsysopt.costmodel.train_config import AUTO_SEGMENT_CAP, TREE_MODES, TrainC
 from mlsysopt.errors import InvalidDataFile, InvalidOption, InvalidRunDir, MissingSplit, MlsysoptError
 from mlsysopt.io import RunDir, read_json, write_atomic
 from mlsysopt.runtime import ExecutorLost, run_data_parallel
+from mlsysopt.runtime.threads import torch_threads
+from mlsysopt.store.records import costmodel_trial, record
 from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
@@ -138,14 +142,10 @@ def train(
         if workers > 1:
             result = _data_parallel(payload, workers, backend, address, run)
         else:
-            from mlsysopt.runtime.threads import torch_threads
-
             with torch_threads(threads):
                 result = fit_run(None, trainer=trainer, datasets=(train_ds, valid_ds, test_ds), run=run,
                                  progress=progress, **payload)  # fmt: skip
         if run is not None:
-            from mlsysopt.store.records import costmodel_trial, record
-
             # the training as a trial of the run's study, each epoch's validation metric an intermediate value
             record(costmodel_trial(settings, result["history"], result["stopped"] is None, result), "maximize", True)
             _write_train_outputs(run, settings, result)
@@ -225,7 +225,6 @@ def _data_parallel(payload: dict[str, Any], workers: int, backend: str, address:
 
 def train_rank(rank: int, world: int, payload: dict[str, Any]) -> dict[str, Any] | None:
     """One data-parallel rank of :func:`train` (rank 0 returns the result); see :mod:`.distributed`."""
-    import torch
 
     torch.set_num_threads(max(1, int(payload.get("threads", 1))))
     result = fit_run(comm=Comm(), **payload["fit"])
@@ -339,8 +338,6 @@ def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any],
         result["test_opa_per_graph"] = per_graph
         result["model"] = model.description
         if run is not None:
-            from mlsysopt.store.records import costmodel_trial, record
-
             record(costmodel_trial(settings, history, True, result), "maximize", True)  # a tree baseline's trial too
             model.save(run.path, lambda name, text: write_atomic(run.file(name), text))
             run.write_json("result.json", result)

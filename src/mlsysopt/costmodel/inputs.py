@@ -206,7 +206,7 @@ def prune_layout(record: GraphRecord, hops: int = 1) -> GraphRecord:
     Raises:
         InvalidOption: For a non-layout record or negative ``hops``.
     """
-    import scipy.sparse as sp
+    import scipy.sparse as sp  # deferred: scipy.sparse loads only for sparse inputs
 
     if record.task != "layout" or record.config_node_ids is None:
         raise InvalidOption(f"{record.name}: pruning applies to layout graphs only (task '{record.task}')")

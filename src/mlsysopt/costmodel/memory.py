@@ -148,6 +148,6 @@ def host_rss_mb() -> float:
             pages = int(fh.read().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE") / _MB
     except (OSError, ValueError, IndexError):
-        import resource
+        import resource  # deferred: resource exists only on Unix; the fallback where /proc is missing
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # peak, in KiB on Linux

@@ -239,7 +239,7 @@ def metis_segments(edge_index: np.ndarray, num_nodes: int, max_size: int, seed: 
     Raises:
         InvalidOption: For a bad shape, out-of-range node ids, ``num_nodes`` or ``max_size``.
     """
-    import pymetis
+    import pymetis  # deferred: pymetis is an optional extra
 
     n = _check_num_nodes(num_nodes)
     max_size = _check_size(max_size)

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import rankdata
 
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
 from mlsysopt.costmodel.inputs import unique_rows
@@ -183,7 +185,6 @@ class TreeArrays:
 def grades(rt: np.ndarray, levels: int = 30) -> np.ndarray:
     """Relevance grades of one graph's runtimes for the rankers: ``levels`` for the fastest .. 0 for the slowest
     (equal runtimes get equal grades)."""
-    from scipy.stats import rankdata
 
     r = rankdata(np.asarray(rt, np.float64), method="min") - 1.0
     return np.rint(levels * (1.0 - r / max(1.0, r.max()))).astype(np.int32)
@@ -244,7 +245,6 @@ class TreeRanker:
     def fit(self, train_ds: GraphDataset, valid_ds: GraphDataset | None = None) -> list[dict[str, Any]]:
         """Train on every configuration of every training graph (tree count chosen on ``valid_ds`` when given);
         validation metrics in the one history entry."""
-        import time
 
         t0 = time.perf_counter()
         x, y, rts, sizes = self._rows(train_ds)
@@ -355,8 +355,9 @@ class TreesModel(TreeRanker):
         return self.trees is not None
 
     def _fit(self, x: np.ndarray, y: np.ndarray, runtimes: list[np.ndarray], sizes: list[int]) -> float | None:
+        # deferred: scikit-learn loads only when this model is trained
         from sklearn.ensemble import HistGradientBoostingRegressor
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # deferred: threadpoolctl comes with scikit-learn
 
         est = HistGradientBoostingRegressor(max_iter=self.rounds, random_state=self.seed, **PARAMS)
         with threadpool_limits(self.threads):  # scikit-learn's trees use OpenMP threads, in predict too

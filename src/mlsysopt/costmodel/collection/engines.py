@@ -17,6 +17,7 @@ Both describe a configurable node with the 18 layout-configuration features of :
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,7 +165,7 @@ class OrtEngine:
     name = "onnxruntime"
 
     def __init__(self, path: str | Path, name: str, threads: tuple[int, ...] = THREADS) -> None:
-        import onnx
+        import onnx  # deferred: onnx loads only when this engine exports a model
 
         self.threads = tuple(sorted(int(t) for t in threads))
         # deferred: imports onnx
@@ -216,7 +217,7 @@ class OrtEngine:
 
     def apply(self, config: np.ndarray) -> None:
         """Pick (creating once) the session of one configuration."""
-        import onnxruntime as ort
+        import onnxruntime as ort  # deferred: onnxruntime loads only when this engine runs
 
         key = tuple(int(v) for v in config)
         if key not in self._sessions:
@@ -252,7 +253,6 @@ def time_configs(engine: Any, configs: np.ndarray, rounds: int, rng: np.random.G
     each visit applies the configuration, runs once to warm up, then times ``inner`` runs back to back (``inner``
     set once so that a visit lasts at least ``min_seconds``) and records their mean. Garbage collection is off.
     """
-    import gc
 
     c = configs.shape[0]
     out = np.zeros((c, rounds))

@@ -28,8 +28,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from mlsysopt import zoo
 from mlsysopt.errors import InvalidOption
-from mlsysopt.models.cnn_cell import build_model
+from mlsysopt.graph.importers.source import resolve_source
+from mlsysopt.models.cnn_cell import OPS, build_model
 
 FAMILIES: tuple[str, ...] = ("zoo", "nas", "vgg", "resnet", "mobilenet", "inception")
 #: Generated graphs stay below this many million FLOPs per forward pass (a few ms on one core).
@@ -169,14 +171,10 @@ def build(spec: dict[str, Any]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(seed)
     family = spec.get("family")
     if family == "source":
-        from mlsysopt.graph.importers.source import resolve_source
-
         module, inputs = resolve_source(spec["source"]).pytorch(tuple(spec["input_shape"]) if spec.get(
             "input_shape") else None)  # fmt: skip
         return module.eval(), tuple(inputs)
     if family == "zoo":
-        from mlsysopt import zoo
-
         module, _ = zoo.get(spec["model"])
     elif family in _BUILDERS:
         module = _BUILDERS[family](spec)
@@ -213,8 +211,6 @@ def _draw(family: str, rng: np.random.Generator) -> dict[str, Any]:
         p |= {"width": int(ch((8, 16, 24))), "pool": [bool(rng.random() < 0.5) for _ in range(mods)],
               "modules": [[int(ch((4, 8, 16, 24))) for _ in range(3)] for _ in range(mods)]}  # fmt: skip
     elif family == "nas":
-        from mlsysopt.models.cnn_cell import OPS
-
         blocks = int(rng.integers(1, 5))
         if rng.random() < 0.4:  # the NAS digits space's own input: one 8x8 grey image
             p |= {"channels": 1, "size": 8, "batch": 1}

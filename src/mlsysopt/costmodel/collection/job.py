@@ -28,6 +28,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -35,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from torch import nn
 
 from mlsysopt.costmodel.collection.families import FAMILIES, build, plan, spec_name
 from mlsysopt.errors import InvalidOption, MlsysoptError
@@ -61,8 +64,7 @@ def machine() -> str:
         mem = f", {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB"
     except (ValueError, OSError, AttributeError):
         mem = ""
-    import onnxruntime
-    import torch
+    import onnxruntime  # deferred: onnxruntime loads only when its version is recorded
 
     return (f"{cpu} ({os.cpu_count()} logical cores{mem}), {platform.system()} {platform.release()}, "
             f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}")  # fmt: skip
@@ -81,8 +83,6 @@ def _engine(spec: dict[str, Any], name: str, threads: tuple[int, ...] = (1, 2)) 
 def _mflops(spec: dict[str, Any]) -> float:
     """Million FLOPs of the convolutions and linear layers of one forward pass (counted by hooks on the meta
     device: shapes only, nothing is computed)."""
-    import torch
-    from torch import nn
 
     with torch.device("meta"):  # built with meta tensors: no weight initialisation either
         module, inputs = build(spec)
@@ -314,7 +314,6 @@ def _manifest(settings: dict[str, Any], items: list[dict[str, Any]], done: dict[
 def ship(src: str | Path, dst: str | Path, max_mb: float = 6.0) -> dict[str, Any]:
     """Copy a finished collection's data (splits and ``collection.json``, not the run folder's bookkeeping) to
     ``dst``, refusing one bigger than ``max_mb``: how the ``real:cpu`` copy shipped with mlsysopt is made."""
-    import shutil
 
     src, dst = Path(src), Path(dst)
     manifest = read_json(src / MANIFEST, InvalidOption)

@@ -61,7 +61,7 @@ def torch_graph(module: Any, inputs: tuple[Any, ...], name: str) -> tuple[CompGr
     the attrs (output and operand-0 shapes, convolution windows, channels) from a shape-propagated trace whose
     nodes are the CompGraph's, one for one.
     """
-    from torch import fx, nn
+    from torch import fx, nn  # deferred: torch loads only when a PyTorch model is traced
 
     # deferred: imports torch
     from mlsysopt.graph.importers.torch_fx import from_traced, trace_module

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import warnings
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -154,8 +155,6 @@ class ConfigSubset(GraphDataset):
 
     def record(self, i: int) -> GraphRecord:
         """Graph ``i`` with its configuration subset."""
-        import zlib
-        from dataclasses import replace
 
         if i not in self._records:
             rec = self.ds.record(i)

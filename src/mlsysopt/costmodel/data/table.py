@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from mlsysopt.costmodel.data.features import layout_graph
+from mlsysopt.costmodel.data.features import layout_graph, torch_graph
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
 from mlsysopt.costmodel.data.tpugraphs import layout_record
 from mlsysopt.errors import InvalidDataFile, MissingSplit, MlsysoptError
@@ -68,18 +68,18 @@ def find_table(path: str | Path) -> Path | None:
 def read_table(path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The table's columns as numpy arrays (strings for ``graph``/``split``) and each numeric column's empty cells,
     or one InvalidDataFile line."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow loads only when a table is read or written
 
     try:
         if path.suffix.lower() == ".parquet":
-            import pyarrow.parquet as pq
+            import pyarrow.parquet as pq  # deferred: pyarrow loads only when a table is read or written
 
             meta = pq.read_metadata(path)
             if meta.num_rows > MAX_ROWS:
                 raise InvalidDataFile(f"{path}: {meta.num_rows:,} rows, above the limit of {MAX_ROWS:,}")
             table = pq.read_table(path)
         else:
-            import pyarrow.csv as pcsv
+            import pyarrow.csv as pcsv  # deferred: pyarrow loads only when a table is read or written
 
             table = pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(
                 column_types={"graph": pa.string(), "split": pa.string()}))  # fmt: skip
@@ -111,7 +111,7 @@ def read_table(path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]
 
 def _numbers(path: Path, name: str, col: Any) -> tuple[np.ndarray, np.ndarray]:
     """A numeric or boolean column as float64 (empty cells 0 for knobs); one error naming the first bad row."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow loads only when a table is read or written
 
     if pa.types.is_boolean(col.type) or pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
         values = col.to_numpy(zero_copy_only=False).astype(np.float64)
@@ -178,8 +178,6 @@ def load_graph_file(spec: str, root: Path, where: str) -> Any:
     try:
         src = resolve_source(target)
         if src.kind == "pytorch":
-            from mlsysopt.costmodel.data.features import torch_graph
-
             module, inputs = src.pytorch()
             graph, attrs, _ = torch_graph(module.eval(), tuple(inputs), Path(text).stem)
             return graph, attrs

@@ -8,11 +8,13 @@ its scores order the configurations of one graph and are not milliseconds.
 
 from __future__ import annotations
 
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from mlsysopt.costmodel.latency import LatencyModel
 from mlsysopt.costmodel.oracle.collect import read_onnx
@@ -64,7 +66,6 @@ def _oracle_of(run: str | Path | None) -> LatencyOracle:
 def _graph_of(source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
     """``(ops, node table, edges, name)`` of a source at batch 1: an ONNX file is read; a PyTorch source is exported
     first."""
-    import tempfile
 
     src = resolve_source(source)
     if src.kind == "onnx":
@@ -116,7 +117,6 @@ def predict_grid(source: str, run: str | Path | None = None) -> tuple[list[Predi
 
 def measure_source(source: str, setting: Setting, rounds: int = 3) -> float:
     """Milliseconds of one inference of ``source`` under ``setting``, timed here the way the collection times."""
-    import tempfile
 
     # deferred: imports numba, onnx, scipy, yaml
     from mlsysopt.graph.importers.onnx import export_onnx
@@ -124,8 +124,7 @@ def measure_source(source: str, setting: Setting, rounds: int = 3) -> float:
     src = resolve_source(source)
     with tempfile.TemporaryDirectory(prefix="mlsysopt-oracle-") as tmp:
         if src.kind == "onnx":
-            import onnxruntime as ort
-            import torch
+            import onnxruntime as ort  # deferred: onnxruntime loads only when a model is timed
 
             path = Path(str(src.path))
             sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -25,6 +25,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -87,9 +88,8 @@ def _busy_jiffies() -> tuple[float, float]:
 
 def graph_arrays(onnx_path: Path) -> dict[str, np.ndarray]:
     """The node table of an ONNX model at batch 1: ``ops`` (str), ``nodes`` (n, len(NODE_COLUMNS)) and ``edges``."""
-    import warnings
 
-    import onnx
+    import onnx  # deferred: onnx loads only when a model is collected
 
     # deferred: imports numba, onnx, scipy, yaml
     from mlsysopt.graph.importers.onnx import from_onnx

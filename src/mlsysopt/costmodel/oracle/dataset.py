@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from mlsysopt.errors import InvalidDataset
+from mlsysopt.io import read_json
 
 #: The collection shipped with mlsysopt (measured on the machine it was built on; see its collection.json).
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "latency_cpu"
@@ -102,8 +103,6 @@ def load_collection(path: str | Path = SHIPPED, include_flagged: bool = False) -
                              f"{machines[1]!r}): collect each machine into its own collection")  # fmt: skip
     manifest: dict[str, Any] = {}
     if (npz.parent / "collection.json").is_file():
-        from mlsysopt.io import read_json
-
         manifest = read_json(npz.parent / "collection.json", InvalidDataset)
     models = []
     for i, r in enumerate(rows):

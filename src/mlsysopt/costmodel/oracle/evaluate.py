@@ -17,7 +17,7 @@ from mlsysopt.costmodel.oracle.settings import Setting
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # deferred: SciPy loads only when predictions are ranked
 
     return float(spearmanr(a, b).statistic) if len(a) > 2 else float("nan")
 

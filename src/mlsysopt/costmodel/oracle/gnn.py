@@ -8,6 +8,8 @@ model's latency is their sum, trained on log milliseconds (mean squared error of
 
 from __future__ import annotations
 
+import base64
+import io
 from typing import Any
 
 import numpy as np
@@ -43,7 +45,7 @@ def node_features(ops: np.ndarray, nodes: np.ndarray, s: Setting) -> np.ndarray:
 class _Net(nn.Module):
     def __init__(self, hidden: int = 64, layers: int = 3) -> None:
         super().__init__()
-        from torch_geometric.nn import SAGEConv
+        from torch_geometric.nn import SAGEConv  # deferred: torch_geometric loads only when the GNN is built
 
         self.inp = nn.Linear(NODE_DIM, hidden)
         self.convs = nn.ModuleList([SAGEConv(hidden, hidden) for _ in range(layers)])
@@ -101,8 +103,6 @@ class GraphSAGELatency(LatencyPredictor):
             return float(torch.exp(self.net(x, e, torch.zeros(len(ops), dtype=torch.long), 1))[0])
 
     def to_dict(self) -> dict[str, Any]:
-        import base64
-        import io
 
         buf = io.BytesIO()
         torch.save(self.net.state_dict() if self.net is not None else {}, buf)
@@ -112,8 +112,6 @@ class GraphSAGELatency(LatencyPredictor):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GraphSAGELatency:
         """Back from :meth:`to_dict` (plain tensors only)."""
-        import base64
-        import io
 
         try:
             out = cls(d["epochs"], d["seed"], d["hidden"])

@@ -130,7 +130,7 @@ class AdditivePerOp(LatencyPredictor):
         return np.r_[additive_basis(ops, nodes, batch), 1.0]
 
     def fit(self, models: list[TimedModel], settings: list[Setting]) -> AdditivePerOp:
-        from scipy.optimize import nnls
+        from scipy.optimize import nnls  # deferred: SciPy loads only when this predictor is fitted
 
         for s in settings:
             rows = [(self._row(m.ops, m.nodes, s.batch), m.ms[s.key]) for m in models if s.key in m.ms]
@@ -182,7 +182,7 @@ class SummaryGBM(LatencyPredictor):
         return y
 
     def fit(self, models: list[TimedModel], settings: list[Setting]) -> SummaryGBM:
-        import lightgbm as lgb
+        import lightgbm as lgb  # deferred: LightGBM loads only when this predictor is used
 
         x, y, _ = design(models, settings)
         data = lgb.Dataset(x, self._target(x, y, models), feature_name=list(FEATURE_NAMES), free_raw_data=False)
@@ -198,7 +198,7 @@ class SummaryGBM(LatencyPredictor):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SummaryGBM:
-        import lightgbm as lgb
+        import lightgbm as lgb  # deferred: LightGBM loads only when this predictor is used
 
         out = cls(d["rounds"], d["seed"])
         out.booster = lgb.Booster(model_str=d["booster"])
@@ -220,7 +220,7 @@ class AdditiveGBM(LatencyPredictor):
         return np.r_[features(ops, nodes, s), np.log(base)], base
 
     def fit(self, models: list[TimedModel], settings: list[Setting]) -> AdditiveGBM:
-        import lightgbm as lgb
+        import lightgbm as lgb  # deferred: LightGBM loads only when this predictor is used
 
         self.base.fit(models, settings)
         x, r = [], []
@@ -244,7 +244,7 @@ class AdditiveGBM(LatencyPredictor):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AdditiveGBM:
-        import lightgbm as lgb
+        import lightgbm as lgb  # deferred: LightGBM loads only when this predictor is used
 
         out = cls(d["rounds"], d["seed"])
         out.base = AdditivePerOp.from_dict(d["base"])

@@ -26,7 +26,7 @@ SETTLE_SECONDS = 0.003
 
 
 def _ort_session(path: Path, threads: int, mode: str):
-    import onnxruntime as ort
+    import onnxruntime as ort  # deferred: onnxruntime loads only when a model is timed
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
