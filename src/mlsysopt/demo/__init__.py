@@ -27,6 +27,7 @@ import numpy as np
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import scaled_cluster
+from mlsysopt.graph.importers.wfcommons import from_recipe
 from mlsysopt.graph.ir import CompGraph
 from mlsysopt.graph.placement import placement_to_dict, random_placement
 from mlsysopt.graph.simulator import cp_min, simulate, slr_from_bound
@@ -36,6 +37,7 @@ from mlsysopt.report.html import Section, write_index
 from mlsysopt.report.overview import glossary_section, headlines, summary_section
 from mlsysopt.report.provenance import environment
 from mlsysopt.report.summary import cluster_summary, graph_summary
+from mlsysopt.store.records import record_headlines, store_links
 
 
 @dataclass
@@ -127,8 +129,8 @@ def compare_placements(
 def cnn_section(ctx: DemoContext) -> Section:
     """The zoo CNN traced with torch.fx, on a 6-device cluster in FLOP/s and bytes/s."""
     ctx.step("cnn: tracing the zoo CNN with torch.fx")
-    from mlsysopt import zoo
-    from mlsysopt.graph.importers.torch_fx import from_module
+    from mlsysopt import zoo  # deferred: mlsysopt.zoo imports torch
+    from mlsysopt.graph.importers.torch_fx import from_module  # deferred: torch_fx imports torch
 
     module, example_inputs = zoo.get("cnn")
     graph = from_module(module, example_inputs, name="cnn")
@@ -150,7 +152,6 @@ def cnn_section(ctx: DemoContext) -> Section:
 def montage_section(ctx: DemoContext) -> Section:
     """A 60-task WfCommons Montage workflow on an 8-device heterogeneous cluster."""
     ctx.step("montage: generating a WfCommons Montage workflow")
-    from mlsysopt.graph.importers.wfcommons import from_recipe
 
     graph = from_recipe("montage", 62, seed=ctx.seed)  # a size WfChef's montage builds exactly (60 gives 58)
     cluster = scaled_cluster(graph, 8, ctx.seed + 1, speed_scale=1.0, bandwidth_scale=1e8, delay_scale=1e-3)
@@ -229,7 +230,6 @@ def run_demo(
     result = {"command": "demo", "seed": seed, "sections": names, **results, "timings_s": timings}
     write_json_atomic(out / "result.json", result)
     rows, errors = headlines(result)
-    from mlsysopt.store.records import record_headlines, store_links
 
     record_headlines(rows)  # the summary rows as trials of the demo's study (when a run folder and a store are open)
     env = environment()

@@ -14,6 +14,7 @@ Registered in :data:`mlsysopt.demo.BUILDERS` as ``"mlsysopt.demo.costmodel:demo_
 
 from __future__ import annotations
 
+import shutil
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -88,8 +89,6 @@ def _growth(values: list[float]) -> str:
 
 
 def _quality(ctx: DemoContext) -> Section:
-    import shutil
-
     ctx.step("costmodel: a subset of the real collection (runtimes measured on this project's machine)")
     root, src = ctx.out / "costmodel" / "data", real_root()
     if root.exists():

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy.stats import spearmanr
 
 from mlsysopt.costmodel.oracle.settings import Setting
 from mlsysopt.report.html import Section
@@ -31,8 +32,6 @@ ROUNDS = 5  # timing rounds per setting (fresh random order each)
 
 def oracle_section(ctx: DemoContext, data: Path) -> Section:
     """Predicted vs measured ms of the zoo CNN under every op-level setting; what ``--cost-model builtin`` keeps."""
-    from scipy.stats import spearmanr
-
     # deferred: imports torch
     from mlsysopt.costmodel.oracle.timing import runners, time_model
 
@@ -46,8 +45,8 @@ def oracle_section(ctx: DemoContext, data: Path) -> Section:
         onnx = export_zoo_onnx("cnn", Path(tmp) / "cnn.onnx")
         short = op_level_shortlist("builtin", onnx, space, cores, DEFAULT_TOLERANCE)
         settings = tuple(Setting("onnxruntime", i, "par" if m else "seq", 1) for i, m, _ in short.predicted)
-        import onnxruntime as ort
-        import torch
+        import onnxruntime as ort  # deferred: onnxruntime loads only in this section
+        import torch  # deferred: torch loads only in this section
 
         dims = ort.InferenceSession(str(onnx)).get_inputs()[0].shape
         shape = [d if isinstance(d, int) and d > 0 else 1 for d in dims]

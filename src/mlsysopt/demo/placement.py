@@ -168,8 +168,7 @@ def _headline(runs: dict[str, PlacementResult], best: str) -> str:
 def _compare_plots(
     ctx: DemoContext, problem: PlacementProblem, runs: dict[str, PlacementResult], best: str, budget: int
 ) -> tuple[list[str], list[str]]:
-    # looked up at call time: tests replace plot_gantt
-    from mlsysopt.report.gantt import plot_gantt
+    from mlsysopt.report.gantt import plot_gantt  # deferred: looked up at call time, tests replace plot_gantt
 
     ctx.step("placement: plotting search curves and the best placement")
     curves = {LABELS[m]: r.history for m, r in runs.items()}
