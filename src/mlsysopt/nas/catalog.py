@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from typing import Any
@@ -29,10 +30,8 @@ def space_catalog() -> dict[str, Any]:
         ``evaluation``), ``cnn_ops``, ``cnn_widths``, ``resources`` per space family, ``sources`` and ``load_s``
         (seconds spent reading the tables).
     """
-    import inspect
-
-    from mlsysopt.models.cnn_cell import OPS
-    from mlsysopt.nas.spaces.cnn import CnnSpace
+    from mlsysopt.models.cnn_cell import OPS  # deferred: mlsysopt.models.cnn_cell imports torch
+    from mlsysopt.nas.spaces.cnn import CnnSpace  # deferred: mlsysopt.nas.spaces.cnn imports torch
 
     defaults = {k: p.default for k, p in inspect.signature(CnnSpace.__init__).parameters.items()}
     widths, max_blocks = tuple(defaults["widths"]), int(defaults["max_blocks"])

@@ -62,7 +62,7 @@ from mlsysopt.nas.controller import ControllerConfig, Policy
 from mlsysopt.nas.gp import OnlineGP
 from mlsysopt.nas.knobs import MAX_POOL, knob
 from mlsysopt.nas.predictor import OnlinePredictor, PredictorConfig
-from mlsysopt.nas.prior import PriorScorer
+from mlsysopt.nas.prior import PriorScorer, TransferPrior
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 from mlsysopt.nas.stages import SPLITS, Stages
@@ -377,8 +377,6 @@ class EPNAS(Searcher[EPNASConfig]):
         """Inverse of :meth:`state_dict` (the predictor is refit on the restored data)."""
         super().load_state_dict(d)
         if d.get("warm_prior") is not None:  # a warm-started search: its prior comes back first
-            from mlsysopt.nas.prior import TransferPrior
-
             self._use_prior(TransferPrior.from_state_dict(d["warm_prior"]))
             self.warm_prior = d["warm_prior"]
         self.policy.load_state_dict(d)

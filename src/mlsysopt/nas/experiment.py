@@ -15,6 +15,7 @@ folder and no file. :meth:`SearchJob.run` opens the :class:`~mlsysopt.io.RunDir`
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from mlsysopt.io import RunDir
 from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.defaults import AUTO, resolve_method
 from mlsysopt.nas.limits import MAX_SEED, check_search_size
+from mlsysopt.nas.objective import DIRECTIONS, ObjectiveSpace, is_user_source, load_space
 from mlsysopt.nas.regimes import (  # noqa: F401  (re-exported: mlsysopt.nas.experiment's public names)
     REGIMES,
     build_constraints,
@@ -36,8 +38,13 @@ from mlsysopt.nas.regimes import (  # noqa: F401  (re-exported: mlsysopt.nas.exp
 )
 from mlsysopt.nas.registry import check_method, method_class, method_config
 from mlsysopt.nas.report import best_feasible_test, eval_record, plot_search, regret, space_info
+from mlsysopt.nas.resources import with_measures
 from mlsysopt.nas.search import SearchResult, read_checkpoint, run_search
+from mlsysopt.nas.spaces import get_space
 from mlsysopt.nas.spaces.base import Evaluation
+from mlsysopt.nas.stored import objective_name, trial_params
+from mlsysopt.runtime import LocalExecutor, make_executor
+from mlsysopt.store.records import nas_trial, record, record_objective
 from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
@@ -77,10 +84,6 @@ def build_space(
         MlsysoptError: For options the space does not take, a missing or misplaced ``objective``, a bad
             ``direction``, or an unknown space.
     """
-    from mlsysopt.nas.objective import DIRECTIONS, ObjectiveSpace, is_user_source, load_space
-    from mlsysopt.nas.resources import with_measures
-    from mlsysopt.nas.spaces import get_space
-
     given = {k: v for k, v in options.items() if v is not None}
     user = is_user_source(spec)
     if given and (user or spec.startswith("nasbench-graph")):
@@ -275,8 +278,6 @@ class SearchJob:
         """Open the run folder, search to the budget (checkpointing every batch), write result.json and the plots."""
         with self.run_dir as run:
             opts = self.options
-            from mlsysopt.nas.stored import objective_name
-            from mlsysopt.store.records import record_objective
 
             record_objective(opts.direction, objective_name(opts.objective, opts.metric))
             if self.resumed_from:  # the store may lack the last trials before a kill: their keys keep one copy
@@ -286,7 +287,7 @@ class SearchJob:
                                 timeout=opts.timeout, count_failed=opts.count_failed)  # fmt: skip
             record = self._record(result)
             if opts.latency_model:
-                from mlsysopt.nas.latency_model import confirm
+                from mlsysopt.nas.latency_model import confirm  # deferred: mlsysopt.nas.latency_model imports torch
 
                 record["latency_confirmation"] = confirm(self.space, result.history, self.constraints)
             sp, cons = self.space, self.constraints
@@ -301,8 +302,6 @@ class SearchJob:
         """The executor the options ask for; your own objective always runs in worker processes (one at least),
         so a crash, an exit or a signal in it ends a worker, never the search. A worker your code killed is not
         re-run by the pool (your code would kill it again); the trial fails after the driver's one retry."""
-        from mlsysopt.runtime import LocalExecutor, make_executor
-
         opts = self.options
         if opts.backend == "local" and getattr(self.space, "interruptible", False):
             return LocalExecutor(max(1, opts.workers), max_retries=0)
@@ -310,9 +309,6 @@ class SearchJob:
 
     def _store(self, ev: Evaluation, n: int) -> None:
         """Record evaluation ``n`` in the run's study (its result.json record, see :mod:`mlsysopt.store.records`)."""
-        from mlsysopt.nas.stored import trial_params
-        from mlsysopt.store.records import nas_trial, record
-
         params, dists = trial_params(self.space, ev.arch)
         rec = eval_record(n - 1, ev, self.space, self.constraints)
         record(nas_trial(rec, params, dists, self.options.direction), self.options.direction)
@@ -358,8 +354,6 @@ class SearchJob:
 
 def _started_with(out: Path, method: str) -> str:
     """The method a run folder's settings.json names (``method`` when there is none to read)."""
-    import json
-
     try:
         started = json.loads((out / "settings.json").read_text()).get("method")
     except (OSError, ValueError, AttributeError):
@@ -386,7 +380,7 @@ def prepare_search(out: str | Path, options: SearchOptions, resume: bool = False
         options.method = resolve_method(AUTO, options.budget, space, options.prior)
         run.settings["method"] = options.method
     if options.latency_model:
-        from mlsysopt.nas.latency_model import predicted_space
+        from mlsysopt.nas.latency_model import predicted_space  # deferred: mlsysopt.nas.latency_model imports torch
 
         space = predicted_space(space, options.latency_model)
     check_search_size(space, options)  # budget, workers, blocks, epochs, images: bounded before anything is allocated

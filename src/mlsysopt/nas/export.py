@@ -28,13 +28,18 @@ A failed check is one error and leaves no file.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from mlsysopt.errors import InvalidDataset, InvalidRunDir, MlsysoptError
-from mlsysopt.io import RunDir, read_json
+from mlsysopt.io import RunDir, load_torch, read_json, save_torch_atomic
+from mlsysopt.nas.experiment import build_space
 from mlsysopt.nas.search import read_checkpoint
 from mlsysopt.nas.spaces.base import Evaluation
+from mlsysopt.runtime.threads import torch_threads
 from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
@@ -150,8 +155,6 @@ def prepare_export(source: str | Path, out: str | Path, verify: bool = True) -> 
         raise MlsysoptError(f"{source}: the checkpoint keeps no trained weights of its best architecture")
     space = None
     if verify or table_space:
-        from mlsysopt.nas.experiment import build_space
-
         try:
             space = build_space(settings["space"], settings["space_options"], settings.get("objective"),
                                 settings.get("direction", "maximize"))  # fmt: skip
@@ -174,7 +177,7 @@ def _result_count(source: Path) -> int | None:
 # ---------------------------------------------------------------------------- NAS-Bench-Graph
 def _export_table(job: ExportJob, out: RunDir) -> dict[str, Any]:
     """architecture.json of a NAS-Bench-Graph cell, its table entry re-read and re-hashed."""
-    import nas_bench_graph
+    import nas_bench_graph  # deferred: nas_bench_graph is optional and loads only for its table
 
     space = job.space
     assert space is not None
@@ -240,8 +243,6 @@ def _export_params(job: ExportJob, out: RunDir) -> dict[str, Any]:
     out.write_json("params.json", doc)
     files = ["params.json"]
     if job.trained is not None and job.trained.get("state_dict") is not None:
-        from mlsysopt.io import save_torch_atomic
-
         save_torch_atomic(out.file("state_dict.pt"), job.trained["state_dict"])
         files.append("state_dict.pt")
     reproduced = {"params": params} if job.space is not None else None
@@ -249,8 +250,6 @@ def _export_params(job: ExportJob, out: RunDir) -> dict[str, Any]:
 
 
 def _version(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(dist)
     except PackageNotFoundError:
@@ -260,10 +259,11 @@ def _version(dist: str) -> str | None:
 # ---------------------------------------------------------------------------- CNN spaces
 def _export_cnn(job: ExportJob, out: RunDir) -> dict[str, Any]:
     """architecture.json, model_state_dict.pt and model.onnx; with ``verify`` each is checked against the record."""
-    import torch
+    import torch  # deferred: torch loads only when a model is exported
 
-    from mlsysopt.graph.importers.onnx import export_onnx
-    from mlsysopt.io import save_torch_atomic
+    from mlsysopt.graph.importers.onnx import export_onnx  # deferred: mlsysopt.graph.importers.onnx imports onnx
+
+    # deferred: mlsysopt.models.cnn_cell imports torch
     from mlsysopt.models.cnn_cell import check_architecture, model_from_architecture
 
     trained = job.trained
@@ -304,13 +304,11 @@ def _architecture(job: ExportJob, trained: dict[str, Any]) -> dict[str, Any]:
 
 def _verify_cnn(job: ExportJob, out: RunDir) -> dict[str, Any]:
     """Reload both files the way a user would and compare their accuracy with what the search recorded."""
-    import numpy as np
-    import onnxruntime as ort
-    import torch
+    import onnxruntime as ort  # deferred: onnxruntime loads only when an export is verified
+    import torch  # deferred: torch loads only when an export is verified
 
-    from mlsysopt.io import load_torch
+    # deferred: mlsysopt.models.cnn_cell imports torch
     from mlsysopt.models.cnn_cell import accuracy, model_from_architecture
-    from mlsysopt.runtime.threads import torch_threads
 
     space = job.space
     assert space is not None
@@ -360,8 +358,7 @@ def load_exported_cnn(folder: str | Path) -> Any:
     Raises:
         MlsysoptError: If a file is missing or unreadable, or the weights do not match the architecture.
     """
-    from mlsysopt.io import load_torch
-    from mlsysopt.models.cnn_cell import model_from_architecture
+    from mlsysopt.models.cnn_cell import model_from_architecture  # deferred: mlsysopt.models.cnn_cell imports torch
 
     folder = Path(folder)
     model = model_from_architecture(folder / "architecture.json")

@@ -17,17 +17,21 @@ latency and whether each meets the limit when measured; ``confirmed_best`` is th
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from mlsysopt.costmodel.oracle.api import load_oracle
+from mlsysopt.costmodel.oracle.oracle import LatencyOracle
+from mlsysopt.costmodel.oracle.settings import Setting
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas.spaces.cnn import CnnSpace
 
 
 def predicted_space(space: Any, run: str | Path) -> Any:
     """A copy of CNN ``space`` whose ``latency_ms`` is predicted by the cost model in ``run`` (not timed)."""
-    from mlsysopt.costmodel.oracle.api import load_oracle
-
     if not isinstance(space, CnnSpace):
         raise MlsysoptError(f"--latency-model predicts the latency of CNN spaces (digits, cifar10:/folder), not of "
                             f"'{space.name}' (NAS-Bench-Graph's table has measured latencies)")  # fmt: skip
@@ -56,13 +60,6 @@ class PredictedLatencyCnnSpace(CnnSpace):
 
     def predicted_ms(self, arch: Any) -> float:
         """The oracle's latency of ``arch``'s model (batch 1, one thread; the interval's upper end; cached)."""
-        import warnings
-
-        import torch
-
-        from mlsysopt.costmodel.oracle.api import load_oracle
-        from mlsysopt.costmodel.oracle.oracle import LatencyOracle
-        from mlsysopt.costmodel.oracle.settings import Setting
 
         if arch not in self._predicted:
             if self._oracle is None:

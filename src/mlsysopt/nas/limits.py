@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import InvalidOption
 from mlsysopt.limits import available_memory
+from mlsysopt.nas.spaces.cnn_resources import static_resources
 
 if TYPE_CHECKING:
     from mlsysopt.nas.spaces.base import SearchSpace
@@ -77,8 +78,6 @@ def max_workers(kind: str, backend: str, memory: int | None = None) -> tuple[int
 # ---------------------------------------------------------------------------- CNN training cost
 def _block(space: CnnSpace, smallest: bool) -> tuple[str, int]:
     """The op and width of the costliest block (both ops that op, the widest width), or of the cheapest."""
-    from mlsysopt.nas.spaces.cnn_resources import static_resources
-
     w = min(space.widths) if smallest else max(space.widths)
     flops = {op: static_resources([(op, op, w)] * 2, space.input_shape, space.n_classes, space.stem_width)["flops"]
              for op in space.ops}  # fmt: skip
@@ -88,8 +87,6 @@ def _block(space: CnnSpace, smallest: bool) -> tuple[str, int]:
 
 def training_cost(space: CnnSpace, blocks: int, smallest: bool = False) -> dict[str, float]:
     """Lower bounds for training the costliest (or cheapest) ``blocks``-block candidate: ``seconds``, ``bytes``."""
-    from mlsysopt.nas.spaces.cnn_resources import static_resources
-
     op, w = _block(space, smallest)
     shape, n_cls, stem = space.input_shape, space.n_classes, space.stem_width
     r1 = static_resources([(op, op, w)], shape, n_cls, stem)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mlsysopt.errors import ImportFailed, InvalidSpace, MlsysoptError, UnsupportedFormat
+from mlsysopt.graph.importers.source import resolve_source
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
 from mlsysopt.nas.spaces.declarative import Space
 
@@ -59,8 +60,6 @@ def is_user_source(spec: str) -> bool:
 
 def load_object(spec: str, what: str) -> Any:
     """The object ``spec`` names (``file.py:name`` or ``module:name``), or one error naming ``what`` it was for."""
-    from mlsysopt.graph.importers.source import resolve_source
-
     try:
         src = resolve_source(spec)
         if src.kind != "pytorch" or src.is_zoo:

@@ -23,6 +23,7 @@ Fitting is deterministic for a seed (one torch thread); a prior is saved and loa
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -95,7 +96,7 @@ def _leaf_tokens(path: str, v: Any) -> list[str]:
 
 def normal_scores(y: np.ndarray) -> np.ndarray:
     """Ranks of ``y`` (ties averaged) mapped through the inverse normal CDF: the task-free target scale."""
-    from scipy.stats import norm, rankdata
+    from scipy.stats import norm, rankdata  # deferred: scipy loads only when normal scores are computed
 
     y = np.asarray(y, dtype=np.float64)
     if len(y) < 2:
@@ -238,8 +239,6 @@ class TransferPrior:
     # ------------------------------------------------------------------ saving
     def state_dict(self) -> dict[str, Any]:
         """Plain data and tensors (``torch.save``-able, loadable with ``weights_only=True``)."""
-        import copy
-
         if self._net is None:
             raise MlsysoptError("the transfer prior is not fitted")
         return {

@@ -28,7 +28,7 @@ class PriorSource:
         """A transfer prior trained on earlier runs' history records (the study store's ``--warm-start``), together
         with the space's own source tasks (``space.prior_tasks()``, when ``with_space``); MlsysoptError when no
         record holds a usable evaluation."""
-        from mlsysopt.nas.prior import TransferPrior, history_tasks
+        from mlsysopt.nas.prior import TransferPrior, history_tasks  # deferred: mlsysopt.nas.prior imports torch
 
         tasks = history_tasks(histories)
         if not sum(len(t.perf) for t in tasks):

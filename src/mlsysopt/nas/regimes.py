@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas.constraints import MODES, RESOURCES, Constraints, parse_name
 
@@ -79,8 +81,6 @@ def table_constraints(space: SearchSpace, regime: str) -> Constraints:
     Raises:
         MlsysoptError: For an unknown regime.
     """
-    import numpy as np
-
     if regime not in REGIMES:
         raise MlsysoptError(f"unknown constraint regime '{regime}' (choose from: {', '.join(REGIMES)})")
     lat_q, par_q = REGIMES[regime]

@@ -261,7 +261,7 @@ def plot_search(
     Returns:
         list[Path]: The written plot files.
     """
-    from mlsysopt.report.nas import plot_best_so_far, plot_pareto
+    from mlsysopt.report.nas import plot_best_so_far, plot_pareto  # deferred: mlsysopt.report.nas imports matplotlib
 
     background = table_background(space)
     chosen = [{"perf": r.best.perf, "resources": r.best.resources, "group": r.method} for r in results if r.best]

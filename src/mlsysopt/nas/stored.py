@@ -29,6 +29,7 @@ def trial_params(space: SearchSpace, arch: Arch) -> tuple[dict[str, Any], dict[s
         tuple[dict[str, Any], dict[str, Any]]: ``{name: option}`` and ``{name: CategoricalDistribution}`` (plus
         ``blocks`` as an ``IntDistribution`` when the space's block count varies).
     """
+    # deferred: optuna loads only for a stored study
     from optuna.distributions import CategoricalDistribution, IntDistribution
 
     params: dict[str, Any] = {}

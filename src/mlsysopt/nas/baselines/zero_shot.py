@@ -17,7 +17,7 @@ import numpy as np
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas.knobs import MAX_POOL, knob
-from mlsysopt.nas.prior import PriorScorer
+from mlsysopt.nas.prior import PriorScorer, TransferPrior
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
@@ -103,8 +103,6 @@ class ZeroShot(Searcher[ZeroShotConfig]):
     def load_state_dict(self, d: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`."""
         if d.get("warm_prior") is not None:
-            from mlsysopt.nas.prior import TransferPrior
-
             self._rank(TransferPrior.from_state_dict(d["warm_prior"]))
             self.warm_prior = d["warm_prior"]
         super().load_state_dict(d)

@@ -47,7 +47,7 @@ def get_space(spec: str, **kw: Any) -> SearchSpace:
     if kind == "nasbench-graph" and sep:
         return _make(NasBenchGraphSpace, spec, arg, kw)
     if spec == "digits" or (kind == "cifar10" and arg):
-        from mlsysopt.nas.spaces.cnn import CnnSpace  # imports torch: only when a CNN space is asked for
+        from mlsysopt.nas.spaces.cnn import CnnSpace  # deferred: mlsysopt.nas.spaces.cnn imports torch
 
         return _make(CnnSpace, spec, str(spec), kw)
     raise InvalidSpace(f"unknown search space '{spec}' (choose from: {', '.join(SPACE_SPECS)})")
@@ -56,7 +56,7 @@ def get_space(spec: str, **kw: Any) -> SearchSpace:
 def __getattr__(name: str) -> Any:
     """``CnnSpace`` is imported lazily, so NAS-Bench-Graph users do not pay for importing torch."""
     if name == "CnnSpace":
-        from mlsysopt.nas.spaces.cnn import CnnSpace
+        from mlsysopt.nas.spaces.cnn import CnnSpace  # deferred: mlsysopt.nas.spaces.cnn imports torch
 
         return CnnSpace
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

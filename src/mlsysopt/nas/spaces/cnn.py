@@ -281,7 +281,7 @@ class CnnSpace(SearchSpace):
 
     def importer_resources(self, arch: Arch) -> dict[str, float]:
         """``params``, ``flops`` and ``intensity`` of the built model via the torch.fx importer (the reference path)."""
-        from mlsysopt.graph.importers.torch_fx import from_module
+        from mlsysopt.graph.importers.torch_fx import from_module  # deferred: torch_fx imports scipy and yaml
 
         self.check(arch)
         g = from_module(self.build(arch).eval(), torch.zeros(1, *self.input_shape), name=f"cnn{arch.choices}")

@@ -62,7 +62,7 @@ def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     if path is not None and path.is_file():
         data = np.loadtxt(path, delimiter=",")
         return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(np.int64)
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits  # deferred: sklearn loads only for the digits data
 
     d = load_digits()
     return d.images, d.target.astype(np.int64)
@@ -131,7 +131,7 @@ def check_image_folder(root: str | Path) -> tuple[str, ...]:
 
 
 def _read_image(path: Path) -> np.ndarray:
-    from PIL import Image
+    from PIL import Image  # deferred: PIL loads only for image files
 
     try:
         with Image.open(path) as im:

@@ -19,15 +19,20 @@ Tables are cached per process (loading one takes ~0.03-0.1 s).
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import itertools
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mlsysopt.errors import InvalidArchitecture, InvalidDataset, MlsysoptError
+from mlsysopt.io import load_torch, save_torch_atomic
 from mlsysopt.nas.spaces.base import Arch, Evaluation, SearchSpace
 
 if TYPE_CHECKING:
@@ -47,7 +52,7 @@ def load_table(dataset: str) -> dict[int, dict[str, Any]]:
     if dataset not in DATASETS:
         raise InvalidDataset(f"unknown NAS-Bench-Graph dataset '{dataset}' (choose from: {', '.join(DATASETS)})")
     if dataset not in _TABLES:
-        import nas_bench_graph
+        import nas_bench_graph  # deferred: nas_bench_graph is optional
 
         t0 = time.perf_counter()
         _TABLES[dataset] = nas_bench_graph.light_read(dataset)
@@ -78,7 +83,7 @@ class NasBenchGraphSpace(SearchSpace):
     block_names = ("op{i}",)
 
     def __init__(self, dataset: str = "cora") -> None:
-        import nas_bench_graph
+        import nas_bench_graph  # deferred: nas_bench_graph is optional
 
         if dataset not in DATASETS:
             raise InvalidDataset(f"unknown NAS-Bench-Graph dataset '{dataset}' (choose from: {', '.join(DATASETS)})")
@@ -118,7 +123,7 @@ class NasBenchGraphSpace(SearchSpace):
         """``valid_hash`` of the cell (~85 us), memoised per op list and architecture for the whole process."""
         key = self._keys.get(arch)
         if key is None:
-            import nas_bench_graph
+            import nas_bench_graph  # deferred: nas_bench_graph is optional
 
             link, ops = self.cell(arch)
             key = self._keys[arch] = int(nas_bench_graph.Arch(link, ops).valid_hash())
@@ -234,7 +239,7 @@ class NasBenchGraphSpace(SearchSpace):
         self._check_blocks(blocks)
         cache_key = (self.dataset, blocks)
         if cache_key not in _REPRESENTATIVES:
-            import nas_bench_graph
+            import nas_bench_graph  # deferred: nas_bench_graph is optional
 
             table, reps = self.table, {}
             for li, lk in enumerate(self.links):
@@ -251,7 +256,7 @@ class NasBenchGraphSpace(SearchSpace):
 def table_records(dataset: str, rng: np.random.Generator | None = None, n: int | None = None) -> TaskRecords:
     """A NAS-Bench-Graph table as one task's records: every distinct cell (or ``n`` random (link, ops) variants of
     cells, which also teaches the prior that isomorphic cells perform alike)."""
-    from mlsysopt.nas.prior import TaskRecords  # torch: only for the transfer prior
+    from mlsysopt.nas.prior import TaskRecords  # deferred: mlsysopt.nas.prior imports torch
 
     space = NasBenchGraphSpace(dataset)
     table = space.table
@@ -276,7 +281,7 @@ PRIOR_CACHE_ENV = "MLSYSOPT_PRIOR_CACHE"
 
 def leave_one_out_tasks(target: str, config: PriorConfig | None = None) -> list[TaskRecords]:
     """The source tasks of :func:`leave_one_out`: every NAS-Bench-Graph table but ``target``'s, as records."""
-    from mlsysopt.nas.prior import PriorConfig  # torch: only for the transfer prior
+    from mlsysopt.nas.prior import PriorConfig  # deferred: mlsysopt.nas.prior imports torch
 
     if target not in DATASETS:
         raise MlsysoptError(f"unknown NAS-Bench-Graph dataset '{target}' (choose from: {', '.join(DATASETS)})")
@@ -298,7 +303,7 @@ def leave_one_out(target: str, config: PriorConfig | None = None) -> TransferPri
     Raises:
         MlsysoptError: For an unknown dataset.
     """
-    from mlsysopt.nas.prior import PriorConfig  # torch: only for the transfer prior
+    from mlsysopt.nas.prior import PriorConfig  # deferred: mlsysopt.nas.prior imports torch
 
     cfg = config or PriorConfig()
     key = (target, tuple(asdict(cfg).values()))
@@ -310,13 +315,7 @@ def leave_one_out(target: str, config: PriorConfig | None = None) -> TransferPri
 def _shared_prior(target: str, cfg: PriorConfig, key: tuple[Any, ...]) -> TransferPrior:
     """Fit the prior, or read it from ``$MLSYSOPT_PRIOR_CACHE`` when another process of this machine fitted it with
     the same settings (the folder is the caller's: a test session's, a benchmark's; one process fits at a time)."""
-    import fcntl
-    import hashlib
-    import os
-    from pathlib import Path
-
-    from mlsysopt.io import load_torch, save_torch_atomic
-    from mlsysopt.nas.prior import TransferPrior  # torch: only for the transfer prior
+    from mlsysopt.nas.prior import TransferPrior  # deferred: mlsysopt.nas.prior imports torch
 
     folder = os.environ.get(PRIOR_CACHE_ENV)
     if not folder:
@@ -334,7 +333,7 @@ def _shared_prior(target: str, cfg: PriorConfig, key: tuple[Any, ...]) -> Transf
 
 def register_prior(target: str, prior: TransferPrior, config: PriorConfig | None = None) -> None:
     """Put an already trained leave-one-out prior in this process's cache (a benchmark's workers load one file)."""
-    from mlsysopt.nas.prior import PriorConfig  # torch: only for the transfer prior
+    from mlsysopt.nas.prior import PriorConfig  # deferred: mlsysopt.nas.prior imports torch
 
     cfg = config or PriorConfig()
     _LOO_CACHE[(target, tuple(asdict(cfg).values()))] = prior
