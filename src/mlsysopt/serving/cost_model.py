@@ -149,7 +149,7 @@ SOURCE = "costmodel prediction"
 def serving_prior(run: str | Path, onnx_path: str | Path, space: Any, workload: Any) -> list[dict[str, Any]]:
     """Predicted service times of ``onnx_path`` for the op-level configurations of a serving ``space``, as
     ``Measurement.to_dict()`` records under ``workload`` (mean = p50 = p95 = p99 = the predicted time)."""
-    from mlsysopt.costmodel.oracle.api import load_oracle  # torch: the CLI reads this module at start-up
+    from mlsysopt.costmodel.oracle.api import load_oracle  # deferred: mlsysopt.costmodel.oracle.api imports torch
 
     configs = [c for c in space.configs() if c.instances == min(space.values["instances"]) and c.max_batch == 1]
     if not configs:

@@ -77,7 +77,7 @@ def session_options_from_json(data: dict[str, Any]) -> ort.SessionOptions:
     Raises:
         InvalidSpace: If a field is missing or has a bad value.
     """
-    import onnxruntime as ort
+    import onnxruntime as ort  # deferred: onnxruntime loads only when session options are built
 
     opts = ort.SessionOptions()
     try:
@@ -137,6 +137,7 @@ def _model_config_class() -> Any:
     global _PROTO_CLASS
     if _PROTO_CLASS is not None:
         return _PROTO_CLASS
+    # deferred: protobuf loads only for a Triton config.pbtxt (it would slow `mlsysopt --help`)
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     fdp = descriptor_pb2.FieldDescriptorProto
@@ -195,7 +196,7 @@ def parse_triton_config(text: str) -> Any:
     Raises:
         InvalidSpace: If the text does not parse (unknown field, wrong type).
     """
-    from google.protobuf import text_format
+    from google.protobuf import text_format  # deferred: protobuf loads only for a Triton config.pbtxt
 
     msg = _model_config_class()()
     try:

@@ -33,7 +33,7 @@ EXPORTERS = {"torchscript": False, "dynamo": True}
 
 def export_onnx_with(module: Any, inputs: tuple[Any, ...], path: Path, exporter: str) -> Path:
     """Export ``module`` to ``path`` with one exporter and a dynamic first (batch) axis on every input and output."""
-    import torch
+    import torch  # deferred: torch loads only when a model is exported
 
     with torch.no_grad():
         out = module(*inputs)

@@ -4,11 +4,14 @@ and the confirmation of a tune. A value that missed the SLO is drawn and labelle
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from matplotlib.colors import LogNorm
+from matplotlib.ticker import FuncFormatter
 
 from mlsysopt.report.figures import integer_ticks, new_figure, plain_log_ticks, save_figure
 
@@ -109,10 +112,6 @@ def plot_heatmap(
     always the better end (``better``: ``lower`` for ms and cores, ``higher`` for req/s). A cell whose value is None
     missed the SLO and says so.
     """
-    import textwrap
-
-    from matplotlib.colors import LogNorm
-    from matplotlib.ticker import FuncFormatter
 
     if better not in ("lower", "higher"):
         raise ValueError(f"better must be 'lower' or 'higher', not {better!r}")

@@ -21,6 +21,7 @@ from typing import Any
 from mlsysopt.errors import InvalidRunDir, MlsysoptError
 from mlsysopt.io import read_json
 from mlsysopt.serving.backend import Measurement
+from mlsysopt.serving.presets import DEFAULT_PROFILE, resolve_profile
 from mlsysopt.serving.profile import ServiceProfile
 
 MAX_RECORDS = 1_000_000  # records one prior reads in total (bounded before anything is allocated)
@@ -81,8 +82,6 @@ def _task_profile(settings: Mapping[str, Any], task: Mapping[str, Any] | None, s
         except MlsysoptError as exc:
             raise InvalidRunDir(str(exc)) from None
     if settings.get("engine") == "sim":
-        from mlsysopt.serving.presets import DEFAULT_PROFILE, resolve_profile  # a simulated run's profile
-
         spec = settings.get("profile") or DEFAULT_PROFILE
         try:
             return resolve_profile(str(spec))

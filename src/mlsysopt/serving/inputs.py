@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 from mlsysopt.errors import InvalidModel, InvalidSpace, MlsysoptError
 from mlsysopt.graph.importers.source import resolve_source
 from mlsysopt.io import read_json
+from mlsysopt.serving.deploy import config_from_ort_json, config_from_triton
 from mlsysopt.serving.export import EXPORTERS, export_served
 from mlsysopt.serving.history import histories_from_runs
 from mlsysopt.serving.limits import check_batch_memory, check_batch_time
 from mlsysopt.serving.presets import DEFAULT_PROFILE, resolve_profile
 from mlsysopt.serving.prior import Prior, preset_prior
+from mlsysopt.serving.rayserve_config import load_serve_config
 from mlsysopt.serving.space import KNOBS, Config, Space
 
 if TYPE_CHECKING:
@@ -184,12 +186,8 @@ def load_config(path: Path) -> Config:
     """
     where = f"--config {path}"
     if path.suffix in (".yaml", ".yml"):
-        from mlsysopt.serving.rayserve_config import load_serve_config
-
         return load_serve_config(path)
     if path.suffix == ".pbtxt":
-        from mlsysopt.serving.deploy import config_from_triton
-
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -208,8 +206,6 @@ def load_config(path: Path) -> Config:
     elif isinstance(data.get("best"), dict):
         data = data["best"]
     elif "intra_op_num_threads" in data:  # ort_session_options.json
-        from mlsysopt.serving.deploy import config_from_ort_json
-
         return config_from_ort_json(data, where)
     return Config.from_dict(data, where=where)
 
@@ -269,6 +265,7 @@ def make_backend(
             seed=seed, window_s=window_s,
         )  # type: ignore[arg-type]  # fmt: skip
     if kind == "rayserve":
+        # deferred: mlsysopt.serving.rayserve imports torch, onnxruntime
         from mlsysopt.serving.rayserve import RayServeEngine  # Ray starts only for this engine
 
         return RayServeEngine(

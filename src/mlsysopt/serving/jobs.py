@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from mlsysopt.errors import InvalidSpace, MlsysoptError
 from mlsysopt.io import RunDir, to_jsonable
+from mlsysopt.runtime.ray_executor import check_reachable
 from mlsysopt.serving.inputs import MAX_SECONDS, MEASURED, ModelStage, machine_threads, make_backend
 from mlsysopt.serving.limits import check_rate, check_requests
 from mlsysopt.serving.profiling import calibrate_dispatch, calibrate_outside, check_profile_grid, measure_profile
@@ -145,8 +146,6 @@ class ProfileJob(Job):
             if engine == "rayserve" and not calibrate:
                 raise MlsysoptError("--engine rayserve calibrates Ray Serve's overhead: drop --no-calibrate")
             if engine == "rayserve":
-                from mlsysopt.runtime.ray_executor import check_reachable
-
                 check_reachable(address)
             self.rows = [as_int(r, "--rows") for r in rows]
             if min(self.rows) < 1 or repeats < 1 or (cores is not None and not 1 <= cores <= 4096):

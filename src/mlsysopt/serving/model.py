@@ -297,8 +297,8 @@ def export_zoo_onnx(name: str, path: str | Path) -> Path:
 
 
 def _row_bytes(path: Path, shapes: dict[str, tuple[int, ...]], dtypes: dict[str, np.dtype]) -> int:
-    import onnx
-    from onnx import shape_inference
+    import onnx  # deferred: onnx loads only for a model's input sizes
+    from onnx import shape_inference  # deferred: onnx loads only for a model's input sizes
 
     model = onnx.load(str(path), load_external_data=False)
     for inp in model.graph.input:

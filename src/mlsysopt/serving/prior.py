@@ -105,7 +105,7 @@ class Prior:
         return bool(self.nets)
 
     def _net(self) -> Any:
-        import torch
+        import torch  # deferred: torch loads only when the prior is trained or used
 
         layers: list[torch.nn.Module] = []
         width = N_INPUTS
@@ -117,7 +117,7 @@ class Prior:
 
     def fit(self, histories: Sequence[History]) -> Prior:
         """Train on every measurement of ``histories`` (other models' and workloads'); returns ``self``."""
-        import torch
+        import torch  # deferred: torch loads only when the prior is trained
 
         if not histories:
             raise MlsysoptError("a prior needs at least one earlier tuning run (--prior RUN_DIR)")
@@ -168,7 +168,7 @@ class Prior:
         self, profile: ServiceProfile, workload: Workload, configs: Sequence[Config]
     ) -> tuple[np.ndarray, np.ndarray]:
         """Predicted (n, 4) mean/p50/p95/p99 latencies (ms) and (n,) saturation probabilities."""
-        import torch
+        import torch  # deferred: torch loads only when the prior predicts
 
         if not self.fitted:
             raise MlsysoptError("the prior has not been fitted (Prior.fit) or loaded (Prior.load)")

@@ -324,7 +324,7 @@ def fit_profile(samples: Sequence[ServiceSample], cores: int, model: str = "") -
         InvalidSpace: With fewer than six samples, a single batch size, or a sample with rows/intra/inter < 1 or
             a non-positive or non-finite ms.
     """
-    from scipy.optimize import least_squares
+    from scipy.optimize import least_squares  # deferred: scipy loads only when a profile is fitted
 
     if len(samples) < _MIN_SAMPLES:
         raise InvalidSpace(f"fitting a service profile needs at least {_MIN_SAMPLES} samples, got {len(samples)}")

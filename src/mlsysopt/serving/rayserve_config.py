@@ -146,7 +146,7 @@ def write_deployment(config: Config, model_path: Path, inputs: list[list[Any]], 
     Returns:
         list[str]: The files written, relative to ``folder``'s parent.
     """
-    import yaml  # a Ray dependency; only this export needs it
+    import yaml  # deferred: yaml loads only when a deployment is written
 
     folder.mkdir(parents=True, exist_ok=True)
     model_name = "model.onnx"
@@ -165,7 +165,7 @@ def load_serve_config(path: Path) -> Config:
     Raises:
         InvalidSpace: If the file cannot be read or is not one mlsysopt wrote.
     """
-    import yaml
+    import yaml  # deferred: yaml loads only when a serve config is read
 
     try:
         data = yaml.safe_load(path.read_text())

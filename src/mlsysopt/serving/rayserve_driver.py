@@ -8,7 +8,9 @@ to a log file there. :func:`http_p99_ms` measures any deployment already serving
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import math
 import os
 import signal
@@ -48,8 +50,6 @@ def http_p99_ms(port: int, model_path: str | os.PathLike, rate: float, seconds: 
     Raises:
         MlsysoptError: If any request fails.
     """
-    import asyncio
-
     model = ServedModel(model_path)
     arrivals = workload_arrivals(Workload(rate), max(1, round(rate * seconds)), seed)
 
@@ -74,18 +74,16 @@ def driver_main(conn: Any, address: str | None, port: int | None, log: str) -> N
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
 
     quiet_output(log)
-    import asyncio
-    import logging
 
-    import ray
-    from ray import serve
+    import ray  # deferred: ray loads only in the driver's child process
+    from ray import serve  # deferred: ray loads only in the driver's child process
 
     logging.getLogger("ray.serve").setLevel(logging.WARNING)
     why = connect(ray, address, LOCAL_RAY_CPUS)
     if why is not None:
         conn.send(("error", why))
         return
-    from ray.serve.context import _get_global_client
+    from ray.serve.context import _get_global_client  # deferred: ray loads only in the driver's child process
 
     serve_was_running = _get_global_client(raise_if_no_controller_running=False) is not None
     started = _refuse_other_applications(serve, address) or _start_serve(serve, port)
@@ -162,7 +160,7 @@ def _http_endpoint(ray: Any, asked: int) -> tuple[str, int] | str:
     ones differ), so the port is read back from the controller. The proxy runs on the head node (``HeadOnly``):
     127.0.0.1 when that is this machine, else the head's address, if the proxy listens beyond loopback there.
     """
-    from ray.serve.context import _get_global_client
+    from ray.serve.context import _get_global_client  # deferred: ray loads only in the driver's child process
 
     http = _get_global_client().http_config
     host, port = str(http.host), int(http.port or asked)
@@ -216,8 +214,8 @@ def _deploy(serve: Any, spec: dict[str, Any], model: str) -> tuple[str, Any]:
     version each time, so every change would restart them). The client call is the one Ray Serve's own ``serve run``
     makes.
     """
-    from ray.serve.context import _get_global_client
-    from ray.serve.schema import ServeDeploySchema
+    from ray.serve.context import _get_global_client  # deferred: ray loads only in the driver's child process
+    from ray.serve.schema import ServeDeploySchema  # deferred: ray loads only in the driver's child process
 
     schema = ServeDeploySchema.parse_obj({k: v for k, v in spec.items() if k != "http_options"})
     _get_global_client().deploy_apps(schema)
@@ -252,7 +250,7 @@ def _replicas(ray: Any) -> list[str]:
 
 
 async def _client() -> Any:
-    import aiohttp
+    import aiohttp  # deferred: aiohttp loads only when requests are sent
 
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
@@ -266,8 +264,6 @@ async def _warmup(client: Any, url: str, bodies: list[bytes], n: int) -> None:
 
 async def _window(client: Any, url: str, body: bytes, arrivals: np.ndarray, max_seconds: float) -> dict[str, Any]:
     """Send ``arrivals`` open loop; latency from each scheduled arrival to its reply (inf: none by the deadline)."""
-    import asyncio
-
     n = len(arrivals)
     latency = np.full(n, math.inf)
     state = {"in_flight": 0, "failed": 0, "first_error": None}

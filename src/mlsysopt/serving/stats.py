@@ -32,7 +32,7 @@ def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[fl
     Returns:
         tuple[float, float]: The interval ``(lo, hi)``.
     """
-    from scipy.stats import t
+    from scipy.stats import t  # deferred: scipy loads only for a confidence interval
 
     x = _finite(values)
     if x.size < len(values) or x.size == 0:
@@ -56,7 +56,7 @@ def median_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[
     Returns:
         tuple[float, float]: The interval ``(lo, hi)`` of order statistics.
     """
-    from scipy.stats import binom
+    from scipy.stats import binom  # deferred: scipy loads only for a confidence interval
 
     x = np.sort(_finite(values))
     if x.size < len(values) or x.size == 0:

@@ -14,8 +14,8 @@ from typing import Any
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.io import RunDir, to_jsonable
 from mlsysopt.runtime import make_executor
-from mlsysopt.serving.inputs import DEFAULT_MAX_BATCH, DEFAULT_PROFILE, resolve_profile
-from mlsysopt.serving.limits import check_requests
+from mlsysopt.serving.inputs import DEFAULT_MAX_BATCH, DEFAULT_PROFILE, MAX_SECONDS, resolve_prior, resolve_profile
+from mlsysopt.serving.limits import check_rate, check_requests
 from mlsysopt.serving.space import Space, Workload
 from mlsysopt.serving.study import WARM_LABELS, default_rates, run_study, tuner_name
 from mlsysopt.serving.tuners import TUNERS
@@ -74,9 +74,6 @@ class StudyJob:
         if rates is not None and (len(rates) != 2 or not all(Workload(r) for r in rates)):
             raise MlsysoptError(f"--rate {rates}: give two rates A,B (tune at A, then re-tune at B)")
         if rates is not None:
-            from mlsysopt.serving.inputs import MAX_SECONDS
-            from mlsysopt.serving.limits import check_rate
-
             for r in rates:  # the floor of every serving command (a window must see some requests)
                 check_rate(float(r), MAX_SECONDS)
         self.profile = resolve_profile(DEFAULT_PROFILE if profile is None else profile)
@@ -87,8 +84,6 @@ class StudyJob:
         self.requests, self.workers, self.backend, self.address = requests, workers, backend, address
         self.prior = None
         if prior is not None:
-            from mlsysopt.serving.inputs import resolve_prior
-
             self.prior = resolve_prior(prior)
         settings = {
             "tuners": self.tuners, "seeds": seeds, "seed": seed, "profile": profile, "rates": list(self.rates),

@@ -36,7 +36,7 @@ from mlsysopt.io import read_json
 from mlsysopt.serving.capacity import CapacityBackend
 from mlsysopt.serving.confirmation import confirm, measure_noise
 from mlsysopt.serving.cost_model import DEFAULT_TOLERANCE, check_cost_model, check_tolerance, op_level_shortlist
-from mlsysopt.serving.experiment import SEARCH, TUNING_CHECKPOINT, PhaseCheckpoint, recorded_phases
+from mlsysopt.serving.experiment import SEARCH, TUNING_CHECKPOINT, PhaseCheckpoint, recorded_phases, run_tuning
 from mlsysopt.serving.inputs import (
     DEFAULT_PROFILE,
     MAX_SECONDS,
@@ -44,17 +44,22 @@ from mlsysopt.serving.inputs import (
     WINDOW_S,
     check_backend,
     make_backend,
+    resolve_prior,
     resolve_profile,
     tuning_space,
 )
 from mlsysopt.serving.jobs import Job, check_rates
 from mlsysopt.serving.limits import check_requests
 from mlsysopt.serving.objective import Objective
+from mlsysopt.serving.profile import ServiceProfile
 from mlsysopt.serving.space import Workload
+from mlsysopt.serving.tuner_rule import AUTO, budget_class, resolve_tuner
 from mlsysopt.serving.tuners import get_tuner
 from mlsysopt.serving.tuning_phases import machine_cores, phase_sizes, probe_profile
 from mlsysopt.serving.tuning_report import tune_report
+from mlsysopt.serving.verdict import rounds_for_noise
 from mlsysopt.serving.windows import StableBackend
+from mlsysopt.store.records import record, serving_trial
 
 if TYPE_CHECKING:
     from mlsysopt.io import RunDir
@@ -198,8 +203,6 @@ class TuningJob(Job):
             self.profile = prof
             self.prior = None
             if prior is not None:
-                from mlsysopt.serving.inputs import resolve_prior
-
                 if tuner not in WARM_TUNERS:
                     raise MlsysoptError(f"--prior: tuner '{tuner}' takes no prior (these do: {', '.join(WARM_TUNERS)})")
                 self.prior = resolve_prior(prior)
@@ -252,8 +255,6 @@ class TuningJob(Job):
     def _resolve_tuner(out: Path, tuner: str, budget: int, warm: bool, resume: bool) -> tuple[str, dict]:
         """``tuner`` (no knobs), or for ``auto`` the rule's and its knobs (on ``--resume``: those the run started
         with)."""
-        from mlsysopt.serving.tuner_rule import AUTO, resolve_tuner
-
         if tuner != AUTO:
             return tuner, {}
         started = out / "settings.json"
@@ -285,8 +286,6 @@ class TuningJob(Job):
 
     def _why_tuner(self) -> str:
         """Why ``auto`` ran this tuner (empty for a tuner the user named)."""
-        from mlsysopt.serving.tuner_rule import budget_class
-
         if not self.tuner_auto:
             return ""
         how = " picking by expected improvement over the prior" if self.tuner_knobs.get("acquisition") == "ei" else ""
@@ -305,9 +304,6 @@ class TuningJob(Job):
             on_measure: Called with the phase's name after each measurement of any phase.
             on_total: Called with the run's measurement count once the noise fixed the confirmation rounds.
         """
-        from mlsysopt.serving.experiment import run_tuning
-        from mlsysopt.serving.verdict import rounds_for_noise
-
         with self.run_dir as run:
             self._keep_model(run)
             ck = PhaseCheckpoint(run, self.recorded)
@@ -356,8 +352,6 @@ class TuningJob(Job):
 
     def _task(self, run: RunDir) -> ServiceProfile:
         """The task's profile: the simulator's, or a probe of the real engine (kept in task.json for --resume)."""
-        from mlsysopt.serving.profile import ServiceProfile
-
         if self.profile is not None:
             return self.profile
         path = run.file(TASK_FILE)
@@ -370,7 +364,6 @@ class TuningJob(Job):
     def _stored(self, on_step: Callable[[Step], None] | None) -> Callable[[Step], None]:
         """``on_step`` that first records the step's measurement in the run's study (:mod:`mlsysopt.store`);
         replayed steps of a resumed run are recorded once (a step's index is its key)."""
-        from mlsysopt.store.records import record, serving_trial
 
         def stored(s: Step) -> None:
             record(serving_trial(s.measurement.to_dict(), s.score, s.index), "minimize")

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mlsysopt.errors import MlsysoptError
@@ -72,8 +73,6 @@ def top_predicted(prior: TaskPrior, job: Any, result: TuneResult, k: int = 5) ->
 def probe_profile(model: ServedModel, cores: int, seed: int = 0) -> ServiceProfile:
     """A quick service profile of a served model: batches of 1, 4 and 16 rows with 1 and 2 intra-op threads
     (3 runs each), the dispatch overhead from a low-rate run, and the model's facts (FLOPs, parameters, input)."""
-    from dataclasses import replace
-
     intra = (1, 2) if cores >= 2 else (1,)
     prof, _ = measure_profile(model, (1, 4, 16), intra, (1,), repeats=3, cores=cores, name=model.path.name)
     prof, _ = calibrate_dispatch(model, prof, seed=seed, requests=40)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from mlsysopt.io import to_jsonable
 from mlsysopt.serving.deploy import ort_session_json, triton_config
 from mlsysopt.serving.experiment import plot_tuning
+from mlsysopt.serving.rayserve_config import model_inputs, write_deployment
 from mlsysopt.serving.tuning_phases import top_predicted
 from mlsysopt.serving.verdict import noise_warning, verdict
 
@@ -78,8 +79,6 @@ def tune_report(
         (run.file("config.pbtxt")).write_text(triton_config(chosen, name))
         files += ["ort_session_options.json", "config.pbtxt"]
         if job.stage is not None:  # a real model: the Ray Serve deployment of the chosen configuration
-            from mlsysopt.serving.rayserve_config import model_inputs, write_deployment
-
             model = job.stage.model
             files += write_deployment(chosen, model.path, model_inputs(model), run.file(RAYSERVE_FOLDER))
     slo_met = pick.meets_slo

@@ -66,9 +66,9 @@ class ResidualGP:
         self.model = None
 
     def _fit(self) -> object:
-        from sklearn.exceptions import ConvergenceWarning
-        from sklearn.gaussian_process import GaussianProcessRegressor
-        from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+        from sklearn.exceptions import ConvergenceWarning  # deferred: sklearn, fit only
+        from sklearn.gaussian_process import GaussianProcessRegressor  # deferred: sklearn, fit only
+        from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel  # deferred: sklearn, fit only
 
         dims = len(self.x[0])
         kernel = ConstantKernel(0.25, (1e-3, 1e2)) * Matern(
@@ -109,7 +109,7 @@ def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.n
     Returns:
         np.ndarray: EI per prediction (>= 0).
     """
-    from scipy.stats import norm
+    from scipy.stats import norm  # deferred: scipy loads only for expected improvement
 
     z = (best - mean) / std
     return std * (z * norm.cdf(z) + norm.pdf(z))

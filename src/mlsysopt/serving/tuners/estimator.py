@@ -44,7 +44,7 @@ class _MLP:
     """A small MLP refit by a few full-batch Adam steps after every sample (weights carried over)."""
 
     def __init__(self, n_in: int, n_workload: int, cfg: RRLConfig, seed: int, zero_out: bool = False) -> None:
-        import torch
+        import torch  # deferred: torch loads only when the estimator is built
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
@@ -77,7 +77,7 @@ class _MLP:
         self.w.append(float(weight))
 
     def fit(self) -> None:
-        import torch
+        import torch  # deferred: torch loads only when the estimator is built
 
         with torch_threads(1):
             x = torch.from_numpy(np.stack(self.x))
@@ -90,7 +90,7 @@ class _MLP:
                 self.opt.step()
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        import torch
+        import torch  # deferred: torch loads only when the estimator is built
 
         with torch_threads(1), torch.no_grad():
             return self.net(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy().astype(np.float64)

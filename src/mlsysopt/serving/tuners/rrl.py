@@ -74,6 +74,7 @@ import numpy as np
 
 from mlsysopt.serving.backend import Measurement
 from mlsysopt.serving.objective import Objective
+from mlsysopt.serving.prior import prior_from_store
 from mlsysopt.serving.space import Config, Space, Workload
 from mlsysopt.serving.tuners.acquisition import ResidualGP, expected_improvement
 from mlsysopt.serving.tuners.base import Exploration, Tuner, boltzmann, knobs_from
@@ -282,8 +283,6 @@ class RRL(Tuner):
     def warm_start(self, histories: list[dict]) -> int:
         """``--warm-start``: fit a prior on the study store's history records (other runs' measurements); the job
         binds it to this task's profile before the search (:attr:`pending_prior`). Returns the measurements used."""
-        from mlsysopt.serving.prior import prior_from_store
-
         prior, used = prior_from_store(histories)
         if prior is not None:
             self.pending_prior = prior
