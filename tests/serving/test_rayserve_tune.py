@@ -1,6 +1,7 @@
 """A tune on Ray Serve writes a deployment that Ray Serve's own ``serve run`` deploys as tuned (a real local Ray Serve,
-real HTTP, a small CNN, short windows). Its own module: the engine of tests/serving/test_rayserve.py is stopped
-before this test starts the tune's private Ray and then the one ``serve run`` starts."""
+real HTTP, a small CNN, short windows). The tune joins the shared 2-node test cluster (``--address``, as on a
+cluster someone runs: it starts Serve there and leaves none behind); ``serve run`` then starts a private Ray of its
+own, as a user's would. Its own module: the engine of tests/serving/test_rayserve.py is stopped while it runs."""
 
 from __future__ import annotations
 
@@ -20,14 +21,15 @@ from mlsysopt.serving.space import Config
 pytestmark = pytest.mark.xdist_group("ray")
 
 
-def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(tmp_path: Path) -> None:
+def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(ray_cluster, tmp_path: Path) -> None:
     from cli_helpers import run
 
     out = tmp_path / "tune"
     # no SLO: on a suite's loaded cores a 12-request window with one late reply reads as saturated, and a tune that
     # misses its SLO writes no deployment; the SLO promise on a quiet machine is the benchmark's deploy check
     r = run(
-        "serving", "tune", "--out", str(out), "--engine", "rayserve", "--model", "zoo:cnn", "--rate", "30",
+        "serving", "tune", "--out", str(out), "--engine", "rayserve", "--address", ray_cluster.address,
+        "--model", "zoo:cnn", "--rate", "30",
         "--budget", "1", "--window-s", "0.4", "--requests", "40", "--max-batch", "1,4",
         "--instances", "1", "--intra", "1", "--inter", "1", "--batch-timeout-ms", "1", "--confirm-rounds", "1",
         cwd=tmp_path, timeout=300,
