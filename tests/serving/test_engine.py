@@ -12,13 +12,13 @@ import pytest
 
 from mlsysopt.errors import InvalidModel, InvalidSpace
 from mlsysopt.serving.engine import Engine
-from mlsysopt.serving.model import ServedModel, export_zoo_onnx
+from mlsysopt.serving.model import ServedModel
 from mlsysopt.serving.space import Config, Workload
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> ServedModel:
-    return ServedModel(export_zoo_onnx("cnn", tmp_path_factory.mktemp("engine") / "cnn.onnx"))
+def model(cnn_path: Path) -> ServedModel:
+    return ServedModel(cnn_path)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from mlsysopt.errors import InvalidModel
-from mlsysopt.serving.model import ServedModel, export_zoo_onnx
+from mlsysopt.serving.model import ServedModel
 
 
 def _tiny_onnx(path: Path, shape: list, dtype: int = TensorProto.FLOAT, op: str = "Identity") -> Path:
@@ -27,11 +27,6 @@ def _tiny_onnx(path: Path, shape: list, dtype: int = TensorProto.FLOAT, op: str 
     model.ir_version = 8
     onnx.save(model, str(path))
     return path
-
-
-@pytest.fixture(scope="module")
-def cnn_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return export_zoo_onnx("cnn", tmp_path_factory.mktemp("served") / "cnn.onnx")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 
 from mlsysopt.errors import InvalidModel, MlsysoptError
 from mlsysopt.serving.inputs import load_config
-from mlsysopt.serving.model import ServedModel, export_zoo_onnx
+from mlsysopt.serving.model import ServedModel
 from mlsysopt.serving.rayserve import RayServeEngine
 from mlsysopt.serving.rayserve_config import deployment_options
 from mlsysopt.serving.rayserve_deploy import replica_info
@@ -29,8 +29,8 @@ pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> ServedModel:
-    return ServedModel(export_zoo_onnx("cnn", tmp_path_factory.mktemp("rayserve") / "cnn.onnx"))
+def model(cnn_path: Path) -> ServedModel:
+    return ServedModel(cnn_path)
 
 
 @pytest.fixture(scope="module")

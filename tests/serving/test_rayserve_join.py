@@ -14,7 +14,7 @@ import pytest
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.ports import free_port
-from mlsysopt.serving.model import ServedModel, export_zoo_onnx
+from mlsysopt.serving.model import ServedModel
 from mlsysopt.serving.rayserve import RayServeEngine
 from mlsysopt.serving.space import Config, Workload
 
@@ -73,8 +73,8 @@ class _Owner:
         self.proc.wait()
 
 
-def test_a_serve_instance_of_someone_else_is_refused_or_joined_on_its_own_port(ray_cluster, tmp_path: Path) -> None:
-    model = ServedModel(export_zoo_onnx("cnn", tmp_path / "cnn.onnx"))
+def test_a_serve_instance_of_someone_else_is_refused_or_joined_on_its_own_port(ray_cluster, cnn_path: Path) -> None:
+    model = ServedModel(cnn_path)
     theirs, owner = free_port(), _Owner(ray_cluster.address)
     owner("other", theirs)
     try:
