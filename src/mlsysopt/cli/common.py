@@ -1,8 +1,4 @@
-"""Shared pieces of the command line: consoles, the options every command family shares, input parsing.
-
-Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
-``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
-"""
+"""Shared pieces of the command line: consoles, the options every command family shares, input parsing."""
 
 from __future__ import annotations
 

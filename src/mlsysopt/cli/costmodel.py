@@ -1,8 +1,4 @@
-"""``mlsysopt costmodel ...``: synthetic data, GST+EFD training, evaluation and prediction of graph cost models.
-
-Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
-``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
-"""
+"""``mlsysopt costmodel ...``: synthetic data, GST+EFD training, evaluation and prediction of graph cost models."""
 
 from __future__ import annotations
 

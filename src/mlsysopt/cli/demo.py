@@ -1,8 +1,4 @@
-"""``mlsysopt demo``: every system's demo section into one run folder.
-
-Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
-``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
-"""
+"""``mlsysopt demo``: every system's demo section into one run folder."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""``mlsysopt graph ...``: inspect, generate, import and simulate computation graphs.
-
-Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
-``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
-"""
+"""``mlsysopt graph ...``: inspect, generate, import and simulate computation graphs."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""``mlsysopt costmodel collect-latency | latency | latency-train``: the latency oracle from the command line.
-
-Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
-``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
-"""
+"""``mlsysopt costmodel collect-latency | latency | latency-train``: the latency oracle from the command line."""
 
 from __future__ import annotations
 

@@ -2,9 +2,6 @@
 
 Also :func:`add_storage_option`, which gives every command that writes a run folder ``--storage URL`` (the store
 its runs write to; ``MLSYSOPT_STORAGE`` when not given, else ``mlsysopt.db`` beside ``--out``).
-
-Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
-``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""Helpers of ``mlsysopt serving ...``: serving's own options, parsing comma-separated lists, printing results.
-
-Only what loads a heavy library (torch, matplotlib, Optuna, ...) is imported inside the command that needs it, marked
-``# deferred:`` with what it loads, so that ``mlsysopt --help`` and every other command start without it.
-"""
+"""Helpers of ``mlsysopt serving ...``: serving's own options, parsing comma-separated lists, printing results."""
 
 from __future__ import annotations
 

@@ -409,6 +409,3 @@ def synth_tile_graph(num_nodes: int, configs: int, rng: np.random.Generator) -> 
         "config_runtime": np.rint(rt[1:]).astype(np.int64),
         "config_runtime_normalizers": np.full(configs, round(rt[0]), np.int64),
     }
-
-
-# ---------------------------------------------------------------------------- writers
