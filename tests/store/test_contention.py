@@ -19,7 +19,8 @@ from mlsysopt.store import parse_storage, storage
 from mlsysopt.store import writer as writer_mod
 from mlsysopt.store.database import Store
 from mlsysopt.store.query import list_runs
-from mlsysopt.store.run import RunStore, record_trial
+from mlsysopt.store.record import record_trial
+from mlsysopt.store.run import RunStore
 from mlsysopt.store.session import current_run, on_store_error
 
 MLSYSOPT = str(Path(sys.executable).parent / "mlsysopt")

@@ -25,17 +25,16 @@ with a fixed per-device order instead (static list scheduling), which is monoton
 longest path where each task runs on the fastest device that supports its type and communication is free.
 SLR = makespan / CP_MIN >= 1.
 
-The event loop is one numba-compiled kernel over flat arrays (CSR children, precomputed once per graph in
-:class:`Simulator`); :meth:`Simulator.makespans` evaluates a batch of placements of one graph.
+The event loop is one numba-compiled kernel over flat arrays (:mod:`mlsysopt.graph.sim_kernel`; CSR children,
+precomputed once per graph in :class:`Simulator`); :meth:`Simulator.makespans` evaluates a batch of placements of
+one graph.
 """
 
 from __future__ import annotations
 
-import heapq
 from functools import cached_property
 from typing import Any
 
-import numba
 import numpy as np
 
 from mlsysopt.errors import InvalidPlacement
@@ -52,110 +51,7 @@ from mlsysopt.graph.list_schedule import (
 )
 from mlsysopt.graph.placement import check_placement
 from mlsysopt.graph.schedule import Schedule
-
-_FIFO = np.empty(0, np.int64)  # an empty order selects the FIFO-by-readiness semantics
-
-
-@numba.njit(cache=True, nogil=True)
-def _schedule(
-    indptr: np.ndarray,
-    child: np.ndarray,
-    child_bytes: np.ndarray,
-    n_parents: np.ndarray,
-    compute: np.ndarray,
-    speed: np.ndarray,
-    overhead: np.ndarray,
-    delay: np.ndarray,
-    inv_bw: np.ndarray,
-    place: np.ndarray,
-    order: np.ndarray,
-    start: np.ndarray,
-    finish: np.ndarray,
-    ready: np.ndarray,
-) -> float:
-    """Run every task once and return the makespan.
-
-    With an empty ``order`` (FIFO semantics) the next task is the ready one with the earliest (ready time, id),
-    popped from a heap. With a topological ``order`` (static list scheduling) tasks are taken in that order.
-    """
-    n = n_parents.shape[0]
-    fifo = order.shape[0] == 0
-    remaining = n_parents.copy()
-    dev_free = np.zeros(speed.shape[0])
-    ready[:] = 0.0
-    heap = [(0.0, np.int64(0))]
-    heap.pop()
-    if fifo:
-        for i in range(n):
-            if remaining[i] == 0:
-                heap.append((0.0, np.int64(i)))
-        heapq.heapify(heap)
-    makespan = 0.0
-    for step in range(n):
-        if fifo:
-            r, i = heapq.heappop(heap)
-        else:
-            i = order[step]
-            r = ready[i]
-        d = place[i]
-        s = r if r > dev_free[d] else dev_free[d]
-        f = s + (compute[i] / speed[d] + overhead[d])
-        start[i] = s
-        finish[i] = f
-        dev_free[d] = f
-        if f > makespan:
-            makespan = f
-        for k in range(indptr[i], indptr[i + 1]):
-            c = child[k]
-            dc = place[c]
-            a = f if dc == d else f + (delay[d, dc] + child_bytes[k] * inv_bw[d, dc])
-            if a > ready[c]:
-                ready[c] = a
-            if fifo:
-                remaining[c] -= 1
-                if remaining[c] == 0:
-                    heapq.heappush(heap, (ready[c], c))
-    return makespan
-
-
-@numba.njit(cache=True, nogil=True)
-def _schedule_batch(
-    indptr: np.ndarray,
-    child: np.ndarray,
-    child_bytes: np.ndarray,
-    n_parents: np.ndarray,
-    compute: np.ndarray,
-    speed: np.ndarray,
-    overhead: np.ndarray,
-    delay: np.ndarray,
-    inv_bw: np.ndarray,
-    places: np.ndarray,
-) -> np.ndarray:
-    """Makespans of many placements (rows of ``places``) of one graph."""
-    n = n_parents.shape[0]
-    out = np.empty(places.shape[0])
-    start = np.empty(n)
-    finish = np.empty(n)
-    ready = np.empty(n)
-    fifo = np.empty(0, np.int64)
-    for b in range(places.shape[0]):
-        out[b] = _schedule(
-            indptr,
-            child,
-            child_bytes,
-            n_parents,
-            compute,
-            speed,
-            overhead,
-            delay,
-            inv_bw,
-            places[b],
-            fifo,
-            start,
-            finish,
-            ready,
-        )
-    return out
+from mlsysopt.graph.sim_kernel import FIFO, event_loop, event_loop_batch
 
 
 class Simulator:
@@ -249,10 +145,10 @@ class Simulator:
         p = self.check(placement) if check else np.asarray(placement, np.int64)
         n = self.graph.num_nodes
         if order is not None:
-            return float(_schedule(*self._args(), p, self._check_order(order), np.empty(n), np.empty(n), np.empty(n)))
+            return float(event_loop(*self._args(), p, self._check_order(order), np.empty(n), np.empty(n), np.empty(n)))
         if self.execution == "ordered":
             return float(insertion_schedule(*self._ordered_args, p, self.sequence, *self._buffers(n)))
-        return float(_schedule(*self._args(), p, _FIFO, np.empty(n), np.empty(n), np.empty(n)))
+        return float(event_loop(*self._args(), p, FIFO, np.empty(n), np.empty(n), np.empty(n)))
 
     @staticmethod
     def _buffers(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -274,7 +170,7 @@ class Simulator:
                 self.check(row)
         if self.execution == "ordered":
             return insertion_batch(*self._ordered_args, ps, self.sequence)
-        return _schedule_batch(*self._args(), ps)
+        return event_loop_batch(*self._args(), ps)
 
     def makespan_in_order(self, placement: Any, order: Any = None) -> float:
         """Makespan when every device runs its tasks in a fixed topological ``order`` (default: the graph's).
@@ -285,7 +181,7 @@ class Simulator:
         p = self.check(placement)
         o = self.graph.topo_order if order is None else self._check_order(order)
         n = self.graph.num_nodes
-        return float(_schedule(*self._args(), p, o, np.empty(n), np.empty(n), np.empty(n)))
+        return float(event_loop(*self._args(), p, o, np.empty(n), np.empty(n), np.empty(n)))
 
     def _check_order(self, order: Any) -> np.ndarray:
         o = np.asarray(order, dtype=np.int64)
@@ -332,10 +228,10 @@ class Simulator:
             ms = float(insertion_schedule(*self._ordered_args, p, self.sequence, start, finish, ready))
             execution = "ordered"
         elif order is not None:
-            ms = float(_schedule(*self._args(), p, self._check_order(order), start, finish, ready))
+            ms = float(event_loop(*self._args(), p, self._check_order(order), start, finish, ready))
             execution = "ordered"
         else:
-            ms = float(_schedule(*self._args(), p, _FIFO, start, finish, ready))
+            ms = float(event_loop(*self._args(), p, FIFO, start, finish, ready))
             execution = "fifo"
         crit = self._critical_path(p, start, finish, ready)
         return Schedule(ms, start, finish, ready, p, crit, execution)

@@ -28,16 +28,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from mlsysopt.errors import InvalidRunDir, MlsysoptError, WriteFailed
 from mlsysopt.io.files import load_torch, remove_stale_temps, save_torch_atomic, write_atomic
 from mlsysopt.io.jsonio import loads_json, read_json, to_jsonable, write_json_atomic
 from mlsysopt.io.runlog import RunLog
+from mlsysopt.io.sink import NoSink, RunSink
 from mlsysopt.text import mask_secrets
-
-if TYPE_CHECKING:
-    from mlsysopt.io.runlog import RunLog
 
 SETTINGS = "settings.json"
 LOCK = ".lock"
@@ -60,57 +58,6 @@ def stop_note(clear: bool = True) -> str | None:
     if clear:
         _stop_note = None
     return note
-
-
-class SinkSpec(Protocol):
-    """Where a sink writes: whether it is on, and how to name it to a user (credentials masked)."""
-
-    enabled: bool
-    display: str
-
-
-class RunSink(Protocol):
-    """What a run folder tells the layer that attached it (the study store's :class:`~mlsysopt.store.RunStore`)."""
-
-    study_name: str | None
-
-    def check(self) -> SinkSpec:
-        """Resolve and reach the sink, with no side effect (an error refuses the run before anything exists)."""
-
-    def stored_checkpoint(self) -> tuple[str, bytes, dict[str, Any]] | None:
-        """The sink's copy of this folder's latest checkpoint: (file name, bytes, settings), or None."""
-
-    def open(self, resume: bool = False) -> None:
-        """The run started (or resumed)."""
-
-    def mirror_checkpoint(self, path: Path) -> None:
-        """A checkpoint was written at ``path``."""
-
-    def close(self, status: str, result: dict[str, Any] | None, keep: bool = True) -> None:
-        """The run ended with ``status`` (``result``: its result.json; ``keep=False``: forget it)."""
-
-
-class _NoSink:
-    """The sink of a run that has none: off, keeps nothing."""
-
-    study_name = None
-    enabled = False
-    display = "none"
-
-    def check(self) -> SinkSpec:
-        return self
-
-    def stored_checkpoint(self) -> None:
-        return None
-
-    def open(self, resume: bool = False) -> None:
-        pass
-
-    def mirror_checkpoint(self, path: Path) -> None:
-        pass
-
-    def close(self, status: str, result: dict[str, Any] | None, keep: bool = True) -> None:
-        pass
 
 
 class RunDir:
@@ -158,7 +105,7 @@ class RunDir:
     def store(self) -> RunSink:
         """The run's sink (the study store's :class:`mlsysopt.store.RunStore` when one was attached)."""
         if self._store is None:
-            self._store = _NoSink() if self._sink_factory is None else self._sink_factory(self.path, self.settings)
+            self._store = NoSink() if self._sink_factory is None else self._sink_factory(self.path, self.settings)
         return self._store
 
     # ------------------------------------------------------------------------ paths

@@ -47,8 +47,8 @@ _EXPORTS = {
     "PNASConfig": "mlsysopt.nas.baselines.pnas",
     "OptunaTPE": "mlsysopt.nas.baselines.optuna_tpe",
     "TPEConfig": "mlsysopt.nas.baselines.optuna_tpe",
-    "EPNASCold": "mlsysopt.nas.epnas",
-    "EPNASColdConfig": "mlsysopt.nas.epnas",
+    "EPNASCold": "mlsysopt.nas.epnas_cold",
+    "EPNASColdConfig": "mlsysopt.nas.epnas_cold",
     "LocalSearch": "mlsysopt.nas.baselines.local_search",
     "LocalSearchConfig": "mlsysopt.nas.baselines.local_search",
     "Bananas": "mlsysopt.nas.baselines.bananas",
@@ -138,7 +138,8 @@ if TYPE_CHECKING:
     from mlsysopt.nas.catalog import space_catalog
     from mlsysopt.nas.constraints import MODES, RESOURCES, Constraint, Constraints
     from mlsysopt.nas.controller import Controller, ControllerConfig, Policy, Reinforce
-    from mlsysopt.nas.epnas import EPNAS, EPNASCold, EPNASColdConfig, EPNASConfig
+    from mlsysopt.nas.epnas import EPNAS, EPNASConfig
+    from mlsysopt.nas.epnas_cold import EPNASCold, EPNASColdConfig
     from mlsysopt.nas.evaluation import evaluate_one
     from mlsysopt.nas.experiment import (
         REGIMES,

@@ -6,8 +6,8 @@ The whole algorithm, read top to bottom (every knob is in :class:`EPNASConfig`):
 1. **Prior.** With ``prior="auto"`` (the default) the predictor starts from a transfer prior
    (:mod:`mlsysopt.nas.prior`): one given to the method (e.g. built from earlier runs' history records), else the
    space's own -- for NAS-Bench-Graph, a network pretrained on the *other* datasets' tables, never the target's.
-   ``prior="none"`` (method ``epnas_cold``) starts cold. Without any prior (a new space with no history) EPNAS runs
-   cold too.
+   ``prior="none"`` (method ``epnas_cold``, :mod:`mlsysopt.nas.epnas_cold`) starts cold. Without any prior (a new
+   space with no history) EPNAS runs cold too.
 2. **Stages.** The search grows architectures from ``space.min_blocks`` to ``space.max_blocks`` blocks, one stage per
    block count (:mod:`mlsysopt.nas.stages`), the budget split by ``stage_split`` (``"linear"``: stage ``s`` gets a
    share ∝ ``s + 1``; ``"equal"``; ``"last"``: everything in the final stage; ``"auto"``, the default: ``"last"``
@@ -387,33 +387,3 @@ class EPNAS(Searcher[EPNASConfig]):
         self.queue = [Arch(tuple(c), b) for c, b in d["round"]["queue"]]
         self.pending = int(d["round"]["pending"])
         self.told = [Evaluation.from_dict(e) for e in d["round"]["told"]]
-
-
-@dataclass
-class EPNASColdConfig(EPNASConfig):
-    """EPNAS without transfer: the same knobs, ``prior="none"`` by default (its own defaults; see the module doc).
-
-    Args:
-        knobs: Every knob of :class:`EPNASConfig`; the defaults that differ: ``prior="none"``,
-            ``predicted_update=0.0``, ``prior_steps=0``, ``handover=0``.
-    """
-
-    prior: str = knob("none", choices=PRIORS)
-    predicted_update: float = knob(0.0, 0)  # cold, the predictor knows little of the pool: no step on its scores
-    prior_steps: int = knob(0, 0, MAX_POOL)  # (no prior to take steps on)
-    handover: int = knob(0, 0, MAX_POOL)  # (no prior to hand over from)
-
-
-class EPNASCold(EPNAS):
-    """EPNAS started cold: no prior, the predictor learns from the target's evaluations alone.
-
-    Args:
-        space, constraints, budget, seed: as :class:`~mlsysopt.nas.searcher.Searcher` (which also says
-            what it raises).
-        config: a :class:`EPNASColdConfig` (None: its defaults).
-        prior: Ignored unless ``config.prior`` is ``"auto"`` (cold by default).
-    """
-
-    name = "epnas_cold"
-    Config: ClassVar[type[SearcherConfig]] = EPNASColdConfig
-    uses_prior = False

@@ -24,7 +24,7 @@ METHODS: Registry[type[Searcher[Any]]] = Registry(
     "NAS method",
     {
         "epnas": "mlsysopt.nas.epnas:EPNAS",
-        "epnas_cold": "mlsysopt.nas.epnas:EPNASCold",
+        "epnas_cold": "mlsysopt.nas.epnas_cold:EPNASCold",
         "local_search": "mlsysopt.nas.baselines.local_search:LocalSearch",
         "bananas": "mlsysopt.nas.baselines.bananas:Bananas",
         "zero_shot": "mlsysopt.nas.baselines.zero_shot:ZeroShot",

@@ -27,7 +27,7 @@ _EXPORTS = {
     "StudyWriter": "mlsysopt.store.writer",
     "StudyHandle": "mlsysopt.store.writer",
     "RunStore": "mlsysopt.store.run",
-    "record_trial": "mlsysopt.store.run",
+    "record_trial": "mlsysopt.store.record",
     "use_storage": "mlsysopt.store.session",
     "storage": "mlsysopt.store.session",
     "current_run": "mlsysopt.store.session",
@@ -36,7 +36,8 @@ _EXPORTS = {
 
 if TYPE_CHECKING:
     from mlsysopt.store.database import Store
-    from mlsysopt.store.run import RunStore, record_trial
+    from mlsysopt.store.record import record_trial
+    from mlsysopt.store.run import RunStore
     from mlsysopt.store.schema import SCHEMA_VERSION
     from mlsysopt.store.session import current_run, storage, use_storage
     from mlsysopt.store.trials import TrialRecord

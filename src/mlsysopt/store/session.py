@@ -1,7 +1,7 @@
 """What this process's runs write to: the store URL, what a failed write does, the command, the open runs.
 
 Set once by the CLI (or a Python user) before runs open, read by :class:`~mlsysopt.store.run.RunStore` when one
-opens; :func:`current_run` is the innermost open run, the one :func:`~mlsysopt.store.run.record_trial` writes to.
+opens; :func:`current_run` is the innermost open run, the one :func:`~mlsysopt.store.record.record_trial` writes to.
 """
 
 from __future__ import annotations
