@@ -1,7 +1,7 @@
 """The latency oracle on real runtimes measured here (issue #32): four predictors side by side, the default picked
 on validation models, and the oracle in use.
 
-    python benchmarks/latency_oracle.py [--data real:cpu] [--quick] --out docs/benchmarks/latency_oracle.json
+    python benchmarks/latency_oracle.py [--data real:cpu] [--quick] --out benchmarks/results/latency_oracle.json
 
 Reads a latency collection (``costmodel collect-latency``; the shipped ``real:cpu`` by default). On its
 train/valid/test split by model:

@@ -5,7 +5,7 @@ seeds past every training seed (``train_search.VALIDATION_OFFSET``): never train
 set. Each configuration runs at equal evaluations (the default budget) and at 1 s of wall clock; the figure is
 the geomean makespan / HEFT over the problems. ``local_search`` is the same search with uniform proposals.
 
-    python benchmarks/placement_validation.py [--problems 24] --out docs/benchmarks/placement_validation.json
+    python benchmarks/placement_validation.py [--problems 24] --out benchmarks/results/placement_validation.json
 
 ``--anytime`` instead decides whether the default keeps the learned proposer (issue #31): on the same validation
 problems, in both execution semantics, GiPH (learned proposals) against the same search with uniform proposals
@@ -13,7 +13,7 @@ problems, in both execution semantics, GiPH (learned proposals) against the same
 the better final makespan (3 seeds). The rule: the policy stays in the default only if it reaches 1% in <= 0.67x
 the evaluations of uniform proposals and does not lose at 1 s.
 
-    python benchmarks/placement_validation.py --anytime --out docs/benchmarks/placement_validation_anytime.json
+    python benchmarks/placement_validation.py --anytime --out benchmarks/results/placement_validation_anytime.json
 """
 
 from __future__ import annotations

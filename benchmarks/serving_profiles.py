@@ -115,7 +115,7 @@ def fit_prior(folders: list[Path]) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Measure, fit, write ``docs/benchmarks/serving_profiles.json``."""
+    """Measure, fit, write ``benchmarks/results/serving_profiles.json``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--measure", action="store_true", help="profile the measured models here (real timings)")
     ap.add_argument("--prior", action="store_true", help="histories of the tuning presets, then the shipped prior")
@@ -123,7 +123,7 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="comma-separated measured models (default: all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=Path("runs/presets"))
-    ap.add_argument("--out", type=Path, default=Path("docs/benchmarks/serving_profiles.json"))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/serving_profiles.json"))
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"date": dt.date.today().isoformat(), "load_average_at_start": os.getloadavg()[0]}

@@ -255,7 +255,7 @@ def summarize(models: dict[str, Any], tunes: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks/serving_rayserve.json"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/serving_rayserve.json"))
     parser.add_argument("--work", type=Path, default=Path("runs/bench/serving_rayserve"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", default="cnn" if "--quick" in sys.argv else ",".join(MODELS))

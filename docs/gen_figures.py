@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: the benchmark result files (JSON) the figures are read from
+BENCH = HERE.parent / "benchmarks" / "results"
 
 
 def _png(fig) -> bytes:
@@ -109,7 +111,7 @@ FIGURES: dict[str, Callable] = {
 }
 
 
-def render(bench: Path = HERE / "benchmarks") -> dict[str, bytes]:
+def render(bench: Path = BENCH) -> dict[str, bytes]:
     """Every figure as PNG bytes, by file name."""
     import matplotlib
 
@@ -126,6 +128,6 @@ def render(bench: Path = HERE / "benchmarks") -> dict[str, bytes]:
 if __name__ == "__main__":
     target = Path(sys.argv[1])
     target.mkdir(parents=True, exist_ok=True)
-    for name, png in render(Path(sys.argv[2]) if len(sys.argv) > 2 else HERE / "benchmarks").items():
+    for name, png in render(Path(sys.argv[2]) if len(sys.argv) > 2 else BENCH).items():
         (target / name).write_bytes(png)
         print(target / name)

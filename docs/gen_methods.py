@@ -1,7 +1,7 @@
 """The "which method should I use" tables, built from the benchmark JSON files (never typed by hand).
 
 The docs hook (``docs/hooks.py``) puts the tables where ``methods.md`` says ``<!-- methods-table -->``; run this file
-to print them: ``python docs/gen_methods.py [BENCHMARK_DIR]`` (default ``docs/benchmarks``). Each row is one
+to print them: ``python docs/gen_methods.py [BENCHMARK_DIR]`` (default ``benchmarks/results``). Each row is one
 situation (a budget, an execution semantics, a data set): the best method measured there, the command's default
 and its figure, and the file the figures come from.
 """
@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: the benchmark result files (JSON) the figures are read from
+BENCH = HERE.parent / "benchmarks" / "results"
 
 
 def _load(bench: Path, name: str) -> dict:
@@ -68,7 +70,7 @@ def placement(bench: Path) -> str:
         f"The default needs no policy: GiPH's learned proposals reach 1% of the final makespan in "
         f"{anytime['evals_to_1pct']:.2f}× the evaluations of uniform ones but take {anytime['seconds_to_1pct']:.2f}× "
         f"the seconds (`ordered`), so at a time budget they do not pay. Problems: {len(data['problems'])} held-out, "
-        f"{data['setup']['seeds']} seeds; date {data['setup']['date'][:10]}; `docs/benchmarks/placement.json`."
+        f"{data['setup']['seeds']} seeds; date {data['setup']['date'][:10]}; `benchmarks/results/placement.json`."
     )
     header = ["situation", "best measured (geomean makespan ÷ HEFT, 95% CI)", "default", "references"]
     return _table(header, rows) + "\n\n" + why
@@ -113,7 +115,7 @@ def serving(bench: Path) -> str:
         f"{tuners[warm]['mean']:.1f} / {tuners[warm]['p90']:g}, warm GP {tuners['gp_warm']['mean']:.1f} / "
         f"{tuners['gp_warm']['p90']:g}, warm TPE {tuners['tpe_warm']['mean']:.1f} / {tuners['tpe_warm']['p90']:g}; "
         f"after a rate change (median) {tuners[warm]['shift_median']:g}, warm GP {tuners['gp_warm']['shift_median']:g}."
-        f" Date {data['date']}; `docs/benchmarks/serving_heldout.json`, `docs/benchmarks/serving_tuning.json`."
+        f" Date {data['date']}; `benchmarks/results/serving_heldout.json`, `benchmarks/results/serving_tuning.json`."
     )
     header = ["situation", "`serving tune` default", "within 5%, tuning presets", "within 5%, held-out presets"]
     return _table(header, rows) + "\n\n" + why
@@ -149,7 +151,7 @@ def nas(bench: Path) -> str:
         f"returned cell met the hard limits. The default (`--method auto`) is chosen per budget class on the tuning "
         f"tables (physics, arxiv, proteins), among the methods whose transfer prior adds on the held-out ablation: "
         f"{data['default_rule']}. Date {data['date'][:10]}; "
-        "`docs/benchmarks/nas34.json`."
+        "`benchmarks/results/nas34.json`."
     )
     header = ["budget", "best measured (mean validation regret)", "`nas search` default", "references"]
     return _table(header, rows) + "\n\n" + why
@@ -198,7 +200,7 @@ def costmodel(bench: Path) -> str:
         "Held-out ordered-pair accuracy (OPA, higher is better) and training seconds, 3 seeds. On the small real "
         "graphs LightGBM ties GST+EFD and trains in a fraction of the time (`--mode lightgbm`); GST+EFD is for graphs "
         "too big for full-graph training, where its step memory stays flat. Dates "
-        f"{data['date']} (`docs/benchmarks/gst_full.json`) and `docs/benchmarks/latency_oracle.json` "
+        f"{data['date']} (`benchmarks/results/gst_full.json`) and `benchmarks/results/latency_oracle.json` "
         f"(default oracle: {oracle['default_rule']})."
     )
     header = ["data", "best measured", "`costmodel train` default", "references"]
@@ -213,10 +215,10 @@ SECTIONS = (
 )
 
 
-def methods_markdown(bench: Path = HERE / "benchmarks") -> str:
+def methods_markdown(bench: Path = BENCH) -> str:
     """Every system's table as Markdown (``###`` sections)."""
     return "\n\n".join(f"### {title}\n\n{build(Path(bench))}" for title, build in SECTIONS) + "\n"
 
 
 if __name__ == "__main__":
-    print(methods_markdown(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "benchmarks"))
+    print(methods_markdown(Path(sys.argv[1]) if len(sys.argv) > 1 else BENCH))

@@ -11,6 +11,8 @@
   JSON files by ``docs/gen_methods.py``.
 * ``figures/*.png``: the figures ``docs/gen_figures.py`` draws from the benchmark JSON files, added to the site as
   generated files (pages link them like any image; they are not kept in the repository).
+* ``benchmarks/results/*.png``: the plots the benchmark scripts wrote next to their JSON (``benchmarks/results/``,
+  outside the docs folder), added to the site under the same path: a page links them as from the repository root.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
 DOCS = Path(__file__).resolve().parent
+#: the benchmark result files (JSON and the scripts' PNG plots); the site reads its figures and tables from them
+BENCH = DOCS.parent / "benchmarks" / "results"
 _BARE_DIRECTIVE = re.compile(r"^::: (mlsysopt(?:\.\w+)*)[ \t]*$", re.MULTILINE)
 METHODS_MARKER = "<!-- methods-table -->"
 #: what the generated CLI reference must contain (one command of each system)
@@ -58,7 +62,11 @@ def _sibling(name: str):
 
 
 def on_files(files, config):
-    for name, png in _sibling("gen_figures").render(DOCS / "benchmarks").items():
+    if not BENCH.is_dir():
+        raise PluginError(f"no benchmark results folder {BENCH}: the site's figures and tables are read from it")
+    for png in sorted(BENCH.glob("*.png")):
+        files.append(File.generated(config, f"benchmarks/results/{png.name}", abs_src_path=str(png)))
+    for name, png in _sibling("gen_figures").render(BENCH).items():
         files.append(File.generated(config, f"figures/{name}", content=png))
     return files
 
@@ -67,7 +75,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if page.file.src_uri.startswith("reference/api/"):
         markdown = _BARE_DIRECTIVE.sub(lambda m: _expand(m, markdown), markdown)
     if METHODS_MARKER in markdown:
-        markdown = markdown.replace(METHODS_MARKER, _sibling("gen_methods").methods_markdown(DOCS / "benchmarks"))
+        markdown = markdown.replace(METHODS_MARKER, _sibling("gen_methods").methods_markdown(BENCH))
     return markdown
 
 

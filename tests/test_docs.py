@@ -28,7 +28,7 @@ import yaml  # noqa: E402  (after the skips: PyYAML comes with mkdocs)
 pytestmark = pytest.mark.xdist_group("docs_site")
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "docs" / "benchmarks"
+BENCH = ROOT / "benchmarks" / "results"
 
 #: page -> names its built HTML must contain
 MUST_LIST = {
@@ -100,7 +100,7 @@ def test_methods_tables_carry_the_benchmark_figures(site: Path) -> None:
 def test_benchmark_figures_are_embedded_and_every_image_exists(site: Path) -> None:
     html = _page(site, "benchmarks")
     for png in ("placement.png", "gst_full.memory.png"):
-        assert f'src="{png}"' in html, f"benchmarks: {png} not embedded"
+        assert f'src="results/{png}"' in html, f"benchmarks: {png} not embedded"
     for png in ("nas_regret.png", "serving_heldout.png", "oracle_predicted_vs_measured.png"):  # docs/gen_figures.py
         assert f'src="../figures/{png}"' in html, f"benchmarks: figures/{png} not embedded"
         assert (site / "figures" / png).stat().st_size > 10_000

@@ -24,7 +24,7 @@ from mlsysopt.nas.defaults import (
 )
 from mlsysopt.nas.experiment import SearchOptions, _started_with
 
-TUNING = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "nas_tune34.json"
+TUNING = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "nas_tune34.json"
 HELD_OUT = TUNING.with_name("nas34.json")
 
 

@@ -72,7 +72,7 @@ def test_auto_follows_budget_and_prior_and_resume_keeps_the_started_tuner(tmp_pa
 
 
 def test_the_figures_in_help_are_the_validation_benchmarks() -> None:
-    bench = json.loads((Path(__file__).parents[2] / "docs" / "benchmarks" / "serving_tuning.json").read_text())
+    bench = json.loads((Path(__file__).parents[2] / "benchmarks" / "results" / "serving_tuning.json").read_text())
     shares = {}
     for key, block in bench["default_tuner"].items():
         if key != "targets":

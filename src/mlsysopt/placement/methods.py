@@ -68,7 +68,7 @@ METHODS: Registry[Method] = Registry("method", {m.name: m for m in _methods()})
 #: learned proposer (``giph``) stays a method, not the default: on the 24 validation problems it reached within 1% of
 #: the final makespan in 0.67x the evaluations of uniform proposals (fifo; 0.81x ordered) but took 6.4x (2.0x) the
 #: seconds and lost at 1 s of wall clock (1.006x both), so at a user's time budget it does not pay
-#: (``docs/benchmarks/placement_validation_anytime.json``, issue #31).
+#: (``benchmarks/results/placement_validation_anytime.json``, issue #31).
 DEFAULT_METHOD = "local_search"
 
 

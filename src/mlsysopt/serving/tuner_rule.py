@@ -6,8 +6,8 @@ default is the tuner that left the most tunes within 5% of the optimum after tha
 the *tuning* presets (:mod:`mlsysopt.serving.presets`: 14 profiles x 10 seeds, simulated, mean latency; a run's
 first tune at rate A and its re-tune after the rate rises 1.5x both count, as ``serving tune --rate A,B`` does both;
 warm tuners get a prior fitted without the profile's own model); a tie goes to the fewer mean measurements to 5%.
-``benchmarks/serving_rule.py`` measures it (``docs/benchmarks/serving_tuning.json``); the held-out presets confirm it
-(``benchmarks/serving.py``: ``default_tuner`` in ``docs/benchmarks/serving_heldout.json``); ``docs/methods.md``
+``benchmarks/serving_rule.py`` measures it (``benchmarks/results/serving_tuning.json``); the held-out presets confirm it
+(``benchmarks/serving.py``: ``default_tuner`` in ``benchmarks/results/serving_heldout.json``); ``docs/methods.md``
 shows both.
 """
 
@@ -29,7 +29,7 @@ RULE: dict[tuple[str, bool], str] = {
     ("medium", True): "rrl:ei",
     ("large", True): "rrl",
 }
-#: the figure behind :data:`RULE` (``docs/benchmarks/serving_tuning.json``; a test keeps them equal): per tuner, the
+#: the figure behind :data:`RULE` (``benchmarks/results/serving_tuning.json``; a test keeps them equal): per tuner, the
 #: share of tunes within 5% of the optimum after 10 / 30 / 60 measurements on the tuning presets
 FIGURES: dict[str, tuple[int, int, int]] = {
     "rrl": (65, 92, 98),
