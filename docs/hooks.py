@@ -11,6 +11,9 @@
   JSON files by ``docs/gen_methods.py``.
 * ``figures/*.png``: the figures ``docs/gen_figures.py`` draws from the benchmark JSON files, added to the site as
   generated files (pages link them like any image; they are not kept in the repository).
+* ``<!-- run-figure NAME -->`` on a page becomes the plots of a real run of the guide's command
+  (``docs/assets/guide-runs/NAME/``, written by ``docs/gen_run_figures.py``) with a caption naming the command, its
+  date and its inputs, read from the ``run.json`` beside them.
 * ``benchmarks/results/*.png``: the plots the benchmark scripts wrote next to their JSON (``benchmarks/results/``,
   outside the docs folder), added to the site under the same path: a page links them as from the repository root.
 """
@@ -19,7 +22,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
+import posixpath
 import re
 import sys
 from pathlib import Path
@@ -32,6 +37,7 @@ DOCS = Path(__file__).resolve().parent
 BENCH = DOCS.parent / "benchmarks" / "results"
 _BARE_DIRECTIVE = re.compile(r"^::: (mlsysopt(?:\.\w+)*)[ \t]*$", re.MULTILINE)
 METHODS_MARKER = "<!-- methods-table -->"
+RUN_FIGURE = re.compile(r"^<!-- run-figure ([\w-]+) -->[ \t]*$", re.MULTILINE)
 #: what the generated CLI reference must contain (one command of each system)
 CLI_MUST_LIST = ("mlsysopt placement place", "mlsysopt serving tune", "mlsysopt costmodel train", "mlsysopt nas search")
 
@@ -71,7 +77,27 @@ def on_files(files, config):
     return files
 
 
+def _run_figure(match: re.Match[str], page_uri: str) -> str:
+    """A run-figure marker as the run's plots and one caption (from the run's ``run.json``)."""
+    name = match.group(1)
+    meta_path = DOCS / "assets" / "guide-runs" / name / "run.json"
+    if not meta_path.is_file():
+        raise PluginError(f"{page_uri}: no {meta_path} (run python docs/gen_run_figures.py {name})")
+    meta = json.loads(meta_path.read_text())
+    *before, last = meta["commands"]
+    small = f"; small budget: `{last['small_budget_options']}` appended" if last.get("small_budget_options") else ""
+    after = "".join(f" after `{c['command']}`" for c in before)
+    folder = posixpath.relpath(f"assets/guide-runs/{name}", posixpath.dirname(page_uri) or ".")
+    images = "".join(f"![{alt}]({folder}/{plot})\n\n" for plot, alt in meta["plots"].items())
+    plots = " and ".join(f"`{plot}`" for plot in meta["plots"])
+    return (
+        f"{images}*{plots} as `{last['command']}` wrote {'them' if len(meta['plots']) > 1 else 'it'}{after}: "
+        f"a real run on {meta['date']} ({meta['seconds']:.0f} s{small}). Inputs: {meta['inputs']}.*\n"
+    )
+
+
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    markdown = RUN_FIGURE.sub(lambda m: _run_figure(m, page.file.src_uri), markdown)
     if page.file.src_uri.startswith("reference/api/"):
         markdown = _BARE_DIRECTIVE.sub(lambda m: _expand(m, markdown), markdown)
     if METHODS_MARKER in markdown:

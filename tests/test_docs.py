@@ -29,6 +29,8 @@ pytestmark = pytest.mark.xdist_group("docs_site")
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "results"
+#: the guides' plots from real runs of their commands (docs/gen_run_figures.py), with a run.json each
+RUN_ASSETS = ROOT / "docs" / "assets" / "guide-runs"
 
 #: page -> names its built HTML must contain
 MUST_LIST = {
@@ -113,6 +115,22 @@ def test_benchmark_figures_are_embedded_and_every_image_exists(site: Path) -> No
     assert images >= 8
 
 
+def test_each_guide_shows_the_plots_of_a_real_run_of_its_command(site: Path) -> None:
+    """Every plot docs/gen_run_figures.py kept is embedded in its guide, captioned with the command that wrote it."""
+    runs = sorted(RUN_ASSETS.glob("*/run.json"))
+    assert {meta.parent.name for meta in runs} >= {"graphs", "placement", "serving", "costmodel", "nas"}
+    for meta_path in runs:
+        meta = json.loads(meta_path.read_text())
+        assert meta["real_run"] is True and meta["date"] and meta["inputs"], meta_path
+        guide = meta["guide"].removesuffix(".md")
+        html = _page(site, guide).replace("&amp;", "&")
+        for plot in meta["plots"]:
+            src = f"../../assets/guide-runs/{meta_path.parent.name}/{plot}"
+            assert f'src="{src}"' in html, f"{guide}: {plot} of the {meta_path.parent.name} run not embedded"
+            assert (site / guide / src).resolve().stat().st_size > 10_000
+        assert meta["commands"][-1]["command"] in html, f"{guide}: the caption does not name the command"
+
+
 #: What the Chromium test reads from a rendered page of the site (returned as JSON by Runtime.evaluate).
 RENDERED = """JSON.stringify((() => {
   const shown = el => { if (!el) return false; const r = el.getBoundingClientRect(), s = getComputedStyle(el);
@@ -130,17 +148,19 @@ RENDERED = """JSON.stringify((() => {
 
 
 GUIDE = "guides/placement"
+GUIDES = ("guides/graphs", GUIDE, "guides/serving", "guides/costmodel", "guides/nas")
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (make test installs it)")
 def test_the_built_site_renders_in_chromium_with_every_figure_decoded(site: Path, tmp_path: Path) -> None:
     """A reader's browser, not just the HTML: Material's theme script runs, the header and the nav show, and every
-    figure of the benchmarks page and of a guide decodes (file:// as `make docs` leaves it; no server, no network)."""
+    figure of the benchmarks page and of every guide (its run's plots included) decodes (file:// as `make docs`
+    leaves it; no server, no network)."""
     from chromium_helpers import Chromium
 
     browser = Chromium(tmp_path)
     try:
-        pages = {page: browser.load(site / page / "index.html", RENDERED) for page in ("benchmarks", GUIDE)}
+        pages = {page: browser.load(site / page / "index.html", RENDERED) for page in ("benchmarks", *GUIDES)}
     finally:
         browser.close()
     for page, seen in pages.items():
@@ -149,3 +169,4 @@ def test_the_built_site_renders_in_chromium_with_every_figure_decoded(site: Path
         broken = [i["src"] for i in seen["images"] if not (i["complete"] and i["natural"] > 0)]
         assert not broken, f"{page}: figures that do not decode: {broken}"
     assert len(pages["benchmarks"]["images"]) >= 5 and pages[GUIDE]["tables"] >= 1
+    assert all(len(pages[guide]["images"]) >= 1 for guide in GUIDES)
