@@ -84,15 +84,32 @@ def _run_figure(match: re.Match[str], page_uri: str) -> str:
     if not meta_path.is_file():
         raise PluginError(f"{page_uri}: no {meta_path} (run python docs/gen_run_figures.py {name})")
     meta = json.loads(meta_path.read_text())
-    *before, last = meta["commands"]
-    small = f"; small budget: `{last['small_budget_options']}` appended" if last.get("small_budget_options") else ""
-    after = "".join(f" after `{c['command']}`" for c in before)
     folder = posixpath.relpath(f"assets/guide-runs/{name}", posixpath.dirname(page_uri) or ".")
-    images = "".join(f"![{alt}]({folder}/{plot})\n\n" for plot, alt in meta["plots"].items())
-    plots = " and ".join(f"`{plot}`" for plot in meta["plots"])
+    images = "".join(f"![{plot['alt']}]({folder}/{file})\n\n" for file, plot in meta["plots"].items())
+    by_writer: dict[str, list[str]] = {}
+    for file, plot in meta["plots"].items():
+        by_writer.setdefault(plot.get("written_by", ""), []).append(file)
+    parts = [
+        f"{' and '.join(f'`{f}`' for f in files)} as `{writer}` wrote {'them' if len(files) > 1 else 'it'}"
+        for writer, files in by_writer.items()
+        if writer
+    ]
+    parts += [
+        f"`{file}` drawn by `{plot['drawn_by']}` from {plot['drawn_from']}"
+        for file, plot in meta["plots"].items()
+        if "drawn_by" in plot
+    ]
+    commands = [c["command"] for c in meta["commands"]]
+    earlier = [c for c in commands if c not in by_writer]
+    after = f" (the run's other commands: {', '.join(f'`{c}`' for c in earlier)})" if earlier else ""
+    small = "".join(
+        f"; small budget: `{c['small_budget_options']}` appended to `{c['command'].split(' --')[0]}`"
+        for c in meta["commands"]
+        if c.get("small_budget_options")
+    )
     return (
-        f"{images}*{plots} as `{last['command']}` wrote {'them' if len(meta['plots']) > 1 else 'it'}{after}: "
-        f"a real run on {meta['date']} ({meta['seconds']:.0f} s{small}). Inputs: {meta['inputs']}.*\n"
+        f"{images}*{'; '.join(parts)}{after}: a real run on {meta['date']} ({meta['seconds']:.0f} s{small}). "
+        f"Inputs: {meta['inputs']}.*\n"
     )
 
 

@@ -124,11 +124,12 @@ def test_each_guide_shows_the_plots_of_a_real_run_of_its_command(site: Path) -> 
         assert meta["real_run"] is True and meta["date"] and meta["inputs"], meta_path
         guide = meta["guide"].removesuffix(".md")
         html = _page(site, guide).replace("&amp;", "&")
-        for plot in meta["plots"]:
-            src = f"../../assets/guide-runs/{meta_path.parent.name}/{plot}"
-            assert f'src="{src}"' in html, f"{guide}: {plot} of the {meta_path.parent.name} run not embedded"
+        for file, plot in meta["plots"].items():
+            src = f"../../assets/guide-runs/{meta_path.parent.name}/{file}"
+            assert f'src="{src}"' in html, f"{guide}: {file} of the {meta_path.parent.name} run not embedded"
             assert (site / guide / src).resolve().stat().st_size > 10_000
-        assert meta["commands"][-1]["command"] in html, f"{guide}: the caption does not name the command"
+            writer = plot.get("written_by") or plot["drawn_by"]
+            assert writer in html, f"{guide}: the caption of {file} does not name {writer}"
 
 
 #: What the Chromium test reads from a rendered page of the site (returned as JSON by Runtime.evaluate).
