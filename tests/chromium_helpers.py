@@ -56,6 +56,9 @@ class Chromium:
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         self.call("Page.enable", session=True)
+        self.errors: list[str] = []  # console errors, uncaught exceptions and failed loads, as events arrive
+        self.call("Runtime.enable", session=True)
+        self.call("Log.enable", session=True)
 
     def _send(self, method: str, params: dict[str, Any] | None, session: bool) -> int:
         self._id += 1
@@ -76,7 +79,21 @@ class Chromium:
                 raise RuntimeError(f"chromium closed the pipe (exit {self.proc.poll()})")
             self._buf += chunk
         raw, self._buf = self._buf.split(b"\0", 1)
-        return json.loads(raw)
+        msg = json.loads(raw)
+        self._note_error(msg)
+        return msg
+
+    def _note_error(self, msg: dict[str, Any]) -> None:
+        method, params = msg.get("method"), msg.get("params") or {}
+        if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            self.errors.append("console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in
+                                                      params.get("args", [])))  # fmt: skip
+        elif method == "Runtime.exceptionThrown":
+            details = params.get("exceptionDetails", {})
+            self.errors.append("exception: " + str(details.get("exception", {}).get("description") or details))
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            entry = params["entry"]
+            self.errors.append(f"log: {entry.get('text')} {entry.get('url', '')}".strip())
 
     def call(self, method: str, params: dict[str, Any] | None = None, session: bool = False) -> dict[str, Any]:
         """Send one command and return its result (events that arrive meanwhile are dropped)."""

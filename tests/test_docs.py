@@ -155,15 +155,22 @@ GUIDES = ("guides/graphs", GUIDE, "guides/serving", "guides/costmodel", "guides/
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (make test installs it)")
 def test_the_built_site_renders_in_chromium_with_every_figure_decoded(site: Path, tmp_path: Path) -> None:
     """A reader's browser, not just the HTML: Material's theme script runs, the header and the nav show, and every
-    figure of the benchmarks page and of every guide (its run's plots included) decodes (file:// as `make docs`
-    leaves it; no server, no network)."""
+    figure of the benchmarks page and of every guide (its run's plots included) decodes, and no page logs an error
+    (a script's exception, a resource that fails to load: file:// as `make docs` leaves it; no server, no
+    network -- so no web fonts either)."""
     from chromium_helpers import Chromium
 
     browser = Chromium(tmp_path)
+    errors: dict[str, list[str]] = {}
+    pages = {}
     try:
-        pages = {page: browser.load(site / page / "index.html", RENDERED) for page in ("benchmarks", *GUIDES)}
+        for page in ("benchmarks", *GUIDES):
+            browser.errors.clear()
+            pages[page] = browser.load(site / page / "index.html", RENDERED)
+            errors[page] = list(browser.errors)
     finally:
         browser.close()
+    assert not any(errors.values()), f"console errors (a failed load, an uncaught exception): {errors}"
     for page, seen in pages.items():
         assert seen["theme_js"] and seen["header_shown"] and seen["title"], (page, seen)
         assert seen["nav_links"] >= 20, (page, seen["nav_links"])

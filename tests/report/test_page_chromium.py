@@ -57,7 +57,9 @@ def test_demo_page_shows_summary_and_every_image(tmp_path: Path, browser: Chromi
     alone = tmp_path / "alone"
     alone.mkdir()
     shutil.copy(tmp_path / "demo" / "index.html", alone / "index.html")  # nothing beside it: must be complete
+    browser.errors.clear()
     page = browser.load(alone / "index.html", PROBE)
+    assert not browser.errors, f"the page logged errors: {browser.errors}"
     assert page["summary_shown"] and page["summary_first"], page
     assert page["summary_top"] < page["viewport"]  # on the first screen
     # cnn 1, montage 1, nas 2 (cora regret, digits accuracy), costmodel 2 (OPA, memory); none unreadable
