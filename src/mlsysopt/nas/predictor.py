@@ -71,9 +71,9 @@ class _Ensemble(nn.Module):
         self.w3, self.b3 = w(members, hidden, 1, fan_in=hidden), w(members, 1, 1, fan_in=hidden)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(torch.matmul(x, self.w1) + self.b1)  # x [N, d] broadcasts against [M, d, H] -> [M, N, H]
-        h = torch.relu(torch.bmm(h, self.w2) + self.b2)
-        return (torch.bmm(h, self.w3) + self.b3).squeeze(-1)  # [M, N]
+        h = torch.relu(torch.baddbmm(self.b1, x.expand(self.w1.shape[0], -1, -1), self.w1))  # [M, N, H]
+        h = torch.relu(torch.baddbmm(self.b2, h, self.w2))
+        return torch.baddbmm(self.b3, h, self.w3).squeeze(-1)  # [M, N]
 
 
 class Predictor:
@@ -134,7 +134,8 @@ class Predictor:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             net = _Ensemble(self.members, X.shape[1], self.hidden)
-        opt = torch.optim.Adam(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        # fused: one kernel for every parameter; with these tiny tensors the per-step overhead is the fit's cost
+        opt = torch.optim.Adam(net.parameters(), lr=self.lr, weight_decay=self.weight_decay, fused=True)
         for _ in range(self.epochs):
             pred = net(xt)  # [M, N]
             loss = ((pred - yt) ** 2).mean()
