@@ -11,11 +11,19 @@ import time
 from pathlib import Path
 
 import pytest
-from workloads import always_die, die_once, fail_on_three, square_plus
+from workloads import RANKS, allreduce_rank, always_die, die_once, fail_on_three, square_plus
 
 from cli_helpers import terminal_sigint
 from mlsysopt.errors import InvalidOption, MlsysoptError
-from mlsysopt.runtime import BACKENDS, Executor, ExecutorLost, LocalExecutor, SerialExecutor, make_executor
+from mlsysopt.runtime import (
+    BACKENDS,
+    Executor,
+    ExecutorLost,
+    LocalExecutor,
+    SerialExecutor,
+    make_executor,
+    run_data_parallel,
+)
 
 
 def test_serial_maps_in_order() -> None:
@@ -140,6 +148,11 @@ def _running(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state != "Z"
+
+
+def test_data_parallel_ranks_agree_locally() -> None:
+    """Two local gloo ranks (the same ranks on Ray: tests/runtime/test_ray_executor.py)."""
+    assert run_data_parallel(allreduce_rank, 2, 1.5, backend="local") == RANKS
 
 
 def test_make_executor_local() -> None:

@@ -44,6 +44,10 @@ def always_die(x: int) -> int:
     return x
 
 
+#: what both ranks of ``run_data_parallel(allreduce_rank, 2, 1.5)`` return: 1.5 + 3.0 summed, ranks 0 + 1 summed
+RANKS = [[4.5, 1.0], [4.5, 1.0]]
+
+
 def allreduce_rank(rank: int, world: int, payload: float) -> list[float]:
     """Sum a rank-dependent tensor over the group; every rank returns the same list."""
     import torch

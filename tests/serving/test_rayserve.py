@@ -24,8 +24,9 @@ from mlsysopt.serving.rayserve_config import deployment_options
 from mlsysopt.serving.rayserve_deploy import replica_info
 from mlsysopt.serving.space import Config, Workload
 
-#: every test that starts Ray runs on one xdist worker: two Ray instances at once on 2 cores slow both ~2x
-pytestmark = pytest.mark.xdist_group("ray")
+#: every test that starts Ray runs on one xdist worker: two Ray instances at once on 2 cores slow both ~2x (the two
+#: that start none, a refused engine and the config file, run beside that group)
+RAY = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +41,7 @@ def engine(model: ServedModel, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield eng
 
 
+@RAY
 def test_a_window_is_measured_over_http_and_the_deployment_is_the_configuration(engine: RayServeEngine) -> None:
     cfg = Config(instances=1, max_batch=4, batch_timeout_ms=2.0, intra_threads=1, inter_threads=1)
     m = engine.measure(cfg, Workload(rate=40.0))
@@ -50,6 +52,7 @@ def test_a_window_is_measured_over_http_and_the_deployment_is_the_configuration(
     assert info["batching"] == {"max_batch_size": 4, "batch_wait_timeout_s": 0.002}
 
 
+@RAY
 def test_a_new_batch_size_or_replica_count_is_applied_in_place_and_num_cpus_restarts(engine: RayServeEngine) -> None:
     base = Config(instances=1, max_batch=4, batch_timeout_ms=2.0, intra_threads=1, inter_threads=1)
     engine.configure(base)
@@ -64,6 +67,7 @@ def test_a_new_batch_size_or_replica_count_is_applied_in_place_and_num_cpus_rest
     assert replica_info(engine.port)["session"]["intra_op_num_threads"] == 2
 
 
+@RAY
 def test_a_replica_killed_mid_window_is_measured_again(engine: RayServeEngine) -> None:
     cfg = Config(instances=1, max_batch=1, batch_timeout_ms=0.0, intra_threads=1, inter_threads=1)
     engine.configure(cfg)
@@ -76,6 +80,7 @@ def test_a_replica_killed_mid_window_is_measured_again(engine: RayServeEngine) -
     assert replica_info(engine.port)["pid"] != pid  # Ray Serve started a new replica
 
 
+@RAY
 def test_a_profile_calibrated_on_ray_serve_puts_its_overhead_in_the_hand_off(engine: RayServeEngine) -> None:
     from mlsysopt.serving.profile import ServiceProfile
     from mlsysopt.serving.profiling import calibrate_outside
@@ -91,6 +96,7 @@ def test_a_profile_calibrated_on_ray_serve_puts_its_overhead_in_the_hand_off(eng
     assert sim.p50_ms == pytest.approx(figures["p50_ms"], rel=0.05)
 
 
+@RAY
 def test_a_model_that_fails_to_load_in_a_replica_is_one_clear_error(engine: RayServeEngine, tmp_path: Path) -> None:
     broken = tmp_path / "cnn.onnx"
     broken.write_bytes(engine.model.path.read_bytes())
