@@ -1,8 +1,10 @@
 """Ray Serve as a serving engine: a real local Ray Serve, real HTTP, real replicas (a small CNN; short windows).
 
 One engine is started for the module (Ray and Ray Serve take ~10 s to start on 2 cores); the tests that break it
-(a corrupt model) run last. A tune's deployment checked with `serve run`: tests/serving/test_rayserve_tune.py (its
-own module, so this engine is stopped while it starts two Ray instances of its own).
+(a corrupt model) run last, and those on one thread per replica before the one that asks for two (their
+configuration is then applied in place, not by restarting the replica: ~2 s each time). A tune's deployment
+checked with `serve run`: tests/serving/test_rayserve_tune.py (its own module, so this engine is stopped while it
+starts two Ray instances of its own).
 """
 
 from __future__ import annotations
@@ -53,21 +55,6 @@ def test_a_window_is_measured_over_http_and_the_deployment_is_the_configuration(
 
 
 @RAY
-def test_a_new_batch_size_or_replica_count_is_applied_in_place_and_num_cpus_restarts(engine: RayServeEngine) -> None:
-    base = Config(instances=1, max_batch=4, batch_timeout_ms=2.0, intra_threads=1, inter_threads=1)
-    engine.configure(base)
-    pid = replica_info(engine.port)["pid"]
-    before = dict(engine.redeploys)
-    engine.configure(Config(instances=1, max_batch=8, batch_timeout_ms=1.0, intra_threads=1, inter_threads=1))
-    assert replica_info(engine.port)["pid"] == pid  # the same replica process, reconfigured
-    assert replica_info(engine.port)["batching"]["max_batch_size"] == 8
-    engine.configure(Config(instances=1, max_batch=8, batch_timeout_ms=1.0, intra_threads=2, inter_threads=1))
-    assert engine.redeploys["in_place"] == before["in_place"] + 1
-    assert engine.redeploys["restarted"] == before["restarted"] + 1  # 2 threads -> num_cpus 2: new replicas
-    assert replica_info(engine.port)["session"]["intra_op_num_threads"] == 2
-
-
-@RAY
 def test_a_replica_killed_mid_window_is_measured_again(engine: RayServeEngine) -> None:
     cfg = Config(instances=1, max_batch=1, batch_timeout_ms=0.0, intra_threads=1, inter_threads=1)
     engine.configure(cfg)
@@ -94,6 +81,21 @@ def test_a_profile_calibrated_on_ray_serve_puts_its_overhead_in_the_hand_off(eng
     # the simulator charges the hand-off to every request: at a low rate it predicts the measured median
     sim = SimulatedEngine(prof, n_requests=200, seed=0).measure(Config(1, 1, 0.0, 1, 1, 0), Workload(rate=10.0))
     assert sim.p50_ms == pytest.approx(figures["p50_ms"], rel=0.05)
+
+
+@RAY
+def test_a_new_batch_size_or_replica_count_is_applied_in_place_and_num_cpus_restarts(engine: RayServeEngine) -> None:
+    base = Config(instances=1, max_batch=4, batch_timeout_ms=2.0, intra_threads=1, inter_threads=1)
+    engine.configure(base)
+    pid = replica_info(engine.port)["pid"]
+    before = dict(engine.redeploys)
+    engine.configure(Config(instances=1, max_batch=8, batch_timeout_ms=1.0, intra_threads=1, inter_threads=1))
+    assert replica_info(engine.port)["pid"] == pid  # the same replica process, reconfigured
+    assert replica_info(engine.port)["batching"]["max_batch_size"] == 8
+    engine.configure(Config(instances=1, max_batch=8, batch_timeout_ms=1.0, intra_threads=2, inter_threads=1))
+    assert engine.redeploys["in_place"] == before["in_place"] + 1
+    assert engine.redeploys["restarted"] == before["restarted"] + 1  # 2 threads -> num_cpus 2: new replicas
+    assert replica_info(engine.port)["session"]["intra_op_num_threads"] == 2
 
 
 @RAY
