@@ -117,6 +117,24 @@ def test_the_additive_model_recovers_an_additive_latency() -> None:
         assert np.max(np.abs(pred / true - 1)) < 0.01
 
 
+def test_within_graph_ranks_each_model_and_batch_by_the_predicted_times() -> None:
+    from mlsysopt.costmodel.oracle.evaluate import within_graph
+
+    models = _synthetic(30, 2)
+    exact = within_graph(PREDICTORS["additive"]().fit(models, list(SETTINGS)), models, list(SETTINGS))
+    assert exact["num_graphs"] == 2 * len(models)  # one group per model and batch
+    assert exact["opa"] > 0.99 and exact["slowdown_top1"] < 1e-6
+
+    class Backwards(PREDICTORS["flops"]):  # type: ignore[misc, valid-type]
+        """Predicts the synthetic truth's inverse: every pair ordered wrongly."""
+
+        def predict(self, ops, nodes, setting, edges=None):  # type: ignore[no-untyped-def]
+            return (1.3 if setting.engine == "torch" else 1.0) ** -1 * (1.0 if setting.threads == 1 else 1 / 0.6)
+
+    worst = within_graph(Backwards(), models, list(SETTINGS))
+    assert worst["opa"] < 0.01 and worst["slowdown_top1"] > 0.5
+
+
 def test_the_oracle_flags_a_model_outside_what_it_learned() -> None:
     models = _synthetic(40, 2)
     oracle = LatencyOracle.fit(PREDICTORS["additive"](), models[:30], models[30:], list(SETTINGS))

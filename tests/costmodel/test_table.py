@@ -80,10 +80,29 @@ def test_a_table_becomes_layout_records_with_one_slot_per_knob(table: Path) -> N
     assert rec.task == "layout" and rec.num_configs == 10 and rec.x.shape[1] == 140
     # configurable: the graph's first node (graph-level 'threads') and the two named convolutions
     assert rec.config_node_ids.size == 3
-    if "g2" in recs:  # the ONNX graph: only the graph-level knob applies
-        assert recs["g2"].config_node_ids.size == 1
     assert ds.slots == {"channels_last": 0, "threads": 1}
     assert set(np.unique(rec.node_config_feat[:, :, 1])) <= {1.0, 2.0}  # threads on every configurable node
+    if "g2" in recs:  # the ONNX graph: only the graph-level knob applies, on its first node as on the others'
+        assert recs["g2"].config_node_ids.size == 1
+
+
+def test_a_table_of_graph_level_knobs_puts_them_on_every_node_or_warns_when_too_many(tmp_path: Path,
+                                                                                    monkeypatch) -> None:  # fmt: skip
+    """Configurations that differ only in graph-level knobs must not be pruned to the graph's input node."""
+    import mlsysopt.costmodel.data.table as table_mod
+    from mlsysopt.errors import MlsysoptWarning
+
+    rows = "".join(f"{g},{c},{1 + 0.1 * c},{1 + c % 2},{c // 2},{s}\n" for g, s in (("a", "train"), ("b", "test"))
+                   for c in range(4))  # fmt: skip
+    root = _write(tmp_path / "t", "graph,config,runtime,threads,parallel,split\n" + rows, graphs=("a", "b"))
+    rec = load_dataset(root, "train").record(0)
+    assert rec.config_node_ids.size == rec.num_nodes > 3
+    assert (rec.node_config_feat[:, :, 1] == rec.node_config_feat[:, :1, 1]).all()  # one value per configuration
+    assert sorted(rec.node_config_feat[:, 0, 1]) == [1.0, 1.0, 2.0, 2.0]  # threads in its slot (sorted names)
+    monkeypatch.setattr(table_mod, "MAX_SPREAD_CELLS", 10)
+    with pytest.warns(MlsysoptWarning, match="graph 'a'.*--prune-hops none"):
+        rec = load_dataset(root, "train").record(0)
+    assert rec.config_node_ids.size == 1
 
 
 def test_csv_and_parquet_give_the_same_records(table: Path, tmp_path: Path) -> None:

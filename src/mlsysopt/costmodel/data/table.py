@@ -24,12 +24,16 @@ Columns of the table:
 Each graph becomes a TpuGraphs layout record: its configurable nodes are the nodes some ``NODE.KNOB`` column names
 (plus the graph's first node when there are graph-level knobs), each with the 18 configuration features: one slot
 per knob name (sorted; at most 18), the node's own value for per-node knobs and the graph's value for graph-level
-ones. Everything is checked when the dataset is opened, and a problem is one error naming the file, the column and
-the row (or the graph and the node).
+ones. In a table of graph-level knobs only (e.g. ONNX Runtime's threads and executor) every node of a graph takes
+them: the layout models' default pruning keeps configurable nodes and their neighbourhood, so on the first node
+alone the model would see the graph's input and little else (when configurations x nodes is too large for that,
+they stay on the first node with a warning naming ``--prune-hops none``). Everything is checked when the dataset
+is opened, and a problem is one error naming the file, the column and the row (or the graph and the node).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,7 +43,7 @@ import numpy as np
 from mlsysopt.costmodel.data.features import layout_graph, torch_graph
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
 from mlsysopt.costmodel.data.tpugraphs import layout_record
-from mlsysopt.errors import InvalidDataFile, MissingSplit, MlsysoptError
+from mlsysopt.errors import InvalidDataFile, MissingSplit, MlsysoptError, MlsysoptWarning
 from mlsysopt.graph.importers.source import resolve_source
 
 TABLE_NAMES = ("runtimes.csv", "runtimes.parquet")
@@ -48,6 +52,9 @@ RESERVED = ("graph", "runtime", "split", "config")
 SPLITS = ("train", "valid", "test")
 MAX_KNOBS = 18
 MAX_ROWS = 20_000_000
+#: Graph-level knobs go on every node of a graph that has no per-node knob while configurations x nodes x 18 stays
+#: under this (64 MiB of float32 features).
+MAX_SPREAD_CELLS = 1 << 24
 #: The factory a ``graphs/NAME.py`` file must define.
 PY_FACTORY = "model"
 
@@ -218,6 +225,7 @@ class TableDataset(GraphDataset):
             raise InvalidDataFile(f"{table}: {len(slots)} distinct knob names ({', '.join(slots[:4])}, ...): at "
                                   f"most {MAX_KNOBS} fit the layout's configuration features")  # fmt: skip
         self.slots = {s: i for i, s in enumerate(slots)}
+        self._graph_level_only = all("." not in k for k in self.knobs)
         graphs = cols["graph"]
         if "split" in cols:
             bad = np.flatnonzero(~np.isin(cols["split"], SPLITS))
@@ -280,7 +288,16 @@ class TableDataset(GraphDataset):
                                       f"include {near}, ...)")  # fmt: skip
             per_node.setdefault(index[node], []).append((self.slots[name], knob))
         nodes = sorted(per_node)
-        if graph_level and 0 not in per_node:
+        spread = self._graph_level_only and rows.size * graph.num_nodes * 18 <= MAX_SPREAD_CELLS
+        if spread:
+            nodes = list(range(graph.num_nodes))  # only graph-level knobs: every node takes them (see the docstring)
+        elif graph_level and 0 not in per_node:
+            if self._graph_level_only:
+                warnings.warn(f"{where}: only graph-level knobs, and {rows.size} configurations x "
+                              f"{graph.num_nodes} nodes are too many to put them on every node: they sit on the "
+                              "first node, and the layout's default pruning keeps only its neighbourhood (train with "
+                              "--prune-hops none to let the model see the whole graph)", MlsysoptWarning,
+                              stacklevel=2)  # fmt: skip
             nodes = [0, *nodes]
         arrays = layout_graph(graph, attrs, nodes)
         feat = np.zeros((rows.size, len(nodes), 18), np.float32)

@@ -1,4 +1,5 @@
-"""How good a latency predictor is: within +-10%, Spearman, the best setting picked, few-shot transfer.
+"""How good a latency predictor is: within +-10%, Spearman, the best setting picked, within-graph ranking,
+few-shot transfer.
 
 The figures nn-Meter and HELP report: the fraction of (model, setting) predictions within +-10% of the measured
 time, Spearman's rank correlation over models per setting, and -- the question a user asks the oracle -- whether
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from mlsysopt.costmodel.metrics import ranking_metrics
 from mlsysopt.costmodel.oracle.dataset import TimedModel
 from mlsysopt.costmodel.oracle.predictors import LatencyPredictor
 from mlsysopt.costmodel.oracle.settings import Setting
@@ -58,6 +60,32 @@ def best_setting(pred: LatencyPredictor, models: list[TimedModel], settings: lis
             "regret": float(np.mean(regrets)) if regrets else float("nan"),
             "regret_p90": float(np.quantile(regrets, 0.9)) if regrets else float("nan"),
             "cases": len(hits)}  # fmt: skip
+
+
+def within_graph(pred: LatencyPredictor, models: list[TimedModel], settings: list[Setting]) -> dict[str, Any]:
+    """The cost model's within-graph ranking figures of a latency predictor: per model and batch, the settings at
+    that batch ranked by predicted milliseconds against the measured ones -- ordered pair accuracy and top-k
+    slowdown averaged over the (model, batch) groups (:func:`mlsysopt.costmodel.metrics.ranking_metrics`), the
+    groups ``costmodel train`` sees in the layout form of the collection.
+
+    Args:
+        pred: A fitted predictor.
+        models: Timed models.
+        settings: The settings to rank (grouped by batch; a group needs two timed settings).
+
+    Returns:
+        dict[str, Any]: ``opa``, ``kendall``, ``slowdown_top1`` (and 5, 10), ``num_graphs``.
+    """
+    preds, trues = [], []
+    for batch in sorted({s.batch for s in settings}):
+        group = [s for s in settings if s.batch == batch]
+        for m in models:
+            timed = [s for s in group if s.key in m.ms]
+            if len(timed) < 2:
+                continue
+            preds.append(np.array([pred.predict(m.ops, m.nodes, s, m.edges) for s in timed]))
+            trues.append(np.array([m.ms[s.key] for s in timed]))
+    return ranking_metrics(preds, trues)
 
 
 def calibrate(pred: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
