@@ -178,11 +178,12 @@ def memory_part(cfg: dict[str, Any], seed: int, log: Any) -> dict[str, Any]:
     return out
 
 
-def _real_subset(cfg: dict[str, Any], work: Path) -> Path:
-    """The shipped real collection (or, in quick mode, a copy of its first graphs per split)."""
-    from mlsysopt.costmodel.data.real import real_root
+def _real_subset(cfg: dict[str, Any], work: Path, data: str = "real:cpu") -> Path:
+    """The real layout set ``data`` (a shipped name or a layout root; in quick mode, a copy of its first graphs per
+    split)."""
+    from mlsysopt.costmodel.data.real import resolve_data
 
-    root = real_root()
+    root = resolve_data(data)
     if "real_graphs" not in cfg:
         return root
     sub = work / "real"
@@ -280,6 +281,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="training runs in parallel (processes, one thread each)")
     ap.add_argument("--skip", default="", help="comma-separated parts: memory,synthetic,real,ablation,inference,malnet")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/gst.json"))
+    ap.add_argument("--real-data", default="real:cpu",
+                    help="the real part's layout set: real:cpu (the shipped collection) or a layout root, e.g. the "
+                         "latency collection as ranking graphs (benchmarks/latency_layout.py)")  # fmt: skip
     ap.add_argument("--resume", action="store_true",
                     help="reuse the training runs already finished by an earlier start (OUT.jobs/)")  # fmt: skip
     args = ap.parse_args()
@@ -329,14 +333,15 @@ def main() -> None:
             result["settings"] |= {"test_graphs": len(test), "test_nodes": [min(sizes), max(sizes)]}
             sets["synthetic"] = root
         if "real" not in skip:
-            from mlsysopt.costmodel.data.real import manifest
+            from mlsysopt.costmodel.data.real import resolve_data
 
-            sets["real"] = _real_subset(cfg, work)
-            man = manifest()
+            sets["real"] = _real_subset(cfg, work, args.real_data)
+            man = json.loads((resolve_data(args.real_data) / "collection.json").read_text())
             result["data"]["real"] = man["data"]
-            result["settings"]["real"] = {"collected": man["updated"], "graphs": man["splits"],
-                                          "configs": man["settings"]["configs"], "rounds": man["settings"]["rounds"],
-                                          "noise_floor": man["noise_floor"]}  # fmt: skip
+            conf = man.get("settings") or {}
+            result["settings"]["real"] = {"set": args.real_data, "collected": man["updated"], "graphs": man["splits"],
+                                          "configs": conf.get("configs"), "rounds": conf.get("rounds"),
+                                          "noise_floor": man.get("noise_floor")}  # fmt: skip
             log(f"real: {man['data']}, splits {man['splits']}")
         jobs = _jobs(sets, cfg, seeds, args.seed, ablation_seeds, modes, work)
         for j in jobs:  # where each finished run's summary is kept, so that --resume skips it
