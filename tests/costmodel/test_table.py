@@ -180,3 +180,76 @@ def test_one_configuration_per_graph_is_said_to_teach_no_ranking(table: Path, tm
     assert ran.returncode == 0, ran.stderr
     assert [ln for ln in ran.stderr.splitlines() if ln.startswith("warning:")] == ["warning: " + str(caught[0].message)]
     assert not warn_if_unrankable(load_dataset(table, "train"))  # ten configurations per graph: nothing to say
+
+
+@pytest.fixture(scope="module", params=["gst", "lightgbm"])
+def trained(request: pytest.FixtureRequest, table: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A GNN (one epoch: what is checked is the plumbing, not the quality) or a tree ranker trained on the table."""
+    out = tmp_path_factory.mktemp("trained") / request.param
+    if request.param == "gst":
+        train(table, out, TrainConfig(epochs=1, finetune_epochs=0, configs_per_graph=4), hidden=8)
+    else:
+        train(table, out, TrainConfig(mode="lightgbm"))
+    return out
+
+
+def _grid(path: Path, header: str, rows: list[str]) -> Path:
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_predict_ranks_a_grid_of_settings_for_a_model_nobody_measured(table: Path, trained: Path,
+                                                                      tmp_path: Path) -> None:  # fmt: skip
+    """`costmodel predict --input MODEL --configs GRID`: the grid's rows ranked, each knob in its training slot (the
+    same configurations as the table's rows of that graph score the same, whatever the grid's column order)."""
+    import json
+
+    slots = json.loads((trained / "result.json").read_text())["config_slots"]
+    assert slots == {"channels_last": 0, "threads": 1}
+    lines = (table / "runtimes.csv").read_text().splitlines()
+    keys = lines[0].split(",")
+    g0 = [dict(zip(keys, ln.split(","), strict=True)) for ln in lines[1:] if ln.startswith("g0,")]
+    grid = _grid(tmp_path / "grid.csv", "threads,_2.channels_last,_0.channels_last",
+                 [f"{r['threads']},{r['_2.channels_last']},{r['_0.channels_last']}" for r in g0])  # fmt: skip
+    model = table / "graphs" / "g0.py"
+    r = run_inprocess("costmodel", "predict", "--run", trained, "--input", model, "--configs", grid,
+                      "--out", tmp_path / "pred")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads((tmp_path / "pred" / "result.json").read_text())["graphs"].values()
+    assert sorted(row["ranking"]) == list(range(len(g0)))
+    from mlsysopt.costmodel.inference import predict
+
+    split = next(s for s in ("train", "valid", "test") if "g0" in load_dataset(table, s).names)
+    whole = predict(trained, table, split)["graphs"]["g0"]["scores"]
+    np.testing.assert_allclose(row["scores"], whole, rtol=1e-5, atol=1e-6)
+
+
+def test_predict_configs_bad_inputs_are_one_line_and_write_nothing(table: Path, trained: Path, tmp_path: Path) -> None:
+    from cli_helpers import assert_user_error
+
+    model = table / "graphs" / "g0.py"
+    ok = _grid(tmp_path / "ok.csv", "threads", ["1", "2"])
+    cases = [
+        (model, _grid(tmp_path / "a.csv", "threads,batch", ["1,1"]), "knob 'batch' was not a knob"),
+        (model, _grid(tmp_path / "b.csv", "threads,runtime", ["1,2.0"]), "column 'runtime'"),
+        (model, _grid(tmp_path / "c.csv", "threads", []), "no configuration rows"),
+        (model, _grid(tmp_path / "d.csv", "threads", ["fast"]), "d.csv"),
+        (table / "runtimes.csv", ok, "one model file"),
+    ]
+    for inp, grid, needle in cases:
+        out = tmp_path / f"out-{grid.stem}-{inp.suffix[1:]}"
+        r = run_inprocess("costmodel", "predict", "--run", trained, "--input", inp, "--configs", grid, "--out", out)
+        assert_user_error(r, needle)
+        assert not out.exists()
+    bare = tmp_path / "bare"  # a run whose result.json names no knobs (e.g. trained on TpuGraphs)
+    bare.mkdir()
+    for f in trained.iterdir():
+        if f.is_file():
+            (bare / f.name).write_bytes(f.read_bytes())
+    import json
+
+    res = json.loads((bare / "result.json").read_text())
+    res.pop("config_slots")
+    (bare / "result.json").write_text(json.dumps(res))
+    assert_user_error(run_inprocess("costmodel", "predict", "--run", bare, "--input", model, "--configs", ok),
+                      "not trained on a runtime table")  # fmt: skip

@@ -205,12 +205,27 @@ def costmodel_evaluate(run: o.RunOpt, data: o.DataOpt, split: o.SplitOpt = "test
 @costmodel_app.command("predict")
 def costmodel_predict(
     run: o.RunOpt,
-    inputs: Annotated[Path, typer.Option("--input", help="A .npz / .edgelist file, a split folder or a data root.")],
+    inputs: Annotated[
+        Path,
+        typer.Option(
+            "--input",
+            help="A .npz / .edgelist file, a split folder or a data root; with --configs, one model file "
+            "(.onnx, .npz, .py).",
+        ),
+    ],
     split: o.SplitOpt = "test",
     out: o.OneShotOut = None,
+    configs: Annotated[
+        Path | None,
+        typer.Option(
+            "--configs",
+            help="A CSV of configurations to rank for the --input model, no runtimes: one row each, the knob "
+            "columns of the run's training table (a model trained on a runtime table).",
+        ),
+    ] = None,
 ) -> None:
     """Rank each graph's configurations fastest first (TpuGraphs) or give class probabilities (MalNet)."""
-    rows = cm.predict(run, inputs, split, out)["graphs"]
+    rows = cm.predict(run, inputs, split, out, configs=configs)["graphs"]
     for name, row in list(rows.items())[:10]:
         what = f"class {row['class']}" if "class" in row else f"fastest configs {row['ranking'][:5]}"
         console.print(f"{escape(name)}: {what}")

@@ -207,7 +207,13 @@ def fit_run(comm: Comm | None = None, *, trainer: Trainer | None = None, dataset
     label = data_label(payload["data"], train_ds)
     result = _train_result(payload["settings"], trainer, history, test, wall, label, plots=where is not None)
     result["runtime_unit"] = runtime_unit(payload["data"])
-    return result | {"test_eval_s": test_s, "test_opa_per_graph": per_graph}
+    return result | _slots(train_ds) | {"test_eval_s": test_s, "test_opa_per_graph": per_graph}
+
+
+def _slots(ds: GraphDataset) -> dict[str, Any]:
+    """A runtime table's knob slots (what ``predict --configs`` maps a grid's knobs onto), else nothing."""
+    slots = getattr(ds, "slots", None)
+    return {"config_slots": dict(slots)} if slots else {}
 
 
 def _data_parallel(payload: dict[str, Any], workers: int, backend: str, address: str | None,
@@ -337,6 +343,7 @@ def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any],
         result = _train_result(settings, model, history, test, time.perf_counter() - t0, label, plots=False)
         result["test_opa_per_graph"] = per_graph
         result["model"] = model.description
+        result |= _slots(train_ds)
         if run is not None:
             record(costmodel_trial(settings, history, True, result), "maximize", True)  # a tree baseline's trial too
             model.save(run.path, lambda name, text: write_atomic(run.file(name), text))

@@ -15,9 +15,11 @@ import numpy as np
 from mlsysopt.costmodel.baselines import load_trees
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
+from mlsysopt.costmodel.data.grid import grid_dataset
 from mlsysopt.costmodel.experiment import _run_folder
 from mlsysopt.costmodel.trees import META_NAME
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption, MissingSplit
+from mlsysopt.io import read_json
 from mlsysopt.runtime.threads import torch_threads
 
 if TYPE_CHECKING:
@@ -83,18 +85,23 @@ def evaluate(run: str | Path, data: str | Path, split: str = "test", out: str | 
 
 
 def predict(run: str | Path, inputs: str | Path, split: str = "test", out: str | Path | None = None,
-            threads: int = 1) -> dict[str, Any]:  # fmt: skip
+            threads: int = 1, configs: str | Path | None = None) -> dict[str, Any]:  # fmt: skip
     """Per graph of ``inputs``: configurations ranked fastest first (TpuGraphs) or class probabilities (MalNet).
 
-    ``inputs`` is a data root (its ``split``), a split folder, or one ``.npz`` / ``.edgelist`` file. With
-    ``out``, a run folder with ``result.json``. Returns ``{"task", "graphs": {name: row}}``.
+    ``inputs`` is a data root (its ``split``), a split folder, or one ``.npz`` / ``.edgelist`` file; with
+    ``configs``, one model file whose configurations the grid lists, no runtimes needed
+    (:mod:`~mlsysopt.costmodel.data.grid`). With ``out``, a run folder with ``result.json``. Returns
+    ``{"task", "graphs": {name: row}}``.
 
     Args:
         run: The training run folder.
-        inputs: A data root, a split folder or one ``.npz`` / ``.edgelist`` file.
+        inputs: A data root, a split folder or one ``.npz`` / ``.edgelist`` file; with ``configs``, a model file
+            (``.onnx``, ``.npz``, ``.py``).
         split: Split read from a data root.
         out: Run folder to write ``result.json`` into (None: write nothing).
         threads: PyTorch threads.
+        configs: A CSV of configurations (knob columns of the run's training table) to rank for the model
+            ``inputs`` (None: the configurations are in ``inputs``).
 
     Returns:
         dict[str, Any]: ``command``, ``task`` and ``graphs``: per graph ``scores`` and ``ranking`` (fastest first),
@@ -106,9 +113,11 @@ def predict(run: str | Path, inputs: str | Path, split: str = "test", out: str |
         InvalidOption: If the inputs' task is not the model's.
     """
 
-    folder = _run_folder(out, {"run": str(run), "input": str(inputs), "split": split})
     trainer = load_trainer(run)
-    ds = _dataset_for(trainer, inputs, split, "--input")
+    ds = _dataset_for(trainer, inputs, split, "--input") if configs is None else _grid_for(trainer, run, inputs,
+                                                                                          configs)  # fmt: skip
+    folder = _run_folder(out, {"run": str(run), "input": str(inputs), "split": split}
+                         | ({"configs": str(configs)} if configs is not None else {}))  # fmt: skip
     with folder if folder is not None else contextlib.nullcontext(), torch_threads(threads):
         rows: dict[str, Any] = {}
         for name, pred in trainer.predict(ds).items():
@@ -136,6 +145,18 @@ def ranking_of(pred: Any) -> list[int]:
         pred: (num_configs,) float
     """
     return [int(i) for i in np.argsort(np.asarray(pred), kind="stable")]
+
+
+def _grid_for(trainer: Trainer | TreeRanker, run: str | Path, model: str | Path, grid: str | Path) -> GraphDataset:
+    """The grid's configurations on ``model``, each knob in the slot the run's training table gave it."""
+    folder = Path(run) if Path(run).is_dir() else Path(run).parent
+    trained = read_json(folder / "result.json", InvalidCheckpoint) if (folder / "result.json").is_file() else {}
+    slots = trained.get("config_slots")
+    if trainer.task != "layout" or not slots:
+        raise InvalidOption(f"--configs: the model of --run {run} was not trained on a runtime table (its "
+                            "result.json names no knobs), so it cannot read a grid of knobs; rank a data root or "
+                            "a .npz with --input alone")  # fmt: skip
+    return grid_dataset(model, grid, {str(k): int(v) for k, v in slots.items()})
 
 
 def _dataset_for(trainer: Trainer | TreeRanker, path: str | Path, split: str, option: str) -> GraphDataset:

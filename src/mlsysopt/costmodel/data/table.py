@@ -34,7 +34,7 @@ is opened, and a problem is one error naming the file, the column and the row (o
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +202,8 @@ class TableDataset(GraphDataset):
         path: A runtime table (``runtimes.csv`` / ``runtimes.parquet``) or the folder holding it.
         split: Split to keep: ``"train"``, ``"valid"`` or ``"test"`` (by the ``split`` column, or a fixed split of the
             graphs when there is none).
+        slots: Configuration-feature slot of each knob name (None: the names sorted; a model trained on another
+            table passes that table's, :attr:`slots`).
 
     Raises:
         MissingSplit: If there is no runtime table or the split is empty.
@@ -210,7 +212,7 @@ class TableDataset(GraphDataset):
 
     task = "layout"
 
-    def __init__(self, path: str | Path, split: str) -> None:
+    def __init__(self, path: str | Path, split: str, slots: Mapping[str, int] | None = None) -> None:
         table = find_table(path)
         if table is None:
             raise MissingSplit(f"{path}: no runtimes.csv or runtimes.parquet")
@@ -220,11 +222,15 @@ class TableDataset(GraphDataset):
         if not self.knobs:
             raise InvalidDataFile(f"{table}: no knob columns: a configuration needs at least one (e.g. "
                                   "'conv1.channels_last' or 'threads')")  # fmt: skip
-        slots = sorted({k.rpartition(".")[2] for k in self.knobs})
-        if len(slots) > MAX_KNOBS:
-            raise InvalidDataFile(f"{table}: {len(slots)} distinct knob names ({', '.join(slots[:4])}, ...): at "
+        names = sorted({k.rpartition(".")[2] for k in self.knobs})
+        if len(names) > MAX_KNOBS:
+            raise InvalidDataFile(f"{table}: {len(names)} distinct knob names ({', '.join(names[:4])}, ...): at "
                                   f"most {MAX_KNOBS} fit the layout's configuration features")  # fmt: skip
-        self.slots = {s: i for i, s in enumerate(slots)}
+        self.slots = dict(slots) if slots is not None else {s: i for i, s in enumerate(names)}
+        missing = [s for s in names if s not in self.slots]
+        if missing:
+            raise InvalidDataFile(f"{table}: knob '{missing[0]}' has no configuration slot (slots: "
+                                  f"{', '.join(self.slots)})")  # fmt: skip
         self._graph_level_only = all("." not in k for k in self.knobs)
         graphs = cols["graph"]
         if "split" in cols:
