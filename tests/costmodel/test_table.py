@@ -215,7 +215,8 @@ def test_predict_ranks_a_grid_of_settings_for_a_model_nobody_measured(table: Pat
     r = run_inprocess("costmodel", "predict", "--run", trained, "--input", model, "--configs", grid,
                       "--out", tmp_path / "pred")  # fmt: skip
     assert r.returncode == 0, r.stderr
-    (row,) = json.loads((tmp_path / "pred" / "result.json").read_text())["graphs"].values()
+    row = json.loads((tmp_path / "pred" / "result.json").read_text())["graphs"]["g0"]  # named by the file's stem
+    assert r.stdout.startswith("g0: fastest configs")
     assert sorted(row["ranking"]) == list(range(len(g0)))
     from mlsysopt.costmodel.inference import predict
 

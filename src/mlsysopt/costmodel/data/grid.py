@@ -71,6 +71,10 @@ def grid_dataset(model: str | Path, grid: str | Path, slots: Mapping[str, int] |
     spec = f"{path}:{factory or PY_FACTORY}" if path.suffix.lower() == ".py" else str(path)
     with tempfile.TemporaryDirectory(prefix="mlsysopt-grid-") as tmp:
         table = Path(tmp) / "runtimes.csv"
+        if not factory:  # the graph is named by its file's stem, as in a table's graphs/ folder
+            (Path(tmp) / "graphs").mkdir()
+            (Path(tmp) / "graphs" / path.name).symlink_to(path)
+            spec = path.stem
         with table.open("w", newline="") as fh:
             out = csv.writer(fh)
             out.writerow(["graph", "split", "runtime", *header])
