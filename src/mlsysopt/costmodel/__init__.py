@@ -15,7 +15,7 @@ _DATA = "mlsysopt.costmodel.data"
 _EXPORTS = {
     # experiments: what the CLI, the demo and the benchmark call
     "train": "mlsysopt.costmodel.experiment",
-    "one_step": "mlsysopt.costmodel.experiment",
+    "one_step": "mlsysopt.costmodel.probe",
     "RESUMABLE": "mlsysopt.costmodel.experiment",
     "evaluate": "mlsysopt.costmodel.inference",
     "predict": "mlsysopt.costmodel.inference",
@@ -100,7 +100,7 @@ _EXPORTS = {
     "synth_tile": f"{_DATA}.synth_files",
     "synth_malnet": f"{_DATA}.malnet_synthetic",
     "synth_layout_graph": f"{_DATA}.synthetic",
-    "synth_tile_graph": f"{_DATA}.synthetic",
+    "synth_tile_graph": f"{_DATA}.synthetic_tile",
     "malnet_like_graph": f"{_DATA}.malnet_synthetic",
     "layout_runtime": f"{_DATA}.synthetic",
     "realistic_layout_graph": f"{_DATA}.realistic",
@@ -124,7 +124,8 @@ if TYPE_CHECKING:
     from mlsysopt.costmodel.data.realistic import realistic_layout_graph, runtime_profile
     from mlsysopt.costmodel.data.record import TASKS, GraphDataset, GraphRecord, InMemoryDataset
     from mlsysopt.costmodel.data.synth_files import synth_layout, synth_tile
-    from mlsysopt.costmodel.data.synthetic import layout_runtime, synth_layout_graph, synth_tile_graph
+    from mlsysopt.costmodel.data.synthetic import layout_runtime, synth_layout_graph
+    from mlsysopt.costmodel.data.synthetic_tile import synth_tile_graph
     from mlsysopt.costmodel.data.table import TableDataset
     from mlsysopt.costmodel.data.to_ir import to_compgraph
     from mlsysopt.costmodel.data.tpugraphs import (
@@ -138,7 +139,7 @@ if TYPE_CHECKING:
         tile_record,
     )
     from mlsysopt.costmodel.distributed import Comm
-    from mlsysopt.costmodel.experiment import RESUMABLE, one_step, train
+    from mlsysopt.costmodel.experiment import RESUMABLE, train
     from mlsysopt.costmodel.history import HistoryTable
     from mlsysopt.costmodel.inference import evaluate, load_trainer, predict, ranking_of
     from mlsysopt.costmodel.inputs import config_deviation, prune_layout
@@ -161,6 +162,7 @@ if TYPE_CHECKING:
     from mlsysopt.costmodel.oracle.dataset import load_collection
     from mlsysopt.costmodel.oracle.oracle import LatencyOracle
     from mlsysopt.costmodel.plan import GraphPlan, config_region
+    from mlsysopt.costmodel.probe import one_step
     from mlsysopt.costmodel.segment import Segmentation, Segmenter, contiguous_segments, metis_segments
     from mlsysopt.costmodel.synthesis import PROFILES, SYNTH_KINDS, synth
     from mlsysopt.costmodel.train_config import ALL_MODES, MODES, TREE_MODES, TrainConfig

@@ -25,7 +25,7 @@ from mlsysopt.costmodel.baselines import tree_model
 from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
 from mlsysopt.costmodel.data.real import resolve_data
-from mlsysopt.costmodel.data.record import InMemoryDataset, warn_if_unrankable
+from mlsysopt.costmodel.data.record import warn_if_unrankable
 from mlsysopt.costmodel.distributed import Comm, check_workers
 from mlsysopt.costmodel.limits import check_train
 from mlsysopt.costmodel.train_config import AUTO_SEGMENT_CAP, TREE_MODES, TrainConfig
@@ -37,7 +37,7 @@ from mlsysopt.store.records import costmodel_trial, record
 from mlsysopt.store.run import RunStore
 
 if TYPE_CHECKING:
-    from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
+    from mlsysopt.costmodel.data.record import GraphDataset
     from mlsysopt.costmodel.distributed import Comm
     from mlsysopt.costmodel.trainer import Progress, Trainer
 
@@ -359,40 +359,6 @@ def _write_train_outputs(run: RunDir, settings: dict[str, Any], result: dict[str
     plot_training({label: history}, run.file(PLOTS[0]), title=f"{label} on {settings['data']}")
     plot_step_memory({label: history}, run.file(PLOTS[1]), title=f"{label}: peak tensor memory per training step")
     run.write_json("result.json", result)
-
-
-def one_step(record: GraphRecord, mode: str, segment_size: int, seed: int = 0, steps: int = 1, k: int = 1) -> Trainer:
-    """A trainer after ``steps`` training steps on ``record`` with all its configurations (memory experiments).
-
-    ``trainer.history[-1]["peak_step_mb"]`` is the last step's peak tensor memory and ``["epoch_s"]`` its time
-    (the first step of a table mode also fills the table; later steps read it); the model has the task's defaults,
-    ``k`` segments get gradients and nothing is pruned (the graph's size is what is measured).
-
-    Args:
-        record: The graph, trained on with all its configurations.
-        mode: GNN training mode (``full``, ``gst``, ``gst+e``, ``gst+ef``, ``gst+efd``).
-        segment_size: Nodes per segment.
-        seed: Seed.
-        steps: Training steps (epochs over the single graph), >= 1.
-        k: Segments that get gradients per step.
-
-    Returns:
-        Trainer: The trainer; ``history[-1]`` holds ``peak_step_mb`` and ``epoch_s`` of the last step.
-
-    Raises:
-        InvalidOption: For an invalid mode or size.
-    """
-    # deferred: imports pandas, psutil, pyarrow, torch_geometric
-    from mlsysopt.costmodel.model import ModelConfig
-
-    # deferred: imports pandas, psutil, pyarrow, torch_geometric
-    from mlsysopt.costmodel.trainer import Trainer
-
-    tc = TrainConfig(mode=mode, segment_size=segment_size, epochs=steps, finetune_epochs=0, seed=seed, k=k,
-                     prune_hops=None, measure_memory=1, configs_per_graph=max(2, record.num_configs))  # fmt: skip
-    trainer = Trainer(ModelConfig.for_task(record.task), tc)
-    trainer.fit(InMemoryDataset([record]))
-    return trainer
 
 
 def _run_folder(out: str | Path | None, settings: dict[str, Any], **kw: Any) -> RunDir | None:

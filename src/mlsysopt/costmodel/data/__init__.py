@@ -19,8 +19,8 @@ from mlsysopt.costmodel.data.synthetic import (
     malnet_like_graph,
     synth_layout_graph,
     synth_malnet,
-    synth_tile_graph,
 )
+from mlsysopt.costmodel.data.synthetic_tile import synth_tile_graph
 from mlsysopt.costmodel.data.to_ir import layout_to_compgraph, tile_to_compgraph, to_compgraph
 from mlsysopt.costmodel.data.tpugraphs import (
     LAYOUT_KEYS,

@@ -14,7 +14,8 @@ import numpy as np
 
 from mlsysopt.costmodel.data.malnet_synthetic import draw_size
 from mlsysopt.costmodel.data.realistic import realistic_layout_graph
-from mlsysopt.costmodel.data.synthetic import synth_layout_graph, synth_tile_graph
+from mlsysopt.costmodel.data.synthetic import synth_layout_graph
+from mlsysopt.costmodel.data.synthetic_tile import synth_tile_graph
 from mlsysopt.costmodel.data.tpugraphs import save_npz
 from mlsysopt.errors import InvalidOption
 
