@@ -8,6 +8,7 @@ the setting it predicts fastest is the fastest measured (and by how much it is s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -42,20 +43,25 @@ def accuracy(pred: LatencyPredictor, models: list[TimedModel], settings: list[Se
             "mape": float(np.mean(np.abs(r - 1))) if r.size else float("nan"), "pairs": int(r.size)}  # fmt: skip
 
 
-def best_setting(pred: LatencyPredictor, models: list[TimedModel], settings: list[Setting]) -> dict[str, Any]:
-    """Per model and batch, the setting predicted fastest among ``settings`` at that batch vs the measured fastest:
-    ``accuracy`` (same setting, or one within the noise floor of 3%) and mean ``regret`` (measured slowdown)."""
-    hits, regrets = [], []
+def _groups(pred: LatencyPredictor, models: list[TimedModel], settings: list[Setting],
+            complete: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """``(predicted, measured)`` milliseconds of each model's settings at each batch (``complete``: only models timed
+    under every setting of the batch; else any two or more)."""
     for batch in sorted({s.batch for s in settings}):
         group = [s for s in settings if s.batch == batch]
         for m in models:
-            if not all(s.key in m.ms for s in group):
+            timed = [s for s in group if s.key in m.ms]
+            if len(timed) < (len(group) if complete else 2):
                 continue
-            t = np.array([m.ms[s.key] for s in group])
-            p = np.array([pred.predict(m.ops, m.nodes, s, m.edges) for s in group])
-            regret = t[int(np.argmin(p))] / t.min() - 1
-            regrets.append(regret)
-            hits.append(regret <= 0.03)
+            yield (np.array([pred.predict(m.ops, m.nodes, s, m.edges) for s in timed]),
+                   np.array([m.ms[s.key] for s in timed]))  # fmt: skip
+
+
+def best_setting(pred: LatencyPredictor, models: list[TimedModel], settings: list[Setting]) -> dict[str, Any]:
+    """Per model and batch, the setting predicted fastest among ``settings`` at that batch vs the measured fastest:
+    ``accuracy`` (same setting, or one within the noise floor of 3%) and mean ``regret`` (measured slowdown)."""
+    regrets = [t[int(np.argmin(p))] / t.min() - 1 for p, t in _groups(pred, models, settings, complete=True)]
+    hits = [r <= 0.03 for r in regrets]
     return {"accuracy": float(np.mean(hits)) if hits else float("nan"),
             "regret": float(np.mean(regrets)) if regrets else float("nan"),
             "regret_p90": float(np.quantile(regrets, 0.9)) if regrets else float("nan"),
@@ -76,15 +82,8 @@ def within_graph(pred: LatencyPredictor, models: list[TimedModel], settings: lis
     Returns:
         dict[str, Any]: ``opa``, ``kendall``, ``slowdown_top1`` (and 5, 10), ``num_graphs``.
     """
-    preds, trues = [], []
-    for batch in sorted({s.batch for s in settings}):
-        group = [s for s in settings if s.batch == batch]
-        for m in models:
-            timed = [s for s in group if s.key in m.ms]
-            if len(timed) < 2:
-                continue
-            preds.append(np.array([pred.predict(m.ops, m.nodes, s, m.edges) for s in timed]))
-            trues.append(np.array([m.ms[s.key] for s in timed]))
+    pairs = list(_groups(pred, models, settings, complete=False))
+    preds, trues = [p for p, _ in pairs], [t for _, t in pairs]
     return ranking_metrics(preds, trues)
 
 
