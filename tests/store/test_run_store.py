@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import optuna
 import pytest
 
+from cli_helpers import run_inprocess
 from mlsysopt.errors import InvalidRunDir, StoreError
 from mlsysopt.io import RunDir
 from mlsysopt.store import record_trial, storage
@@ -169,7 +171,6 @@ with RunDir(sys.argv[1], {"command": "nas search"}, checkpoint="checkpoint.json"
 
 def test_a_killed_run_is_listed_as_killed_and_keeps_what_its_checkpoint_has(tmp_path: Path) -> None:
     import signal
-    import subprocess
     import sys
 
     from mlsysopt.store import Store, parse_storage
@@ -184,8 +185,15 @@ def test_a_killed_run_is_listed_as_killed_and_keeps_what_its_checkpoint_has(tmp_
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    (summary,) = list_runs(Store.open(parse_storage(str(tmp_path / "mlsysopt.db"))))
+    store = Store.open(parse_storage(str(tmp_path / "mlsysopt.db")))
+    (summary,) = list_runs(store)
     assert summary.status == "killed" and summary.name == "run"
+    assert (tmp_path / "run" / ".lock").is_file()  # kill -9 leaves the file; the kernel released its lock
+    sid = summary.study_id
+    store.set_study_attrs(sid, {"mlsysopt.pid": os.getppid()})  # its pid reused by a live process: still killed
+    assert list_runs(store)[0].status == "killed"
+    ran = run_inprocess("runs", "show", "run", "--storage", str(tmp_path / "mlsysopt.db"))
+    assert ran.returncode == 0 and "killed" in ran.stdout, ran.stderr
     done = json.loads((tmp_path / "run" / "checkpoint.json").read_text())["done"]
     numbers = sorted(t.number for t in _study(tmp_path / "mlsysopt.db").trials)
     assert numbers == list(range(len(numbers)))  # whole trials, no gap: what was written before the kill
@@ -197,4 +205,40 @@ def test_a_killed_run_is_listed_as_killed_and_keeps_what_its_checkpoint_has(tmp_
     study = _study(tmp_path / "mlsysopt.db")
     assert sorted(t.params["x"] for t in study.trials)[: done + 5] == list(range(done + 5))
     assert len({t.params["x"] for t in study.trials}) == len(study.trials)  # one copy of each
-    assert study.user_attrs["mlsysopt.status"] == "done"
+    assert study.user_attrs["mlsysopt.status"] == "done" and list_runs(store)[0].status == "done"
+    assert not (tmp_path / "run" / ".lock").exists()  # the resume took the stale lock over and removed it
+    assert all(t.state.name != "RUNNING" for t in study.trials)
+
+
+def test_a_finished_run_whose_status_the_store_missed_is_never_listed_killed(tmp_path: Path, monkeypatch) -> None:
+    """The store refuses the final status writes (another writer holding its lock): the run finishes (policy
+    continue), its process is gone as far as the folder can tell, yet it is listed by what its folder says, not as
+    ``killed``; while a run holds its folder it is ``running``."""
+    from mlsysopt.store import Store, parse_storage
+    from mlsysopt.store.query import list_runs
+
+    monkeypatch.setenv("MLSYSOPT_STORE_ERRORS", "continue")
+    store = Store.open(parse_storage(str(tmp_path / "mlsysopt.db")))
+    with pytest.warns(UserWarning), RunDir(tmp_path / "run", SETTINGS, checkpoint=None, sink=RunStore).check() as run:
+        record_trial({"x": 1}, 1.0)
+        run.store.flush()
+        assert [r.status for r in list_runs(store)] == ["running"]  # its process holds the folder
+        monkeypatch.setattr(Store, "set_study_attrs", _locked)
+        run.write_json("result.json", {"ok": True})
+    monkeypatch.undo()
+    (summary,) = list_runs(store)
+    assert store.study_attrs(summary.study_id)["mlsysopt.status"] == "running"  # what the store was left with
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    store.set_study_attrs(summary.study_id, {"mlsysopt.pid": gone.pid})  # as if a process of its own had run it
+    (summary,) = list_runs(store)
+    assert summary.status == "incomplete" and (tmp_path / "run" / "result.json").is_file()
+    log = (tmp_path / "run" / "log.txt").read_text()
+    (tmp_path / "run" / "log.txt").write_text(
+        log.replace("closed: done", "closed: failed").replace("=== done", "=== failed")
+    )
+    assert list_runs(store)[0].status == "failed"  # a failed run is listed as failed, whatever the store missed
+
+
+def _locked(*args: object, **kwargs: object) -> None:
+    raise StoreError("database is locked")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from mlsysopt.errors import StoreError
 from mlsysopt.io import dumps
 from mlsysopt.store.database import Store
+from mlsysopt.store.liveness import owner_status
 from mlsysopt.store.run import ATTR, SETTING
 from mlsysopt.store.session import process_alive
 from mlsysopt.store.trials import KEY_ATTR, RECORD_ATTR
@@ -83,13 +84,28 @@ class RunSummary:
 
 
 def status_of(attrs: dict[str, Any]) -> str:
-    """The run's status; ``killed`` for a ``running`` run whose process is gone from this machine, ``incomplete``
-    for a ``done`` run whose study lacks writes the store refused (it went on under MLSYSOPT_STORE_ERRORS=continue)."""
+    """The run's status, read without writing to the store.
+
+    ``incomplete`` for a ``done`` run whose study lacks writes the store refused (it went on under
+    MLSYSOPT_STORE_ERRORS=continue). A ``running`` run of this machine is checked against its run folder
+    (:func:`~mlsysopt.store.liveness.owner_status`): ``killed`` when no process holds the folder's lock and the run
+    never closed, the status its log ends with when only the store missed it (a finished run is never ``killed``);
+    a run whose folder is gone is ``killed`` when its process is.
+
+    Args:
+        attrs: The study's ``mlsysopt.*`` attributes.
+
+    Returns:
+        One of :data:`STATUSES` (or what the attribute says).
+    """
     status = str(attrs.get(ATTR + "status", "unknown"))
     if status == "done" and attrs.get(ATTR + "incomplete"):
         return "incomplete"  # done, but the store lost some of its writes (MLSYSOPT_STORE_ERRORS=continue)
     if status == "running" and attrs.get(ATTR + "machine") == machine_id():
         pid = attrs.get(ATTR + "pid")
+        seen = owner_status(str(attrs.get(ATTR + "run_dir") or ""), pid)
+        if seen is not None:
+            return seen
         if isinstance(pid, int) and pid != os.getpid() and not process_alive(pid):
             return "killed"
     return status
