@@ -1,15 +1,18 @@
-"""A user's own runtime table (costmodel/data/table.py): CSV or Parquet + graphs as .py / ONNX / .npz, bad inputs."""
+"""A user's own runtime table (costmodel/data/table.py): CSV or Parquet + graphs as .py / ONNX / .npz, bad inputs;
+then the rank ensemble (costmodel/rank_ensemble.py) of two models trained on it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from cli_helpers import run_inprocess
-from mlsysopt.costmodel import TrainConfig, train
+from cli_helpers import assert_user_error, run_inprocess
+from mlsysopt.costmodel import RankEnsemble, TrainConfig, ensemble, evaluate, load_trainer, predict, train
 from mlsysopt.costmodel.data import load_dataset
+from mlsysopt.costmodel.rank_ensemble import combine, standardised, weight_grid
 from mlsysopt.errors import InvalidDataFile
 
 NET = """import torch
@@ -182,15 +185,26 @@ def test_one_configuration_per_graph_is_said_to_teach_no_ranking(table: Path, tm
     assert not warn_if_unrankable(load_dataset(table, "train"))  # ten configurations per graph: nothing to say
 
 
-@pytest.fixture(scope="module", params=["gst", "lightgbm"])
-def trained(request: pytest.FixtureRequest, table: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A GNN (one epoch: what is checked is the plumbing, not the quality) or a tree ranker trained on the table."""
-    out = tmp_path_factory.mktemp("trained") / request.param
-    if request.param == "gst":
-        train(table, out, TrainConfig(epochs=1, finetune_epochs=0, configs_per_graph=4), hidden=8)
-    else:
-        train(table, out, TrainConfig(mode="lightgbm"))
+@pytest.fixture(scope="module")
+def gst_run(table: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A GNN trained on the table (one epoch: what is checked is the plumbing, not the quality)."""
+    out = tmp_path_factory.mktemp("trained") / "gst"
+    train(table, out, TrainConfig(epochs=1, finetune_epochs=0, configs_per_graph=4), hidden=8)
     return out
+
+
+@pytest.fixture(scope="module")
+def lightgbm_run(table: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A LightGBM ranker trained on the table."""
+    out = tmp_path_factory.mktemp("trained") / "lightgbm"
+    train(table, out, TrainConfig(mode="lightgbm"))
+    return out
+
+
+@pytest.fixture(params=["gst", "lightgbm"])
+def trained(request: pytest.FixtureRequest) -> Path:
+    """Each of the two runs above."""
+    return request.getfixturevalue(f"{request.param}_run")
 
 
 def _grid(path: Path, header: str, rows: list[str]) -> Path:
@@ -254,3 +268,72 @@ def test_predict_configs_bad_inputs_are_one_line_and_write_nothing(table: Path, 
     (bare / "result.json").write_text(json.dumps(res))
     assert_user_error(run_inprocess("costmodel", "predict", "--run", bare, "--input", model, "--configs", ok),
                       "not trained on a runtime table")  # fmt: skip
+
+
+# ---------------------------------------------------------------- the rank ensemble of the two runs above
+def test_ensemble_weights_are_chosen_on_validation_and_read_back(table: Path, gst_run: Path, lightgbm_run: Path,
+                                                                 tmp_path: Path) -> None:  # fmt: skip
+    out = tmp_path / "ens"
+    r = ensemble([gst_run, lightgbm_run], table, out)
+    assert r["mode"] == "gst+efd+lightgbm" and r["chosen_on"] == "valid" and len(r["valid_grid"]) == 11
+    assert abs(sum(r["weights"]) - 1) < 1e-12
+    # the grid holds each member alone, so on validation the ensemble never loses to a member
+    assert r["valid"]["opa"] >= max(m["valid"]["opa"] for m in r["members"]) - 1e-6
+    assert (out / "weights.png").stat().st_size > 0 and (out / "ensemble.json").is_file()
+    model = load_trainer(out)
+    assert isinstance(model, RankEnsemble) and model.weights == tuple(r["weights"])
+    assert evaluate(out, table)["metrics"] == r["test"]
+    # predict: the members' scores, standardised per graph and weighted
+    got = predict(out, table, "test")["graphs"]
+    parts = [predict(run, table, "test")["graphs"] for run in (gst_run, lightgbm_run)]
+    for name, row in got.items():
+        want = combine([np.asarray(p[name]["scores"]) for p in parts], r["weights"])
+        np.testing.assert_allclose(row["scores"], want, rtol=1e-9, atol=1e-9)
+    # a model nobody measured, ranked by the ensemble (the members' knob slots are carried)
+    grid = tmp_path / "grid.csv"
+    grid.write_text("threads,_0.channels_last,_2.channels_last\n1,0,0\n2,1,1\n")
+    ran = run_inprocess("costmodel", "predict", "--run", out, "--input", table / "graphs" / "g0.py", "--configs",
+                        grid)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_fixed_weights_from_the_cli(table: Path, gst_run: Path, lightgbm_run: Path, tmp_path: Path) -> None:
+    ran = run_inprocess("costmodel", "ensemble", "--member", lightgbm_run, "--member", gst_run, "--data", table,
+                        "--weights", "3,1", "--out", tmp_path / "e")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "lightgbm+gst+efd: weights lightgbm 0.75, gst+efd 0.25 (given)" in ran.stdout
+    res = json.loads((tmp_path / "e" / "result.json").read_text())
+    assert res["valid_grid"] == [] and res["weights"] == [0.75, 0.25]
+    assert not (tmp_path / "e" / "weights.png").exists()
+
+
+def test_bad_ensembles_are_one_line_and_write_nothing(table: Path, gst_run: Path, lightgbm_run: Path,
+                                                      tmp_path: Path) -> None:  # fmt: skip
+    out = tmp_path / "never"
+    cases = [
+        (["--member", gst_run], "2 to 4 members, not 1"),
+        (["--member", gst_run, "--member", gst_run], "named twice"),
+        (["--member", gst_run, "--member", tmp_path], "--member"),
+        (["--member", gst_run, "--member", lightgbm_run, "--weights", "a,b"], "numbers separated by commas"),
+        (["--member", gst_run, "--member", lightgbm_run, "--weights", "1"], "1 weight(s) for 2 members"),
+        (["--member", gst_run, "--member", lightgbm_run, "--weights", "1,-1"], "non-negative"),
+        (["--member", gst_run, "--member", lightgbm_run, "--weights", "0,0"], "not all 0"),
+    ]
+    for args, needle in cases:
+        assert_user_error(run_inprocess("costmodel", "ensemble", *args, "--data", table, "--out", out), needle)
+        assert not out.exists()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    desc = {"kind": "mlsysopt-costmodel-ensemble", "members": [str(tmp_path)], "member_modes": ["x"], "weights": [1]}
+    (broken / "ensemble.json").write_text(json.dumps(desc))
+    assert_user_error(run_inprocess("costmodel", "evaluate", "--run", broken, "--data", table), "member")
+
+
+def test_standardising_and_the_grid() -> None:
+    assert np.allclose(standardised(np.array([1.0, 1.0, 1.0])), 0)
+    z = standardised(np.array([1.0, 2.0, 3.0]))
+    assert abs(z.mean()) < 1e-12 and abs(z.std() - 1) < 1e-12
+    grid = weight_grid(3)
+    assert len(grid) == 15 and all(abs(sum(w) - 1) < 1e-12 for w in grid)
+    with pytest.raises(Exception, match="2 to 4"):
+        RankEnsemble([], [], [], [])

@@ -233,3 +233,39 @@ def costmodel_predict(
         console.print(f"... {len(rows) - 10} more graphs")
     if out is not None:
         console.print(f"wrote {escape(str(out / 'result.json'))}")
+
+
+@costmodel_app.command("ensemble")
+def costmodel_ensemble(
+    members: Annotated[
+        list[Path],
+        typer.Option("--member", help="A training run folder; give 2 to 4 (e.g. a gst+efd run and a lightgbm run)."),
+    ],
+    data: o.DataOpt,
+    out: o.OneShotOut = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            "--weights",
+            help="Fixed weights, one per --member (e.g. 0.5,0.5) [default: chosen on the "
+            "validation split: best OPA, ties by top-1 slowdown].",
+        ),
+    ] = None,
+) -> None:
+    """Combine trained rankers: per graph, standardised scores in a weighted mean (weights chosen on validation)."""
+    fixed = None
+    if weights is not None:
+        try:
+            fixed = [float(w) for w in weights.split(",")]
+        except ValueError:
+            raise InvalidOption(f"--weights {weights}: numbers separated by commas, one per --member") from None
+    with err_console.status(f"weighing {len(members)} members on {escape(str(data))}"):
+        result = cm.ensemble(members, data, out, fixed)
+    w = ", ".join(f"{m['mode']} {x:.2f}" for m, x in zip(result["members"], result["weights"], strict=True))
+    console.print(f"{result['mode']}: weights {w} ({'chosen on valid' if result['chosen_on'] == 'valid' else 'given'})")
+    for label, row in [(m["mode"], m) for m in result["members"]] + [("ensemble", result)]:
+        figures = [f"{split} opa {row[split]['opa']:.4f} top-1 slowdown {row[split]['slowdown_top1']:.4f}"
+                   for split in ("valid", "test") if row.get(split)]  # fmt: skip
+        console.print(f"  {escape(label)}: {'; '.join(figures) or 'no measured split'}")
+    if out is not None:
+        console.print(f"wrote {escape(str(out / 'result.json'))}; evaluate or predict with --run {escape(str(out))}")

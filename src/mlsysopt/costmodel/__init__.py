@@ -20,6 +20,8 @@ _EXPORTS = {
     "evaluate": "mlsysopt.costmodel.inference",
     "predict": "mlsysopt.costmodel.inference",
     "load_trainer": "mlsysopt.costmodel.inference",
+    "ensemble": "mlsysopt.costmodel.inference",
+    "RankEnsemble": "mlsysopt.costmodel.rank_ensemble",
     "ranking_of": "mlsysopt.costmodel.inference",
     "synth": "mlsysopt.costmodel.synthesis",
     "SYNTH_KINDS": "mlsysopt.costmodel.synthesis",

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,15 @@ from mlsysopt.costmodel.checkpoint import CHECKPOINT_NAME
 from mlsysopt.costmodel.data import load_dataset
 from mlsysopt.costmodel.data.grid import grid_dataset
 from mlsysopt.costmodel.experiment import _run_folder
+from mlsysopt.costmodel.metrics import opa, ranking_metrics
+from mlsysopt.costmodel.rank_ensemble import (
+    ENSEMBLE_NAME,
+    MAX_MEMBERS,
+    RankEnsemble,
+    check_weights,
+    choose_weights,
+    combine,
+)
 from mlsysopt.costmodel.trees import META_NAME
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption, MissingSplit
 from mlsysopt.io import read_json
@@ -28,14 +38,16 @@ if TYPE_CHECKING:
     from mlsysopt.costmodel.trees import TreeRanker
 
 
-def load_trainer(run: str | Path) -> Trainer | TreeRanker:
-    """The trained model of a run folder (a GNN checkpoint, or the trees baseline), ready to evaluate or predict.
+def load_trainer(run: str | Path, option: str = "--run") -> Trainer | TreeRanker | RankEnsemble:
+    """The trained model of a run folder (a GNN checkpoint, the trees baseline or a rank ensemble), ready to
+    evaluate or predict.
 
     Args:
-        run: A training run folder (GNN checkpoint or tree baseline) or a checkpoint file.
+        run: A training run folder (GNN checkpoint or tree baseline), an ensemble's folder or a checkpoint file.
+        option: The option that named ``run``, for the error.
 
     Returns:
-        Trainer | TreeRanker: The trained model.
+        Trainer | TreeRanker | RankEnsemble: The trained model.
 
     Raises:
         InvalidCheckpoint: If there is no readable model.
@@ -46,8 +58,10 @@ def load_trainer(run: str | Path) -> Trainer | TreeRanker:
     run = Path(run)
     if run.is_dir() and (run / META_NAME).is_file():
         return load_trees(run)
+    if run.is_dir() and (run / ENSEMBLE_NAME).is_file():
+        return RankEnsemble.from_folder(run, lambda member: load_trainer(member, "member"))
     if not (run / CHECKPOINT_NAME).is_file() and not run.is_file():
-        raise InvalidCheckpoint(f"--run {run}: no {CHECKPOINT_NAME} (train one with 'mlsysopt costmodel train')")
+        raise InvalidCheckpoint(f"{option} {run}: no {CHECKPOINT_NAME} (train one with 'mlsysopt costmodel train')")
     return Trainer.load(run)
 
 
@@ -168,3 +182,111 @@ def _dataset_for(trainer: Trainer | TreeRanker, path: str | Path, split: str, op
     if ds.task != trainer.task:
         raise InvalidOption(f"{option} {path}: {ds.task} graphs, but the model is for {trainer.task}")
     return ds
+
+
+def ensemble(members: Sequence[str | Path], data: str | Path, out: str | Path | None = None,
+             weights: Sequence[float] | None = None, threads: int = 1) -> dict[str, Any]:  # fmt: skip
+    """A rank ensemble of trained runs (:mod:`~mlsysopt.costmodel.rank_ensemble`), its weights chosen on ``data``'s
+    validation split, then every member and the ensemble scored on its test split (where there is one).
+
+    With ``out``, a run folder with ``ensemble.json`` (what ``evaluate``/``predict --run`` read back),
+    ``result.json`` and, for two members, ``weights.png`` (validation OPA and top-1 slowdown per weight).
+
+    Args:
+        members: 2 to 4 training run folders of one ranking task (any modes: GST+EFD, full, trees, LightGBM, ...).
+        data: The data root the members were trained on (its ``valid`` split chooses the weights).
+        out: Run folder to write (None: write nothing).
+        weights: Fixed weights, one per member (None: chosen on validation).
+        threads: PyTorch threads.
+
+    Returns:
+        dict[str, Any]: ``mode``, ``members`` (run, mode, valid and test metrics), ``weights``, ``chosen_on``,
+        ``valid_grid``, ``valid``, ``test`` and ``test_opa_per_graph`` (the ensemble's), ``config_slots``.
+
+    Raises:
+        InvalidOption: For a wrong member count, a member named twice, mixed tasks or bad weights.
+        InvalidCheckpoint: If a member has no readable model.
+        MissingSplit: If ``data`` has no validation split and no ``weights`` are given.
+    """
+    if not 2 <= len(members) <= MAX_MEMBERS:
+        raise InvalidOption(f"--member: an ensemble has 2 to {MAX_MEMBERS} members, not {len(members)}")
+    runs = [str(Path(m).resolve()) for m in members]
+    if len(set(runs)) < len(runs):
+        raise InvalidOption(f"--member: a run is named twice ({', '.join(map(str, members))})")
+    loaded = [load_trainer(m, "--member") for m in members]
+    modes = [str(getattr(t, "mode", None) or t.tc.mode) for t in loaded]
+    if weights is not None:
+        weights = check_weights(weights, len(members))
+    model = RankEnsemble(loaded, weights or [1.0] * len(members), runs, modes)
+    slots = _member_slots(members)
+    splits = {split: _optional_split(model, data, split) for split in ("valid", "test")}
+    if weights is None and splits["valid"] is None:
+        raise MissingSplit(f"--data {data}: no 'valid' split to choose the weights on (or give --weights)")
+    settings = {"members": runs, "data": str(data), "weights": None if weights is None else list(weights)}
+    folder = _run_folder(out, settings)
+    with folder if folder is not None else contextlib.nullcontext(), torch_threads(threads):
+        preds = {split: [m.predict(ds) for m in loaded] for split, ds in splits.items() if ds is not None}
+        truths = {split: _runtimes(ds) for split, ds in splits.items() if ds is not None}
+        grid: list[dict[str, Any]] = []
+        if weights is None:
+            weights, grid = choose_weights(preds["valid"], truths["valid"])
+        model.weights = tuple(weights)
+        result: dict[str, Any] = {"command": "costmodel ensemble", "mode": model.mode, "task": model.task,
+                                  "weights": list(model.weights), "chosen_on": "valid" if grid else "given",
+                                  "valid_grid": grid, "members": [], "config_slots": slots}  # fmt: skip
+        for i, (run, mode) in enumerate(zip(runs, modes, strict=True)):
+            result["members"].append({"run": run, "mode": mode} | {split: _scored([preds[split][i]], [1.0],
+                                      truths[split])[0] for split in preds})  # fmt: skip
+        for split in ("valid", "test"):
+            scored = _scored(preds[split], model.weights, truths[split]) if split in preds else (None, {})
+            result[split] = scored[0]
+            if split == "test":
+                result["test_opa_per_graph"] = scored[1]
+        if folder is not None:
+            folder.write_json(ENSEMBLE_NAME, model.description())
+            folder.write_json("result.json", result)
+            if grid and len(members) == 2:
+                from mlsysopt.report.costmodel import plot_ensemble_weights  # deferred: imports matplotlib
+
+                plot_ensemble_weights(grid, model.weights, modes, folder.path / "weights.png")
+    return result
+
+
+def _optional_split(model: RankEnsemble, data: str | Path, split: str) -> GraphDataset | None:
+    try:
+        return _dataset_for(model, data, split, "--data")
+    except MissingSplit:
+        return None
+
+
+def _runtimes(ds: GraphDataset) -> dict[str, np.ndarray]:
+    out = {}
+    for i in range(len(ds)):
+        rec = ds.record(i)
+        if rec.runtime is None:
+            raise InvalidOption(f"{rec.name}: has no runtimes (an ensemble is weighed and scored on measured graphs)")
+        out[rec.name] = np.asarray(rec.runtime, np.float64)
+    return out
+
+
+def _scored(member_preds: list[dict[str, np.ndarray]], weights: Sequence[float], truths: dict[str, np.ndarray]
+            ) -> tuple[dict[str, float], dict[str, float]]:  # fmt: skip
+    """Ranking metrics and per-graph OPA of the weighted combination of ``member_preds``."""
+    names = [n for n in truths if all(n in p for p in member_preds)]
+    preds = {n: combine([p[n] for p in member_preds], weights) for n in names}
+    metrics = ranking_metrics([preds[n] for n in names], [truths[n] for n in names])
+    return metrics, {n: opa(preds[n], truths[n]) for n in names}
+
+
+def _member_slots(members: Sequence[str | Path]) -> dict[str, int] | None:
+    """The knob slots every member was trained with (runs on a runtime table), or None; refused if they differ."""
+    found = []
+    for m in members:
+        res = Path(m) / "result.json"
+        found.append((read_json(res, InvalidCheckpoint) if res.is_file() else {}).get("config_slots"))
+    if all(s is None for s in found):
+        return None
+    if any(s != found[0] for s in found):
+        raise InvalidOption("--member: the members were trained on different runtime tables (their knob slots "
+                            "differ), so their scores rank different configurations")  # fmt: skip
+    return found[0]

@@ -76,3 +76,31 @@ def plot_memory_scaling(
     plain_log_ticks(ax.yaxis)
     ax.legend()
     return save_figure(fig, path)
+
+
+def plot_ensemble_weights(rows: Sequence[Mapping[str, Any]], chosen: Sequence[float], labels: Sequence[str],
+                          path: str | Path) -> Path:  # fmt: skip
+    """Validation OPA and top-1 slowdown against the first member's weight (a two-member rank ensemble).
+
+    Args:
+        rows: The weight grid's rows ``{"weights", "opa", "slowdown_top1"}``.
+        chosen: The chosen weights (marked).
+        labels: The members' names.
+        path: PNG to write.
+
+    Returns:
+        Path: The written PNG.
+    """
+    rows = sorted(rows, key=lambda r: r["weights"][0])
+    xs = [r["weights"][0] for r in rows]
+    fig = new_figure(9, 4)
+    ax_opa, ax_slow = fig.subplots(1, 2)
+    for ax, key, name in ((ax_opa, "opa", "validation OPA (higher is better)"),
+                          (ax_slow, "slowdown_top1", "validation top-1 slowdown (lower is better)")):  # fmt: skip
+        ax.plot(xs, [r[key] for r in rows], marker="o", ms=3)
+        ax.axvline(chosen[0], color="tab:red", ls=":", lw=1, label=f"chosen: {chosen[0]:.2f}")
+        ax.set(xlabel=f"weight of {labels[0]} (rest: {labels[1]})", ylabel=name.split(" (")[0], title=name)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"rank ensemble {' + '.join(labels)}: weight chosen on validation")
+    return save_figure(fig, path)
