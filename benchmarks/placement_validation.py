@@ -14,6 +14,17 @@ the better final makespan (3 seeds). The rule: the policy stays in the default o
 the evaluations of uniform proposals and does not lose at 1 s.
 
     python benchmarks/placement_validation.py --anytime --out benchmarks/results/placement_validation_anytime.json
+
+``--order-moves`` chooses the ordered search's move mix (issue #31 item 3): under ``ordered`` execution the default
+(``local_search``) with order moves given each share of its draws (``--shares``; 0 = map moves only, the order
+re-derived by upward rank and insertion), at equal evaluations (the default budget), ``--seeds`` seeds, on
+validation problems of each kind (``--kinds``, drawn with ``distribution.sample_problem`` past every training
+seed). Figures per kind and share: the geomean ratio to HEFT's own schedule with a 95% bootstrap interval over
+problems, and the paired ratio to share 0. ``--held-out`` runs the same comparison once the share is chosen, on
+``benchmarks/placement.py``'s held-out problems (its sets as the kinds) at its equal-evaluations budget.
+
+    python benchmarks/placement_validation.py --order-moves --problems 12 --out runs/bench/order_moves.json
+    python benchmarks/placement_validation.py --order-moves --held-out --shares 0,0.25 --out runs/bench/om_ho.json
 """
 
 from __future__ import annotations
@@ -37,10 +48,17 @@ def main() -> None:
     ap.add_argument("--policy", default="pretrained")
     ap.add_argument("--out", type=Path, default=Path("runs/bench/placement_validation.json"))
     ap.add_argument("--anytime", action="store_true", help="the learned-vs-uniform decision (issue #31)")
-    ap.add_argument("--seeds", type=int, default=3, help="seeds per problem (--anytime)")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per problem (--anytime, --order-moves)")
+    ap.add_argument("--order-moves", action="store_true", help="the ordered search's move mix (issue #31 item 3)")
+    ap.add_argument("--shares", default="0,0.25,0.5", help="order-move shares to compare (--order-moves)")
+    ap.add_argument("--kinds", default="workflow,dnn,layered", help="validation kinds (--order-moves)")
+    ap.add_argument("--held-out", action="store_true", help="benchmarks/placement.py's problems (--order-moves)")
     args = ap.parse_args()
     if args.anytime:
         anytime(args)
+        return
+    if args.order_moves:
+        order_move_mix(args)
         return
     import torch
 
@@ -144,6 +162,74 @@ def anytime(args: argparse.Namespace) -> None:
             "problems": args.problems,
             "seeds": args.seeds,
             "data": "validation problems of the training distribution (mixed), seeds from VALIDATION_OFFSET",
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "seconds": time.perf_counter() - t0,
+        },
+    )
+
+
+def order_move_mix(args: argparse.Namespace) -> None:
+    """The ordered default with each order-move share, equal evaluations, per kind: ratios to HEFT's own schedule."""
+    from mlsysopt.graph.problem import PlacementProblem
+    from mlsysopt.placement import LocalSearch, SearchConfig
+    from mlsysopt.placement.distribution import sample_problem
+    from mlsysopt.placement.methods import heft_makespan
+    from mlsysopt.placement.train_search import VALIDATION_OFFSET
+    from placement import bootstrap, build, geomean, problem_specs
+
+    t0 = time.perf_counter()
+    shares = [float(x) for x in args.shares.split(",")]
+    if args.held_out:
+        specs = [s for s in problem_specs(False) if s["set"] in args.kinds.split(",") or args.kinds == "all"]
+        problems = [(s["set"], lambda s=s: build(s).with_execution("ordered")) for s in specs]
+    else:
+
+        def validation(seed: int, kind: str) -> PlacementProblem:
+            graph, cluster, _ = sample_problem(seed, kind)
+            return PlacementProblem(graph, cluster, "ordered")
+
+        problems = [(kind, lambda k=k, kind=kind: validation(VALIDATION_OFFSET + k, kind))
+                    for kind in args.kinds.split(",") for k in range(args.problems)]  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    for kind, make in problems:
+        problem = make()
+        heft = heft_makespan(problem)
+        row: dict[str, Any] = {"kind": kind, "tasks": problem.num_tasks, "devices": problem.num_devices}
+        for share in shares:
+            placer = LocalSearch(SearchConfig(order_share=share))
+            runs = [placer.solve(problem, seed=s) for s in range(args.seeds)]
+            row[str(share)] = {"ratio": geomean([r.makespan / heft for r in runs]),
+                               "accepted_order": sum(r.info["search"]["accepted"]["order"] for r in runs)}  # fmt: skip
+        rows.append(row)
+        print(kind, problem.num_tasks, {k: v for k, v in row.items() if k not in ("kind", "tasks", "devices")})
+    rng = np.random.default_rng(0)
+    summary: dict[str, Any] = {}
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        view = [r for r in rows if r["kind"] == kind]
+        summary[kind] = {"problems": len(view)}
+        base = np.array([r[str(shares[0])]["ratio"] for r in view])
+        for share in shares:
+            x = np.array([r[str(share)]["ratio"] for r in view])
+            summary[kind][str(share)] = {
+                "geomean_ratio_to_heft": geomean(x),
+                "ci95_ratio_to_heft": bootstrap(x, rng),
+                f"over_share_{shares[0]}": geomean(x / base),
+                f"ci95_over_share_{shares[0]}": bootstrap(x / base, rng),
+                "accepted_order_moves": int(sum(r[str(share)]["accepted_order"] for r in view)),
+            }
+        print(kind, json.dumps(summary[kind], indent=1))
+    write_json_atomic(
+        args.out,
+        {
+            "summary": summary,
+            "rows": rows,
+            "shares": shares,
+            "seeds": args.seeds,
+            "budget": "equal evaluations: the default budget (10 x tasks within 100-20,000)",
+            "reference": "HEFT's own schedule (its map and insertion order), ordered execution",
+            "data": "benchmarks/placement.py held-out problems"
+            if args.held_out
+            else "validation problems per kind (distribution.sample_problem), seeds from VALIDATION_OFFSET",
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "seconds": time.perf_counter() - t0,
         },

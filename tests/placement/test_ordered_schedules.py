@@ -152,3 +152,46 @@ def test_graph_simulate_runs_a_schedule_file_in_its_order(tmp_path) -> None:
     simulated = json.loads((tmp_path / "s" / "result.json").read_text())
     assert simulated["makespan"] == pytest.approx(placed["makespan"], rel=1e-12)
     assert simulated["schedule"]["execution"] == "ordered" and "schedule.json" in simulated["placement_source"]
+
+
+def test_order_moves_keep_the_schedule_valid_and_re_simulate_to_their_makespan() -> None:
+    from mlsysopt.graph.list_schedule import ordered_args, schedule_in_priority
+    from mlsysopt.placement.baselines import heft_schedule
+    from mlsysopt.placement.moves import ORDER, node_ids, order_moves
+
+    problem = _problem(11)
+    placement = heft_schedule(problem)[0]
+    seq = problem.simulator.sequence
+    moves = order_moves(problem, placement, problem.simulate(placement), seq, node_ids(problem))
+    assert moves.size > 0 and (moves.kind == ORDER).all()
+    rows = np.arange(moves.size)
+    places, seqs = moves.apply(placement, rows), moves.sequences(seq, rows)
+    assert (places == placement).all()  # an order move keeps the map
+    src, dst = problem.graph.edge_index
+    for m in rows.tolist():
+        pos = np.empty(problem.num_tasks, np.int64)
+        pos[seqs[m]] = np.arange(problem.num_tasks)
+        assert np.array_equal(np.sort(seqs[m]), np.arange(problem.num_tasks))  # every task once
+        assert (pos[src] < pos[dst]).all()  # still topological
+        assert abs(pos[moves.task[m]] - pos[moves.partner[m]]) == 1  # next to its partner
+    makespans, orders = schedule_in_priority(ordered_args(problem.graph, problem.cluster), places, seqs)
+    assert len({round(v, 9) for v in makespans}) > 1  # the order matters on this problem
+    for m in rows[:: max(1, rows.size // 4)].tolist():  # a few rows through the independent SimPy executor
+        assert problem.makespan(places[m], order=orders[m]) == pytest.approx(makespans[m], rel=1e-12)
+        assert simpy_ordered(problem, places[m], orders[m]) == pytest.approx(makespans[m], rel=1e-9)
+
+
+def test_the_search_with_order_moves_returns_the_order_it_was_scored_with() -> None:
+    from mlsysopt.errors import InvalidOption
+    from mlsysopt.placement import LocalSearch, SearchConfig
+    from mlsysopt.placement.methods import heft_makespan
+
+    problem = _problem(12)
+    res = LocalSearch(SearchConfig(order_share=0.5), portfolio=("heft",)).solve(problem, budget=300, seed=0)
+    assert res.info["search"]["accepted"]["order"] >= 1  # order moves were drawn and some were kept
+    assert res.evaluations == 300 and np.all(np.diff(res.history) <= 0)
+    assert res.makespan <= heft_makespan(problem) * (1 + 1e-12)
+    assert problem.makespan(res.placement, order=res.order) == pytest.approx(res.makespan, rel=1e-12)
+    assert simpy_ordered(problem, res.placement, res.order) == pytest.approx(res.makespan, rel=1e-9)
+    with pytest.raises(InvalidOption, match="order_share"):
+        SearchConfig(order_share=1.0)

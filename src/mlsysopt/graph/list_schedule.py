@@ -221,6 +221,63 @@ def insertion_batch(
     return out
 
 
+def ordered_args(graph: CompGraph, cluster: DeviceCluster) -> tuple[np.ndarray, ...]:
+    """The arrays :func:`insertion_schedule` reads before the placement: parents CSR, times, links.
+
+    Args:
+        graph: The task graph.
+        cluster: The devices.
+
+    Returns:
+        ``(p_indptr, parent, parent_bytes, compute, speed, overhead, delay, inv_bw)``, contiguous float64/int64.
+    """
+    indptr, par, eid = graph.parents_csr
+    f64 = np.float64
+    return (
+        indptr,
+        par,
+        np.ascontiguousarray(graph.edge_bytes[eid], f64),
+        np.ascontiguousarray(graph.compute, f64),
+        np.ascontiguousarray(cluster.speed, f64),
+        np.ascontiguousarray(cluster.overhead, f64),
+        np.ascontiguousarray(cluster.delay, f64),
+        np.ascontiguousarray(cluster.inv_bandwidth, f64),
+    )
+
+
+def schedule_in_priority(
+    args: tuple[np.ndarray, ...], placements: np.ndarray, sequences: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's map list-scheduled with insertion in its own priority ``sequence``; makespans and task orders.
+
+    The entry point of a search that moves priorities as well as the map (HEFT's upward rank is one sequence;
+    any topological sequence is another). The order returned per row is :func:`start_order` of its schedule, so
+    running the map in it (:meth:`~mlsysopt.graph.simulator.Simulator.makespan` with ``order``) reproduces the
+    makespan exactly.
+
+    Args:
+        args: :func:`ordered_args` of the problem.
+        placements: Device id of every task, per row.
+        sequences: A topological task sequence per row (the priority: earlier is scheduled first).
+
+    Returns:
+        ``(makespans, orders)``: shapes (B,) float64 and (B, num_tasks) int64.
+
+    Shapes:
+        placements: (B, num_tasks) int64
+        sequences: (B, num_tasks) int64
+    """
+    n = placements.shape[1]
+    makespans = np.empty(placements.shape[0])
+    orders = np.empty(placements.shape, np.int64)
+    start, finish, ready = np.empty(n), np.empty(n), np.empty(n)
+    for b in range(placements.shape[0]):
+        seq = np.ascontiguousarray(sequences[b], np.int64)
+        makespans[b] = insertion_schedule(*args, np.ascontiguousarray(placements[b]), seq, start, finish, ready)
+        orders[b] = start_order(start, finish, seq)
+    return makespans, orders
+
+
 def check_execution(execution: str) -> str:
     """``execution`` if it is one of :data:`EXECUTIONS`, else InvalidOption naming ``--execution``.
 

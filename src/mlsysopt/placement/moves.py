@@ -1,4 +1,4 @@
-"""The moves of GiPH's local search around one placement: relocations, swaps and chain moves on the critical path.
+"""The moves of GiPH's local search around one placement: relocations, swaps, chain moves and order moves.
 
 Every move is named by a gpNet node ``(task, device)`` and a *kind*:
 
@@ -7,6 +7,10 @@ Every move is named by a gpNet node ``(task, device)`` and a *kind*:
   the one starting nearest to it) to ``task``'s device: two tasks trade places, the loads stay balanced.
 * ``chain`` (kind 2): move ``task`` together with its *critical-path chain* — the run of consecutive critical-path
   tasks around it linked by data edges — to ``device``, so the transfers inside the chain disappear at once.
+* ``order`` (kind 3, ``ordered`` execution only, :func:`order_moves`): keep the map, move ``task``'s *priority*
+  (its place in the topological sequence the insertion list scheduler follows, HEFT's upward rank at first) just
+  before or just after ``partner`` (its neighbour in priority on its device: the two trade turns there; or the
+  task after its last parent / before its first child: as early or as late as precedence allows).
 
 :class:`MoveSet` lists the moves of one placement in two tiers: tier 0 (:func:`move_set`) holds every move of a
 critical-path task (the only tasks whose move can shorten the makespan directly), tier 1 (:func:`other_moves`,
@@ -23,8 +27,8 @@ import numpy as np
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.graph.simulator import Schedule
 
-KINDS: tuple[str, ...] = ("relocate", "swap", "chain")
-RELOCATE, SWAP, CHAIN = range(3)
+KINDS: tuple[str, ...] = ("relocate", "swap", "chain", "order")
+RELOCATE, SWAP, CHAIN, ORDER = range(4)
 #: Longest chain moved at once (critical-path tasks on each side of the chosen one).
 MAX_CHAIN = 16
 
@@ -61,10 +65,12 @@ class MoveSet:
         return int(self.kind.size)
 
     def apply(self, placement: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """The placements after each move in ``rows``, shape (len(rows), tasks)."""
+        """The placements after each move in ``rows``, shape (len(rows), tasks) (an order move keeps the map)."""
         out = np.repeat(placement[None, :], rows.size, axis=0)
         for j, m in enumerate(rows.tolist()):
             k, t, d = int(self.kind[m]), int(self.task[m]), int(self.device[m])
+            if k == ORDER:
+                continue
             if k == CHAIN:
                 out[j, self.chain[m]] = d
             else:
@@ -72,6 +78,41 @@ class MoveSet:
                 if k == SWAP:
                     out[j, int(self.partner[m])] = placement[t]
         return out
+
+    def sequences(self, sequence: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The priority sequences after each move in ``rows``, shape (len(rows), tasks).
+
+        A map move keeps ``sequence``; an order move takes its task out and puts it back just before its partner
+        (when the partner came first) or just after it.
+
+        Args:
+            sequence: The current topological priority sequence of task ids.
+            rows: Indices of the moves.
+
+        Returns:
+            One sequence per move, int64.
+        """
+        out = np.repeat(sequence[None, :], rows.size, axis=0)
+        pos = np.empty(sequence.size, np.int64)
+        pos[sequence] = np.arange(sequence.size)
+        for j, m in enumerate(rows.tolist()):
+            if int(self.kind[m]) != ORDER:
+                continue
+            t, q = int(self.task[m]), int(self.partner[m])
+            rest = np.delete(sequence, pos[t])
+            at = pos[q] - (pos[q] > pos[t])  # the partner's place once the task is out
+            out[j] = np.insert(rest, at if pos[q] < pos[t] else at + 1, t)
+        return out
+
+    def __add__(self, other: MoveSet) -> MoveSet:
+        """Both move sets, ``self``'s rows first."""
+        return MoveSet(
+            *(np.concatenate([a, b]) for a, b in zip(self._arrays(), other._arrays(), strict=True)),
+            self.chain + other.chain,
+        )
+
+    def _arrays(self) -> tuple[np.ndarray, ...]:
+        return self.kind, self.task, self.device, self.node, self.tier, self.partner
 
 
 def node_ids(problem: PlacementProblem) -> np.ndarray:
@@ -147,6 +188,76 @@ def other_moves(problem: PlacementProblem, placement: np.ndarray, moves: MoveSet
         np.concatenate([moves.partner, np.full(t1.size, -1)]),
         moves.chain + [np.zeros(0, np.int64)] * t1.size,
     )
+
+
+def order_moves(
+    problem: PlacementProblem, placement: np.ndarray, schedule: Schedule, sequence: np.ndarray, ids: np.ndarray
+) -> MoveSet:
+    """Every valid order move of ``placement`` scheduled in priority ``sequence``: tier 0, critical-path tasks only.
+
+    Per critical-path task: up past its previous task in priority on its device, up past the task its device ran
+    just before it when it waited for the device, down past its next task in priority on its device, and the two
+    jumps: right after its last parent in the sequence, right before its first child. A move is valid when the
+    sequence stays topological (the task's parents all still come before it, its children after).
+
+    Args:
+        problem: The problem.
+        placement: The current map.
+        schedule: Its schedule (``ordered``: its start times and critical path).
+        sequence: The topological priority sequence the schedule was built in.
+        ids: :func:`node_ids` of the problem.
+
+    Returns:
+        The order moves (kind ``ORDER``; ``partner`` the neighbour; ``device`` the task's own device).
+    """
+    n = problem.num_tasks
+    pos = np.empty(n, np.int64)
+    pos[sequence] = np.arange(n)
+    src, dst = problem.graph.edge_index
+    last_parent = np.full(n, -1, np.int64)
+    np.maximum.at(last_parent, dst, pos[src])
+    first_child = np.full(n, n, np.int64)
+    np.minimum.at(first_child, src, pos[dst])
+    # neighbours in priority on the same device
+    by_dev = np.lexsort((pos, placement))
+    same = placement[by_dev[1:]] == placement[by_dev[:-1]]
+    prev_seq = np.full(n, -1, np.int64)
+    next_seq = np.full(n, -1, np.int64)
+    prev_seq[by_dev[1:][same]] = by_dev[:-1][same]
+    next_seq[by_dev[:-1][same]] = by_dev[1:][same]
+    # the task the device ran just before each one (by start time)
+    by_start = np.lexsort((schedule.finish, schedule.start, placement))
+    same = placement[by_start[1:]] == placement[by_start[:-1]]
+    prev_run = np.full(n, -1, np.int64)
+    prev_run[by_start[1:][same]] = by_start[:-1][same]
+    waited = schedule.start > schedule.ready * (1 + 1e-12) + 1e-300
+    cp = np.unique(np.asarray(schedule.critical_path, np.int64))
+    tasks, partners = [], []
+    for q in (prev_seq[cp], np.where(waited[cp], prev_run[cp], -1)):
+        ok = (q >= 0) & (last_parent[cp] < pos[np.maximum(q, 0)]) & (pos[np.maximum(q, 0)] < pos[cp])
+        tasks.append(cp[ok])
+        partners.append(q[ok])
+    q = next_seq[cp]
+    ok = (q >= 0) & (first_child[cp] > pos[np.maximum(q, 0)])
+    tasks.append(cp[ok])
+    partners.append(q[ok])
+    # jumps: as early as its parents allow, as late as its children allow
+    up, down = last_parent[cp] + 1, first_child[cp] - 1
+    ok = up < pos[cp]
+    tasks.append(cp[ok])
+    partners.append(sequence[up[ok]])
+    ok = down > pos[cp]
+    tasks.append(cp[ok])
+    partners.append(sequence[down[ok]])
+    task, partner = np.concatenate(tasks), np.concatenate(partners)
+    _, keep = np.unique(task * n + partner, return_index=True)
+    task, partner = task[np.sort(keep)], partner[np.sort(keep)]
+    dev = placement[task].astype(np.int64)
+    m = task.size
+    return MoveSet(np.full(m, ORDER, np.int64), task, dev, ids[task, dev], np.zeros(m, np.int64), partner, [_NONE] * m)
+
+
+_NONE = np.zeros(0, np.int64)
 
 
 def _swap_partners(placement: np.ndarray, schedule: Schedule, tasks: np.ndarray, devs: np.ndarray) -> np.ndarray:
