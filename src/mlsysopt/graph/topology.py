@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import heapq
 
-import numba
 import numpy as np
+
+from mlsysopt.graph.jit import njit_on_first_call
 
 CSR = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -43,7 +44,7 @@ def build_csr(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> CSR:
     return indptr, dst[order].astype(np.int64), order.astype(np.int64)
 
 
-@numba.njit(cache=True)
+@njit_on_first_call(cache=True)
 def kahn_levels(indptr: np.ndarray, child: np.ndarray, indeg: np.ndarray) -> tuple[np.ndarray, int]:
     """Kahn's algorithm on children CSR: longest-path level per node and the number of nodes ordered.
 
@@ -106,7 +107,7 @@ def priority_order(indptr: np.ndarray, child: np.ndarray, indeg: np.ndarray, pri
     return order
 
 
-@numba.njit(cache=True)
+@njit_on_first_call(cache=True)
 def _longest_paths(order: np.ndarray, indptr: np.ndarray, par: np.ndarray, dur: np.ndarray) -> np.ndarray:
     out = np.empty(dur.shape[0])
     finish = np.zeros(dur.shape[1])
