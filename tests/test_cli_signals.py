@@ -16,6 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from mlsysopt.graph.generate import layered_dag
+
 DEADLINE_S = 180
 # layered DAGs only: the default mixed distribution also builds WfChef workflows and traces DNNs (~5 s more before
 # the first checkpoint), which the signal handling never sees
@@ -106,8 +108,7 @@ def test_sigterm_while_the_store_takes_the_last_writes_ends_in_seconds(tmp_path:
     10 s with one line, the folder unlocked and complete, and no trial of the study is left running."""
     import sqlite3
 
-    gen = _start(tmp_path, "graph", "generate", "--tasks", "10", "--out", "g.npz")
-    assert gen.wait(timeout=DEADLINE_S) == 0
+    layered_dag(10, num_types=2, seed=0).save(tmp_path / "g.npz")  # the input, made here (no interpreter start)
     db = tmp_path / "s.db"
     proc = _start(tmp_path, "placement", "compare", "g.npz", "--methods", "heft", "--seeds", "40", "--devices", "3",
                   "--storage", str(db), "--out", "run")  # fmt: skip
@@ -149,8 +150,7 @@ def test_sigterm_while_the_run_waits_for_a_locked_store_ends_in_seconds(tmp_path
 
     from mlsysopt.store import Store, parse_storage
 
-    gen = _start(tmp_path, "graph", "generate", "--tasks", "10", "--out", "g.npz")
-    assert gen.wait(timeout=DEADLINE_S) == 0
+    layered_dag(10, num_types=2, seed=0).save(tmp_path / "g.npz")  # the input, made here (no interpreter start)
     db = tmp_path / "s.db"
     Store.open(parse_storage(str(db)))  # the store exists, with its tables
     holder = sqlite3.connect(db, isolation_level=None, timeout=10)
