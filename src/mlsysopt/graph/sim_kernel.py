@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import heapq
 
-import numba
 import numpy as np
+
+from mlsysopt.graph.jit import njit_on_first_call
 
 FIFO = np.empty(0, np.int64)  # an empty order selects the FIFO-by-readiness semantics
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_on_first_call(cache=True, nogil=True)
 def event_loop(
     indptr: np.ndarray,
     child: np.ndarray,
@@ -75,7 +76,7 @@ def event_loop(
     return makespan
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_on_first_call(cache=True, nogil=True)
 def event_loop_batch(
     indptr: np.ndarray,
     child: np.ndarray,

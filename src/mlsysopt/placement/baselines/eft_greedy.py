@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.jit import njit_on_first_call
 from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.placement.base import Placer, SearchContext
 
@@ -42,7 +42,7 @@ def eft_placement(problem: PlacementProblem, order: np.ndarray) -> np.ndarray:
     )
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_on_first_call(cache=True, nogil=True)
 def _eft(
     indptr: np.ndarray,
     par: np.ndarray,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import bisect
 
-import numba
 import numpy as np
 
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.jit import njit_on_first_call
 from mlsysopt.graph.list_schedule import rank_sequence, start_order
 from mlsysopt.graph.list_schedule import upward_rank as graph_upward_rank
 from mlsysopt.graph.problem import PlacementProblem
@@ -40,7 +40,7 @@ def earliest_slot(starts: list[float], finishes: list[float], ready: float, dura
     return max(ready, prev_finish)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_on_first_call(cache=True, nogil=True)
 def _slots(
     starts: np.ndarray,
     finishes: np.ndarray,
@@ -74,7 +74,7 @@ def _slots(
         eft[dev] = t + duration[dev]
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_on_first_call(cache=True, nogil=True)
 def _insert(starts: np.ndarray, finishes: np.ndarray, count: np.ndarray, dev: int, s: float, f: float) -> None:
     """Insert the busy slot (s, f) into ``dev``'s rows, keeping them sorted by (start, finish)."""
     m = count[dev]
