@@ -56,8 +56,8 @@ def test_info_of_a_gru_model_by_path_and_by_module(project: Path) -> None:
         ran = run_inprocess("graph", "info", spec, "--json", cwd=project)
         assert ran.returncode == 0, ran.stderr
         info = json.loads(ran.stdout)
-        # GRU: 10 steps x 2576 (see tests/graph/importers/test_flop_formulas.py); head 2*2*16*3 + 2*3
-        assert info["total_flops"] == 10 * 2576 + 2 * 2 * 16 * 3 + 6
+        # GRU: 10 steps x 2560 (see tests/graph/importers/test_flop_formulas.py); head 2*2*16*3 + 2*3
+        assert info["total_flops"] == 10 * 2560 + 2 * 2 * 16 * 3 + 6
         assert info["units"]["system"] == "dnn" and info["units"]["compute"] == "FLOP"
         assert info["unknown_ops"] == {}
 

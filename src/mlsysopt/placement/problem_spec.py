@@ -80,7 +80,8 @@ def graph_and_owners(src: Any, input_shape: tuple[int, ...] | None) -> tuple[Any
     from mlsysopt.graph.importers.torch_fx import from_module  # deferred: torch_fx imports torch; a PyTorch source only
 
     module, inputs = src.pytorch(input_shape)
-    return from_module(module, inputs, name=src.name), node_owners(module)
+    # one node per fx node: a device map places whole module calls (a GRU's steps cannot run on two devices)
+    return from_module(module, inputs, name=src.name, expand_layers=False), node_owners(module)
 
 
 @dataclass(frozen=True)

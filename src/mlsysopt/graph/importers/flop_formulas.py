@@ -7,11 +7,15 @@ LSTM 4)::
     2*G*H*(I + S)        input and recurrent matrix products
   + 2*G*H                the two biases (when the layer has them)
   + G*H                  adding the input and recurrent parts of every gate
-  + H * (1 | 8 | 9)      RNN: tanh/relu; GRU: 3 activations, r*(W_hn h), (1-z)*n + z*h;
-                         LSTM: 4 activations, c = f*c + i*g, h = o*tanh(c)
+  + H * (1 | 7 | 9)      RNN: tanh/relu; GRU: 3 activations, r*(W_hn h + b_hn), h' = (h - n)*z + n (as
+                         PyTorch computes (1-z)*n + z*h); LSTM: 4 activations, c = f*c + i*g, h = o*tanh(c)
   + 2*S*H                LSTM projection (proj_size > 0 only)
 
-Layers after the first read ``directions * S`` inputs. Other families:
+Layers after the first read ``directions * S`` inputs. Multi-head attention (``nn.MultiheadAttention``, and the
+attention of ``nn.TransformerEncoderLayer``) over ``Lq`` query and ``Lk`` key tokens (summed over the batch), width
+``E``, key/value widths ``Ek``/``Ev`` and ``h`` heads: the projections ``2*Lq*E*E`` (query) + ``2*Lk*Ek*E`` +
+``2*Lk*Ev*E`` + ``2*Lq*E*E`` (output), then ``4*E`` per score (QKᵀ and the weighted sum) and a softmax of 3 per
+score and head, with ``Lq*Lk/batch`` scores. Other families:
 
 * ``einsum``: with ``N`` the product of every index's size and ``k`` operands, ``N*(k-1)`` multiplications plus
   ``N`` additions when some index is summed (so ``ij,jk->ik`` is ``2*i*j*k``, like a matmul);
@@ -33,7 +37,29 @@ from typing import Any
 from mlsysopt.errors import MlsysoptWarning
 
 GATES = {"rnn": 1, "gru": 3, "lstm": 4}
-ELEMENTWISE_PER_H = {"rnn": 1, "gru": 8, "lstm": 9}
+ELEMENTWISE_PER_H = {"rnn": 1, "gru": 7, "lstm": 9}
+NORM_FLOPS_PER_ELEM = 5
+SOFTMAX_FLOPS_PER_ELEM = 3
+
+
+def mha_flops(lq: int, lk: int, batch: int, embed: int, kdim: int, vdim: int, heads: int) -> int:
+    """FLOPs of multi-head attention over ``lq`` query and ``lk`` key tokens summed over ``batch`` (module docstring).
+
+    Args:
+        lq: Query tokens over the batch.
+        lk: Key/value tokens over the batch.
+        batch: Batch size.
+        embed: Embedding width ``E``.
+        kdim: Key width.
+        vdim: Value width.
+        heads: Attention heads.
+
+    Returns:
+        The FLOPs.
+    """
+    proj = 2 * lq * embed * embed + 2 * lk * kdim * embed + 2 * lk * vdim * embed + 2 * lq * embed * embed
+    scores = lq * lk // max(batch, 1)  # sum over the batch of L*S
+    return proj + 4 * scores * embed + SOFTMAX_FLOPS_PER_ELEM * scores * heads
 
 
 def rnn_step_flops(mode: str, input_size: int, hidden: int, bias: bool = True, proj: int = 0) -> int:

@@ -11,10 +11,11 @@ import torch
 from torch import fx, nn
 from torch.fx.passes.shape_prop import TensorMetadata
 
+import mlsysopt.graph.importers.expansion as ex
 import mlsysopt.graph.importers.flop_formulas as ff
 
-NORM_FLOPS_PER_ELEM = 5
-SOFTMAX_FLOPS_PER_ELEM = 3
+NORM_FLOPS_PER_ELEM = ff.NORM_FLOPS_PER_ELEM
+SOFTMAX_FLOPS_PER_ELEM = ff.SOFTMAX_FLOPS_PER_ELEM
 
 _ELEMENTWISE = ("add", "sub", "mul", "div", "elementwise", "relu", "gelu", "silu", "sigmoid", "tanh", "hardswish")
 _NORMS = ("batch_norm", "layer_norm", "group_norm")
@@ -192,13 +193,10 @@ def _attention_flops(node: fx.Node, mod: nn.Module | None) -> float:
         q, k = _shape(_arg(node, 0, "query")), _shape(_arg(node, 1, "key"))
         if not q or not k:
             return 0.0
-        e, heads = mod.embed_dim, mod.num_heads
         # Unbatched (L, E) or batched (L, N, E) / (N, L, E): only the products matter.
         lq, lk = math.prod(q[:-1]), math.prod(k[:-1])
         n = q[1] if len(q) == 3 and not mod.batch_first else (q[0] if len(q) == 3 else 1)
-        proj = 2 * lq * e * e + 2 * lk * mod.kdim * e + 2 * lk * mod.vdim * e + 2 * lq * e * e
-        scores = lq * lk // max(n, 1)  # sum over the batch of L*S
-        return proj + 4 * scores * e + SOFTMAX_FLOPS_PER_ELEM * scores * heads
+        return float(ff.mha_flops(lq, lk, n, mod.embed_dim, mod.kdim, mod.vdim, mod.num_heads))
     q, k, v = (_shape(_arg(node, i, key)) for i, key in enumerate(("query", "key", "value")))
     if not q or not k or not v:
         return 0.0
@@ -206,3 +204,72 @@ def _attention_flops(node: fx.Node, mod: nn.Module | None) -> float:
     s, ev = k[-2], v[-1]
     scores = batch * length * s
     return 2 * scores * e + 2 * scores * ev + SOFTMAX_FLOPS_PER_ELEM * scores
+
+
+# ---------------------------------------------------------------------- layers expanded into their ops
+def expand(node: fx.Node, mod: nn.Module | None) -> ex.Expansion | None:
+    """The ops PyTorch runs for a GRU/RNN or transformer-encoder leaf (:mod:`~mlsysopt.graph.importers.expansion`).
+
+    Args:
+        node: A ``call_module`` node with shapes propagated.
+        mod: Its module.
+
+    Returns:
+        The expansion, or None for any other module, an input without a known shape, or a layer over the bound.
+    """
+    if isinstance(mod, (nn.GRU, nn.RNN)):
+        return _expand_recurrent(node, mod)
+    if isinstance(mod, (nn.TransformerEncoder, nn.TransformerEncoderLayer)):
+        return _expand_encoder(node, mod)
+    return None
+
+
+def _input_meta(node: fx.Node, key: str) -> TensorMetadata | None:
+    arg = _arg(node, 0, key)
+    meta = arg.meta.get("tensor_meta") if isinstance(arg, fx.Node) else None
+    return meta if isinstance(meta, TensorMetadata) else None
+
+
+def _expand_recurrent(node: fx.Node, mod: nn.RNNBase) -> ex.Expansion | None:
+    meta = _input_meta(node, "input")
+    if meta is None or len(meta.shape) not in (2, 3):
+        return None
+    x = tuple(meta.shape)
+    if len(x) == 2:  # unbatched (steps, input)
+        steps, batch = x[0], 1
+    else:
+        steps, batch = (x[1], x[0]) if mod.batch_first else (x[0], x[1])
+    mode = "gru" if isinstance(mod, nn.GRU) else "rnn"
+    return ex.recurrent(node.name, mode, steps, batch, mod.input_size, mod.hidden_size, mod.num_layers,
+                        2 if mod.bidirectional else 1, mod.bias, meta.dtype.itemsize,
+                        str(getattr(mod, "nonlinearity", "tanh")))  # fmt: skip
+
+
+def _expand_encoder(node: fx.Node, mod: nn.Module) -> ex.Expansion | None:
+    meta = _input_meta(node, "src")
+    layers = list(mod.layers) if isinstance(mod, nn.TransformerEncoder) else [mod]
+    if (
+        meta is None
+        or len(meta.shape) not in (2, 3)
+        or not all(isinstance(m, nn.TransformerEncoderLayer) for m in layers)
+    ):
+        return None
+    expansion = ex.Expansion([], ("src",))
+    out, item = -1, meta.dtype.itemsize
+    for k, layer in enumerate(layers):
+        tokens, batch = ex.shape_tokens(tuple(meta.shape), layer.self_attn.batch_first)
+        params = {name: sum(p.numel() for p in getattr(layer, key).parameters())
+                  for name, key in (("attention", "self_attn"), ("norm1", "norm1"), ("norm2", "norm2"),
+                                    ("linear1", "linear1"), ("linear2", "linear2"))}  # fmt: skip
+        prefix = f"layers.{k}." if isinstance(mod, nn.TransformerEncoder) else ""
+        out = ex.transformer_layer(expansion, prefix, tokens, batch, layer.linear1.in_features,
+                                   layer.linear1.out_features, layer.self_attn.num_heads, layer.norm_first, item,
+                                   params, out)  # fmt: skip
+    norm = getattr(mod, "norm", None) if isinstance(mod, nn.TransformerEncoder) else None
+    if norm is not None:
+        elems = float(math.prod(meta.shape))
+        node_ = ex.SubNode("norm", "layer_norm", NORM_FLOPS_PER_ELEM * elems, elems * item, elems,
+                           params=sum(p.numel() for p in norm.parameters()),
+                           parents=[(out, expansion.nodes[out].bytes_out)])  # fmt: skip
+        expansion.add(node_)
+    return expansion

@@ -14,8 +14,11 @@ FLOPs follow the torch.fx importer (a multiply-add is 2 FLOPs): Conv ``2*numel(Y
 input element, Gemm/MatMul ``2*numel(Y)*K`` (+ numel(Y) for Gemm's C), elementwise 1 per output element,
 normalisations (Batch/Layer/Group/InstanceNormalization) 5, softmax 3, pooling ``numel(Y) * kernel area``
 (global pooling and reductions: numel of the input); RNN/GRU/LSTM, Einsum, Resize/Upsample and LpPool as in
-:mod:`mlsysopt.graph.importers.flop_formulas`. An op without a formula counts 0 FLOPs, is listed in
-``meta["unknown_ops"]`` and gives one :class:`~mlsysopt.errors.MlsysoptWarning` per file. ``compute`` = ``flops``.
+:mod:`mlsysopt.graph.importers.flop_formulas`. With ``unroll_recurrent`` a GRU or RNN node is unrolled per
+direction and time step into the ops PyTorch runs (:mod:`mlsysopt.graph.importers.expansion`: names
+``NODE.l0.t3.add_r``, the last op keeps the node's name); by default it stays one node, as ONNX Runtime runs it.
+An op without a formula counts 0 FLOPs, is listed in ``meta["unknown_ops"]`` and gives one
+:class:`~mlsysopt.errors.MlsysoptWarning` per file. ``compute`` = ``flops``.
 """
 
 from __future__ import annotations
@@ -32,13 +35,15 @@ from typing import Any
 import onnx
 from onnx import helper
 
+import mlsysopt.graph.importers.expansion as ex
 import mlsysopt.graph.importers.flop_formulas as ff
+import mlsysopt.graph.importers.onnx_recurrent as rec
 from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, MlsysoptWarning, UnsupportedFormat
 from mlsysopt.graph.importers.onnx_shapes import resolve_shapes, shape_warnings
 from mlsysopt.graph.ir import CompGraph
 
-NORM_FLOPS_PER_ELEM = 5
-SOFTMAX_FLOPS_PER_ELEM = 3
+NORM_FLOPS_PER_ELEM = ff.NORM_FLOPS_PER_ELEM
+SOFTMAX_FLOPS_PER_ELEM = ff.SOFTMAX_FLOPS_PER_ELEM
 
 _OPS: dict[str, str] = {
     "Conv": "conv",
@@ -118,8 +123,17 @@ _PER_INPUT_ELEM = ("reduce", "adaptive_avg_pool")
 Shape = tuple[int, ...]
 
 
-def from_onnx(path: str | Path) -> CompGraph:
-    """Read an ``.onnx`` file (shapes inferred with onnx.shape_inference) into a CompGraph."""
+def from_onnx(path: str | Path, unroll_recurrent: bool = False) -> CompGraph:
+    """Read an ``.onnx`` file (shapes inferred with onnx.shape_inference) into a CompGraph.
+
+    Args:
+        path: The ``.onnx`` file.
+        unroll_recurrent: Unroll GRU/RNN nodes per time step as PyTorch runs them. Off by default: ONNX Runtime
+            runs each as one kernel, and the latency oracle reads one graph node per file node.
+
+    Returns:
+        The CompGraph.
+    """
     path = Path(path)
     if not path.is_file():
         raise ImportFailed(f"{path}: no such ONNX file")
@@ -134,7 +148,7 @@ def from_onnx(path: str | Path) -> CompGraph:
     shapes = resolve_shapes(model)
     for message in shape_warnings(shapes, str(path)):
         warnings.warn(message, MlsysoptWarning, stacklevel=2)
-    graph = _build(shapes.model, path, shapes.measured)
+    graph = _build(shapes.model, path, shapes.measured, unroll_recurrent)
     graph.meta["dynamic_shapes"] = bool(shapes.dynamic_inputs) or bool(shapes.unresolved)
     graph.meta["dynamic_dims"] = {name: [n for _, n in dims] for name, dims in shapes.dynamic_inputs.items()}
     graph.meta["shape_inference"] = shapes.method
@@ -143,7 +157,8 @@ def from_onnx(path: str | Path) -> CompGraph:
     return graph
 
 
-def _build(model: onnx.ModelProto, path: Path, measured: dict[str, tuple[int, ...]] | None = None) -> CompGraph:
+def _build(model: onnx.ModelProto, path: Path, measured: dict[str, tuple[int, ...]] | None = None,
+           unroll: bool = False) -> CompGraph:  # fmt: skip
     g = model.graph
     inits = {t.name: (tuple(int(d) for d in t.dims), t.data_type) for t in g.initializer}
     types: dict[str, Any] = {v.name: v.type for v in [*g.input, *g.output, *g.value_info]}
@@ -224,9 +239,26 @@ def _build(model: onnx.ModelProto, path: Path, measured: dict[str, tuple[int, ..
             if t in inits and t not in counted:
                 counted.add(t)
                 params += math.prod(inits[t][0])
-        flops = _flops(op, node, shape)
-        v = add_node(node.name or f"{node.op_type}_{k}", op, list(node.output), flops, float(params))
-        reads.append((v, list(node.input)))
+        label = node.name or f"{node.op_type}_{k}"
+        x0 = shape(node.input[0]) if unroll and op in ex.UNROLLED and node.input and node.input[0] else None
+        expansion = rec.expand(op, node, shape, rec.itemsize(nbytes(node.input[0]), x0), label) if x0 else None
+        if expansion is None:
+            v = add_node(label, op, list(node.output), _flops(op, node, shape), float(params))
+            reads.append((v, list(node.input)))
+            continue
+        # A GRU/RNN node unrolled per step (expansion.py); its last op makes the node's outputs and keeps its name.
+        base, last = len(names), len(expansion.nodes) - 1
+        spare = float(params) - sum(sub.params for sub in expansion.nodes) if params else 0.0
+        for i, sub in enumerate(expansion.nodes):
+            own = (sub.params if params else 0.0) + (spare if i == last else 0.0)
+            v = add_node(label if i == last else f"{label}.{sub.name}", sub.op,
+                         list(node.output) if i == last else [], sub.flops, own)  # fmt: skip
+            if i < last:
+                feats["bytes_out"][v], feats["out_elems"][v] = sub.bytes_out, sub.out_elems
+            for j, b in sub.parents:
+                in_edges[v][base + j] = in_edges[v].get(base + j, 0.0) + b
+            reads.append((v, [node.input[a] for a, _ in sub.reads if len(node.input) > a]))
+        reads.append((base, list(node.input[4:5])))  # sequence_lens, when a node makes it
     outs = [o.name for o in g.output]
     v = add_node("output", "output", [])
     feats["bytes_out"][v] = sum(nbytes(o) for o in outs)
@@ -311,7 +343,7 @@ def _flops(op: str, node: onnx.NodeProto, shape: Any) -> float:
             scores = q[0] * q[1] * q[2] * k[2]
             return 2 * scores * q[3] + 2 * scores * v[-1] + SOFTMAX_FLOPS_PER_ELEM * scores
     if op in ("rnn", "gru", "lstm"):
-        return _rnn_flops(op, node, x, shape(ins[2]) if has(2) else None, has(3))
+        return rec.flops(op, node, shape)
     if op == "einsum":
         shapes = [shape(i) for i in ins]
         eq = _attr(node, "equation", b"")
@@ -327,17 +359,6 @@ def _flops(op: str, node: onnx.NodeProto, shape: Any) -> float:
             return 2.0 * (math.prod(x) if x else 0)
         return float(ff.lp_pool_flops(out, math.prod(_attr(node, "kernel_shape", [1]))))
     return 0.0
-
-
-def _rnn_flops(op: str, node: onnx.NodeProto, x: Shape | None, r: Shape | None, bias: bool) -> float:
-    """ONNX RNN/GRU/LSTM: one layer; X is (steps, batch, input), or (batch, steps, input) with layout=1."""
-    hidden = int(_attr(node, "hidden_size", 0) or (r[-1] if r else 0))
-    if not x or len(x) != 3 or not hidden:
-        return 0.0
-    steps, batch = (x[1], x[0]) if _attr(node, "layout", 0) else (x[0], x[1])
-    direction = _attr(node, "direction", b"forward")
-    directions = 2 if (direction.decode() if isinstance(direction, bytes) else direction) == "bidirectional" else 1
-    return float(ff.rnn_flops(op, steps, batch, x[2], hidden, 1, directions, bias))
 
 
 def export_onnx(module: Any, example_inputs: Any, path: str | Path, dynamic_batch: bool = False) -> Path:

@@ -36,8 +36,9 @@ from torch.fx.node import map_aggregate
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata, _extract_tensor_metadata
 
 from mlsysopt.errors import ImportFailed
+from mlsysopt.graph.importers.expansion import Expansion
 from mlsysopt.graph.importers.flop_formulas import record_unknown_ops
-from mlsysopt.graph.importers.fx_flops import _flops, _nbytes, _numel, _shape
+from mlsysopt.graph.importers.fx_flops import _arg, _flops, _nbytes, _numel, _shape, expand
 from mlsysopt.graph.ir import CompGraph
 
 
@@ -135,10 +136,24 @@ _CALL_OPS = _table(
 )
 
 
-def from_module(module: nn.Module, example_inputs: Any, name: str | None = None) -> CompGraph:
-    """Trace ``module`` with torch.fx, run it on ``example_inputs`` for shapes, and build its CompGraph."""
+def from_module(
+    module: nn.Module, example_inputs: Any, name: str | None = None, expand_layers: bool = True
+) -> CompGraph:
+    """Trace ``module`` with torch.fx, run it on ``example_inputs`` for shapes, and build its CompGraph.
+
+    Args:
+        module: The PyTorch model.
+        example_inputs: One input tensor or a tuple of them.
+        name: The graph's name (default: the module's class name).
+        expand_layers: Expand GRU/RNN and transformer-encoder layers into the ops PyTorch runs for them
+            (:mod:`~mlsysopt.graph.importers.expansion`); False keeps one node per fx node (what a device map of
+            the model places).
+
+    Returns:
+        The CompGraph.
+    """
     name = name or type(module).__name__
-    return from_traced(trace_module(module, example_inputs, name), name)
+    return from_traced(trace_module(module, example_inputs, name), name, expand_layers)
 
 
 def trace_module(module: nn.Module, example_inputs: Any, name: str | None = None) -> fx.GraphModule:
@@ -152,40 +167,95 @@ def trace_module(module: nn.Module, example_inputs: Any, name: str | None = None
     return gm
 
 
-def from_traced(gm: fx.GraphModule, name: str) -> CompGraph:
-    """The CompGraph of a shape-propagated trace (:func:`trace_module`): one node per fx node."""
+def from_traced(gm: fx.GraphModule, name: str, expand_layers: bool = True) -> CompGraph:
+    """The CompGraph of a shape-propagated trace (:func:`trace_module`): one node per fx node, except that a GRU/RNN
+    or transformer-encoder leaf becomes the ops PyTorch runs for it (:mod:`~mlsysopt.graph.importers.expansion`)."""
     nodes = list(gm.graph.nodes)
-    index = {n: i for i, n in enumerate(nodes)}
+    rows = _Rows()
+    gid: dict[fx.Node, int] = {}  # fx node -> the graph node that makes its output
     seen_tensors: set[int] = set()
-    out_bytes = [_nbytes(n.meta.get("tensor_meta")) for n in nodes]
-    ops: list[str] = []
-    feats: dict[str, list[float]] = {k: [] for k in ("flops", "bytes_in", "bytes_out", "params", "out_elems")}
-    edges: list[tuple[int, int]] = []
-    edge_bytes: list[float] = []
-    for v, node in enumerate(nodes):
+    out_bytes = {n: _nbytes(n.meta.get("tensor_meta")) for n in nodes}
+    unknown: list[str] = []
+    for node in nodes:
         op, mod = _classify(gm, node)
-        bytes_in = 0.0
+        expansion = expand(node, mod) if mod is not None and expand_layers else None
+        if expansion is not None:
+            owned = _params(gm, node, mod, seen_tensors) > 0  # a module called twice owns its weights once
+            gid[node] = _splice(rows, node, expansion, gid, out_bytes, owned)
+            continue
+        params = float(_params(gm, node, mod, seen_tensors))
+        elems = float(_numel(node.meta.get("tensor_meta")))
+        v = rows.add(node.name, op, float(_flops(op, node, mod)), out_bytes[node], params, elems)
         for parent in node.all_input_nodes:
-            b = out_bytes[index[parent]]
-            if op == "other" and out_bytes[v] == 0:
+            b = out_bytes[parent]
+            if op == "other" and out_bytes[node] == 0:
                 b = 0.0  # x.size() / x.shape read metadata, not the tensor
             elif _is_tuple_getitem(node, parent):
-                b = out_bytes[v]
-            edges.append((index[parent], v))
-            edge_bytes.append(b)
-            bytes_in += b
-        ops.append(op)
-        feats["flops"].append(float(_flops(op, node, mod)))
-        feats["bytes_in"].append(bytes_in)
-        feats["bytes_out"].append(out_bytes[v])
-        feats["params"].append(float(_params(gm, node, mod, seen_tensors)))
-        feats["out_elems"].append(float(_numel(node.meta.get("tensor_meta"))))
-    features: dict[str, Any] = dict(feats)
-    features["compute"] = feats["flops"]
+                b = out_bytes[node]
+            rows.edge(gid[parent], v, b)
+        gid[node] = v
+        if op.startswith(UNKNOWN_PREFIXES) and _makes_tensor(node):
+            unknown.append(op)
     meta: dict[str, Any] = {"name": name, "source": "torch.fx"}
-    unknown = [op for op, n in zip(ops, nodes, strict=True) if op.startswith(UNKNOWN_PREFIXES) and _makes_tensor(n)]
     record_unknown_ops(meta, unknown, name)
-    return CompGraph.build([n.name for n in nodes], ops, features, edges, edge_bytes, meta=meta)
+    return rows.build(meta)
+
+
+class _Rows:
+    """The nodes and edges of a CompGraph being built."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.ops: list[str] = []
+        self.feats: dict[str, list[float]] = {k: [] for k in ("flops", "bytes_in", "bytes_out", "params", "out_elems")}
+        self.edges: list[tuple[int, int]] = []
+        self.edge_bytes: list[float] = []
+
+    def add(self, name: str, op: str, flops: float, bytes_out: float, params: float, out_elems: float) -> int:
+        """Append a node; returns its id."""
+        self.names.append(name)
+        self.ops.append(op)
+        for key, value in (("flops", flops), ("bytes_in", 0.0), ("bytes_out", bytes_out), ("params", params),
+                           ("out_elems", out_elems)):  # fmt: skip
+            self.feats[key].append(value)
+        return len(self.names) - 1
+
+    def edge(self, u: int, v: int, nbytes: float) -> None:
+        """Add the edge ``u -> v`` carrying ``nbytes`` (counted in ``v``'s ``bytes_in``)."""
+        self.edges.append((u, v))
+        self.edge_bytes.append(nbytes)
+        self.feats["bytes_in"][v] += nbytes
+
+    def build(self, meta: dict[str, Any]) -> CompGraph:
+        """The CompGraph (``compute`` = ``flops``)."""
+        features: dict[str, Any] = dict(self.feats)
+        features["compute"] = self.feats["flops"]
+        return CompGraph.build(self.names, self.ops, features, self.edges, self.edge_bytes, meta=meta)
+
+
+def _splice(rows: _Rows, node: fx.Node, expansion: Expansion, gid: dict[fx.Node, int],
+            out_bytes: dict[fx.Node, float], owned: bool) -> int:  # fmt: skip
+    """Add ``expansion``'s ops for ``node`` (named ``node.sub``, the last one ``node``); returns the last one's id."""
+    base = len(rows.names)
+    args = [a if isinstance(a := _arg(node, k, key), fx.Node) else None for k, key in enumerate(expansion.arg_names)]
+    read: set[fx.Node] = set()
+    last = len(expansion.nodes) - 1
+    for i, sub in enumerate(expansion.nodes):
+        final = i == last
+        v = rows.add(node.name if final else f"{node.name}.{sub.name}", sub.op, sub.flops,
+                     out_bytes[node] if final else sub.bytes_out, sub.params if owned else 0.0,
+                     float(_numel(node.meta.get("tensor_meta"))) if final else sub.out_elems)  # fmt: skip
+        for j, b in sub.parents:
+            rows.edge(base + j, v, b)
+        for k, b in sub.reads:
+            arg = args[k] if k < len(args) else None
+            if arg is not None:
+                rows.edge(gid[arg], v, b)
+                read.add(arg)
+    for parent in node.all_input_nodes:  # masks and other inputs the expansion does not model: into its first op
+        if parent not in read:
+            rows.edge(gid[parent], base, out_bytes[parent])
+    return base + last
 
 
 #: Op names the importer gives nodes it has no formula for (``call_module:GRU``-style).
