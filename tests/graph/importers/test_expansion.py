@@ -65,6 +65,8 @@ def test_the_unrolled_ops_are_the_ones_pytorch_runs(layer: nn.Module) -> None:
     assert g.total_flops == rnn_flops(mode, 4, 2, 6, 8, layer.num_layers, dirs)
     assert g.feature("params").sum() == sum(p.numel() for p in layer.parameters())
     assert g.meta["unknown_ops"] == {}
+    whole = from_module(Net(layer).eval(), (x,), expand_layers=False)
+    assert whole.ops == ["input", mode, "output"] and whole.total_flops == g.total_flops
 
 
 def test_steps_form_a_chain_carrying_the_hidden_state() -> None:
@@ -134,6 +136,8 @@ def test_transformer_encoder_layers_become_their_fast_path_ops(norm_first: bool)
     assert g.names[1:-1] == [f"layer.layers.{k}.{op}" for k in range(2) for op in one] + ["layer"]  # the final norm
     assert g.meta["unknown_ops"] == {}
     assert g.feature("params").sum() == sum(p.numel() for p in encoder.parameters())
+    whole = from_module(Net(encoder), (x,), expand_layers=False)  # one node per fx node: same FLOPs, no warning
+    assert whole.ops == ["input", "transformer", "output"] and whole.total_flops == g.total_flops
     # The matrix products against the FLOPs PyTorch's profiler counts (slow path: every product is an addmm)
     torch.backends.mha.set_fastpath_enabled(False)
     try:

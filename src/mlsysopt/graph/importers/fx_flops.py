@@ -84,6 +84,9 @@ def _flops(op: str, node: fx.Node, mod: nn.Module | None) -> float:
         return _attention_flops(node, mod)
     if op in ("rnn", "lstm", "gru"):
         return _rnn_flops(op, node, mod, in0)
+    if op == "transformer":  # kept whole (expand_layers=False): the FLOPs of its ops
+        expansion = _expand_encoder(node, mod) if mod is not None else None
+        return float(sum(sub.flops for sub in expansion.nodes)) if expansion else 0.0
     if op == "einsum":
         return _einsum_flops(node)
     if op == "interpolate":

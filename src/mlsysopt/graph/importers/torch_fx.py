@@ -1,6 +1,9 @@
 """Import a PyTorch ``nn.Module`` into a CompGraph with torch.fx symbolic tracing and shape propagation.
 
-One node per fx node (same names). Per-node features:
+One node per fx node (same names), except that a GRU/RNN leaf is unrolled per layer, direction and time step and a
+``TransformerEncoder``/``TransformerEncoderLayer`` leaf becomes its fast-path ops, as PyTorch runs them
+(:mod:`~mlsysopt.graph.importers.expansion`; ``expand_layers=False`` keeps them one node, op ``transformer`` for the
+encoder with the FLOPs of its ops). Per-node features:
 
 * ``flops``: a multiply-add counts 2 FLOPs. Linear ``2*in*out*batch`` (+ ``out*batch`` bias);
   Conv ``2*N*Cout*Hout*Wout*(Cin/groups)*kh*kw`` (+ output numel bias); matmul ``2*M*N*K*batch``;
@@ -54,6 +57,7 @@ _MODULE_OPS = _table(
         "conv": "_ConvNd",
         "conv_transpose": "_ConvTransposeNd",
         "attention": "MultiheadAttention",
+        "transformer": "TransformerEncoder TransformerEncoderLayer",
         "embedding": "Embedding",
         "embedding_bag": "EmbeddingBag",
         "rnn": "RNN RNNCell",
