@@ -19,9 +19,10 @@ the evaluations of uniform proposals and does not lose at 1 s.
 (``local_search``) with order moves given each share of its draws (``--shares``; 0 = map moves only, the order
 re-derived by upward rank and insertion), at equal evaluations (the default budget), ``--seeds`` seeds, on
 validation problems of each kind (``--kinds``, drawn with ``distribution.sample_problem`` past every training
-seed). Figures per kind and share: the geomean ratio to HEFT's own schedule with a 95% bootstrap interval over
-problems, and the paired ratio to share 0. ``--held-out`` runs the same comparison once the share is chosen, on
-``benchmarks/placement.py``'s held-out problems (its sets as the kinds) at its equal-evaluations budget.
+seed; ``--max-tasks`` bounds their size). Figures per kind and share: the geomean ratio to HEFT's own schedule
+with a 95% bootstrap interval over problems, and the paired ratio to share 0. ``--held-out`` runs the same
+comparison on ``benchmarks/placement.py``'s held-out problems (its sets as the kinds) at its equal-evaluations
+budget, to confirm a choice made on the validation problems (never to make it).
 
     python benchmarks/placement_validation.py --order-moves --problems 12 --out runs/bench/order_moves.json
     python benchmarks/placement_validation.py --order-moves --held-out --shares 0,0.25 --out runs/bench/om_ho.json
@@ -53,6 +54,7 @@ def main() -> None:
     ap.add_argument("--shares", default="0,0.25,0.5", help="order-move shares to compare (--order-moves)")
     ap.add_argument("--kinds", default="workflow,dnn,layered", help="validation kinds (--order-moves)")
     ap.add_argument("--held-out", action="store_true", help="benchmarks/placement.py's problems (--order-moves)")
+    ap.add_argument("--max-tasks", type=int, default=200, help="largest validation graph (--order-moves)")
     args = ap.parse_args()
     if args.anytime:
         anytime(args)
@@ -185,7 +187,7 @@ def order_move_mix(args: argparse.Namespace) -> None:
     else:
 
         def validation(seed: int, kind: str) -> PlacementProblem:
-            graph, cluster, _ = sample_problem(seed, kind)
+            graph, cluster, _ = sample_problem(seed, kind, args.max_tasks)
             return PlacementProblem(graph, cluster, "ordered")
 
         problems = [(kind, lambda k=k, kind=kind: validation(VALIDATION_OFFSET + k, kind))

@@ -169,7 +169,9 @@ def local_search(
             else:
                 best_before = evaluate.best_makespan
                 picks, ms, seqs = pri.batch(moves, picks, current, seq, rank_seq)
-                if ms.size and ms.min() < best_before:
+                if ms.size == 0:  # the time ran out
+                    break
+                if ms.min() < best_before:
                     best_seq = seqs[int(np.argmin(ms))]
             picks = picks[: ms.size]
             tried[picks] = True
@@ -205,7 +207,10 @@ def local_search(
             if pri is None or seq is rank_seq:
                 cur_ms = evaluate(current)
             else:
-                cur_ms = float(pri.evaluate(current[None, :], seq[None, :])[0])
+                ms = pri.evaluate(current[None, :], seq[None, :])
+                if ms.size == 0:  # the time ran out
+                    break
+                cur_ms = float(ms[0])
     return trace
 
 

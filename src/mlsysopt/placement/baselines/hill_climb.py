@@ -16,7 +16,8 @@ class LocalSearch(Placer):
     """Portfolio start + monotone local search with uniformly drawn moves.
 
     Args:
-        config: The local search's knobs (None: :class:`~mlsysopt.placement.SearchConfig` defaults).
+        config: The local search's knobs (None: :class:`~mlsysopt.placement.SearchConfig` defaults; its
+            ``order_share`` > 0 adds order moves under ``ordered`` execution, off by default).
         portfolio: Names of the portfolio's members, evaluated in order (default
             :data:`~mlsysopt.placement.baselines.portfolio.PORTFOLIO`).
     """
