@@ -88,12 +88,17 @@ def test_a_new_batch_size_or_replica_count_is_applied_in_place_and_num_cpus_rest
     base = Config(instances=1, max_batch=4, batch_timeout_ms=2.0, intra_threads=1, inter_threads=1)
     engine.configure(base)
     pid = replica_info(engine.port)["pid"]
+    assert replica_info(engine.port)["ongoing"] == 8  # max_ongoing not set: max(5, 2 x max batch)
     before = dict(engine.redeploys)
     engine.configure(Config(instances=1, max_batch=8, batch_timeout_ms=1.0, intra_threads=1, inter_threads=1))
     assert replica_info(engine.port)["pid"] == pid  # the same replica process, reconfigured
     assert replica_info(engine.port)["batching"]["max_batch_size"] == 8
+    # max_ongoing_requests as tuned, in place too (Ray Serve reconfigures the replica, no restart)
+    engine.configure(Config(1, 8, 1.0, 1, 1, 0, max_ongoing=3))
+    info = replica_info(engine.port)
+    assert info["pid"] == pid and info["ongoing"] == 3
     engine.configure(Config(instances=1, max_batch=8, batch_timeout_ms=1.0, intra_threads=2, inter_threads=1))
-    assert engine.redeploys["in_place"] == before["in_place"] + 1
+    assert engine.redeploys["in_place"] == before["in_place"] + 2
     assert engine.redeploys["restarted"] == before["restarted"] + 1  # 2 threads -> num_cpus 2: new replicas
     assert replica_info(engine.port)["session"]["intra_op_num_threads"] == 2
 
@@ -130,6 +135,10 @@ def test_the_config_file_maps_every_knob_and_reads_back(tmp_path: Path, model: S
     files = write_deployment(cfg, model.path, model_inputs(model), tmp_path / "rayserve")
     assert files == ["rayserve/serve_config.yaml", "rayserve/mlsysopt_serve_app.py", "rayserve/model.onnx"]
     assert load_config(tmp_path / "rayserve" / "serve_config.yaml") == cfg
+    tuned = Config(2, 8, 5.0, 1, 2, 1, max_ongoing=64)  # the knob as tuned on Ray Serve, in the file and read back
+    write_deployment(tuned, model.path, model_inputs(model), tmp_path / "tuned")
+    assert "max_ongoing_requests: 64" in (tmp_path / "tuned" / "serve_config.yaml").read_text()
+    assert load_config(tmp_path / "tuned" / "serve_config.yaml") == tuned
     # the copied application module imports nothing of mlsysopt: it deploys where mlsysopt is not installed
     assert "mlsysopt" not in "".join(
         line for line in (tmp_path / "rayserve" / "mlsysopt_serve_app.py").read_text().splitlines()

@@ -60,18 +60,24 @@ def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(
     assert result["backend"].startswith("Ray Serve") and result["verdict"]["decision"] != "SLO missed"
     assert "Ray Serve" in result["verdict"]["words"] or result["verdict"]["decision"] != "keep the default"
     chosen = Config.from_dict(result["recommended"])
+    assert chosen.max_ongoing in (5, 16, 64)  # Ray Serve's max_ongoing_requests is a knob of the tune
     folder = out / "rayserve"
     # every file the tune wrote is read back as the configuration its verdict chose
     for name in ("result.json", "ort_session_options.json", "config.pbtxt", "rayserve/serve_config.yaml"):
         loaded = load_config(out / name)
         if chosen.max_batch == 1:  # no batch ever waits: Triton's file has no batch timeout to carry
             loaded = replace(loaded, batch_timeout_ms=chosen.batch_timeout_ms)
+        if name in ("ort_session_options.json", "config.pbtxt"):  # ONNX Runtime's and Triton's: no such knob
+            loaded = replace(loaded, max_ongoing=chosen.max_ongoing)
+        elif loaded.max_ongoing is None:  # Ray Serve's file: the derived value reads back as unset
+            loaded = replace(loaded, max_ongoing=loaded.ongoing)
         assert loaded == chosen, name
     # Ray Serve's own entry point deploys the file as written (on a free port)
     with ServeRun(folder, start_timeout_s=120) as deployed:
         user = deployment_options(chosen)["user_config"]
         assert deployed.info["batching"]["max_batch_size"] == user["max_batch_size"]
         assert deployed.info["session"]["intra_op_num_threads"] == user["intra_op_num_threads"]
+        assert deployed.info["ongoing"] == chosen.max_ongoing
         # the deployed service serves the tuned rate: every request answered (http_p99_ms raises on a failure)
         assert 0 < http_p99_ms(deployed.port, folder / "model.onnx", rate=30.0, seconds=1.0) < float("inf")
     assert not list(folder.glob("serve_config.port-*.yaml"))  # the user's file is the only config left

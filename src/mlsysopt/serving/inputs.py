@@ -48,9 +48,13 @@ KNOB_OPTIONS = {
     "intra_threads": "--intra",
     "inter_threads": "--inter",
     "execution_mode": "--execution-mode",
+    "max_ongoing": "knob max_ongoing",
 }
 #: the default max-batch grid per backend: the simulator models bigger machines, so bigger batches pay there
 DEFAULT_MAX_BATCH = {"real": (1, 2, 4, 8, 16), "rayserve": (1, 2, 4, 8, 16), "sim": (1, 2, 4, 8, 16, 32, 64)}
+#: the default max-ongoing-requests grid per backend (Ray Serve's knob only): Ray Serve's default 5, and 16 and 64,
+#: which hold a batch of 16 (or 4 batches of 4) rows and 4 batches of 16 while one runs
+DEFAULT_MAX_ONGOING: dict[str, tuple[int, ...] | None] = {"real": None, "rayserve": (5, 16, 64), "sim": None}
 MAX_SECONDS = 10.0  # the longest a measurement window of the real engine lasts (from its start)
 
 
@@ -294,7 +298,7 @@ def build_space(base: Space, knobs: Mapping[str, Sequence[float] | None]) -> Spa
     unknown = sorted(set(knobs) - set(KNOBS))
     if unknown:
         raise InvalidSpace(f"unknown knob(s) {', '.join(unknown)} (knobs: {', '.join(KNOBS)})")
-    values = dict(base.values)
+    values = {k: base.values[k] for k in base.knobs}
     for knob, given in knobs.items():
         if given is not None:
             if not given:
@@ -307,7 +311,8 @@ def tuning_space(kind: str, cores: int, knobs: Mapping[str, Sequence[float] | No
     """The default grid of a ``cores``-core machine for backend ``kind``, with the given knob lists replacing it.
 
     Args:
-        kind: Backend kind, ``"real"`` or ``"sim"`` (picks the default max-batch grid).
+        kind: Backend kind, ``"real"``, ``"rayserve"`` or ``"sim"`` (picks the default max-batch grid; only
+            ``"rayserve"`` has the ``max_ongoing`` knob).
         cores: Cores of the machine, >= 1.
         knobs: Knob value lists replacing the defaults (None or a None value: keep the default).
 
@@ -315,9 +320,16 @@ def tuning_space(kind: str, cores: int, knobs: Mapping[str, Sequence[float] | No
         Space: The grid to tune over.
 
     Raises:
-        InvalidSpace: If ``cores`` < 1, for an unknown knob or for bad values.
+        InvalidSpace: If ``cores`` < 1, for an unknown knob, ``max_ongoing`` on an engine without it, or for bad
+            values.
     """
-    return build_space(Space.for_machine(cores, DEFAULT_MAX_BATCH[kind]), knobs or {})
+    knobs = knobs or {}
+    if knobs.get("max_ongoing") is not None and DEFAULT_MAX_ONGOING[kind] is None:
+        raise InvalidSpace(
+            f"knob max_ongoing is Ray Serve's (requests a replica admits): --engine {kind} has one shared queue and "
+            "no such knob; use --engine rayserve"
+        )
+    return build_space(Space.for_machine(cores, DEFAULT_MAX_BATCH[kind], DEFAULT_MAX_ONGOING[kind]), knobs)
 
 
 def resolve_prior(spec: str) -> Prior:

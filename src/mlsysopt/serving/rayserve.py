@@ -9,8 +9,8 @@ the batcher and the replica all count, as a user of the service sees them.
 
 The Ray driver and the HTTP client share one child process (Ray's logging goes to a file there, not to the user's
 terminal; the head's death ends that process, not the user's run). A configuration change re-deploys only what
-changed: batching and the session options in place (``user_config``), replicas added or removed, replicas
-restarted only for a new ``num_cpus``.
+changed: batching and the session options (``user_config``) and ``max_ongoing_requests`` in place, replicas added or
+removed, replicas restarted only for a new ``num_cpus``.
 
 A window in which requests fail (a replica died: Ray Serve restarts it) is measured again once, after the
 application is healthy; a second failure stops the run with one line (the checkpoint keeps every measurement).
@@ -154,7 +154,8 @@ class RayServeEngine(Backend):
 
     # ------------------------------------------------------------------ configuration
     def configure(self, config: Config) -> None:
-        """Deploy ``config`` (only what changed: ``user_config`` in place, replicas added, restarted for num_cpus)."""
+        """Deploy ``config`` (only what changed: ``user_config`` and max ongoing requests in place, replicas added,
+        restarted for num_cpus)."""
         config.check(self.max_threads)
         self.model.check_batch(config.max_batch)
         if config == self.config:

@@ -12,12 +12,13 @@ The two levels RRL tunes map onto Ray Serve's own knobs:
   ``execution_mode``) and ``ray_actor_options.num_cpus``.
 
 Batching and the session options travel in ``user_config``, so Ray Serve changes them in place (``reconfigure``)
-without restarting a replica; a change of ``num_replicas`` adds or removes replicas; only ``num_cpus`` restarts
-them.
+without restarting a replica, as it does ``max_ongoing_requests``; a change of ``num_replicas`` adds or removes
+replicas; only ``num_cpus`` restarts them.
 
 Protocol: ``POST /`` with the raw bytes of one request's rows, the inputs one after the other in the model's
 input order (C order, the model's dtypes); the reply is the first output's rows as raw bytes. ``GET /-/info``
-reports the session options in force (what a test reads to check a deployment is the one configured).
+reports the session options, batching and ``max_ongoing_requests`` in force (what a test reads to check a deployment
+is the one configured).
 """
 
 from __future__ import annotations
@@ -49,6 +50,15 @@ _MODES = {"ORT_SEQUENTIAL": ort.ExecutionMode.ORT_SEQUENTIAL, "ORT_PARALLEL": or
 
 def _rows(batch: list[np.ndarray]) -> int:
     return sum(len(x[0]) for x in batch)
+
+
+def _ongoing() -> int | None:
+    """The replica's ``max_ongoing_requests`` in force (Ray Serve updates its context on an in-place change); None
+    where this Ray Serve keeps it elsewhere."""
+    try:
+        return int(serve.get_replica_context()._deployment_config.max_ongoing_requests)
+    except Exception:  # a private field of Ray Serve's: any failure reads as "unknown"
+        return None
 
 
 @serve.deployment(name="OnnxModel")
@@ -117,7 +127,7 @@ class OnnxModel:
 
     async def __call__(self, request: Request) -> Response:
         if request.method == "GET":
-            info = {"session": self.options, "batching": self.batching, "pid": os.getpid()}
+            info = {"session": self.options, "batching": self.batching, "pid": os.getpid(), "ongoing": _ongoing()}
             return Response(json.dumps(info), media_type="application/json")
         try:
             parts = self._parse(await request.body())

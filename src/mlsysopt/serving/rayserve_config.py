@@ -12,10 +12,16 @@ mlsysopt knob             Ray Serve
 ``intra_threads``         ``user_config.intra_op_num_threads`` (ONNX Runtime session of a replica)
 ``inter_threads``         ``user_config.inter_op_num_threads``
 ``execution_mode``        ``user_config.execution_mode`` (``ORT_SEQUENTIAL`` / ``ORT_PARALLEL``)
+``max_ongoing``           ``max_ongoing_requests``; not set (a space without the knob, a result written before it
+                          was one): max(Ray Serve's default 5, 2 x max batch), so that a replica admits enough
+                          requests to fill a batch while one runs (:attr:`~mlsysopt.serving.space.Config.ongoing`)
 (threads per instance)    ``ray_actor_options.num_cpus``
-(max batch)               ``max_ongoing_requests`` = max(Ray Serve's default 5, 2 x max batch), so that a
-                          replica admits enough requests to fill a batch while one runs
 ========================  =========================================================================
+
+Ray Serve applies a new ``max_ongoing_requests`` without restarting a replica (its ``DeploymentConfig`` marks the
+field ``NeedsActorReconfigure``, as ``user_config``): only ``num_cpus`` restarts replicas. A config file whose
+``max_ongoing_requests`` is the not-set rule's value reads back as "not set" (a file without the field: Ray Serve's
+default 5).
 
 The application is deployed with Ray Serve's per-request access log off (``logging_config``), as a latency-bound
 service would run it; the engine that measures and the file a tune writes deploy it the same way. "Ray Serve's
@@ -29,14 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from mlsysopt.errors import InvalidSpace
-from mlsysopt.serving.space import Config
+from mlsysopt.serving.space import SERVE_DEFAULT_ONGOING, Config
 
 APP_NAME = "mlsysopt"
 DEPLOYMENT = "OnnxModel"
 APP_MODULE = "mlsysopt_serve_app"  # the copy of :mod:`mlsysopt.serving.rayserve_app` next to the config file
 CONFIG_FILE = "serve_config.yaml"
-#: Ray Serve's default ``max_ongoing_requests`` (since Ray 2.32)
-SERVE_DEFAULT_ONGOING = 5
 _MODES = ("ORT_SEQUENTIAL", "ORT_PARALLEL")
 
 
@@ -51,7 +55,7 @@ def deployment_options(config: Config) -> dict[str, Any]:
     """
     return {
         "num_replicas": int(config.instances),
-        "max_ongoing_requests": max(SERVE_DEFAULT_ONGOING, 2 * int(config.max_batch)),
+        "max_ongoing_requests": int(config.ongoing),
         "ray_actor_options": {"num_cpus": float(config.threads_per_instance)},
         "user_config": {
             "max_batch_size": int(config.max_batch),
@@ -89,7 +93,11 @@ def config_from_options(options: dict[str, Any], where: str) -> Config:
         }
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidSpace(f"{where}: not a deployment mlsysopt wrote (missing or bad {exc})") from None
-    return Config.from_dict(knobs, where=where)
+    config = Config.from_dict(knobs, where=where)
+    # a file without the field deploys with Ray Serve's default
+    ongoing = options.get("max_ongoing_requests", SERVE_DEFAULT_ONGOING)
+    tuned = Config.from_dict({**knobs, "max_ongoing": ongoing}, where=where)
+    return config if tuned.max_ongoing == config.ongoing else tuned
 
 
 def model_inputs(model: Any) -> list[list[Any]]:

@@ -3,8 +3,9 @@
 A tune on ``--engine rayserve`` writes ``serve_config.yaml``, ``mlsysopt_serve_app.py`` and ``model.onnx``.
 :class:`ServeRun` starts ``serve run serve_config.yaml`` in that folder (a private local Ray, its own process group),
 waits until the application answers over HTTP and reads back what the replica runs with (``GET /``: its batching
-and ONNX Runtime session options); leaving the ``with`` block stops it (SIGINT, as Ctrl-C does, then SIGKILL). The
-tests and ``benchmarks/serving_rayserve.py`` use it to check that a configuration deploys as written.
+and ONNX Runtime session options, and its ``max_ongoing_requests``); leaving the ``with`` block stops it (SIGINT, as
+Ctrl-C does, then SIGKILL). The tests and ``benchmarks/serving_rayserve.py`` use it to check that a configuration
+deploys as written.
 
 The port in the user's file is left alone: the run reads a copy (``serve_config.port-<port>.yaml``, removed
 afterwards) whose only change is ``http_options.port``.
@@ -36,7 +37,8 @@ def replica_info(port: int, timeout: float = 10.0) -> dict[str, Any]:
         timeout: Seconds to wait for the answer.
 
     Returns:
-        The replica's ``pid``, ``batching`` and ``session`` options.
+        The replica's ``pid``, ``batching`` and ``session`` options, and ``ongoing`` (its ``max_ongoing_requests``; None
+        where Ray Serve does not say).
 
     Raises:
         OSError: If nothing answers; ValueError if the answer is not JSON.

@@ -1,10 +1,14 @@
 """The serving configuration space (request- and op-level knobs), the workload, and equivalent configurations.
 
-A :class:`Config` sets six knobs of a served model (Triton's and ONNX Runtime's names in brackets):
+A :class:`Config` sets six knobs of a served model (Triton's and ONNX Runtime's names in brackets), and a seventh
+that only Ray Serve has:
 
 * request level: ``instances`` (concurrent inference sessions, one thread each; Triton's instance count),
   ``max_batch`` (largest dynamic batch; ``max_batch_size``) and ``batch_timeout_ms`` (how long a batch waits for
-  more requests after its first one arrived; dynamic batching's ``max_queue_delay_microseconds``);
+  more requests after its first one arrived; dynamic batching's ``max_queue_delay_microseconds``); on Ray Serve also
+  ``max_ongoing`` (``max_ongoing_requests``: the requests one replica admits at once; the rest wait in Ray Serve's
+  router). None (the default) means "not a knob here": the home engine and the simulator have one shared queue and
+  no per-instance admission, and Ray Serve gets :attr:`Config.ongoing` = max(5, 2 x max batch);
 * op level: ``intra_threads`` (``intra_op_num_threads``), ``inter_threads`` (``inter_op_num_threads``) and
   ``execution_mode`` (0 = ``ORT_SEQUENTIAL``, 1 = ``ORT_PARALLEL``; ONNX Runtime uses the inter-op threads only in
   parallel mode).
@@ -12,7 +16,8 @@ A :class:`Config` sets six knobs of a served model (Triton's and ONNX Runtime's 
 Equivalent configurations are one configuration (:meth:`Space.canonical`): at max batch 1 no batch ever waits, so
 every batch timeout is the smallest one; in sequential mode the inter-op threads are unused, so they are the
 smallest value; and the parallel executor with a single inter-op thread runs one node at a time, which is
-sequential execution. A :class:`Space` enumerates only these canonical configurations (every tuner sees the reduced
+sequential execution; a space without the ``max_ongoing`` knob reads every value of it as "not set". A
+:class:`Space` enumerates only these canonical configurations (every tuner sees the reduced
 space); ``raw_size`` is the size of the full grid. Normalized coordinates put every knob's grid positions evenly
 on [0, 1], so "a radius around a configuration" (RRL's region) means the same on every knob.
 """
@@ -30,7 +35,15 @@ from mlsysopt.errors import InvalidSpace
 
 #: Longest batch timeout (ms): the 10 s a measurement window of the real engine may last.
 MAX_BATCH_TIMEOUT_MS = 10_000.0
-KNOBS = ("instances", "max_batch", "batch_timeout_ms", "intra_threads", "inter_threads", "execution_mode")
+KNOBS = (
+    "instances", "max_batch", "batch_timeout_ms", "intra_threads", "inter_threads", "execution_mode", "max_ongoing"
+)  # fmt: skip
+#: the knobs every engine has (``max_ongoing`` is Ray Serve's only: a space has it only when given its values)
+BASE_KNOBS = KNOBS[:6]
+#: Ray Serve's default ``max_ongoing_requests`` (since Ray 2.32)
+SERVE_DEFAULT_ONGOING = 5
+#: Most requests one replica may admit at once: Triton Model Analyzer's largest concurrency; more only hides overload
+MAX_ONGOING = 1024
 INT_KNOBS = tuple(k for k in KNOBS if k != "batch_timeout_ms")
 MAX_RATE = 1e6  # requests/s: the load generator paces arrivals at best ~1 us apart
 EXECUTION_MODES = {0: "seq", 1: "par"}
@@ -69,6 +82,8 @@ class Config:
         intra_threads: ONNX Runtime intra-op threads per session, >= 1.
         inter_threads: ONNX Runtime inter-op threads per session, >= 1 (used only in parallel mode).
         execution_mode: 0 = sequential (``ORT_SEQUENTIAL``), 1 = parallel (``ORT_PARALLEL``).
+        max_ongoing: Requests one Ray Serve replica admits at once, in [1, 1024] (None: not set, see :attr:`ongoing`;
+            the other engines ignore it).
 
     Note:
         The constructor does not validate; :meth:`check` and :meth:`from_dict` raise :class:`InvalidSpace`.
@@ -80,6 +95,15 @@ class Config:
     intra_threads: int = 1
     inter_threads: int = 1
     execution_mode: int = 0
+    max_ongoing: int | None = None
+
+    @property
+    def ongoing(self) -> int:
+        """Ray Serve's ``max_ongoing_requests``: ``max_ongoing``, or when not set max(Ray Serve's default 5, 2 x max
+        batch), so that a replica admits a batch while one runs."""
+        if self.max_ongoing is not None:
+            return self.max_ongoing
+        return max(SERVE_DEFAULT_ONGOING, 2 * self.max_batch)
 
     @property
     def parallel(self) -> bool:
@@ -102,8 +126,11 @@ class Config:
         return self.instances * self.threads_per_instance
 
     def to_dict(self) -> dict[str, float]:
-        """A JSON-ready dict of the six knobs."""
-        return asdict(self)
+        """A JSON-ready dict of the knobs (``max_ongoing`` only when set: files of the other engines are unchanged)."""
+        d = asdict(self)
+        if d["max_ongoing"] is None:
+            del d["max_ongoing"]
+        return d
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "config") -> Config:
@@ -126,6 +153,10 @@ class Config:
         for name in ("instances", "max_batch", "intra_threads", "inter_threads"):
             if getattr(self, name) < 1:
                 raise InvalidSpace(f"knob {name}={getattr(self, name)} must be >= 1")
+        if self.max_ongoing is not None and not 1 <= self.max_ongoing <= MAX_ONGOING:
+            raise InvalidSpace(
+                f"knob max_ongoing={self.max_ongoing} must be in [1, {MAX_ONGOING}] (requests one replica admits)"
+            )
         if self.execution_mode not in EXECUTION_MODES:
             raise InvalidSpace(f"knob execution_mode={self.execution_mode} must be 0 (sequential) or 1 (parallel)")
         if not (math.isfinite(self.batch_timeout_ms) and self.batch_timeout_ms >= 0):
@@ -143,10 +174,11 @@ class Config:
                     )
 
     def label(self) -> str:
-        """A short human-readable label, e.g. ``n2 b8 t5ms i1 o1 seq``."""
+        """A short human-readable label, e.g. ``n2 b8 t5ms i1 o1 seq`` (`` q16``: max ongoing 16, when set)."""
         return (
             f"n{self.instances} b{self.max_batch} t{self.batch_timeout_ms:g}ms "
             f"i{self.intra_threads} o{self.inter_threads} {EXECUTION_MODES.get(self.execution_mode, '?')}"
+            + ("" if self.max_ongoing is None else f" q{self.max_ongoing}")
         )
 
 
@@ -198,6 +230,8 @@ class Space:
         intra_threads: Allowed intra-op thread counts (each >= 1).
         inter_threads: Allowed inter-op thread counts (each >= 1).
         execution_mode: Allowed execution modes (0 = sequential, 1 = parallel).
+        max_ongoing: Allowed Ray Serve ``max_ongoing_requests`` (each in [1, 1024]); None: not a knob of this space
+            (every configuration has it unset, and the normalized coordinates have the six other knobs only).
         max_threads: Upper bound on ``instances``, ``intra_threads`` and ``inter_threads`` (None: no bound).
         max_total_threads: Drop configurations whose :attr:`Config.threads` exceeds this (None: keep all).
 
@@ -213,18 +247,22 @@ class Space:
         intra_threads: Sequence[int] = (1, 2),
         inter_threads: Sequence[int] = (1, 2),
         execution_mode: Sequence[int] = (0, 1),
+        max_ongoing: Sequence[int] | None = None,
         max_threads: int | None = None,
         max_total_threads: int | None = None,
     ) -> None:
         self.values: dict[str, tuple] = {}
-        given = (instances, max_batch, batch_timeout_ms, intra_threads, inter_threads, execution_mode)
-        for name, vals in zip(KNOBS, given, strict=True):
+        given = (instances, max_batch, batch_timeout_ms, intra_threads, inter_threads, execution_mode, max_ongoing)
+        #: the knobs of this space, in :data:`KNOBS` order (``max_ongoing`` only when given)
+        self.knobs = KNOBS if max_ongoing is not None else BASE_KNOBS
+        for name, vals in zip(self.knobs, given, strict=False):
             if isinstance(vals, (str, bytes)) or not isinstance(vals, Sequence):
                 raise InvalidSpace(f"knob {name}: values must be a list, got {vals!r}")
             clean = tuple(sorted({_cast(name, v, f"knob {name}") for v in vals}))
             if not clean:
                 raise InvalidSpace(f"knob {name} has no values: the space is empty")
             self.values[name] = clean
+        self.values.setdefault("max_ongoing", (None,))
         self.max_threads = max_threads
         self.max_total_threads = max_total_threads
         grid = [Config(*combo) for combo in itertools.product(*(self.values[k] for k in KNOBS))]
@@ -237,10 +275,10 @@ class Space:
         self.raw_size = len(grid)
         self._configs = list(dict.fromkeys(self.canonical(c) for c in grid))
         self._index = {c: i for i, c in enumerate(self._configs)}
-        pos = {k: {v: i for i, v in enumerate(self.values[k])} for k in KNOBS}
-        span = np.array([max(len(self.values[k]) - 1, 1) for k in KNOBS], dtype=np.float64)
-        raw = [[pos[k][getattr(c, k)] for k in KNOBS] for c in self._configs]
-        self._coords = np.array(raw, dtype=np.float64).reshape(-1, len(KNOBS)) / span
+        pos = {k: {v: i for i, v in enumerate(self.values[k])} for k in self.knobs}
+        span = np.array([max(len(self.values[k]) - 1, 1) for k in self.knobs], dtype=np.float64)
+        raw = [[pos[k][getattr(c, k)] for k in self.knobs] for c in self._configs]
+        self._coords = np.array(raw, dtype=np.float64).reshape(-1, len(self.knobs)) / span
 
     # ------------------------------------------------------------------ equivalence
     def canonical(self, config: Config) -> Config:
@@ -248,9 +286,14 @@ class Space:
 
         At max batch 1 the timeout never matters (the smallest timeout of the grid stands for all); in sequential
         mode the inter-op threads are unused (the smallest inter-op value stands for all); parallel mode with one
-        inter-op thread is sequential execution (when the grid has sequential mode).
+        inter-op thread is sequential execution (when the grid has sequential mode). Without the ``max_ongoing``
+        knob every value of it is "not set"; with it, "not set" is the value Ray Serve gets (:attr:`Config.ongoing`).
         """
-        change: dict[str, float] = {}
+        change: dict[str, float | None] = {}
+        if "max_ongoing" not in self.knobs and config.max_ongoing is not None:
+            change["max_ongoing"] = None
+        elif "max_ongoing" in self.knobs and config.max_ongoing is None:
+            change["max_ongoing"] = config.ongoing
         if config.max_batch == 1:
             change["batch_timeout_ms"] = self.values["batch_timeout_ms"][0]
         parallel = config.parallel
@@ -300,7 +343,7 @@ class Space:
     # ------------------------------------------------------------------ geometry
     @property
     def coords(self) -> np.ndarray:
-        """(size, 6) normalized coordinates of every configuration (grid position / (values - 1))."""
+        """(size, knobs) normalized coordinates of every configuration (grid position / (values - 1))."""
         return self._coords
 
     def normalized(self, config: Config) -> np.ndarray:
@@ -316,7 +359,7 @@ class Space:
         """Distinct configurations one grid step away on exactly one knob (hill climbing's moves)."""
         config = self.canonical(config)
         out: list[Config] = []
-        for k in KNOBS:
+        for k in self.knobs:
             vals = self.values[k]
             i = vals.index(getattr(config, k))
             for j in (i - 1, i + 1):
@@ -328,7 +371,7 @@ class Space:
 
     def middle(self) -> Config:
         """The configuration at the middle of every knob's grid (RRL's first measurement)."""
-        mid = {k: self.values[k][(len(self.values[k]) - 1) // 2] for k in KNOBS}
+        mid = {k: self.values[k][(len(self.values[k]) - 1) // 2] for k in self.knobs}
         return self.nearest(Config(**mid))
 
     def default(self, cores: int | None = None) -> Config:
@@ -341,8 +384,8 @@ class Space:
         config = self.canonical(config)
         if config in self._index:
             return config
-        raw = np.array([[getattr(c, k) for k in KNOBS] for c in self._configs], dtype=np.float64)
-        want = np.array([getattr(config, k) for k in KNOBS], dtype=np.float64)
+        raw = np.array([[getattr(c, k) for k in self.knobs] for c in self._configs], dtype=np.float64)
+        want = np.array([getattr(config, k) for k in self.knobs], dtype=np.float64)
         scale = raw.max(axis=0) - raw.min(axis=0)
         scale[scale == 0] = 1.0
         return self._configs[int(np.argmin(np.abs((raw - want) / scale).sum(axis=1)))]
@@ -350,7 +393,7 @@ class Space:
     def to_dict(self) -> dict:
         """A JSON-ready description of the grid, with its raw and reduced sizes."""
         return {
-            **{k: list(v) for k, v in self.values.items()},
+            **{k: list(self.values[k]) for k in self.knobs},
             "max_threads": self.max_threads,
             "max_total_threads": self.max_total_threads,
             "size": self.size,
@@ -368,8 +411,11 @@ class Space:
         return cls(**kwargs)
 
     @classmethod
-    def for_machine(cls, cores: int, max_batch: Sequence[int] = (1, 2, 4, 8, 16)) -> Space:
-        """A sensible grid for a machine with ``cores`` cores: powers of two up to ``cores`` per knob."""
+    def for_machine(
+        cls, cores: int, max_batch: Sequence[int] = (1, 2, 4, 8, 16), max_ongoing: Sequence[int] | None = None
+    ) -> Space:
+        """A sensible grid for a machine with ``cores`` cores: powers of two up to ``cores`` per thread knob, the
+        given max batches and (Ray Serve) max ongoing requests."""
         if cores < 1:
             raise InvalidSpace(f"cores={cores} must be >= 1")
         pow2 = [2**i for i in range(int(math.log2(cores)) + 1)]
@@ -380,10 +426,11 @@ class Space:
             intra_threads=pow2,
             inter_threads=[p for p in pow2 if p <= 4],
             execution_mode=(0, 1),
+            max_ongoing=max_ongoing,
             max_threads=cores,
             max_total_threads=2 * cores,
         )
 
     def __repr__(self) -> str:
-        grid = ", ".join(f"{k}={list(v)}" for k, v in self.values.items())
+        grid = ", ".join(f"{k}={list(self.values[k])}" for k in self.knobs)
         return f"Space({grid}; {self.size} configurations of {self.raw_size})"
