@@ -191,7 +191,7 @@ def test_serving_tune_real_stopped_in_each_phase_resumes_and_replays_it(
     """Stopped in the search (after the noise phase), resumed and stopped in the confirmation, resumed to the end:
     every phase's checkpoint is replayed by the next resume."""
     args = ("serving", "tune", "--engine", "real", "--model", "zoo:cnn", "--instances", "1", "--max-batch", "1,4",
-            "--batch-timeout-ms", "0", "--intra", "1", "--inter", "1", "--rate", "200", "--requests", "20",
+            "--batch-timeout-ms", "0", "--intra", "1", "--inter", "1", "--rate", "1000", "--requests", "20",
             "--budget", "2", "--confirm-top", "2", "--confirm-rounds", "2", "--noise-windows", "2",
             "--seed", "1")  # fmt: skip
     stops = [lambda s, p=phase: bool(s.get(p)) for phase in ("measurements", "confirm")]

@@ -45,7 +45,7 @@ def test_sigterm_while_postgresql_takes_the_last_writes_ends_in_seconds(pg_url: 
         time.sleep(0.3)  # the run is closing now: its writer waits on the lock
         signalled.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(1.0)
+        time.sleep(0.5)
         holder.rollback()  # the lock goes within the stop's grace: the queued trials and the status land
 
     watcher = threading.Thread(target=stop_while_closing, daemon=True)
