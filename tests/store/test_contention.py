@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_inprocess
 from mlsysopt.errors import StoreBusy, StoreError
 from mlsysopt.io import RunDir
 from mlsysopt.store import parse_storage, storage
@@ -52,9 +53,9 @@ def test_retry_redoes_a_write_that_met_a_lock_and_names_the_tries_when_it_gives_
 def test_contending_writers_lose_nothing_or_stop_with_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "MLSYSOPT_STORAGE": "", "COLUMNS": "200"}
     env.pop("MLSYSOPT_STORE_ERRORS", None)
-    gen = [MLSYSOPT, "graph", "generate", "--out", "g.npz", "--tasks", "10", "--types", "2",
-           "--cluster-out", "c.json", "--devices", "3", "--seed", "1"]  # fmt: skip
-    subprocess.run(gen, cwd=tmp_path, env=env, check=True, capture_output=True, timeout=60)
+    gen = run_inprocess("graph", "generate", "--out", "g.npz", "--tasks", "10", "--types", "2",
+                        "--cluster-out", "c.json", "--devices", "3", "--seed", "1", cwd=tmp_path)  # fmt: skip
+    assert gen.returncode == 0, gen.stderr  # the inputs, made here (no interpreter start)
     url = f"sqlite:///{tmp_path / 's.db'}?timeout=0.001"
     procs = [
         subprocess.Popen(
