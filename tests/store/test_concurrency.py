@@ -101,9 +101,12 @@ def test_a_killed_writer_leaves_the_study_consistent(kind: str, tmp_path: Path, 
         assert sqlite3.connect(tmp_path / "s.db").execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_sqlite_refuses_a_writer_it_cannot_admit_with_one_clear_error(tmp_path: Path) -> None:
+def test_sqlite_refuses_a_writer_it_cannot_admit_with_one_clear_error(tmp_path: Path, monkeypatch) -> None:
     """Another process holds SQLite's write lock past the timeout: the writer stops with an error that says what to
     do, writes nothing, and the file stays sound (no half trial, no corruption)."""
+    from mlsysopt.store import writer as writer_mod
+
+    monkeypatch.setattr(writer_mod, "RETRY_S", 1.5)  # its retries give up sooner (6 s by default): the same error
     url = f"sqlite:///{tmp_path}/s.db?timeout=0.5"
     handle = _handle(url)
     handle.write([TrialRecord({"w": 0, "i": 0}, [1.0])])
