@@ -32,6 +32,9 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from mlsysopt.errors import InvalidSpace
+from mlsysopt.serving.workload import MAX_RATE as MAX_RATE  # re-exported: the workload lived here
+from mlsysopt.serving.workload import Workload as Workload
+from mlsysopt.serving.workload import as_float, as_int
 
 #: Longest batch timeout (ms): the 10 s a measurement window of the real engine may last.
 MAX_BATCH_TIMEOUT_MS = 10_000.0
@@ -45,26 +48,7 @@ SERVE_DEFAULT_ONGOING = 5
 #: Most requests one replica may admit at once: Triton Model Analyzer's largest concurrency; more only hides overload
 MAX_ONGOING = 1024
 INT_KNOBS = tuple(k for k in KNOBS if k != "batch_timeout_ms")
-MAX_RATE = 1e6  # requests/s: the load generator paces arrivals at best ~1 us apart
 EXECUTION_MODES = {0: "seq", 1: "par"}
-
-
-def as_int(value: object, where: str) -> int:
-    """``value`` as an int; a bool, a fraction or a non-number is one :class:`InvalidSpace` naming ``where``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InvalidSpace(f"{where} must be a whole number, got {value!r}")
-    if isinstance(value, (float, np.floating)) and not (math.isfinite(value) and float(value).is_integer()):
-        raise InvalidSpace(f"{where} must be a whole number, got {value!r}")
-    return int(value)
-
-
-def as_float(value: object, where: str) -> float:
-    """``value`` as a finite float; a bool or a non-number is one :class:`InvalidSpace` naming ``where``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise InvalidSpace(f"{where} must be a number, got {value!r}")
-    if not math.isfinite(float(value)):
-        raise InvalidSpace(f"{where} must be a finite number, got {value!r}")
-    return float(value)
 
 
 def _cast(name: str, value: object, where: str) -> float | int:
@@ -180,44 +164,6 @@ class Config:
             f"i{self.intra_threads} o{self.inter_threads} {EXECUTION_MODES.get(self.execution_mode, '?')}"
             + ("" if self.max_ongoing is None else f" q{self.max_ongoing}")
         )
-
-
-@dataclass(frozen=True)
-class Workload:
-    """An open-loop workload: Poisson arrivals at ``rate`` requests/s, each of ``request_size`` rows.
-
-    Args:
-        rate: Mean arrival rate in requests/s, in (0, 1e6].
-        request_size: Rows per request, >= 1.
-
-    Raises:
-        InvalidSpace: If ``rate`` is not a positive finite number up to 1e6 req/s or ``request_size`` is not a whole
-            number >= 1.
-    """
-
-    rate: float
-    request_size: int = 1
-
-    def __post_init__(self) -> None:
-        rate = self.rate
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (math.isfinite(rate) and rate > 0):
-            raise InvalidSpace(f"workload rate {rate!r} must be a positive number of requests per second")
-        if rate > MAX_RATE:
-            raise InvalidSpace(
-                f"workload rate {rate:g} req/s is above the {MAX_RATE:,.0f} req/s the load generator can pace "
-                "(arrivals 1 us apart)"
-            )
-        as_int(self.request_size, "workload request_size")
-        if self.request_size < 1:
-            raise InvalidSpace(f"workload request_size {self.request_size} must be >= 1")
-
-    def features(self) -> np.ndarray:
-        """What a tuner's estimator sees of the workload: log rate and log request size."""
-        return np.array([math.log(self.rate), math.log(self.request_size)], dtype=np.float64)
-
-    def to_dict(self) -> dict[str, float]:
-        """A JSON-ready dict."""
-        return {"rate": self.rate, "request_size": self.request_size}
 
 
 class Space:
