@@ -17,12 +17,12 @@ that, and that a saga scheduler's own schedule re-run in order gives saga's make
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.jit import njit_on_first_call
 
 #: The execution semantics, as ``--execution`` takes them.
 EXECUTIONS = ("fifo", "ordered")
@@ -55,7 +55,7 @@ def upward_rank(graph: CompGraph, cluster: DeviceCluster, mask: np.ndarray) -> n
     return _rank(graph.topo_order, indptr, child, np.ascontiguousarray(c_mean[eid], np.float64), w_mean)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_on_first_call(cache=True, nogil=True)
 def _rank(topo: np.ndarray, indptr: np.ndarray, child: np.ndarray, cost: np.ndarray, w: np.ndarray) -> np.ndarray:
     rank = np.zeros(w.shape[0])
     for k in range(topo.shape[0] - 1, -1, -1):
@@ -103,7 +103,7 @@ def start_order(start: np.ndarray, finish: np.ndarray, sequence: np.ndarray) -> 
     return np.lexsort((seq_pos, finish, start)).astype(np.int64)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_on_first_call(cache=True, nogil=True)
 def insertion_schedule(
     p_indptr: np.ndarray,
     parent: np.ndarray,
@@ -183,7 +183,7 @@ def insertion_schedule(
     return makespan
 
 
-@numba.njit(cache=True, nogil=True)
+@njit_on_first_call(cache=True, nogil=True)
 def insertion_batch(
     p_indptr: np.ndarray,
     parent: np.ndarray,
