@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import assert_user_error, run_inprocess
 from mlsysopt.errors import InvalidSpace
 from mlsysopt.serving.inputs import load_config, tuning_space
 from mlsysopt.serving.objective import Objective
@@ -96,3 +97,14 @@ def test_every_tuner_searches_the_enlarged_space_unchanged(name: str) -> None:
     assert all(c in SPACE and c.max_ongoing in (5, 16, 64) for c in asked) and res.best in asked
     if name != "default":
         assert len(set(asked)) == len(asked)
+
+
+@pytest.mark.parametrize(("engine", "value", "needle"), [("sim", "5,16", "knob max_ongoing is Ray Serve's"),
+                                                          ("rayserve", "5,x", "--max-ongoing")])  # fmt: skip
+def test_the_command_line_option_is_checked_before_a_run_folder(engine: str, value: str, needle: str,
+                                                                tmp_path: Path) -> None:  # fmt: skip
+    out = tmp_path / "never"
+    ran = run_inprocess("serving", "tune", "--engine", engine, "--model", "zoo:cnn", "--max-ongoing", value,
+                        "--out", out)  # fmt: skip
+    assert_user_error(ran, needle)
+    assert not out.exists()

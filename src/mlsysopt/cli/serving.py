@@ -145,6 +145,14 @@ def serving_tune(
     requests: RequestsOpt = 200,
     instances: Annotated[str | None, typer.Option("--instances", help="Comma-separated instance counts.")] = None,
     max_batch: Annotated[str | None, typer.Option("--max-batch", help="Comma-separated max batch sizes.")] = None,
+    max_ongoing: Annotated[
+        str | None,
+        typer.Option(
+            "--max-ongoing",
+            help="--engine rayserve: comma-separated max_ongoing_requests per replica "
+            "[default: 5 (Ray Serve's), 16, 64].",
+        ),
+    ] = None,
     timeout_ms: Annotated[
         str | None,
         typer.Option("--batch-timeout-ms", help="Comma-separated batch timeouts (ms; old spelling --timeout-ms)."),
@@ -211,6 +219,7 @@ def serving_tune(
     """
     given = {"instances": instances, "max_batch": max_batch, "batch_timeout_ms": timeout_ms}
     given |= {"intra_threads": intra, "inter_threads": inter, "execution_mode": execution_mode}
+    given |= {"max_ongoing": max_ongoing} if max_ongoing is not None else {}
     knobs = {k: parse_list(v, KNOB_OPTIONS[k], float if k == "batch_timeout_ms" else int) for k, v in given.items()}
     status = "checking the inputs and starting the engine" + (", fitting the prior" if prior else "")
     with err_console.status(status):

@@ -48,7 +48,7 @@ KNOB_OPTIONS = {
     "intra_threads": "--intra",
     "inter_threads": "--inter",
     "execution_mode": "--execution-mode",
-    "max_ongoing": "knob max_ongoing",
+    "max_ongoing": "--max-ongoing",
 }
 #: the default max-batch grid per backend: the simulator models bigger machines, so bigger batches pay there
 DEFAULT_MAX_BATCH = {"real": (1, 2, 4, 8, 16), "rayserve": (1, 2, 4, 8, 16), "sim": (1, 2, 4, 8, 16, 32, 64)}
