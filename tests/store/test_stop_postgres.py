@@ -37,12 +37,17 @@ def test_sigterm_while_postgresql_takes_the_last_writes_ends_in_seconds(pg_url: 
     holder = psycopg2.connect(pg_url)
     holder.cursor().execute("LOCK TABLE trials IN SHARE MODE")  # another session: the run's trial writes wait on it
     signalled: list[float] = []
+    ended = threading.Event()  # the command returned: no signal may reach this process any more
 
     def stop_while_closing() -> None:  # the real signal, to this process (the command runs in its main thread)
         deadline = time.monotonic() + DEADLINE_S
-        while not (tmp_path / "run" / "result.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        while not (tmp_path / "run" / "result.json").exists():
+            if ended.wait(0.02) or time.monotonic() > deadline:
+                holder.rollback()
+                return
         time.sleep(0.3)  # the run is closing now: its writer waits on the lock
+        if ended.is_set():
+            return
         signalled.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.5)
@@ -54,8 +59,9 @@ def test_sigterm_while_postgresql_takes_the_last_writes_ends_in_seconds(pg_url: 
         ran = run_inprocess("placement", "compare", "g.npz", "--methods", "heft", "--seeds", "40", "--devices", "3",
                             "--storage", url, "--out", "run", cwd=tmp_path)  # fmt: skip
         took = time.monotonic() - signalled[0] if signalled else float("inf")
-        watcher.join(timeout=DEADLINE_S)
     finally:
+        ended.set()
+        watcher.join(timeout=DEADLINE_S)
         holder.close()
     lines = [ln for ln in ran.stderr.splitlines() if ln.strip()]
     assert ran.returncode == 143 and took < 10, (took, ran.stderr)
