@@ -73,4 +73,12 @@ def test_the_job_refuses_the_simulator_and_a_grid_too_large_to_measure(
     with pytest.raises(MlsysoptError, match="x 2 rates = 40 measurements, more than a measured study takes"):
         MeasuredStudyJob(tmp_path / "s", ["rrl"], "real", "zoo:cnn", [100.0, 200.0],
                          knobs={"instances": [1, 2], "max_batch": [1, 4], "intra_threads": [1]})  # fmt: skip
+    # on Ray Serve the same grid with its default admission only (5), unless max_ongoing is given: 3x as many
+    with pytest.raises(MlsysoptError, match="x 2 rates = 40 measurements"):
+        MeasuredStudyJob(tmp_path / "s", ["rrl"], "rayserve", "zoo:cnn", [100.0, 200.0],
+                         knobs={"instances": [1, 2], "max_batch": [1, 4], "intra_threads": [1]})  # fmt: skip
+    with pytest.raises(MlsysoptError, match="x 2 rates = 80 measurements"):
+        MeasuredStudyJob(tmp_path / "s", ["rrl"], "rayserve", "zoo:cnn", [100.0, 200.0],
+                         knobs={"instances": [1, 2], "max_batch": [1, 4], "intra_threads": [1],
+                                "max_ongoing": [5, 16]})  # fmt: skip
     assert not (tmp_path / "s").exists()

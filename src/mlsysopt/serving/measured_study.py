@@ -22,7 +22,7 @@ from mlsysopt.serving.inputs import MAX_SECONDS, MEASURED, WINDOW_S, machine_thr
 from mlsysopt.serving.jobs import Job, check_rates
 from mlsysopt.serving.limits import check_requests
 from mlsysopt.serving.objective import Objective
-from mlsysopt.serving.space import Config, Space
+from mlsysopt.serving.space import SERVE_DEFAULT_ONGOING, Config, Space
 from mlsysopt.serving.study import study_tables
 from mlsysopt.serving.tuners import TUNERS
 from mlsysopt.serving.windows import StableBackend
@@ -49,7 +49,8 @@ class MeasuredStudyJob(Job):
         rates: Two rates A,B in req/s.
         seeds: Seeds per tuner.
         slo_ms: p99 SLO in ms (with it, the objective is p99 within the SLO; without, mean latency).
-        knobs: Knob value lists replacing the default grid.
+        knobs: Knob value lists replacing the default grid (on ``rayserve``, ``max_ongoing`` is Ray Serve's
+            default 5 unless given: a third value would triple the exhaustive tables).
         requests: Most requests per window.
         window_s: Seconds of arrivals per window (or ``requests``, whichever comes first).
         cap_fraction: Measurements per tuner run, as a fraction of the grid.
@@ -99,6 +100,9 @@ class MeasuredStudyJob(Job):
             check_requests(requests)
             if slo_ms is not None and not (math.isfinite(slo_ms) and slo_ms > 0):
                 raise MlsysoptError(f"--slo-ms {slo_ms} must be a positive number of milliseconds")
+            if engine == "rayserve" and not (knobs or {}).get("max_ongoing"):
+                # Ray Serve's default admission only: its three values would triple a table measured exhaustively
+                knobs = {**(knobs or {}), "max_ongoing": [SERVE_DEFAULT_ONGOING]}
             self.space = tuning_space(engine, machine_threads(), knobs)
             n = self.space.size * len(self.workloads)
             if n > MAX_MEASUREMENTS:
