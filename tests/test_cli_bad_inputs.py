@@ -93,6 +93,7 @@ BASELINE: dict[str, list[str]] = {
     "costmodel train": ["--data", "{data}", "--epochs", "1"],
     "costmodel evaluate": ["--run", "{missing_run}", "--data", "{data}"],
     "costmodel predict": ["--run", "{missing_run}", "--inputs", "{data}"],
+    "costmodel ensemble": ["--member", "{missing_run}", "--member", "{data}", "--data", "{data}"],
     "costmodel latency": ["zoo:cnn"],
     "costmodel latency-train": ["--data", "real:cpu", "--method", "flops"],
     "costmodel collect-latency": ["--models", "2"],
@@ -131,7 +132,8 @@ SPECIFIC: dict[str, list[str]] = {
 }
 #: Baselines that cannot be valid cheaply (a trained cost model is needed): their cases still check the error
 #: contract, but cannot tell an unchecked option from the missing run.
-WEAK_BASELINE = {"costmodel evaluate": "needs a trained run", "costmodel predict": "needs a trained run"}
+WEAK_BASELINE = {"costmodel evaluate": "needs a trained run", "costmodel predict": "needs a trained run",
+                 "costmodel ensemble": "needs trained runs"}  # fmt: skip
 
 #: Option names that are sizes: a huge value must be refused against a limit.
 SIZES = {
