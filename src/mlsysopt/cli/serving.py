@@ -24,6 +24,7 @@ from mlsysopt.cli.common import (
 from mlsysopt.cli.serving_io import (
     EngineOpt,
     KnobListOpt,
+    MaxOngoingOpt,
     ModelOpt,
     PortOpt,
     PriorOpt,
@@ -145,14 +146,7 @@ def serving_tune(
     requests: RequestsOpt = 200,
     instances: Annotated[str | None, typer.Option("--instances", help="Comma-separated instance counts.")] = None,
     max_batch: Annotated[str | None, typer.Option("--max-batch", help="Comma-separated max batch sizes.")] = None,
-    max_ongoing: Annotated[
-        str | None,
-        typer.Option(
-            "--max-ongoing",
-            help="--engine rayserve: comma-separated max_ongoing_requests per replica "
-            "[default: 5 (Ray Serve's), 16, 64].",
-        ),
-    ] = None,
+    max_ongoing: MaxOngoingOpt = None,
     timeout_ms: Annotated[
         str | None,
         typer.Option("--batch-timeout-ms", help="Comma-separated batch timeouts (ms; old spelling --timeout-ms)."),

@@ -62,6 +62,13 @@ WindowOpt = Annotated[
 ]  # fmt: skip
 SloOpt = Annotated[float | None, typer.Option("--slo-ms", min=0.0, help="p99 latency SLO in milliseconds.")]
 KnobListOpt = Annotated[str | None, typer.Option(help="Comma-separated values of this knob (default: the grid's).")]
+MaxOngoingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-ongoing",
+        help="--engine rayserve: comma-separated max_ongoing_requests per replica [default: 5 (Ray Serve's), 16, 64].",
+    ),
+]
 PriorOpt = Annotated[
     str | None,
     typer.Option(

@@ -23,11 +23,7 @@ An op without a formula counts 0 FLOPs, is listed in ``meta["unknown_ops"]`` and
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -38,7 +34,8 @@ from onnx import helper
 import mlsysopt.graph.importers.expansion as ex
 import mlsysopt.graph.importers.flop_formulas as ff
 import mlsysopt.graph.importers.onnx_recurrent as rec
-from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptError, MlsysoptWarning, UnsupportedFormat
+from mlsysopt.errors import ImportFailed, InvalidGraph, MlsysoptWarning, UnsupportedFormat
+from mlsysopt.graph.importers.onnx_export import export_onnx  # noqa: F401  (its import path since it was here)
 from mlsysopt.graph.importers.onnx_shapes import resolve_shapes, shape_warnings
 from mlsysopt.graph.ir import CompGraph
 
@@ -359,49 +356,3 @@ def _flops(op: str, node: onnx.NodeProto, shape: Any) -> float:
             return 2.0 * (math.prod(x) if x else 0)
         return float(ff.lp_pool_flops(out, math.prod(_attr(node, "kernel_shape", [1]))))
     return 0.0
-
-
-def export_onnx(module: Any, example_inputs: Any, path: str | Path, dynamic_batch: bool = False) -> Path:
-    """Export ``module`` to ONNX at ``path`` atomically (TorchScript exporter, else torch.export/dynamo).
-
-    With ``dynamic_batch`` the first dim of every input and output is a symbolic ``batch`` axis, so the
-    model accepts any batch size (inputs are named ``input_0``, ..., outputs ``output_0``, ...).
-    """
-    import torch  # deferred: torch loads only when an ONNX model is exported from PyTorch
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
-    kwargs: dict[str, Any] = {}
-    if dynamic_batch:
-        with torch.no_grad():
-            out = module(*inputs)
-        n_out = len(out) if isinstance(out, (tuple, list)) else 1
-        in_names = [f"input_{i}" for i in range(len(inputs))]
-        out_names = [f"output_{i}" for i in range(n_out)]
-        kwargs = {
-            "input_names": in_names,
-            "output_names": out_names,
-            "dynamic_axes": {n: {0: "batch"} for n in in_names + out_names},
-        }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".onnx")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
-    errors: list[str] = []
-    try:
-        # The legacy exporter is fast and offline; the dynamo one (also offline) is the fallback.
-        for dynamo in (False, True):
-            try:
-                with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-                    warnings.simplefilter("ignore")
-                    torch.onnx.export(module, inputs, tmp, dynamo=dynamo, external_data=False, **kwargs)
-                os.replace(tmp, path)
-                return path
-            except Exception as exc:
-                errors.append(f"dynamo={dynamo}: {type(exc).__name__}: {str(exc)[:300]}")
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    raise MlsysoptError(f"could not export {type(module).__name__} to ONNX ({'; '.join(errors)})")
