@@ -26,6 +26,7 @@ from mlsysopt.costmodel.rank_ensemble import (
     check_weights,
     choose_weights,
     combine,
+    runtimes_by_name,
 )
 from mlsysopt.costmodel.trees import META_NAME
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption, MissingSplit
@@ -226,7 +227,7 @@ def ensemble(members: Sequence[str | Path], data: str | Path, out: str | Path | 
     folder = _run_folder(out, settings)
     with folder if folder is not None else contextlib.nullcontext(), torch_threads(threads):
         preds = {split: [m.predict(ds) for m in loaded] for split, ds in splits.items() if ds is not None}
-        truths = {split: _runtimes(ds) for split, ds in splits.items() if ds is not None}
+        truths = {split: runtimes_by_name(ds) for split, ds in splits.items() if ds is not None}
         grid: list[dict[str, Any]] = []
         if weights is None:
             weights, grid = choose_weights(preds["valid"], truths["valid"])
@@ -257,16 +258,6 @@ def _optional_split(model: RankEnsemble, data: str | Path, split: str) -> GraphD
         return _dataset_for(model, data, split, "--data")
     except MissingSplit:
         return None
-
-
-def _runtimes(ds: GraphDataset) -> dict[str, np.ndarray]:
-    out = {}
-    for i in range(len(ds)):
-        rec = ds.record(i)
-        if rec.runtime is None:
-            raise InvalidOption(f"{rec.name}: has no runtimes (an ensemble is weighed and scored on measured graphs)")
-        out[rec.name] = np.asarray(rec.runtime, np.float64)
-    return out
 
 
 def _scored(member_preds: list[dict[str, np.ndarray]], weights: Sequence[float], truths: dict[str, np.ndarray]

@@ -239,11 +239,27 @@ class RankEnsemble:
             raise InvalidCheckpoint(f"{path}: {exc}") from None
 
 
-def _truths(ds: GraphDataset, preds: dict[str, np.ndarray]) -> list[np.ndarray]:
+def runtimes_by_name(ds: GraphDataset) -> dict[str, np.ndarray]:
+    """Every graph's measured runtimes, by name.
+
+    Args:
+        ds: Graphs with runtimes.
+
+    Returns:
+        dict[str, np.ndarray]: Runtimes by graph name.
+
+    Raises:
+        InvalidOption: If a graph has no runtimes.
+    """
     by_name = {}
     for i in range(len(ds)):
         rec = ds.record(i)
         if rec.runtime is None:
             raise InvalidOption(f"{rec.name}: has no runtimes to evaluate against")
         by_name[rec.name] = np.asarray(rec.runtime, np.float64)
+    return by_name
+
+
+def _truths(ds: GraphDataset, preds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    by_name = runtimes_by_name(ds)
     return [by_name[n] for n in preds]
