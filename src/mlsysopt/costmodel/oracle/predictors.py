@@ -166,7 +166,16 @@ class AdditivePerOp(LatencyPredictor):
 
 _GBM_PARAMS = {"objective": "regression", "learning_rate": 0.05, "num_leaves": 31, "min_data_in_leaf": 5,
                "feature_fraction": 0.9, "bagging_fraction": 0.9, "bagging_freq": 1, "lambda_l2": 1.0,
-               "verbose": -1, "deterministic": True, "force_row_wise": True, "num_threads": 2}  # fmt: skip
+               "verbose": -1, "deterministic": True, "force_row_wise": True}  # fmt: skip
+#: Training rows from which LightGBM gets a second thread: below, the second (spinning) thread costs more than it
+#: saves (480 rows: 5-30x the CPU time of one thread on a busy 2-core machine). ``deterministic`` makes the trees
+#: the same on any number of threads.
+GBM_THREADED_ROWS = 10_000
+
+
+def _gbm_params(rows: int, seed: int) -> dict[str, Any]:
+    """LightGBM's settings for ``rows`` training rows."""
+    return _GBM_PARAMS | {"seed": seed, "num_threads": 2 if rows >= GBM_THREADED_ROWS else 1}
 
 
 class SummaryGBM(LatencyPredictor):
@@ -186,7 +195,7 @@ class SummaryGBM(LatencyPredictor):
 
         x, y, _ = design(models, settings)
         data = lgb.Dataset(x, self._target(x, y, models), feature_name=list(FEATURE_NAMES), free_raw_data=False)
-        self.booster = lgb.train(_GBM_PARAMS | {"seed": self.seed}, data, num_boost_round=self.rounds)
+        self.booster = lgb.train(_gbm_params(len(x), self.seed), data, num_boost_round=self.rounds)
         return self
 
     def predict(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting, edges: np.ndarray | None = None) -> float:
@@ -231,7 +240,7 @@ class AdditiveGBM(LatencyPredictor):
                     x.append(row)
                     r.append(np.log(m.ms[s.key]) - np.log(base))
         data = lgb.Dataset(np.array(x), np.array(r), feature_name=[*FEATURE_NAMES, "log_additive_ms"])
-        self.booster = lgb.train(_GBM_PARAMS | {"seed": self.seed}, data, num_boost_round=self.rounds)
+        self.booster = lgb.train(_gbm_params(len(x), self.seed), data, num_boost_round=self.rounds)
         return self
 
     def predict(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting, edges: np.ndarray | None = None) -> float:
