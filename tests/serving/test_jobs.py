@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -94,7 +95,11 @@ def test_a_refused_tuning_job_writes_nothing(tmp_path: Path, kwargs: dict, match
     assert not (tmp_path / "r").exists()
 
 
-def test_an_earlier_run_is_the_history_of_a_warm_started_tune(tmp_path: Path) -> None:
+def test_an_earlier_run_is_the_history_of_a_warm_started_tune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlsysopt.serving import prior
+
+    # the prior trained briefly: this checks what it learns from and that its best pick goes first, not its ranking
+    monkeypatch.setattr(prior, "PriorConfig", functools.partial(prior.PriorConfig, steps=200))
     from mlsysopt.serving.inputs import resolve_prior
     from mlsysopt.serving.space import Workload
 

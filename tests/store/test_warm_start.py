@@ -36,6 +36,15 @@ def brief_nas_prior(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prior, "PriorConfig", functools.partial(prior.PriorConfig, epochs=2, per_task=300))
 
 
+@pytest.fixture
+def brief_serving_prior(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The serving tuner's prior (what --warm-start fits on the store's records) trained briefly: these tests check
+    what it learns from, that a resume replays it and what is refused, not how well it ranks."""
+    from mlsysopt.serving import prior
+
+    monkeypatch.setattr(prior, "PriorConfig", functools.partial(prior.PriorConfig, steps=200))
+
+
 @pytest.fixture(scope="module")
 def nas_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A store with one finished NAS search (random, 8 evaluations of Cora's table) and one serving run."""
@@ -85,6 +94,7 @@ def test_bad_warm_starts_are_one_error_and_write_nothing(nas_store: Path) -> Non
     assert not out.exists()
 
 
+@pytest.mark.usefixtures("brief_serving_prior")
 def test_rrl_learns_from_earlier_measurements_and_resumes_the_same(tmp_path: Path) -> None:
     from mlsysopt.serving.tuning_job import TuningJob
 
