@@ -59,6 +59,12 @@ def baseline_run() -> TrainResult:
     return train(tiny())
 
 
+@pytest.fixture(scope="module")
+def four_single_updates() -> TrainResult:
+    """Four updates of one episode each in one go, no checkpoint: what a stopped and resumed training must equal."""
+    return train(tiny(updates=4, episodes_per_update=1))
+
+
 # ---------------------------------------------------------------------- returns
 def test_discounted_by_hand() -> None:
     np.testing.assert_allclose(discounted([1.0, 2.0, 3.0], 0.5), [1 + 0.5 * (2 + 0.5 * 3), 2 + 0.5 * 3, 3.0])
@@ -249,13 +255,15 @@ def test_trained_policy_places_feasibly(baseline_run: TrainResult) -> None:
 # (serial = local pool = Ray for training, compare and adapt: tests/placement/test_placement_parallel.py)
 
 
-def test_timeout_stops_after_an_update_checkpointed_and_resume_finishes_it_exactly(tmp_path) -> None:
+def test_timeout_stops_after_an_update_checkpointed_and_resume_finishes_it_exactly(
+    tmp_path, four_single_updates: TrainResult
+) -> None:
     ckpt = tmp_path / "giph.pt"
     cut = train(tiny(updates=4, episodes_per_update=1, timeout=1e-6), checkpoint=ckpt)
     assert cut.stopped_by == "timeout" and len(cut.history) == 1  # one update always runs
     assert load_checkpoint(ckpt)["update"] == 0
     rest = train(tiny(updates=4, episodes_per_update=1), checkpoint=ckpt, resume=True)
-    straight = train(tiny(updates=4, episodes_per_update=1))
+    straight = four_single_updates
     assert rest.stopped_by == "updates" and rest.history == straight.history
     assert_same_weights(rest.policy, straight.policy)
 
@@ -273,15 +281,16 @@ class LosesItsWorkers(SerialExecutor):
         return super().map(fn, items)
 
 
-def test_a_lost_executor_keeps_the_last_finished_update_and_resume_continues(tmp_path) -> None:
+def test_a_lost_executor_keeps_the_last_finished_update_and_resume_continues(
+    tmp_path, four_single_updates: TrainResult
+) -> None:
     ckpt = tmp_path / "giph.pt"
     cfg = tiny(updates=4, episodes_per_update=1, checkpoint_every=10)  # no periodic checkpoint before the loss
     with pytest.raises(ExecutorLost, match=r"is gone; training stopped in update 3, .*giph.pt .*--resume continues"):
         train(cfg, checkpoint=ckpt, executor=LosesItsWorkers(2))
     assert load_checkpoint(ckpt)["update"] == 1  # saved at the loss: updates 0 and 1 finished
     rest = train(cfg, checkpoint=ckpt, resume=True)
-    straight = train(tiny(updates=4, episodes_per_update=1))
-    assert rest.history == straight.history
+    assert rest.history == four_single_updates.history
     with pytest.raises(ExecutorLost, match="before any checkpoint: start it again"):
         train(cfg, checkpoint=tmp_path / "new.pt", executor=LosesItsWorkers(0))
     assert not (tmp_path / "new.pt").exists()
