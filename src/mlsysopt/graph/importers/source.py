@@ -157,10 +157,10 @@ class Source:
 
 def pytorch_graph(src: Source, input_shape: tuple[int, ...] | None = None) -> CompGraph:
     """The torch.fx CompGraph of a PyTorch source, in this process (what :meth:`Source.graph` runs in its child)."""
+    module, inputs = src.pytorch(input_shape)  # first: a source that cannot load fails before torch is imported
     # deferred: imports numba, scipy, torch, yaml
     from mlsysopt.graph.importers.torch_fx import from_module
 
-    module, inputs = src.pytorch(input_shape)
     return from_module(module, inputs, name=src.name)
 
 
