@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from mlsysopt import zoo
 from mlsysopt.errors import InvalidModel, MlsysoptError
 from mlsysopt.runtime.threads import torch_threads
 from mlsysopt.serving.deploy import session_options
@@ -289,6 +288,7 @@ def export_zoo_onnx(name: str, path: str | Path) -> Path:
         MlsysoptError: If ``name`` is not a zoo model.
     """
     # deferred: imports numba, onnx, scipy, yaml
+    from mlsysopt import zoo  # deferred: the zoo imports torch, which a served model's processes never need
     from mlsysopt.graph.importers.onnx import export_onnx
 
     module, inputs = zoo.get(name)
