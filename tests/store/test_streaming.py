@@ -17,8 +17,8 @@ from mlsysopt.io import dumps
 from mlsysopt.store import Store, TrialRecord, parse_storage
 from mlsysopt.store.query import best_trials, export_run, run_details, trial_row
 
-TRIALS = 3_000
-PAD = "x" * 1_000  # each trial's record ~1 KB: the whole study is ~10 MB of records once read and written
+TRIALS = 2_000
+PAD = "x" * 1_000  # each trial's record ~1 KB: the whole study is ~7 MB of records once read and written
 
 
 def _big_trial(i: int) -> TrialRecord:
@@ -56,9 +56,9 @@ def _peak(fn: object, *args: object) -> tuple[object, int]:
         tracemalloc.stop()
 
 
-#: Peak memory an export or a show may add, whatever the study's size: a few pages of trials (the whole 3,000-trial
-#: study read at once, as the export did before it streamed, takes ~44 MiB for CSV and ~62 MiB for JSON; a page of 200
-#: takes ~5.5 MiB).
+#: Peak memory an export or a show may add, whatever the study's size: a few pages of trials (the whole 2,000-trial
+#: study read at once, as the export did before it streamed, takes ~47 MiB for CSV and ~29 MiB for JSON, 3-5x this
+#: bound; a page of 200 takes ~5.5 MiB).
 BOUND = 10 * 2**20
 
 
