@@ -40,6 +40,7 @@ class Candidates:
         self._costly_names = tuple(r for r in needed if r in costly and r not in measured)
         self._before = self._cheap_names + self._costly_names  # what feasibility is judged on before evaluating
         self._full: dict[Arch, dict[str, float]] = {}  # cheap + costly resources, once the costly ones were fetched
+        self._cheap_ok: dict[Arch, bool] = {}  # feasible_cheap of every valid architecture looked at
         # constraint -> met by any architecture looked at (None: its resource was never looked at, e.g. a costly one)
         self.met: dict[str, bool | None] = dict.fromkeys(self.constraints.names)
 
@@ -93,15 +94,25 @@ class Candidates:
     def feasible(self, arch: Arch) -> bool:
         """Whether ``arch`` meets every constraint the space can judge before evaluating it (costly resources are
         fetched only if the cheap ones pass; those only an evaluation measures are judged by :meth:`usable`)."""
-        if self._costly_names and not self.feasible_cheap(arch):
+        if not self._costly_names:
+            return self.feasible_cheap(arch)  # the same question, answered once per architecture
+        if not self.feasible_cheap(arch):
             return False
         return self.constraints.feasible(self.resources(arch), only=self._before)
 
     def feasible_cheap(self, arch: Arch) -> bool:
         """Whether ``arch`` meets every constraint on a cheap resource (all of them when none is costly)."""
-        if not self._costly_names:
-            return self.feasible(arch)
-        return self.constraints.feasible(self._info(arch)[2], only=self._cheap_names)
+        ok = self._cheap_ok.get(arch)
+        if ok is None:
+            valid, _, res = self._info(arch)
+            if not self._costly_names:
+                if not valid:
+                    return self.constraints.feasible(self.resources(arch))  # raises InvalidArchitecture: why
+                ok = self.constraints.feasible(res, only=self._before)
+            else:
+                ok = self.constraints.feasible(res, only=self._cheap_names)
+            self._cheap_ok[arch] = ok
+        return ok
 
     def fresh(self, arch: Arch) -> bool:
         """Valid and never proposed (nor any equivalent architecture)."""

@@ -117,11 +117,13 @@ class Controller(nn.Module):
         length = max(len(c) for c in choices)
         if length > self.max_decisions:
             raise ValueError(f"a choice sequence is longer than the controller's {self.max_decisions} decisions")
-        pad = torch.zeros(batch, length, dtype=torch.long)
-        mask = torch.zeros(batch, length)
-        for b, seq in enumerate(choices):
-            pad[b, : len(seq)] = torch.as_tensor(list(seq), dtype=torch.long)
-            mask[b, : len(seq)] = 1.0
+        lengths = np.fromiter((len(c) for c in choices), dtype=np.int64, count=batch)
+        rows = np.repeat(np.arange(batch), lengths)  # every choice's row and column, filled in one go
+        cols = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        pad_np, mask_np = np.zeros((batch, length), np.int64), np.zeros((batch, length), np.float32)
+        pad_np[rows, cols] = np.fromiter((int(a) for seq in choices for a in seq), dtype=np.int64, count=len(rows))
+        mask_np[rows, cols] = 1.0
+        pad, mask = torch.from_numpy(pad_np), torch.from_numpy(mask_np)
         x = self.start.expand(batch, -1)
         state = None
         log_prob, entropy = torch.zeros(batch), torch.zeros(batch)
