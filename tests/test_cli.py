@@ -248,8 +248,15 @@ def test_simulate_option_errors(files: dict[str, Path], tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- demo
-def test_demo_writes_report(tmp_path: Path) -> None:
+def test_demo_writes_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the serving and nas sections have their own demo tests (tests/test_cli_serving.py, tests/test_cli_nas.py)
+    from mlsysopt.demo import placement
+
+    # the placement section at smaller sizes (its searches at 10 evaluations per task and its tiny training are most
+    # of this test's time): the same steps, methods, plots and summary, which is what is checked here
+    monkeypatch.setattr(placement, "default_budget", lambda graph: 60)
+    small = {"imitation_problems": 2, "teacher_steps": 2, "imitation_epochs": 1, "updates": 1}
+    monkeypatch.setattr(placement, "DEMO_TRAINING", {**placement.DEMO_TRAINING, **small})
     only = "cnn,montage,placement"
     proc = run_inprocess("demo", "--out", "demo", "--seed", "0", "--only", only, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
