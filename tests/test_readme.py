@@ -97,11 +97,11 @@ SMALL: list[tuple[str, str]] = [
     (r"^mlsysopt serving tune .*--model \S+ .*--rate 100 .*--objective throughput", "--rate 400"),
     # a .py model is exported to ONNX first (seconds for the tiny ViT); tests/serving/test_export.py serves .py models
     (r"^mlsysopt serving tune .*--model \./mymodel.py:tiny_vit", "--model zoo:cnn"),
-    (r"^mlsysopt serving tune .*--engine sim", "--budget 10 --requests 60"),
+    (r"^mlsysopt serving tune .*--engine sim", "--budget 4 --requests 40"),
     (r"^mlsysopt serving serve ", "--requests 20"),
     (r"^mlsysopt serving serve .*--model zoo:resnet", "--model zoo:cnn --rate 50"),
     (r"^mlsysopt serving serve .*--model tiny_vit.onnx", "--rate 100"),
-    (r"^mlsysopt serving study ", "--seeds 1 --cap 0.05 --requests 40"),
+    (r"^mlsysopt serving study ", "--seeds 1 --cap 0.05 --requests 20"),
     (r"^mlsysopt serving study .*--tuners rrl,tpe,gp,random", "--tuners rrl,random --workers 1"),
     (r"^mlsysopt serving study .*--tuners rrl_warm,rrl,gp_warm,gp", "--tuners rrl_warm,gp_warm"),  # GP: tests/serving
     # NAS: digits trains 2 candidates for one epoch; the tables are looked up
