@@ -63,7 +63,9 @@ def _alive(pids: set[int]) -> set[int]:
 
 
 def test_sigterm_keeps_the_checkpoint_releases_the_lock_and_stops_the_workers(tmp_path: Path) -> None:
-    proc = _start(tmp_path, "placement", "train", *SIZES, "--updates", "400", "--workers", "2", "--out", "run")
+    # REINFORCE only: its first checkpoint comes after an update the pool workers ran (imitation's, before any did)
+    proc = _start(tmp_path, "placement", "train", *SIZES, "--stages", "reinforce", "--updates", "400", "--workers", "2",
+                  "--out", "run")  # fmt: skip
     ckpt = tmp_path / "run" / "policy.pt"
     try:
         _wait_for("the first checkpoint", ckpt.exists, proc)
