@@ -4,6 +4,7 @@ then the rank ensemble (costmodel/rank_ensemble.py) of two models trained on it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,20 @@ def model():
 """
 
 
+_CONVERTED: dict[str, bytes] = {}  # g1.npz and g2.onnx, built once per module (the same models in every table)
+
+
+def _converted(py: Path, name: str, convert: Callable[[Path, Path], object]) -> None:
+    """Replace ``py`` by ``name`` made by ``convert(py, out)`` (the first time; later tables copy its bytes: the
+    .py of a graph is the same in every table, and a CompGraph from a .py file takes a child process)."""
+    out = py.with_name(name)
+    if name not in _CONVERTED:
+        convert(py, out)
+        _CONVERTED[name] = out.read_bytes()
+    out.write_bytes(_CONVERTED[name])
+    py.unlink()
+
+
 def _table_root(root: Path, graphs: int = 6, configs: int = 10, parquet: bool = False) -> Path:
     """Graphs ``g0..`` as .py files (and g1 as a CompGraph .npz, g2 as ONNX) with a runtime that the knobs set."""
     import torch
@@ -40,12 +55,9 @@ def _table_root(root: Path, graphs: int = 6, configs: int = 10, parquet: bool = 
         py = root / "graphs" / f"g{g}.py"
         py.write_text(NET.format(w=4 + g))
         if g == 1:  # the same model as a saved CompGraph
-            resolve_source(f"{py}:model").graph().save(root / "graphs" / "g1.npz")
-            py.unlink()
+            _converted(py, "g1.npz", lambda py, out: resolve_source(f"{py}:model").graph().save(out))
         if g == 2:  # ... and as ONNX (node names differ: graph-level knobs only)
-            module, inputs = resolve_source(f"{py}:model").pytorch()
-            export_onnx(module, inputs, root / "graphs" / "g2.onnx")
-            py.unlink()
+            _converted(py, "g2.onnx", lambda py, out: export_onnx(*resolve_source(f"{py}:model").pytorch(), out))
         for c in range(configs):
             a, b, t = int(rng.integers(0, 2)), int(rng.integers(0, 2)), int(rng.integers(1, 3))
             rt = 1.0 + 0.5 * a + 0.2 * b - 0.1 * t * a + 0.01 * rng.random()
