@@ -94,11 +94,23 @@ def postgres() -> Iterator[object]:
 _README_TIMES = Path(__file__).resolve().parents[1] / "runs" / "readme-times.txt"
 
 
+#: Thread pools of one thread in every process of the session (xdist workers, the commands, pool and Ray workers they
+#: start): two workers already keep both cores busy, and an OpenMP/BLAS pool of 2 threads per process only spins
+#: against the other worker (13x the CPU for the same tiny torch op seen on this box). Code that runs a number of
+#: threads on purpose (ONNX Runtime sessions, the timed torch settings of the latency collection, LightGBM's
+#: ``num_threads``) sets it itself and is unaffected; a value already in the environment is kept.
+ONE_THREAD = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """One folder where this session's processes (xdist workers, the commands they start) share the NAS transfer
-    priors they fit (``MLSYSOPT_PRIOR_CACHE``): the first fits one, the others read it (~15 s each otherwise)."""
+    priors they fit (``MLSYSOPT_PRIOR_CACHE``): the first fits one, the others read it (~15 s each otherwise). And
+    one-thread pools in every process of the session (:data:`ONE_THREAD`)."""
     import os
     import tempfile
+
+    for name in ONE_THREAD:
+        os.environ.setdefault(name, "1")
 
     if not hasattr(config, "workerinput") and "MLSYSOPT_PRIOR_CACHE" not in os.environ:
         os.environ["MLSYSOPT_PRIOR_CACHE"] = tempfile.mkdtemp(prefix="mlsysopt-test-priors-")
