@@ -118,12 +118,10 @@ class Controller(nn.Module):
         if length > self.max_decisions:
             raise ValueError(f"a choice sequence is longer than the controller's {self.max_decisions} decisions")
         lengths = np.fromiter((len(c) for c in choices), dtype=np.int64, count=batch)
-        rows = np.repeat(np.arange(batch), lengths)  # every choice's row and column, filled in one go
-        cols = np.arange(len(rows)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        pad_np, mask_np = np.zeros((batch, length), np.int64), np.zeros((batch, length), np.float32)
-        pad_np[rows, cols] = np.fromiter((int(a) for seq in choices for a in seq), dtype=np.int64, count=len(rows))
-        mask_np[rows, cols] = 1.0
-        pad, mask = torch.from_numpy(pad_np), torch.from_numpy(mask_np)
+        filled = np.arange(length) < lengths[:, None]
+        pad_np = np.zeros((batch, length), np.int64)
+        pad_np[filled] = np.fromiter((int(a) for seq in choices for a in seq), dtype=np.int64)  # row by row, in order
+        pad, mask = torch.from_numpy(pad_np), torch.from_numpy(filled.astype(np.float32))
         x = self.start.expand(batch, -1)
         state = None
         log_prob, entropy = torch.zeros(batch), torch.zeros(batch)

@@ -34,6 +34,8 @@ FAMILIES: tuple[str, ...] = ("vgg", "resnet", "mobilenet", "inception", "nas", "
 MAX_MFLOPS = 40.0
 #: ... and above this many (a model that takes microseconds times the runtime's overhead, not the model).
 MIN_MFLOPS = 0.02
+#: Outputs of every generated model's linear head.
+CLASSES = 10
 
 
 def spec_name(spec: dict[str, Any]) -> str:
@@ -83,7 +85,7 @@ class _ViT(nn.Module):
         self.cls = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos = nn.Parameter(torch.randn(1, tokens, dim) * 0.02)
         self.blocks = nn.Sequential(*[_Block(dim, p["heads"], p["ratio"]) for _ in range(p["depth"])])
-        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, 10)
+        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Class logits of images ``x`` (batch, 3, size, size)."""
@@ -97,7 +99,7 @@ class _Recurrent(nn.Module):
         super().__init__()
         rnn = nn.GRU if p["family"] == "gru" else nn.LSTM
         self.rnn = rnn(p["features"], p["hidden"], p["layers"], batch_first=True, bidirectional=p["bidirectional"])
-        self.head = nn.Linear(p["hidden"] * (2 if p["bidirectional"] else 1), 10)
+        self.head = nn.Linear(p["hidden"] * (2 if p["bidirectional"] else 1), CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits from the last step of sequences ``x`` (batch, steps, features)."""
@@ -121,7 +123,7 @@ def _mlp(p: dict[str, Any]) -> nn.Module:
     for w in p["widths"]:
         layers += [nn.Linear(cin, w), *([nn.LayerNorm(w)] if p["norm"] else []), act()]
         cin = w
-    return nn.Sequential(*layers, nn.Linear(cin, 10))
+    return nn.Sequential(*layers, nn.Linear(cin, CLASSES))
 
 
 _BUILDERS: dict[str, Callable[[dict[str, Any]], nn.Module]] = {
@@ -208,7 +210,7 @@ def mflops(spec: dict[str, Any]) -> float:
         dirs = 2 if spec["bidirectional"] else 1
         gates = 3 if spec["family"] == "gru" else 4
         rnn = _recurrent_flops(gates, spec["steps"], spec["features"], spec["hidden"], spec["layers"], dirs)
-        return (rnn + 2.0 * 10 * spec["hidden"] * dirs) / 1e6  # + the linear head on the last step
+        return (rnn + 2.0 * CLASSES * spec["hidden"] * dirs) / 1e6  # + the linear head on the last step
     with torch.device("meta"):
         module, x = build(spec)
     total = [0.0]
