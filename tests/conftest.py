@@ -36,8 +36,8 @@ def _idle_fraction(seconds: float = 1.0) -> float:
 
 @pytest.fixture(autouse=True)
 def _a_quiet_machine_for_quiet_tests(request: pytest.FixtureRequest) -> None:
-    """A ``quiet`` test compares the timings of two runs, so it starts on an idle machine: right after the parallel
-    tests the kernel can still be reclaiming their memory and their last processes exiting for some seconds. Waits
+    """A ``quiet`` test compares the timings of two runs, so it starts on an idle machine: right after an install or
+    another test run the kernel can still be reclaiming memory and the last processes exiting for some seconds. Waits
     until 90% of the CPU time is idle over a second (at most 60 s), then the test measures as it would alone."""
     if request.node.get_closest_marker("quiet") is None or not Path("/proc/stat").is_file():
         return
@@ -160,7 +160,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """``-m quiet`` (make test's second run) imports only the test modules that mention ``quiet``: a quiet test is
+    """``-m quiet`` (make test's first run) imports only the test modules that mention ``quiet``: a quiet test is
     marked ``@pytest.mark.quiet`` in its own module, and importing every other module (torch, Ray, ...) to deselect
     its tests cost ~10 s of a run that holds one test."""
     if (config.option.markexpr or "").strip() != "quiet" or collection_path.suffix != ".py":
