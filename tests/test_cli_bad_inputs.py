@@ -111,6 +111,10 @@ BASELINE: dict[str, list[str]] = {
     "runs compare": ["nas_run", "serve1", "--storage", "{store}"],
     "runs dashboard": ["--storage", "{store}", "--port", "{port}"],
 }
+#: Baseline arguments added for one option's cases (``command:--flag``), and a valid value of the option: where the
+#: option is only valid with another (``--rounds`` is for the tree modes: with the default GNN mode every value would
+#: be refused for the mode alone).
+OPTION_BASELINE: dict[str, tuple[list[str], str]] = {"costmodel train:--rounds": (["--mode", "lightgbm"], "50")}
 #: Where --out is a file, not a run folder (the value is a file name).
 OUT_FILES = {
     "graph import": "out.npz",
@@ -242,6 +246,7 @@ def _argv(command: str, inputs: dict[str, Path], case: Path, override: tuple[Par
     if override is None:
         return args
     param, value = override
+    args += OPTION_BASELINE.get(param.id, ([], ""))[0]
     if param.flag is None:  # an argument: replace the baseline's positional of that slot
         positional = [p for p in params if p.flag is None]
         slot = positional.index(param)
@@ -463,8 +468,20 @@ def test_an_out_that_is_an_existing_file_or_folder_of_the_wrong_kind(command: st
 @pytest.mark.parametrize("command", [c for c, _ in COMMANDS if c not in WEAK_BASELINE])
 def test_every_baseline_is_valid_up_to_the_work(command: str, inputs: dict[str, Path]) -> None:
     """Without an override the baseline must reach the work (or finish): else the cases above would prove nothing."""
+    check_reaches_work(command, inputs, None)
+
+
+@pytest.mark.parametrize("pid", OPTION_BASELINE)
+def test_every_option_baseline_is_valid_up_to_the_work(pid: str, inputs: dict[str, Path]) -> None:
+    """An option's own baseline, with a valid value of the option, reaches the work too."""
+    param = next(p for p in PARAMS if p.id == pid)
+    check_reaches_work(param.command, inputs, (param, OPTION_BASELINE[pid][1]))
+
+
+def check_reaches_work(command: str, inputs: dict[str, Path], override: tuple[Param, str] | None) -> None:
+    """The baseline of ``command`` (with ``override``) reaches the work or finishes with exit 0."""
     with tempfile.TemporaryDirectory(dir=inputs["graph"].parent) as tmp:
-        argv = _argv(command, inputs, Path(tmp), None)
+        argv = _argv(command, inputs, Path(tmp), override)
         sentinel = _sentinel(command)
 
         def reached(*a: Any, **k: Any) -> None:
@@ -484,6 +501,7 @@ def test_the_harness_covers_every_command_family() -> None:
     assert len(VALUE_PARAMS) > 100 and len(FILE_PARAMS) >= 10
     ids = {p.id for p in PARAMS}
     assert all(k.partition("=")[0] in ids for k in KNOWN), "a KNOWN entry names an option that no longer exists"
+    assert set(OPTION_BASELINE) <= ids, "an OPTION_BASELINE entry names an option that no longer exists"
     assert RunDir.open is not None  # the sentinel's target exists
     assert os.replace is not None
 

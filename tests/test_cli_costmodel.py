@@ -114,6 +114,10 @@ def test_malnet_synth_and_train(tmp_path: Path) -> None:
         (("--hidden", "100000"), ("--hidden 100,000 is above the limit",)),
         (("--validate-every", "0"), ("validate every must be an integer >= 1",)),
         (("--mode", "trees", "--workers", "2", "--graphs-per-step", "2"), ("no --workers",)),
+        (("--mode", "lightgbm", "--rounds", "0"), ("--rounds 0", "between 1 and 10,000")),
+        (("--mode", "trees", "--rounds", "10001"), ("--rounds 10001", "between 1 and 10,000")),
+        (("--rounds", "50"), ("--rounds is for the tree modes", "--mode gst+efd")),
+        (("--mode", "full", "--rounds", "400"), ("--rounds is for the tree modes", "--mode full")),
     ],
 )
 def test_bad_training_options_are_one_clear_error(layout_root: Path, args: tuple[str, ...], needles: tuple) -> None:
@@ -128,10 +132,29 @@ def test_trees_baseline_trains_evaluates_and_predicts(layout_root: Path) -> None
     result = json.loads((layout_root / "trees" / "result.json").read_text())
     assert result["data"] == "SYNTHETIC" and 0.0 <= result["test"]["opa"] <= 1.0
     assert {"trees.npz", "trees.json", "settings.json"} <= {p.name for p in (layout_root / "trees").iterdir()}
+    assert json.loads((layout_root / "trees" / "settings.json").read_text())["rounds"] == 400  # the default
     proc = run_inprocess("costmodel", "evaluate", "--run", "trees", "--data", "data", cwd=layout_root)
     assert proc.returncode == 0 and "opa" in proc.stdout, proc.stderr
     proc = run_inprocess("costmodel", "predict", "--run", "trees", "--input", "data/test", cwd=layout_root)
     assert proc.returncode == 0 and "fastest configs" in proc.stdout, proc.stderr
+
+
+def test_rounds_caps_the_trees_a_tree_baseline_trains_and_is_recorded(layout_root: Path) -> None:
+    for mode, model_file in (("trees", "trees.npz"), ("lightgbm", "lightgbm.txt")):
+        out = layout_root / f"rounds-{mode}"
+        proc = run_inprocess("costmodel", "train", "--data", "data", "--out", out.name, "--mode", mode, "--rounds", "7",
+                             cwd=layout_root)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        meta = json.loads((out / "trees.json").read_text())
+        assert meta["rounds"] == 7 and 1 <= meta["chosen"] <= 7
+        assert json.loads((out / "settings.json").read_text())["rounds"] == 7
+        if mode == "trees":  # scikit-learn trains every round (no early stopping): exactly 7 trees
+            with np.load(out / model_file) as z:
+                assert z["offsets"].size == 7
+        else:
+            assert 1 <= (out / model_file).read_text().count("\nTree=") <= 7
+        ev = run_inprocess("costmodel", "evaluate", "--run", out.name, "--data", "data", cwd=layout_root)
+        assert ev.returncode == 0 and "opa" in ev.stdout, ev.stderr
 
 
 def test_an_npz_missing_keys_is_one_clear_error_naming_the_file(tmp_path: Path) -> None:

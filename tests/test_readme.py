@@ -118,6 +118,7 @@ SMALL: list[tuple[str, str]] = [
     # cost models: tiny synthetic data, one epoch
     (r"^mlsysopt costmodel synth layout ", "--graphs train=4,valid=2,test=2 --nodes 500-1000 --configs 8"),
     (r"^mlsysopt costmodel train (?!.*--mode (lightgbm|xgboost|trees))", "--epochs 1 --finetune-epochs 1"),
+    (r"^mlsysopt costmodel train .*--mode (lightgbm|xgboost|trees)", "--rounds 50"),  # of 400 (validation picks)
     (r"^mlsysopt costmodel latency .*--measure", "--no-measure"),  # tests/costmodel/test_oracle.py measures
 ]
 

@@ -140,6 +140,7 @@ def costmodel_train(
     validate_every: o.ValidateOpt = 1,
     prune_hops: o.PruneOpt = "auto",
     keep_best: o.KeepBestOpt = True,
+    rounds: o.RoundsOpt = None,
     device: o.DeviceOpt = "cpu",
     threads: o.ThreadsOpt = 1,
     workers: WorkersOpt = 1,
@@ -158,7 +159,7 @@ def costmodel_train(
                         refresh=refresh, sample=sample, epochs=epochs, finetune_epochs=finetune_epochs, lr=lr,
                         loss=loss, configs_per_graph=configs_per_graph, graphs_per_step=graphs_per_step,
                         validate_every=validate_every, prune_hops=o.parse_prune(prune_hops), keep_best=keep_best,
-                        device=device, seed=seed)  # fmt: skip
+                        device=device, seed=seed, rounds=rounds)  # fmt: skip
     bar, task = progress_bar(), None
 
     def started(line: str) -> None:  # the inputs are valid: show the run and start the bar

@@ -71,6 +71,10 @@ KeepBestOpt = Annotated[
     bool, opt("--keep-best/--no-keep-best", "Test and predict with the best validation epoch's weights.")
 ]
 CrossOpt = Annotated[int, opt("--cross-config-heads", "Layout: cross-configuration attention heads (0: off).", min=0)]
+RoundsOpt = Annotated[
+    int | None,
+    opt("--rounds", "Most boosting rounds (tree modes); validation picks how many are used [default: 400]."),
+]
 DeviceOpt = Annotated[str, opt("--device", "cpu | cuda (cuda:N).")]
 ThreadsOpt = Annotated[
     int, opt("--threads", "PyTorch CPU threads per worker (1 is fastest for small segments).", min=1, max=1024)

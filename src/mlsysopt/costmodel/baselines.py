@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlsysopt.costmodel.boosting import LightGBMRanker, XGBoostRanker
+from mlsysopt.costmodel.train_config import DEFAULT_ROUNDS
 from mlsysopt.costmodel.trees import META_NAME, TreeRanker, TreesModel
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 from mlsysopt.io import read_json
@@ -14,7 +15,7 @@ TREE_BASELINES: dict[str, type[TreeRanker]] = {"trees": TreesModel, "lightgbm": 
                                                "xgboost": XGBoostRanker}  # fmt: skip
 
 
-def tree_model(mode: str, task: str, seed: int = 0, threads: int = 1) -> TreeRanker:
+def tree_model(mode: str, task: str, seed: int = 0, threads: int = 1, rounds: int = DEFAULT_ROUNDS) -> TreeRanker:
     """A fresh tree baseline for ``--mode`` trees | lightgbm | xgboost.
 
     Args:
@@ -22,6 +23,7 @@ def tree_model(mode: str, task: str, seed: int = 0, threads: int = 1) -> TreeRan
         task: ``"layout"`` or ``"tile"``.
         seed: Seed of the model.
         threads: Threads the library may use.
+        rounds: Most boosting rounds; validation picks how many are used.
 
     Returns:
         TreeRanker: An untrained model.
@@ -31,7 +33,7 @@ def tree_model(mode: str, task: str, seed: int = 0, threads: int = 1) -> TreeRan
     """
     if mode not in TREE_BASELINES:
         raise InvalidOption(f"unknown tree baseline '{mode}' (choose from: {', '.join(TREE_BASELINES)})")
-    return TREE_BASELINES[mode](task, seed=seed, threads=threads)
+    return TREE_BASELINES[mode](task, seed=seed, rounds=rounds, threads=threads)
 
 
 def load_trees(folder: str | Path) -> TreeRanker:

@@ -48,7 +48,7 @@ SETTINGS: tuple[str, ...] = ("mode", "segment_size", "segmenter", "k", "memory_b
                              "sed_tau", "history_key", "refresh", "refresh_segments", "sample", "epochs",
                              "finetune_epochs", "lr", "loss", "configs_per_graph", "graphs_per_step",
                              "validate_every", "valid_configs", "prune_hops", "keep_best", "device",
-                             "seed")  # fmt: skip
+                             "seed", "rounds")  # fmt: skip
 MODEL_SETTINGS: tuple[str, ...] = ("backbone", "hidden", "layers", "readout", "deviation", "cross_config_heads")
 PLOTS: tuple[str, ...] = ("training.png", "memory.png")
 
@@ -56,6 +56,7 @@ PLOTS: tuple[str, ...] = ("training.png", "memory.png")
 def train_settings(data: str | Path, config: TrainConfig, model: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     """The settings a training run records and compares on resume."""
     values = config.to_dict() | model
+    values["rounds"] = config.boosting_rounds if config.mode in TREE_MODES else None  # what a tree mode trains
     return {"data": str(data)} | {k: values[k] for k in (*SETTINGS, *MODEL_SETTINGS)} | run
 
 
@@ -325,7 +326,7 @@ def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any],
                  train_ds: GraphDataset, valid_ds: GraphDataset | None, test_ds: GraphDataset | None,
                  threads: int, log: Callable[[str], None] | None) -> dict[str, Any]:  # fmt: skip
 
-    model = tree_model(tc.mode, train_ds.task, seed=tc.seed, threads=threads)
+    model = tree_model(tc.mode, train_ds.task, seed=tc.seed, rounds=tc.boosting_rounds, threads=threads)
     for ds in (train_ds, valid_ds, test_ds):
         for i in range(len(ds) if ds is not None else 0):
             ds.record(i)  # read and check every graph before the folder is made
@@ -337,8 +338,7 @@ def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any],
     with run if run is not None else contextlib.nullcontext():
         t0 = time.perf_counter()
         history = model.fit(train_ds, valid_ds)
-        test = model.evaluate(test_ds) if test_ds is not None else None
-        per_graph = model.per_graph_opa(test_ds) if test_ds is not None else None
+        test, per_graph = model.evaluate_per_graph(test_ds) if test_ds is not None else (None, None)
         label = data_label(data, train_ds)
         result = _train_result(settings, model, history, test, time.perf_counter() - t0, label, plots=False)
         result["test_opa_per_graph"] = per_graph

@@ -24,6 +24,10 @@ SAMPLES: tuple[str, ...] = ("varying", "uniform")
 AUTO = "auto"
 #: The step-memory budget (MB) ``k="auto"`` fills when no ``memory_budget_mb`` is given.
 DEFAULT_BUDGET_MB = 256.0
+#: Boosting rounds a tree mode trains when no ``rounds`` is given (validation then picks 50, 100, 200 or all of them).
+DEFAULT_ROUNDS = 400
+#: Most boosting rounds of a tree mode (``--rounds``).
+MAX_ROUNDS = 10_000
 #: The reference's segment size: ``segment_size="auto"`` uses it, or the whole graph when that is smaller.
 AUTO_SEGMENT_CAP = 1000
 
@@ -61,6 +65,8 @@ class TrainConfig:
         cache_mb: Memory in MB for graphs kept between epochs, >= 0.
         grad_clip: Largest gradient norm, > 0 (None: no clipping).
         seed: Seed, >= 0.
+        rounds: Most boosting rounds of a tree mode, 1 to 10,000 (None: 400); validation picks how many are used.
+            Only for the tree modes.
         device: Torch device, e.g. ``"cpu"`` or ``"cuda"``.
         prune_hops: Keep configurable nodes plus this many hops, >= 0 (``"auto"``: layout with a ranking loss keeps
             L hops; None: no pruning).
@@ -99,6 +105,7 @@ class TrainConfig:
     cache_mb: float = 1024.0  # graphs kept in memory between epochs (records and their plans), most recent first
     grad_clip: float | None = 1.0
     seed: int = 0
+    rounds: int | None = None  # tree modes: most boosting rounds (None: DEFAULT_ROUNDS); not for the GNN modes
     device: str = "cpu"
     prune_hops: int | str | None = AUTO  # auto: layout graphs with a ranking loss keep configurable nodes + L hops
     keep_best: bool = True  # evaluate the test split (and predict) with the weights of the best validation epoch
@@ -129,6 +136,7 @@ class TrainConfig:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise InvalidOption(f"{name.replace('_', ' ')} must be an integer >= {low}, got {value!r}")
         check_epochs(self.epochs, self.finetune_epochs, self.validate_every)
+        self._check_rounds()
         if not 0.0 <= self.sed_p < 1.0:
             raise InvalidOption(f"SED probability must be in [0, 1), got {self.sed_p}")
         for name in ("sed_tau", "cache_mb") + (("memory_budget_mb",) if self.memory_budget_mb is not None else ()):
@@ -146,6 +154,21 @@ class TrainConfig:
         if not isinstance(self.keep_best, bool):
             raise InvalidOption(f"keep best must be true or false, got {self.keep_best!r}")
         check_device(self.device)
+
+    def _check_rounds(self) -> None:
+        if self.rounds is None:
+            return
+        if self.mode not in TREE_MODES:
+            raise InvalidOption(f"--rounds is for the tree modes ({', '.join(TREE_MODES)}): --mode {self.mode} "
+                                "trains a GNN for --epochs")  # fmt: skip
+        r = self.rounds
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 1 <= r <= MAX_ROUNDS:
+            raise InvalidOption(f"--rounds {r!r}: must be an integer between 1 and {MAX_ROUNDS:,} (boosting rounds)")
+
+    @property
+    def boosting_rounds(self) -> int:
+        """The most boosting rounds a tree mode trains (``rounds``, or :data:`DEFAULT_ROUNDS`)."""
+        return DEFAULT_ROUNDS if self.rounds is None else int(self.rounds)
 
     @property
     def finetunes(self) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import io
 import json
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from scipy.stats import rankdata
 from mlsysopt.costmodel.data.record import GraphDataset, GraphRecord
 from mlsysopt.costmodel.inputs import unique_rows
 from mlsysopt.costmodel.metrics import opa, ranking_metrics
+from mlsysopt.costmodel.train_config import DEFAULT_ROUNDS
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 
 TOP_K = 16
@@ -50,6 +52,10 @@ PARAMS: dict[str, Any] = {"learning_rate": 0.05, "max_leaf_nodes": 31, "min_samp
                           "max_features": 0.8, "early_stopping": False}  # fmt: skip
 #: Tree counts tried on the validation split (the best validation OPA is kept; all of them without one).
 ROUND_CHOICES: tuple[int, ...] = (50, 100, 200, 400)
+#: One graph for a tree model: its name, feature rows and runtimes (None: not measured).
+Graph = tuple[str, np.ndarray, "np.ndarray | None"]
+#: One graph's scores and runtimes (None: not measured).
+Scored = tuple[np.ndarray, "np.ndarray | None"]
 _FIELDS = ("value", "feature_idx", "num_threshold", "missing_go_to_left", "left", "right", "is_leaf")
 
 
@@ -210,7 +216,9 @@ class TreeRanker:
     library = ""
     description = ""
 
-    def __init__(self, task: str, seed: int = 0, rounds: int = 400, threads: int = 1, top_k: int = TOP_K) -> None:
+    def __init__(
+        self, task: str, seed: int = 0, rounds: int = DEFAULT_ROUNDS, threads: int = 1, top_k: int = TOP_K
+    ) -> None:
         if task not in ("layout", "tile"):
             raise InvalidOption(f"--mode {self.mode} ranks configurations: it is for layout and tile, not {task}")
         self.task, self.seed, self.rounds, self.threads, self.top_k = task, int(seed), int(rounds), int(threads), top_k
@@ -250,52 +258,67 @@ class TreeRanker:
         x, y, rts, sizes = self._rows(train_ds)
         loss = self._fit(x, y, rts, sizes)
         self.chosen = self.rounds
-        if valid_ds is not None and len(valid_ds):  # early stopping the way a competitor would: on validation OPA
+        # the validation graphs are read (and their features built) once for every tree count tried
+        valid = list(self._graphs(valid_ds)) if valid_ds is not None and len(valid_ds) else None
+        if valid is not None:  # early stopping the way a competitor would: on validation OPA
             scores = {}
             for r in sorted({min(r, self.rounds) for r in ROUND_CHOICES} | {self.rounds}):
-                self.chosen = r
-                scores[r] = self.evaluate(valid_ds)["opa"]
+                scores[r] = self._metrics(self._scored(valid, r))["opa"]
             self.chosen = max(scores, key=lambda r: (scores[r], -r))
         entry: dict[str, Any] = {"epoch": 1, "phase": "train", "rounds": self.chosen, "rows": int(x.shape[0]),
                                  "loss": loss, "epoch_s": time.perf_counter() - t0, "peak_step_mb": 0.0,
                                  "step_mb": []}  # fmt: skip
-        if valid_ds is not None and len(valid_ds):
+        if valid is not None:
             t_ev = time.perf_counter()
-            entry |= {f"valid_{k}": v for k, v in self.evaluate(valid_ds).items()}
+            entry |= {f"valid_{k}": v for k, v in self._metrics(self._scored(valid, self.chosen)).items()}
             entry["eval_s"] = time.perf_counter() - t_ev
         self.history = [entry]
         return self.history
 
-    def predict(self, ds: GraphDataset) -> dict[str, np.ndarray]:
-        """Per graph: a score per configuration (lower = faster)."""
-        if not self.fitted:
-            raise InvalidOption("the trees model is not trained")
-        out = {}
+    def _graphs(self, ds: GraphDataset) -> Iterator[Graph]:
+        """Per graph of ``ds``, one read each: (name, feature rows, runtimes or None)."""
         for i in range(len(ds)):
             rec = ds.record(i)
             if rec.task != self.task:
                 raise InvalidOption(f"{rec.name}: a {rec.task} graph, but the model is for {self.task}")
-            out[rec.name] = self._predict(graph_features(rec, self.top_k), self.chosen or self.rounds)
-        return out
+            rt = None if rec.runtime is None else np.asarray(rec.runtime, np.float64)
+            yield rec.name, graph_features(rec, self.top_k), rt
+
+    def _scored(self, graphs: Iterable[Graph], rounds: int | None = None) -> dict[str, Scored]:
+        """Per graph of ``graphs`` (from :meth:`_graphs`): its scores with the first ``rounds`` trees (None: the
+        chosen count) and its runtimes."""
+        if not self.fitted:
+            raise InvalidOption("the trees model is not trained")
+        r = rounds or self.chosen or self.rounds
+        return {name: (self._predict(x, r), rt) for name, x, rt in graphs}
+
+    @staticmethod
+    def _measured(scored: dict[str, Scored]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        for name, (_, rt) in scored.items():
+            if rt is None:
+                raise InvalidOption(f"{name}: has no runtimes to evaluate against")
+        return scored  # type: ignore[return-value]
+
+    def _metrics(self, scored: dict[str, Scored]) -> dict[str, float]:
+        pairs = self._measured(scored).values()
+        return ranking_metrics([p for p, _ in pairs], [rt for _, rt in pairs])
+
+    def predict(self, ds: GraphDataset) -> dict[str, np.ndarray]:
+        """Per graph: a score per configuration (lower = faster)."""
+        return {name: pred for name, (pred, _) in self._scored(self._graphs(ds)).items()}
 
     def evaluate(self, ds: GraphDataset, comm: Any = None) -> dict[str, float]:
         """Ranking metrics on ``ds`` (as the GNN trainer's)."""
-
-        preds = self.predict(ds)
-        trues = []
-        for i in range(len(ds)):
-            rec = ds.record(i)
-            if rec.runtime is None:
-                raise InvalidOption(f"{rec.name}: has no runtimes to evaluate against")
-            trues.append(np.asarray(rec.runtime, np.float64))
-        return ranking_metrics(list(preds.values()), trues)
+        return self._metrics(self._scored(self._graphs(ds)))
 
     def per_graph_opa(self, ds: GraphDataset) -> dict[str, float]:
         """OPA of every graph of ``ds``, by name."""
+        return {name: opa(p, rt) for name, (p, rt) in self._measured(self._scored(self._graphs(ds))).items()}
 
-        preds = self.predict(ds)
-        return {name: opa(preds[name], np.asarray(ds.record(i).runtime, np.float64)) for i, name in
-                enumerate(preds)}  # fmt: skip
+    def evaluate_per_graph(self, ds: GraphDataset) -> tuple[dict[str, float], dict[str, float]]:
+        """:meth:`evaluate` and :meth:`per_graph_opa` of ``ds`` from one read of its graphs."""
+        scored = self._measured(self._scored(self._graphs(ds)))
+        return self._metrics(scored), {name: opa(p, rt) for name, (p, rt) in scored.items()}
 
     # ------------------------------------------------------------------ files (no pickle)
     def save(self, folder: str | Path, write: Any) -> None:
@@ -345,7 +368,9 @@ class TreesModel(TreeRanker):
     library = "sklearn"
     description = "scikit-learn HistGradientBoostingRegressor on flattened configuration features (trees.py)"
 
-    def __init__(self, task: str, seed: int = 0, rounds: int = 400, threads: int = 1, top_k: int = TOP_K) -> None:
+    def __init__(
+        self, task: str, seed: int = 0, rounds: int = DEFAULT_ROUNDS, threads: int = 1, top_k: int = TOP_K
+    ) -> None:
         super().__init__(task, seed, rounds, threads, top_k)
         self.trees: TreeArrays | None = None
 
