@@ -55,11 +55,14 @@ def wait_for(what: str, ready, proc: subprocess.Popen[str]):
 
 
 def pool_workers(pid: int, exclude: set[int] = frozenset()) -> list[psutil.Process]:
-    """The run's pool worker processes that are ready: started, and ignoring SIGINT (their initializer ran)."""
+    """The run's pool worker processes that are ready: started, and ignoring SIGINT (their initializer ran).
+
+    The workers are forks of multiprocessing's fork server (same command line), which is the run's own child.
+    """
     found = []
     for child in psutil.Process(pid).children(recursive=True):
         try:
-            if child.pid in exclude or "spawn_main" not in " ".join(child.cmdline()):
+            if child.pid in exclude or child.ppid() == pid or "forkserver" not in " ".join(child.cmdline()):
                 continue
             status = Path(f"/proc/{child.pid}/status").read_text()
         except (psutil.Error, OSError):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import multiprocessing as mp
 import os
 import pickle
+import select
 import signal
 import threading
 import time
@@ -30,22 +33,59 @@ class SerialExecutor(Executor):
         return [fn(x) for x in items]
 
 
-#: How often a pool worker checks that the process that started it is still alive (seconds).
+#: How often a pool worker checks that the main process is still alive where the system has no pidfd (seconds).
 PARENT_POLL_S = 0.5
 
 
-def _init_worker(parent: int) -> None:
+def _init_worker(main: int) -> None:
     """Leave Ctrl-C to the main process (no worker tracebacks) and exit when that process is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with_parent, args=(parent,), name="mlsysopt-parent-watch", daemon=True).start()
+    threading.Thread(target=_exit_with, args=(main,), name="mlsysopt-main-watch", daemon=True).start()
 
 
-def _exit_with_parent(parent: int) -> None:
-    # A worker busy in a long item never reads the call queue, so a SIGKILLed parent would leave it running to the
-    # end of its item. PR_SET_PDEATHSIG would fire when the *thread* that spawned it exits, hence polling.
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL_S)
+def _exit_with(main: int) -> None:
+    # A worker busy in a long item never reads the call queue, so a SIGKILLed main process would leave it running to
+    # the end of its item. Its parent, the fork server, outlives the main process while any worker lives (each holds
+    # the server's "alive" pipe), and PR_SET_PDEATHSIG would fire when a *thread* exits: so the worker watches the
+    # main process itself, through a pidfd (readable once that process has exited).
+    try:
+        fd = os.pidfd_open(main)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):  # no pidfd (Linux < 5.3, other systems): poll
+        while _exists(main):
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+    select.select([fd], [], [])
     os._exit(1)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fork_server(fn: Callable[[Any], Any]) -> mp.context.BaseContext:
+    """multiprocessing's ``forkserver`` context, its server importing the module ``fn`` comes from when it starts.
+
+    The server is a fresh interpreter (torch and numba start clean there, as in a spawned worker) started once per
+    process; each pool worker is then a fork of it, with that module and what it imports (torch, PyG, numba: 2-6
+    CPU-s per interpreter) already loaded, instead of importing them again in every worker and in every replacement
+    pool. Only the first pool of a process chooses what the server imports; a later pool's workers import their own
+    modules after the fork, as spawned ones would.
+    """
+    ctx = mp.get_context("forkserver")
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    module = getattr(fn, "__module__", None) if inspect.isroutine(fn) else type(fn).__module__
+    if module and module != "__main__":
+        ctx.set_forkserver_preload(["__main__", module])
+    return ctx
 
 
 def _call_pickled(blob: bytes) -> bytes:
@@ -60,7 +100,7 @@ def _call_pickled(blob: bytes) -> bytes:
 
 
 class LocalExecutor(Executor):
-    """A pool of worker processes on this machine (spawned, so torch and numba start clean).
+    """A pool of worker processes on this machine, forked from a fresh server process (:func:`_fork_server`).
 
     When a worker dies (killed, out of memory), the pool is replaced and the items that had not finished are run
     again, at most ``max_retries`` times each; then :class:`ExecutorLost` names what kept failing.
@@ -85,10 +125,10 @@ class LocalExecutor(Executor):
         self.restarts = 0  # pools replaced after a lost worker (read by tests and reports)
         self._pool: ProcessPoolExecutor | None = None
 
-    def _ensure_pool(self) -> ProcessPoolExecutor:
+    def _ensure_pool(self, fn: Callable[[Any], Any]) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=mp.get_context("spawn"), initializer=_init_worker, initargs=(os.getpid(),)
+                self.workers, mp_context=_fork_server(fn), initializer=_init_worker, initargs=(os.getpid(),)
             )
         return self._pool
 
@@ -100,7 +140,7 @@ class LocalExecutor(Executor):
         attempts = [0] * len(todo)
         try:
             while pending:
-                pool = self._ensure_pool()
+                pool = self._ensure_pool(fn)
                 futures: dict[int, Future] = {
                     i: pool.submit(_call_pickled, pickle.dumps((fn, todo[i]), protocol=pickle.HIGHEST_PROTOCOL))
                     for i in pending
