@@ -1,9 +1,9 @@
 """Data-parallel jobs: ``world_size`` processes joined in one torch.distributed (gloo) group, locally or on Ray.
 
 ``run_data_parallel(fn, world_size, payload, backend="ray", address=...)`` starts one process per rank (Ray
-actors placed by the cluster, or spawned local processes), initializes a gloo process group between them
-(rank 0 picks the rendezvous address on its own node), calls ``fn(rank, world_size, payload)`` in each and returns
-the results in rank order. ``fn`` synchronizes through ``torch.distributed`` (all-reduce of gradients, for
+actors placed by the cluster, or local processes forked from a fresh fork server), initializes a gloo process group
+between them (rank 0 picks the rendezvous address on its own node), calls ``fn(rank, world_size, payload)`` in each
+and returns the results in rank order. ``fn`` synchronizes through ``torch.distributed`` (all-reduce of gradients, for
 example). A lost process fails the whole job with :class:`~mlsysopt.runtime.base.ExecutorLost`: data-parallel
 ranks cannot be re-run alone, so the caller resumes from its last checkpoint instead.
 """
@@ -11,13 +11,13 @@ ranks cannot be re-run alone, so the caller resumes from its last checkpoint ins
 from __future__ import annotations
 
 import datetime as dt
-import multiprocessing as mp
 import socket
 from collections.abc import Callable
 from typing import Any
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.runtime.base import ExecutorLost
+from mlsysopt.runtime.local import fork_server
 from mlsysopt.runtime.ray_executor import RayExecutor
 
 #: Seconds the ranks wait for each other at the rendezvous and in each collective.
@@ -70,7 +70,7 @@ def _local_rank(args: tuple[Callable, int, int, str, Any], queue: Any) -> None:
 
 
 def _run_local(fn: Callable, world_size: int, payload: Any) -> list[Any]:
-    ctx = mp.get_context("spawn")
+    ctx = fork_server(fn)
     host, port = rendezvous_address("127.0.0.1")
     init = f"tcp://{host}:{port}"
     queue = ctx.Queue()

@@ -70,7 +70,7 @@ def _exists(pid: int) -> bool:
     return True
 
 
-def _fork_server(fn: Callable[[Any], Any]) -> mp.context.BaseContext:
+def fork_server(fn: Callable[..., Any]) -> mp.context.BaseContext:
     """multiprocessing's ``forkserver`` context, its server importing the module ``fn`` comes from when it starts.
 
     The server is a fresh interpreter (torch and numba start clean there, as in a spawned worker) started once per
@@ -78,6 +78,12 @@ def _fork_server(fn: Callable[[Any], Any]) -> mp.context.BaseContext:
     CPU-s per interpreter) already loaded, instead of importing them again in every worker and in every replacement
     pool. Only the first pool of a process chooses what the server imports; a later pool's workers import their own
     modules after the fork, as spawned ones would.
+
+    Args:
+        fn: The function the processes will run (a ``functools.partial``, method or callable object too).
+
+    Returns:
+        The context to create the processes or the pool with.
     """
     ctx = mp.get_context("forkserver")
     while isinstance(fn, functools.partial):
@@ -100,7 +106,7 @@ def _call_pickled(blob: bytes) -> bytes:
 
 
 class LocalExecutor(Executor):
-    """A pool of worker processes on this machine, forked from a fresh server process (:func:`_fork_server`).
+    """A pool of worker processes on this machine, forked from a fresh server process (:func:`fork_server`).
 
     When a worker dies (killed, out of memory), the pool is replaced and the items that had not finished are run
     again, at most ``max_retries`` times each; then :class:`ExecutorLost` names what kept failing.
@@ -128,7 +134,7 @@ class LocalExecutor(Executor):
     def _ensure_pool(self, fn: Callable[[Any], Any]) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=_fork_server(fn), initializer=_init_worker, initargs=(os.getpid(),)
+                self.workers, mp_context=fork_server(fn), initializer=_init_worker, initargs=(os.getpid(),)
             )
         return self._pool
 
