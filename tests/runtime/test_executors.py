@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from workloads import RANKS, allreduce_rank, always_die, die_once, fail_on_three, square_plus
+from workloads import RANKS, allreduce_rank, always_die, die_once, env_value, fail_on_three, square_plus
 
 from cli_helpers import terminal_sigint
 from mlsysopt.errors import InvalidOption, MlsysoptError
@@ -57,6 +57,16 @@ def test_local_pool_maps_in_order_in_other_processes() -> None:
         assert [v for v, _ in ex.map(square_plus, [2])] == [5]  # and the executor still works
     assert ex._pool is None  # closed on exit
     ex.close()  # closing twice is harmless
+
+
+def test_a_pool_started_later_has_the_environment_of_then(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers fork from a server started with the first pool; each pool still sees the caller's environment."""
+    monkeypatch.delenv("MLSYSOPT_TEST_ENV", raising=False)
+    with LocalExecutor(2) as ex:
+        assert ex.map(env_value, ["MLSYSOPT_TEST_ENV"]) == [None]
+    monkeypatch.setenv("MLSYSOPT_TEST_ENV", "then")
+    with LocalExecutor(2) as ex:
+        assert ex.map(env_value, ["MLSYSOPT_TEST_ENV"] * 2) == ["then", "then"]
 
 
 def test_local_pool_is_lazy() -> None:

@@ -14,6 +14,11 @@ def square_plus(x: int) -> tuple[int, int]:
     return x * x + 1, os.getpid()
 
 
+def env_value(key: str) -> str | None:
+    """The value of an environment variable in the process that runs this."""
+    return os.environ.get(key)
+
+
 def fail_on_three(x: int) -> int:
     """Raises a library error for 3."""
     if x == 3:

@@ -11,13 +11,14 @@ ranks cannot be re-run alone, so the caller resumes from its last checkpoint ins
 from __future__ import annotations
 
 import datetime as dt
+import os
 import socket
 from collections.abc import Callable
 from typing import Any
 
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.runtime.base import ExecutorLost
-from mlsysopt.runtime.local import fork_server
+from mlsysopt.runtime.local import adopt_environ, fork_server
 from mlsysopt.runtime.ray_executor import RayExecutor
 
 #: Seconds the ranks wait for each other at the rendezvous and in each collective.
@@ -61,8 +62,9 @@ class _RankActor:
         return run_rank(fn, rank, world_size, init, payload)
 
 
-def _local_rank(args: tuple[Callable, int, int, str, Any], queue: Any) -> None:
+def _local_rank(args: tuple[Callable, int, int, str, Any], queue: Any, environ: dict[str, str]) -> None:
     fn, rank, world, init, payload = args
+    adopt_environ(environ)
     try:
         queue.put((rank, True, run_rank(fn, rank, world, init, payload)))
     except BaseException as exc:  # reported to the parent, which raises it
@@ -75,7 +77,7 @@ def _run_local(fn: Callable, world_size: int, payload: Any) -> list[Any]:
     init = f"tcp://{host}:{port}"
     queue = ctx.Queue()
     jobs = [(fn, r, world_size, init, payload) for r in range(world_size)]
-    procs = [ctx.Process(target=_local_rank, args=(job, queue)) for job in jobs]
+    procs = [ctx.Process(target=_local_rank, args=(job, queue, dict(os.environ))) for job in jobs]
     for p in procs:
         p.start()
     results: dict[int, Any] = {}

@@ -37,8 +37,9 @@ class SerialExecutor(Executor):
 PARENT_POLL_S = 0.5
 
 
-def _init_worker(main: int) -> None:
-    """Leave Ctrl-C to the main process (no worker tracebacks) and exit when that process is gone."""
+def _init_worker(main: int, environ: dict[str, str]) -> None:
+    """Take the main process's environment, leave Ctrl-C to it (no worker tracebacks) and exit when it is gone."""
+    adopt_environ(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with, args=(main,), name="mlsysopt-main-watch", daemon=True).start()
 
@@ -77,7 +78,8 @@ def fork_server(fn: Callable[..., Any]) -> mp.context.BaseContext:
     process; each pool worker is then a fork of it, with that module and what it imports (torch, PyG, numba: 2-6
     CPU-s per interpreter) already loaded, instead of importing them again in every worker and in every replacement
     pool. Only the first pool of a process chooses what the server imports; a later pool's workers import their own
-    modules after the fork, as spawned ones would.
+    modules after the fork, as spawned ones would. The processes take the caller's environment of the time they
+    start (:func:`adopt_environ`), but what a module read from it at import (OpenMP's thread count) is the server's.
 
     Args:
         fn: The function the processes will run (a ``functools.partial``, method or callable object too).
@@ -92,6 +94,14 @@ def fork_server(fn: Callable[..., Any]) -> mp.context.BaseContext:
     if module and module != "__main__":
         ctx.set_forkserver_preload(["__main__", module])
     return ctx
+
+
+def adopt_environ(environ: dict[str, str]) -> None:
+    """Make this process's environment ``environ``: a fork of the fork server starts with the server's environment,
+    from when it started, where a spawned process would have the parent's of now."""
+    if environ != os.environ:
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 def _call_pickled(blob: bytes) -> bytes:
@@ -133,8 +143,9 @@ class LocalExecutor(Executor):
 
     def _ensure_pool(self, fn: Callable[[Any], Any]) -> ProcessPoolExecutor:
         if self._pool is None:
+            ctx, main = fork_server(fn), os.getpid()
             self._pool = ProcessPoolExecutor(
-                self.workers, mp_context=fork_server(fn), initializer=_init_worker, initargs=(os.getpid(),)
+                self.workers, mp_context=ctx, initializer=_init_worker, initargs=(main, dict(os.environ))
             )
         return self._pool
 
