@@ -192,6 +192,12 @@ class Reinforce:
             return {"loss": 0.0, "entropy": 0.0, "baseline": self.baseline or 0.0}
         with torch_threads(1):
             log_prob, ent = self.controller.evaluate(choices)
+        return self.step_on(log_prob, ent, advantages)
+
+    def step_on(self, log_prob: torch.Tensor, ent: torch.Tensor, advantages: torch.Tensor) -> dict[str, float]:
+        """:meth:`step` on the log-probabilities and entropies of the sampled choices (with their autograd graph,
+        e.g. from :meth:`Controller.sample` with gradients on: no second pass over the same choices)."""
+        with torch_threads(1):
             loss = -(log_prob * advantages).mean() - self.entropy * ent.mean()
             self.optimizer.zero_grad()
             loss.backward()
@@ -279,6 +285,15 @@ class Policy:
     ) -> list[Arch]:
         """``batch`` architectures of ``blocks`` blocks (``options = space.decisions(blocks)``), by the generator."""
         return sample_archs(self.controller, options, blocks, batch, self.gen, prefixes)
+
+    def sample_for_step(
+        self, options: Sequence[int], blocks: int, batch: int
+    ) -> tuple[list[Arch], torch.Tensor, torch.Tensor]:
+        """:meth:`sample`, with the log-probabilities and entropies of the samples (and their autograd graph) for a
+        :meth:`Reinforce.step_on` on all of them, in the order sampled."""
+        with torch_threads(1):
+            choices, log_prob, ent = self.controller.sample(len(options), batch, self.gen)
+        return [Arch(tuple(row), blocks) for row in choices.tolist()], log_prob, ent
 
     def update(
         self,

@@ -196,7 +196,7 @@ class EPNAS(Searcher[EPNASConfig]):
         assert self.scorer is not None
         for _ in range(cfg.prior_steps):
             blocks = self.stages.blocks
-            archs = self.policy.sample(space.decisions(blocks), blocks, cfg.candidates)
+            archs, log_prob, ent = self.policy.sample_for_step(space.decisions(blocks), blocks, cfg.candidates)
             ok = [self.valid(a) and (not self.constraints.hard or self.feasible_cheap(a)) for a in archs]
             good = [a for a, o in zip(archs, ok, strict=True) if o]
             adv = np.full(len(archs), float(cfg.penalty))
@@ -204,7 +204,7 @@ class EPNAS(Searcher[EPNASConfig]):
                 score = self.scorer.score(good)
                 z = (score - score.mean()) / (score.std() or 1.0)
                 adv[np.flatnonzero(ok)] = z
-            self.policy.pg.step([a.choices for a in archs], torch.as_tensor(adv, dtype=torch.float32))
+            self.policy.pg.step_on(log_prob, ent, torch.as_tensor(adv, dtype=torch.float32))  # = step(archs, adv)
 
     def ask(self, n: int) -> list[Arch]:
         """The next ``n`` candidates of the current round (a new round, of ``round_size`` or else ``n``, when done)."""

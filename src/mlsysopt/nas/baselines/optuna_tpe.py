@@ -85,7 +85,7 @@ class OptunaTPE(Searcher[TPEConfig]):
 
     def _suggest(self) -> tuple[optuna.Trial, Arch]:
         cfg = self.cfg
-        n = len(self.study.trials)
+        n = len(self.study.get_trials(deepcopy=False))  # study.trials deep-copies every trial on each ask
         self.study.sampler = optuna.samplers.TPESampler(
             n_startup_trials=cfg.n_startup, multivariate=cfg.multivariate, seed=(self.seed * 1_000_003 + n) % 2**32
         )

@@ -47,8 +47,12 @@ class Arch:
             object.__setattr__(self, "choices", conv)
         elif type(self.choices) is not tuple:
             object.__setattr__(self, "choices", tuple(self.choices))
-        if isinstance(self.blocks, numbers.Integral) and not isinstance(self.blocks, bool):
-            object.__setattr__(self, "blocks", int(self.blocks))
+        if (
+            type(self.blocks) is not int
+            and isinstance(self.blocks, numbers.Integral)
+            and not isinstance(self.blocks, bool)
+        ):
+            object.__setattr__(self, "blocks", int(self.blocks))  # (an int is one already: the ABC check is slow)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"choices": [...], "blocks": b}``, JSON-ready."""
