@@ -96,14 +96,14 @@ def test_sed_aggregate_is_unbiased_exactly(S: int, k: int, p: float) -> None:
 @pytest.mark.parametrize("mode", MODES)
 def test_every_mode_learns_the_easy_layout_task(mode: str, tc: Callable) -> None:
     train, valid = layout_sets()
-    trainer = Trainer(MC, tc(mode=mode, epochs=4, finetune_epochs=2))
+    trainer = Trainer(MC, tc(mode=mode, epochs=2, finetune_epochs=2))  # 2 epochs: ~0.52 untrained -> 0.79-0.82
     before = trainer.evaluate(valid)["opa"]
     hist = trainer.fit(train, valid)
     train_losses = [h["loss"] for h in hist if h["phase"] == "train"]
     assert train_losses[-1] < train_losses[0]
     assert hist[-1]["valid_opa"] > max(0.7, before + 0.1)
-    assert len(hist) == 4 + (2 if mode in ("gst+ef", "gst+efd") else 0)
-    assert [h["phase"] for h in hist].count("finetune") == len(hist) - 4
+    assert len(hist) == 2 + (2 if mode in ("gst+ef", "gst+efd") else 0)
+    assert [h["phase"] for h in hist].count("finetune") == len(hist) - 2
     for h in hist:
         assert len(h["step_mb"]) == len(train) and h["peak_step_mb"] == max(h["step_mb"]) > 0
         assert h["epoch_s"] > 0 and math.isfinite(h["valid_kendall"])
@@ -112,13 +112,13 @@ def test_every_mode_learns_the_easy_layout_task(mode: str, tc: Callable) -> None
 def test_malnet_and_tile_tasks_train_and_evaluate(tc: Callable) -> None:
     mal = ListDataset([easy_malnet(f"m{i}", i % 2, n=80 + 5 * i, seed=i) for i in range(8)])
     mc = ModelConfig.for_task("malnet", num_classes=2, hidden=16, layers=2)
-    trainer = Trainer(mc, tc(mode="gst+efd", segment_size=30, epochs=6, graphs_per_step=2))
+    trainer = Trainer(mc, tc(mode="gst+efd", segment_size=30, epochs=2, graphs_per_step=2))  # accuracy 0 untrained
     hist = trainer.fit(mal, mal)
     assert hist[-1]["valid_accuracy"] == 1.0
     assert trainer.predict(mal)["m0"].shape == (2,)
     tile = ListDataset([easy_tile(f"t{i}", seed=i) for i in range(6)])
     tmc = ModelConfig.for_task("tile", hidden=16, layers=2, opcode_dim=4)
-    hist = Trainer(tmc, tc(mode="gst+ef", segment_size=10, epochs=8, lr=1e-2)).fit(tile, tile)
+    hist = Trainer(tmc, tc(mode="gst+ef", segment_size=10, epochs=5, lr=1e-2)).fit(tile, tile)  # 0.50 -> 0.90
     assert hist[-1]["valid_opa"] > 0.8
 
 
