@@ -204,13 +204,19 @@ def _recurrent_flops(gates: int, steps: int, features: int, hidden: int, layers:
 
 def mflops(spec: dict[str, Any]) -> float:
     """Million FLOPs of one sample through the convolutions, linear layers, attention and recurrent cells
-    (counted by hooks on the meta device: shapes only, nothing computed; recurrent models in closed form, the
-    meta device steps through their cells one op at a time, ~0.3 s a model)."""
+    (counted by hooks on the meta device: shapes only, nothing computed; recurrent models and MLPs in closed form,
+    the meta device steps through recurrent cells one op at a time, ~0.3 s a model)."""
     if spec.get("family") in ("gru", "lstm"):
         dirs = 2 if spec["bidirectional"] else 1
         gates = 3 if spec["family"] == "gru" else 4
         rnn = _recurrent_flops(gates, spec["steps"], spec["features"], spec["hidden"], spec["layers"], dirs)
         return (rnn + 2.0 * CLASSES * spec["hidden"] * dirs) / 1e6  # + the linear head on the last step
+    if spec.get("family") == "mlp":  # closed form too: one row through the linear layers (the meta device's
+        total, cin = 0.0, spec["features"]  # matrix products import torch._dynamo, ~2 s, for this sum)
+        for w in [*spec["widths"], CLASSES]:
+            total += 2.0 * w * cin
+            cin = w
+        return total / 1e6
     with torch.device("meta"):
         module, x = build(spec)
     total = [0.0]
