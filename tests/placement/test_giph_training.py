@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -60,9 +62,18 @@ def baseline_run() -> TrainResult:
 
 
 @pytest.fixture(scope="module")
-def four_single_updates() -> TrainResult:
-    """Four updates of one episode each in one go, no checkpoint: what a stopped and resumed training must equal."""
-    return train(tiny(updates=4, episodes_per_update=1))
+def four_single_updates() -> tuple[TrainResult, list[tuple[int, dict]]]:
+    """Four updates of one episode each in one go, no checkpoint: what a stopped and resumed training must equal;
+    and the ``on_update`` calls it made."""
+    seen: list[tuple[int, dict]] = []
+    return train(tiny(updates=4, episodes_per_update=1), on_update=lambda u, s: seen.append((u, s))), seen
+
+
+@pytest.fixture(scope="module")
+def checkpointed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[TrainResult, Path]:
+    """tiny() checkpointed after every update into a fresh ``sub/giph.pt`` (a test that resumes it copies it)."""
+    ckpt = tmp_path_factory.mktemp("giph") / "sub" / "giph.pt"
+    return train(tiny(checkpoint_every=1), checkpoint=ckpt), ckpt
 
 
 # ---------------------------------------------------------------------- returns
@@ -156,10 +167,9 @@ def test_train_runs_and_reports_every_update(baseline_run: TrainResult) -> None:
     )
 
 
-def test_train_calls_on_update() -> None:
-    seen: list[tuple[int, dict]] = []
-    res = train(tiny(updates=3, episodes_per_update=1), on_update=lambda u, s: seen.append((u, s)))
-    assert [u for u, _ in seen] == [0, 1, 2]
+def test_train_calls_on_update(four_single_updates: tuple[TrainResult, list[tuple[int, dict]]]) -> None:
+    res, seen = four_single_updates
+    assert [u for u, _ in seen] == [0, 1, 2, 3]
     assert [s for _, s in seen] == res.history
 
 
@@ -171,9 +181,10 @@ def test_train_is_deterministic(baseline_run: TrainResult) -> None:
     assert other.history != baseline_run.history
 
 
-def test_checkpoint_is_written_atomically(tmp_path, baseline_run: TrainResult) -> None:
-    ckpt = tmp_path / "sub" / "giph.pt"
-    res = train(tiny(checkpoint_every=1), checkpoint=ckpt)
+def test_checkpoint_is_written_atomically(
+    checkpointed_run: tuple[TrainResult, Path], baseline_run: TrainResult
+) -> None:
+    res, ckpt = checkpointed_run
     assert res.history == baseline_run.history  # checkpointing does not change training
     assert sorted(p.name for p in ckpt.parent.iterdir()) == ["giph.pt"]  # no temp file left behind
     data = load_checkpoint(ckpt)
@@ -191,9 +202,12 @@ def test_last_update_is_checkpointed_even_off_the_period(tmp_path) -> None:
     assert load_checkpoint(ckpt)["update"] == 2
 
 
-def test_resume_continues_where_the_checkpoint_left_off(tmp_path, baseline_run: TrainResult) -> None:
+def test_resume_continues_where_the_checkpoint_left_off(
+    tmp_path, checkpointed_run: tuple[TrainResult, Path], baseline_run: TrainResult
+) -> None:
+    first, written = checkpointed_run
     ckpt = tmp_path / "giph.pt"
-    first = train(tiny(checkpoint_every=1), checkpoint=ckpt)
+    shutil.copyfile(written, ckpt)  # tiny() checkpointed after each of its two updates
     assert first.history == baseline_run.history
     resumed = train(tiny(updates=3, checkpoint_every=1), checkpoint=ckpt, resume=True)
     assert len(resumed.history) == 3
@@ -215,7 +229,7 @@ def test_resume_without_a_checkpoint_starts_fresh(tmp_path, baseline_run: TrainR
 
 def test_no_resume_overwrites_the_checkpoint(tmp_path, baseline_run: TrainResult) -> None:
     ckpt = tmp_path / "giph.pt"
-    train(tiny(updates=3, episodes_per_update=1), checkpoint=ckpt)
+    train(tiny(updates=1, episodes_per_update=1), checkpoint=ckpt)  # another training's (shorter) history
     res = train(tiny(), checkpoint=ckpt, resume=False)
     assert res.history == baseline_run.history
     assert load_checkpoint(ckpt)["history"] == baseline_run.history
@@ -256,14 +270,14 @@ def test_trained_policy_places_feasibly(baseline_run: TrainResult) -> None:
 
 
 def test_timeout_stops_after_an_update_checkpointed_and_resume_finishes_it_exactly(
-    tmp_path, four_single_updates: TrainResult
+    tmp_path, four_single_updates: tuple[TrainResult, list[tuple[int, dict]]]
 ) -> None:
     ckpt = tmp_path / "giph.pt"
     cut = train(tiny(updates=4, episodes_per_update=1, timeout=1e-6), checkpoint=ckpt)
     assert cut.stopped_by == "timeout" and len(cut.history) == 1  # one update always runs
     assert load_checkpoint(ckpt)["update"] == 0
     rest = train(tiny(updates=4, episodes_per_update=1), checkpoint=ckpt, resume=True)
-    straight = four_single_updates
+    straight = four_single_updates[0]
     assert rest.stopped_by == "updates" and rest.history == straight.history
     assert_same_weights(rest.policy, straight.policy)
 
@@ -282,7 +296,7 @@ class LosesItsWorkers(SerialExecutor):
 
 
 def test_a_lost_executor_keeps_the_last_finished_update_and_resume_continues(
-    tmp_path, four_single_updates: TrainResult
+    tmp_path, four_single_updates: tuple[TrainResult, list[tuple[int, dict]]]
 ) -> None:
     ckpt = tmp_path / "giph.pt"
     cfg = tiny(updates=4, episodes_per_update=1, checkpoint_every=10)  # no periodic checkpoint before the loss
@@ -290,7 +304,7 @@ def test_a_lost_executor_keeps_the_last_finished_update_and_resume_continues(
         train(cfg, checkpoint=ckpt, executor=LosesItsWorkers(2))
     assert load_checkpoint(ckpt)["update"] == 1  # saved at the loss: updates 0 and 1 finished
     rest = train(cfg, checkpoint=ckpt, resume=True)
-    assert rest.history == four_single_updates.history
+    assert rest.history == four_single_updates[0].history
     with pytest.raises(ExecutorLost, match="before any checkpoint: start it again"):
         train(cfg, checkpoint=tmp_path / "new.pt", executor=LosesItsWorkers(0))
     assert not (tmp_path / "new.pt").exists()
