@@ -79,19 +79,23 @@ def tokens(decoded: Mapping[str, Any], prefix: str = "") -> list[str]:
     for k, v in decoded.items():
         if not prefix and (k in IGNORED_FIELDS or (k == "blocks" and isinstance(v, int))):
             continue  # ids, and a block count the per-block choices already imply
-        path = f"{prefix}.{k}" if prefix else str(k)
-        out += _leaf_tokens(path, v)
+        _add_tokens(out, f"{prefix}.{k}" if prefix else str(k), v)
     return out
 
 
-def _leaf_tokens(path: str, v: Any) -> list[str]:
-    if isinstance(v, Mapping):
-        return tokens(v, path)
-    if isinstance(v, list | tuple):
-        return [t for i, x in enumerate(v) for t in _leaf_tokens(f"{path}[{i}]", x)]
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    return [f"{path}={v}"]
+def _add_tokens(out: list[str], path: str, v: Any) -> None:
+    """Append the tokens of value ``v`` at ``path`` to ``out`` (an int or str leaf first: no ABC check for it)."""
+    if type(v) is int or type(v) is str:
+        out.append(f"{path}={v}")
+    elif isinstance(v, Mapping):
+        out += tokens(v, path)
+    elif isinstance(v, list | tuple):
+        for i, x in enumerate(v):
+            _add_tokens(out, f"{path}[{i}]", x)
+    else:
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        out.append(f"{path}={v}")
 
 
 def normal_scores(y: np.ndarray) -> np.ndarray:
