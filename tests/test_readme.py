@@ -94,7 +94,7 @@ SMALL: list[tuple[str, str]] = [
     (r"^mlsysopt serving profile ", "--rows 1,2,4 --intra 1,2 --inter 1 --repeats 2 --no-calibrate"),
     (
         r"^mlsysopt serving tune (?!.*--engine sim)",
-        "--budget 2 --confirm-top 1 --confirm-rounds 1 --noise-windows 2 --requests 20 --instances 1 --max-batch 1,4",
+        "--budget 2 --confirm-top 1 --confirm-rounds 1 --noise-windows 2 --requests 10 --instances 1 --max-batch 1,4",
     ),
     (r"^mlsysopt serving tune .*--model zoo:resnet", "--model zoo:cnn"),
     (r"^mlsysopt serving tune (?!.*--engine sim)(?!.*throughput).*--slo-ms", "--slo-ms 1000"),  # a loaded test box
@@ -105,7 +105,7 @@ SMALL: list[tuple[str, str]] = [
     (r"^mlsysopt serving serve ", "--requests 20"),
     (r"^mlsysopt serving serve .*--model zoo:resnet", "--model zoo:cnn --rate 50"),
     (r"^mlsysopt serving serve .*--model tiny_vit.onnx", "--rate 100"),
-    (r"^mlsysopt serving study ", "--seeds 1 --cap 0.05 --requests 20"),
+    (r"^mlsysopt serving study ", "--seeds 1 --cap 0.02 --requests 10"),
     (r"^mlsysopt serving study .*--tuners rrl,tpe,gp,random", "--tuners rrl,random --workers 1"),
     (r"^mlsysopt serving study .*--tuners rrl_warm,rrl,gp_warm,gp", "--tuners rrl_warm,gp_warm"),  # GP: tests/serving
     # NAS: digits trains 2 candidates for one epoch; the tables are looked up
@@ -117,7 +117,8 @@ SMALL: list[tuple[str, str]] = [
     (r"^mlsysopt nas search .*--space digits .*--resume", "--budget 3"),
     (r"^mlsysopt nas search .*--latency-model", "--knob candidates=16"),  # each candidate's latency: an ONNX export
     # a table's transfer prior takes ~10 s to fit (once per session; tests/nas fit and check it): run the search cold
-    (r"^mlsysopt nas search .*--space nasbench-graph", "--budget 20 --workers 1 --method epnas_cold"),
+    # 12: the cold predictor's 10 warm-up evaluations, then ranked rounds (each ranks thousands of candidates)
+    (r"^mlsysopt nas search .*--space nasbench-graph", "--budget 12 --workers 1 --method epnas_cold"),
     (r"^mlsysopt nas search .*--space nasbench-graph.*--budget 40", "--budget 4 --method epnas_cold"),
     # cost models: tiny synthetic data, one epoch
     (r"^mlsysopt costmodel synth layout ", "--graphs train=4,valid=2,test=2 --nodes 500-1000 --configs 8"),
