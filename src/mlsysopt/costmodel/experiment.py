@@ -327,18 +327,17 @@ def _train_trees(data: str | Path, run: RunDir | None, settings: dict[str, Any],
                  threads: int, log: Callable[[str], None] | None) -> dict[str, Any]:  # fmt: skip
 
     model = tree_model(tc.mode, train_ds.task, seed=tc.seed, rounds=tc.boosting_rounds, threads=threads)
-    for ds in (train_ds, valid_ds, test_ds):
-        for i in range(len(ds) if ds is not None else 0):
-            ds.record(i)  # read and check every graph before the folder is made
+    # every graph read and checked once, before the folder is made: the training rows, the held-out graphs' features
+    t0 = time.perf_counter()
+    rows, valid, test_graphs = model.rows(train_ds), model.graphs(valid_ds), model.graphs(test_ds)
     if log is not None:
         log(
             f"{tc.mode} ({model.description.split(' on ')[0]}) on {data} ({train_ds.task}, {len(train_ds)} training "
             "graphs)"
         )
     with run if run is not None else contextlib.nullcontext():
-        t0 = time.perf_counter()
-        history = model.fit(train_ds, valid_ds)
-        test, per_graph = model.evaluate_per_graph(test_ds) if test_ds is not None else (None, None)
+        history = model.fit_rows(rows, valid, t0)
+        test, per_graph = model.evaluate_graphs(test_graphs) if test_ds is not None else (None, None)
         label = data_label(data, train_ds)
         result = _train_result(settings, model, history, test, time.perf_counter() - t0, label, plots=False)
         result["test_opa_per_graph"] = per_graph

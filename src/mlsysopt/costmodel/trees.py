@@ -54,6 +54,8 @@ PARAMS: dict[str, Any] = {"learning_rate": 0.05, "max_leaf_nodes": 31, "min_samp
 ROUND_CHOICES: tuple[int, ...] = (50, 100, 200, 400)
 #: One graph for a tree model: its name, feature rows and runtimes (None: not measured).
 Graph = tuple[str, np.ndarray, "np.ndarray | None"]
+#: Training rows: features (rows, F), targets (rows,), each graph's runtimes, each graph's configuration count.
+Rows = tuple[np.ndarray, np.ndarray, list[np.ndarray], list[int]]
 #: One graph's scores and runtimes (None: not measured).
 Scored = tuple[np.ndarray, "np.ndarray | None"]
 _FIELDS = ("value", "feature_idx", "num_threshold", "missing_go_to_left", "left", "right", "is_leaf")
@@ -235,7 +237,9 @@ class TreeRanker:
         """Whether the model holds trained trees."""
         raise NotImplementedError
 
-    def _rows(self, ds: GraphDataset) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], list[int]]:
+    def rows(self, ds: GraphDataset) -> Rows:
+        """The training rows of ``ds`` (every configuration of every graph), each graph read and checked once:
+        features, targets, each graph's runtimes and configuration count."""
         xs, ys, rts, sizes = [], [], [], []
         for i in range(len(ds)):
             rec = ds.record(i)
@@ -250,17 +254,25 @@ class TreeRanker:
             raise InvalidOption(f"graphs give different feature widths {sorted(widths)}")
         return np.vstack(xs), np.concatenate(ys), rts, sizes
 
+    def graphs(self, ds: GraphDataset | None) -> list[Graph]:
+        """Every graph of ``ds`` (none for None), each read and checked once: (name, feature rows, runtimes or
+        None), what :meth:`fit_rows` validates on and :meth:`evaluate_graphs` scores."""
+        return [] if ds is None else list(self._graphs(ds))
+
     def fit(self, train_ds: GraphDataset, valid_ds: GraphDataset | None = None) -> list[dict[str, Any]]:
         """Train on every configuration of every training graph (tree count chosen on ``valid_ds`` when given);
         validation metrics in the one history entry."""
-
         t0 = time.perf_counter()
-        x, y, rts, sizes = self._rows(train_ds)
+        return self.fit_rows(self.rows(train_ds), self.graphs(valid_ds), t0)
+
+    def fit_rows(self, rows: Rows, valid: list[Graph], t0: float | None = None) -> list[dict[str, Any]]:
+        """:meth:`fit` from :meth:`rows` of the training graphs and :meth:`graphs` of the validation ones (each
+        read once, for every tree count tried); ``t0``: when the epoch started (None: now)."""
+        t0 = time.perf_counter() if t0 is None else t0
+        x, y, rts, sizes = rows
         loss = self._fit(x, y, rts, sizes)
         self.chosen = self.rounds
-        # the validation graphs are read (and their features built) once for every tree count tried
-        valid = list(self._graphs(valid_ds)) if valid_ds is not None and len(valid_ds) else None
-        if valid is not None:  # early stopping the way a competitor would: on validation OPA
+        if valid:  # early stopping the way a competitor would: on validation OPA
             scores = {}
             for r in sorted({min(r, self.rounds) for r in ROUND_CHOICES} | {self.rounds}):
                 scores[r] = self._metrics(self._scored(valid, r))["opa"]
@@ -268,7 +280,7 @@ class TreeRanker:
         entry: dict[str, Any] = {"epoch": 1, "phase": "train", "rounds": self.chosen, "rows": int(x.shape[0]),
                                  "loss": loss, "epoch_s": time.perf_counter() - t0, "peak_step_mb": 0.0,
                                  "step_mb": []}  # fmt: skip
-        if valid is not None:
+        if valid:
             t_ev = time.perf_counter()
             entry |= {f"valid_{k}": v for k, v in self._metrics(self._scored(valid, self.chosen)).items()}
             entry["eval_s"] = time.perf_counter() - t_ev
@@ -315,9 +327,9 @@ class TreeRanker:
         """OPA of every graph of ``ds``, by name."""
         return {name: opa(p, rt) for name, (p, rt) in self._measured(self._scored(self._graphs(ds))).items()}
 
-    def evaluate_per_graph(self, ds: GraphDataset) -> tuple[dict[str, float], dict[str, float]]:
-        """:meth:`evaluate` and :meth:`per_graph_opa` of ``ds`` from one read of its graphs."""
-        scored = self._measured(self._scored(self._graphs(ds)))
+    def evaluate_graphs(self, graphs: list[Graph]) -> tuple[dict[str, float], dict[str, float]]:
+        """:meth:`evaluate` and :meth:`per_graph_opa` of :meth:`graphs` of a dataset (read once)."""
+        scored = self._measured(self._scored(graphs))
         return self._metrics(scored), {name: opa(p, rt) for name, (p, rt) in scored.items()}
 
     # ------------------------------------------------------------------ files (no pickle)
