@@ -134,6 +134,7 @@ PY_REPLACE: dict[str, str] = {
     "n_requests=100, seed=0": "n_requests=30, seed=0",
     "segment_size=100, epochs=2,": "segment_size=100, epochs=1,",
     "EPNASConfig(warmup=5)": 'EPNASConfig(warmup=5, prior="none")',
+    "cons, budget=30, seed=0,": "cons, budget=12, seed=0,",  # 5 warm-up evaluations, then ranked rounds
     '{"epochs": 2, "max_blocks": 1}': '{"epochs": 1, "max_blocks": 1}',
 }
 
