@@ -195,7 +195,7 @@ class TransferPrior:
         with torch_threads(1), torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
             net = _MultiHead(len(vocab), cfg.hidden, len(tasks))
-            opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+            opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
             gen = torch.Generator().manual_seed(cfg.seed)
             n = len(ya)
             for _ in range(cfg.epochs):
