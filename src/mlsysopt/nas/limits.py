@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 MEMORY_SHARE = 0.5  # of the available memory a search may plan to use
 BYTES_PER_EVALUATION = 4096  # one evaluation in memory, in the checkpoint and in result.json (measured ~1.5 KB)
-WORKER_BYTES = {"cnn": 512 * 2**20, "table": 256 * 2**20}  # a spawned worker with torch / the table loaded
+WORKER_BYTES = {"cnn": 512 * 2**20, "table": 256 * 2**20}  # a pool worker with torch / the table loaded
 RAY_TASK_BYTES = 2**20  # a task in flight in the driver: the pickled space and a result with trained weights
 MAX_EVALUATION_S = 86_400.0  # one candidate's training: a day at most
 MAX_SEARCH_S = 30 * 86_400.0  # a search without --timeout: 30 days at most

@@ -136,7 +136,7 @@ def run_data_parallel(
         fn: a module-level function (it is pickled by reference to each rank).
         world_size: number of ranks (processes), >= 1.
         payload: any picklable value every rank receives.
-        backend: ``local`` (spawned processes on this machine) or ``ray`` (one actor per rank).
+        backend: ``local`` (processes on this machine, forks of a fork server) or ``ray`` (one actor per rank).
         address: the Ray cluster (``None``: a private local instance; ``auto``; ``HOST:PORT``).
     """
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
