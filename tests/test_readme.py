@@ -252,6 +252,11 @@ def _outputs(cmd: str) -> list[str]:
     return outs
 
 
+def _reads(text: str, path: str) -> bool:
+    """Whether ``text`` names ``path`` (or a file inside it): ``runs/lgb-layout`` does not name ``runs/lgb``."""
+    return re.search(rf"(?<![\w./-]){re.escape(path)}(?![\w.-])", text) is not None
+
+
 @dataclass
 class Step:
     """One thing to run: a command of a bash block, or a whole Python block."""
@@ -293,7 +298,7 @@ def _collect() -> tuple[dict[str, list[Step]], dict[str, dict[str, str]]]:
                 continue
             if key in seen:
                 later = "\n".join(s.text for s in steps[k + 1 :])
-                if not any(out in later for out in _outputs(step.text)):
+                if not any(_reads(later, out) for out in _outputs(step.text)):
                     step.skip = "run once, where it first appears"
             seen.add(key)
     return groups, files
@@ -460,6 +465,8 @@ def test_the_parser_reads_indented_blocks_sections_and_files() -> None:
     assert (bash.section, bash.lang, bash.line) == ("S", "bash", 4)
     assert commands(bash.text) == ["x --budget 30 --out r  # c", "d"]
     assert py.file_name == "my_nas.py" and py.text == "# my_nas.py: MLPs\nx = 1\n"
+    assert _reads("--run runs/lgb --x", "runs/lgb") and _reads("cat runs/lgb/result.json", "runs/lgb")
+    assert not _reads("--member runs/lgb-layout", "runs/lgb") and not _reads("runs/lgb.csv", "runs/lgb")
     files = parse_page("```python\n# mymodel.py\n```\n```python\n# a.pyx\n```\n")
     assert [b.file_name for b in files] == ["mymodel.py", None]
 
