@@ -87,6 +87,8 @@ def fork_server(fn: Callable[..., Any]) -> mp.context.BaseContext:
     Returns:
         The context to create the processes or the pool with.
     """
+    if "forkserver" not in mp.get_all_start_methods():  # Windows: spawned processes, each importing for itself
+        return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     while isinstance(fn, functools.partial):
         fn = fn.func
