@@ -54,14 +54,15 @@ def _exit_with(main: int) -> None:
     except ProcessLookupError:
         os._exit(1)
     except (AttributeError, OSError):  # no pidfd (Linux < 5.3, other systems): poll
-        while _exists(main):
+        while process_alive(main):
             time.sleep(PARENT_POLL_S)
         os._exit(1)
     select.select([fd], [], [])
     os._exit(1)
 
 
-def _exists(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (a zombie counts as alive until it is reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from mlsysopt.errors import StoreError
 from mlsysopt.io import dumps
+from mlsysopt.runtime.local import process_alive
 from mlsysopt.store.database import Store
 from mlsysopt.store.liveness import owner_status
 from mlsysopt.store.run import ATTR, SETTING
-from mlsysopt.store.session import process_alive
 from mlsysopt.store.trials import KEY_ATTR, RECORD_ATTR
 from mlsysopt.store.url import DEFAULT_FILE, StorageSpec, resolve_storage
 from mlsysopt.store.writer import machine_id

@@ -108,14 +108,3 @@ def unregister(run: Any) -> None:
     with _lock:
         if run in _open:
             _open.remove(run)
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
