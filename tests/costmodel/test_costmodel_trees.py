@@ -10,7 +10,8 @@ import pytest
 
 from mlsysopt.costmodel import TrainConfig, evaluate, load_trainer, predict, synth, train
 from mlsysopt.costmodel.data import load_dataset
-from mlsysopt.costmodel.trees import MODEL_NAME, TreeArrays, TreesModel, graph_features
+from mlsysopt.costmodel.tree_features import graph_features
+from mlsysopt.costmodel.trees import MODEL_NAME, TreeArrays, TreesModel
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
 
 
@@ -99,7 +100,7 @@ def test_ranking_baselines_learn_save_in_their_own_format_and_reload(root: Path,
 
 
 def test_grades_rank_the_fastest_highest_and_tie_equal_runtimes() -> None:
-    from mlsysopt.costmodel.trees import grades
+    from mlsysopt.costmodel.tree_features import grades
 
     g = grades(np.array([3.0, 1.0, 2.0, 1.0, 5.0]))
     assert g[1] == g[3] == 30 and g[4] == 0 and g[2] > g[0] > g[4]

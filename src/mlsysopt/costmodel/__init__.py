@@ -43,7 +43,7 @@ _EXPORTS = {
     "load_collection": "mlsysopt.costmodel.oracle.dataset",
     "TableDataset": f"{_DATA}.table",
     "layout_graph": f"{_DATA}.features",
-    "graph_features": "mlsysopt.costmodel.trees",
+    "graph_features": "mlsysopt.costmodel.tree_features",
     "Comm": "mlsysopt.costmodel.distributed",
     "check_train": "mlsysopt.costmodel.limits",
     "check_synth": "mlsysopt.costmodel.limits",
@@ -169,7 +169,8 @@ if TYPE_CHECKING:
     from mlsysopt.costmodel.synthesis import PROFILES, SYNTH_KINDS, synth
     from mlsysopt.costmodel.train_config import ALL_MODES, MODES, TREE_MODES, TrainConfig
     from mlsysopt.costmodel.trainer import Trainer, combine
-    from mlsysopt.costmodel.trees import TreeRanker, TreesModel, graph_features
+    from mlsysopt.costmodel.tree_features import graph_features
+    from mlsysopt.costmodel.trees import TreeRanker, TreesModel
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 __all__ = sorted(_EXPORTS)

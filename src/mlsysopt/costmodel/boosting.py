@@ -1,8 +1,8 @@
 """The field's ranking baselines: LightGBM ``lambdarank`` and XGBoost ``rank:pairwise`` on the trees' features.
 
 What Kaggle "Fast or Slow" tree solutions ran (LightGBM pairwise 0.701 against 0.680 pointwise on layout). Both
-rank one query group per graph on :func:`~mlsysopt.costmodel.trees.graph_features` rows, with relevance grades
-0-30 from the graph's runtimes (:func:`~mlsysopt.costmodel.trees.grades`, the fastest highest); their scores are
+rank one query group per graph on :func:`~mlsysopt.costmodel.tree_features.graph_features` rows, with relevance grades
+0-30 from the graph's runtimes (:func:`~mlsysopt.costmodel.tree_features.grades`, the fastest highest); their scores are
 negated so that, as everywhere in mlsysopt, a lower score means a faster configuration. LightGBM counts every pair
 of a graph (``lambdarank_truncation_level`` = the largest group) with linear label gains, which is what OPA
 measures; XGBoost samples pairs uniformly (``lambdarank_pair_method="mean"``). The tree count is chosen on the
@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from mlsysopt.costmodel.trees import TreeRanker, grades
+from mlsysopt.costmodel.tree_features import grades
+from mlsysopt.costmodel.trees import TreeRanker
 from mlsysopt.errors import InvalidCheckpoint
 
 LEVELS = 30
