@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,7 +92,9 @@ def postgres() -> Iterator[object]:
 
 
 # ---------------------------------------------------------------------------- README run times (tests/test_readme.py)
-_README_TIMES = Path(__file__).resolve().parents[1] / "runs" / "readme-times.txt"
+_README_TIMES = Path(
+    os.environ.get("MLSYSOPT_README_TIMES", Path(__file__).resolve().parents[1] / "runs" / "readme-times.txt")
+)
 
 
 #: Thread pools of one thread in every process of the session (xdist workers, the commands, pool and Ray workers they
@@ -106,7 +109,6 @@ def pytest_configure(config: pytest.Config) -> None:
     """One folder where this session's processes (xdist workers, the commands they start) share the NAS transfer
     priors they fit (``MLSYSOPT_PRIOR_CACHE``): the first fits one, the others read it (~15 s each otherwise). And
     one-thread pools in every process of the session (:data:`ONE_THREAD`)."""
-    import os
     import tempfile
 
     for name in ONE_THREAD:
@@ -171,6 +173,13 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return b"quiet" not in collection_path.read_bytes() or None
     except OSError:
         return None
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark every test of the Ray ``xdist_group`` ``ray`` too, so ``-m ray`` / ``-m "not ray"`` select the group:
+    ``make test`` runs it in a session of its own beside the CPU-bound tests (see the Makefile)."""
+    if any(m.args[:1] == ("ray",) or m.kwargs.get("name") == "ray" for m in item.iter_markers("xdist_group")):
+        item.add_marker(pytest.mark.ray)
 
 
 @pytest.hookimpl(trylast=True)
