@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import tempfile
 from html import unescape
 from pathlib import Path
@@ -150,17 +149,12 @@ def test_tune_then_serve_on_a_zoo_model_reproduces_the_confirmed_value(tmp_path:
     assert proc.returncode == 0, proc.stderr
     served = json.loads((tmp_path / "s" / "result.json").read_text())["measurements"][0]
     assert served["config"] == result["recommended"]
-    # the served value and the confirmed one agree within noise. The confirmed interval is over windows of the tune's
-    # own process; a new process on a shared machine adds its own spread (CI: 0.42 ms served vs [0.445, 0.526]), so
-    # "within noise" is: the 95% intervals meet, or the gap is within 3 standard deviations of the single windows the
-    # tune measured for its noise estimate. Either way no more than 1.5x apart (a wrong batch or thread count is more).
-    s_lo, s_hi = served["ci"]["mean_ms"]
-    windows = result["noise"]["mean_ms"]
-    sd = statistics.stdev(windows)
-    meet = s_lo <= hi and lo <= s_hi
-    gap = abs(served["mean_ms"] - confirmed)
-    figures = (served["mean_ms"], (s_lo, s_hi), confirmed, (lo, hi), windows)
-    assert meet or gap <= 3 * sd, figures
+    # the served value is the confirmed one as far as a new process can reproduce it. A new process moves this
+    # sub-millisecond latency by more than the tune's windows and rounds show (they share one process): 14 `serve`
+    # runs of one configuration gave 0.58-0.94 ms where two tunes confirmed 0.76 [0.74, 0.80] and 0.85 [0.80, 0.89]
+    # (2026-12-06; docs/guides/serving.md). So the check is the served configuration (exact, above) and a value no
+    # more than 1.5x from the confirmed one (a wrong batch or thread count, or a server not warmed up, is more).
+    figures = (served["mean_ms"], served["ci"]["mean_ms"], confirmed, (lo, hi), result["noise"]["mean_ms"])
     assert 1 / 1.5 <= served["mean_ms"] / confirmed <= 1.5, figures
 
 
