@@ -40,25 +40,27 @@ lint: $(STAMP)
 # suite starts (CLI runs, pool and Ray workers) compiles the mlsysopt modules it imports again (~0.2 s each).
 test test-durations: export PYTHONDONTWRITEBYTECODE :=
 
-# Two sessions side by side. One, at normal priority, runs first the tests marked `quiet` (they compare real timings
-# of two runs), then (longest module first) the Ray group (`-m ray`: clusters, Ray Serve, load windows; it mostly waits, and its latency
-# checks must not queue behind CPU-bound tests) and the pages' commands (`-m readme`: they tune real serving to an
-# SLO). The other runs every other test on $(PYTEST_WORKERS) workers at `nice` 10 (their commands and pool workers
-# inherit it), taking only the CPU the first leaves. Both end at about the same time and share the NAS transfer
-# priors they fit (MLSYSOPT_PRIOR_CACHE). The first session's output follows the other's; `make test` fails if
-# either fails.
-FIRST := quiet or ray or readme
+# Tests marked `quiet` compare real timings of two runs: they run alone, first, on the machine as the install left
+# it (after the parallel run the exiting workers and the session's Ray processes can still take CPU for a while).
+#
+# Then two sessions side by side. One, at normal priority, runs the Ray group (`-m ray`: clusters, Ray Serve, load
+# windows; it mostly waits, and its latency checks must not queue behind CPU-bound tests), then the pages' commands
+# (`-m readme`: they tune real serving to an SLO). The other runs every other test on $(PYTEST_WORKERS) workers at
+# `nice` 10 (their commands and pool workers inherit it), taking the cores the first leaves; both end at about the
+# same time, and share the NAS transfer priors they fit (MLSYSOPT_PRIOR_CACHE). The first session's output follows the other's; `make test` fails if either fails.
+FIRST := (ray or readme) and not quiet
 test: lint chromium
+	$(PY) -m pytest -q -m quiet
 	@log=$$(mktemp); export MLSYSOPT_PRIOR_CACHE=$$(mktemp -d); \
 	$(PY) -m pytest -q -m "$(FIRST)" >$$log 2>&1 & first=$$!; \
 	MLSYSOPT_README_TIMES=$$log.times nice -n 10 $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup \
-		-m "not ($(FIRST))"; rest=$$?; \
+		-m "not ($(FIRST)) and not quiet"; rest=$$?; \
 	wait $$first; rc=$$?; echo "---- pytest -m \"$(FIRST)\" (its own session, at normal priority)"; cat $$log; \
 	rm -rf $$log $$log.times $$MLSYSOPT_PRIOR_CACHE; test $$rest = 0 && test $$rc = 0
 
 # Refresh tests/durations.json (the longest tests are handed to the xdist workers first, so both end together).
 test-durations: $(STAMP) chromium
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not ($(FIRST))" --store-durations
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup -m "not ($(FIRST)) and not quiet" --store-durations
 
 # Debian packages: graphviz headers (saga's pygraphviz builds against them) and the PostgreSQL server the store's
 # tests start on loopback. Installed only when missing (run as root, as CI does).
