@@ -14,9 +14,9 @@ install: $(STAMP)
 
 # With uv (the same versions pip resolves, ~15 s instead of ~75 s of a fresh clone's `make test`): torch from pip's
 # own find-links (where this machine keeps the CPU wheel), then the rest; pip does it all where uv cannot be installed.
+# The venv's own pip (Python 3.11's, 23.x) installs uv; upgrading it first cost ~6 s of every fresh clone.
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
 	$(MAKE) system-packages
 	links="$${PIP_FIND_LINKS:-$$($(PY) -m pip config get global.find-links 2>/dev/null)}"; \
 	if $(PY) -m pip install -q uv; then \
