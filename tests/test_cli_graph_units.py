@@ -12,6 +12,7 @@ import pytest
 from cli_helpers import PNG_MAGIC, assert_user_error, run_inprocess
 from mlsysopt.graph.cluster import DeviceCluster
 from mlsysopt.graph.generate import homogeneous_cluster, random_cluster
+from mlsysopt.graph.importers.expansion import recurrent_size
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -88,6 +89,28 @@ def test_simulate_with_a_preset_saves_its_cluster_and_states_units(project: Path
     assert result["units"]["time"] == "s" and result["cluster_source"] == "preset:gpu-node-pcie"
     assert "makespan (s)" in ran.stdout and "CP_MIN, lower bound (s)" in ran.stdout
     assert result["makespan"] < 1.0  # a 26 kFLOP model on A100s: microseconds, not years
+
+
+def test_place_says_a_gru_kept_whole_pays_its_overhead_once(project: Path) -> None:
+    """`placement place` keeps a GRU one task (a device map places module calls) and says what that costs (#31)."""
+    ran = run_inprocess("placement", "place", "mymodel.py:tiny_gru", "--cluster", "preset:gpu-node-pcie",
+                        "--method", "heft", "--out", "p", cwd=project)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads((project / "p" / "result.json").read_text())
+    said = [w for w in result["warnings"] if "one task each here" in w]
+    # the input projection, 5 steps x 11 ops and the stacked output: the nodes `graph simulate` makes of it; the
+    # preset's largest per-task overhead times the ops beyond the one paid bounds what the makespan misses
+    ops = recurrent_size("gru", 5)
+    overhead = max(DeviceCluster.load(project / "p" / "cluster.json").overhead)
+    assert len(said) == 1 and f"GRU 'gru' ({ops} ops)" in said[0], result["warnings"]
+    assert f"up to {(ops - 1) * overhead:.3g} s short" in said[0] and "graph simulate" in said[0]
+    assert "warning: 1 layer(s) PyTorch runs as many ops are one task each here" in " ".join(ran.stdout.split())
+    # `graph simulate` unrolls the layer, so it has nothing of the kind to say
+    sim = run_inprocess("graph", "simulate", "mymodel.py:tiny_gru", "--cluster", "preset:gpu-node-pcie",
+                        "--out", "s", cwd=project)  # fmt: skip
+    assert sim.returncode == 0 and not any(
+        "one task each" in w for w in json.loads((project / "s" / "result.json").read_text())["warnings"]
+    )
 
 
 def test_simulate_devices_builds_the_cluster_in_the_graph_units(project: Path) -> None:

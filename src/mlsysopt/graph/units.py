@@ -108,7 +108,8 @@ def warn_mismatch(graph: CompGraph, cluster: DeviceCluster) -> None:
 
 def implausible(graph: CompGraph, cluster: DeviceCluster, makespan: float, cp_min: float) -> list[str]:
     """Sentences saying why a simulated result cannot be real (empty when it is plausible): an SLR above
-    :data:`MAX_PLAUSIBLE_SLR`, a makespan above a year, a cluster in other units than the graph.
+    :data:`MAX_PLAUSIBLE_SLR`, a makespan above a year, a DNN's dispatch overhead left out or counted once for a
+    layer kept whole (``meta["kept_whole"]`` of the torch.fx importer), a cluster in other units than the graph.
 
     Args:
         graph: The simulated graph.
@@ -138,6 +139,16 @@ def implausible(graph: CompGraph, cluster: DeviceCluster, makespan: float, cp_mi
             f"makespan {makespan:.3g} s counts FLOPs only: the cluster gives no per-task overhead, so every "
             "operator's dispatch or kernel launch (a few µs each, which dominate small models) is left out; give "
             "the cluster an 'overhead' per device (seconds) or use a preset"
+        )
+    whole = graph.meta.get("kept_whole") or {}
+    if whole and (cluster.overhead > 0).any():
+        ops = sum(int(layer["ops"]) for layer in whole.values())
+        named = ", ".join(f"{layer['module']} '{name}' ({layer['ops']} ops)" for name, layer in list(whole.items())[:3])
+        found.append(
+            f"{len(whole)} layer(s) PyTorch runs as many ops are one task each here, as a device map places whole "
+            f"module calls: {named}{', ...' if len(whole) > 3 else ''}. Each pays the per-task overhead once, not per "
+            f"op, so the makespan can be up to {(ops - len(whole)) * float(cluster.overhead.max()):.3g} s short; "
+            "`mlsysopt graph simulate` unrolls them"
         )
     why = mismatch(graph, cluster)
     if why:

@@ -3,7 +3,7 @@
 One node per fx node (same names), except that a GRU/RNN leaf is unrolled per layer, direction and time step and a
 ``TransformerEncoder``/``TransformerEncoderLayer`` leaf becomes its fast-path ops, as PyTorch runs them
 (:mod:`~mlsysopt.graph.importers.expansion`; ``expand_layers=False`` keeps them one node, op ``transformer`` for the
-encoder with the FLOPs of its ops). Per-node features:
+encoder with the FLOPs of its ops, and names them with their op counts in ``meta["kept_whole"]``). Per-node features:
 
 * ``flops``: a multiply-add counts 2 FLOPs. Linear ``2*in*out*batch`` (+ ``out*batch`` bias);
   Conv ``2*N*Cout*Hout*Wout*(Cin/groups)*kh*kw`` (+ output numel bias); matmul ``2*M*N*K*batch``;
@@ -31,6 +31,7 @@ from __future__ import annotations
 import operator
 import os
 import traceback
+import warnings
 from typing import Any
 
 import torch
@@ -38,7 +39,7 @@ from torch import fx, nn
 from torch.fx.node import map_aggregate
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata, _extract_tensor_metadata
 
-from mlsysopt.errors import ImportFailed
+from mlsysopt.errors import ImportFailed, MlsysoptWarning
 from mlsysopt.graph.importers.expansion import Expansion
 from mlsysopt.graph.importers.flop_formulas import record_unknown_ops
 from mlsysopt.graph.importers.fx_flops import _arg, _flops, _nbytes, _numel, _shape, expand
@@ -180,9 +181,18 @@ def from_traced(gm: fx.GraphModule, name: str, expand_layers: bool = True) -> Co
     seen_tensors: set[int] = set()
     out_bytes = {n: _nbytes(n.meta.get("tensor_meta")) for n in nodes}
     unknown: list[str] = []
+    kept_whole: dict[str, dict[str, Any]] = {}  # expand_layers=False: the layers that stay one node, and their ops
     for node in nodes:
         op, mod = _classify(gm, node)
-        expansion = expand(node, mod) if mod is not None and expand_layers else None
+        expansion = None
+        if mod is not None and expand_layers:
+            expansion = expand(node, mod)
+        elif mod is not None:
+            with warnings.catch_warnings():  # a layer over the bound stays one node either way
+                warnings.simplefilter("ignore", MlsysoptWarning)
+                whole = expand(node, mod)
+            if whole is not None:
+                kept_whole[node.name] = {"module": type(mod).__name__, "ops": len(whole.nodes)}
         if expansion is not None:
             owned = _params(gm, node, mod, seen_tensors) > 0  # a module called twice owns its weights once
             gid[node] = _splice(rows, node, expansion, gid, out_bytes, owned)
@@ -201,6 +211,8 @@ def from_traced(gm: fx.GraphModule, name: str, expand_layers: bool = True) -> Co
         if op.startswith(UNKNOWN_PREFIXES) and _makes_tensor(node):
             unknown.append(op)
     meta: dict[str, Any] = {"name": name, "source": "torch.fx"}
+    if kept_whole:
+        meta["kept_whole"] = kept_whole
     record_unknown_ops(meta, unknown, name)
     return rows.build(meta)
 
