@@ -12,6 +12,7 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,19 @@ def test_serial_and_local_pool_give_identical_results(serial: Any) -> None:
     assert len({ev.perf for ev in serial.history}) > 1  # real training: the candidates differ
 
 
-@RAY
-def test_serial_and_ray_give_identical_results(serial: Any, ray_cluster: Any) -> None:
+@pytest.fixture(scope="module")
+def on_ray(ray_cluster: Any) -> Iterator[RayExecutor]:
+    """One Ray executor (driver) for the two searches on the shared cluster: its workers import torch and the NAS
+    code once (~2.5 s of CPU each), not once per test; the killed-worker search still loses one and gets a new one."""
     with RayExecutor(ray_cluster.address, 2) as ex:
-        on_ray = _search(ex, workers=2)
-    assert _key(on_ray.history) == _key(serial.history)
-    assert on_ray.best.arch == serial.best.arch
+        yield ex
+
+
+@RAY
+def test_serial_and_ray_give_identical_results(serial: Any, on_ray: RayExecutor) -> None:
+    result = _search(on_ray, workers=2)
+    assert _key(result.history) == _key(serial.history)
+    assert result.best.arch == serial.best.arch
 
 
 def _kill_first_task(deadline_s: float = 90.0) -> threading.Thread:
@@ -89,10 +97,9 @@ def _kill_first_task(deadline_s: float = 90.0) -> threading.Thread:
 
 
 @RAY
-def test_a_ray_worker_killed_mid_search_is_retried_with_the_same_result(serial: Any, ray_cluster: Any) -> None:
+def test_a_ray_worker_killed_mid_search_is_retried_with_the_same_result(serial: Any, on_ray: RayExecutor) -> None:
     thread = _kill_first_task()
-    with RayExecutor(ray_cluster.address, 2) as ex:
-        result = _search(ex, workers=2)
+    result = _search(on_ray, workers=2)
     thread.join(timeout=5)
     assert thread.killed, "no Ray task was seen running"  # type: ignore[attr-defined]
     assert _key(result.history) == _key(serial.history) and result.failed == 0
