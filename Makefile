@@ -44,11 +44,12 @@ test test-durations: export PYTHONDONTWRITEBYTECODE :=
 # it (after the parallel run the exiting workers and the session's Ray processes can still take CPU for a while).
 #
 # Then two sessions side by side. One, at normal priority, runs the Ray group (`-m ray`: clusters, Ray Serve, load
-# windows; it mostly waits, and its latency checks must not queue behind CPU-bound tests), then the pages' commands
-# (`-m readme`: they tune real serving to an SLO). The other runs every other test on $(PYTEST_WORKERS) workers at
-# `nice` 10 (their commands and pool workers inherit it), taking the cores the first leaves; both end at about the
-# same time, and share the NAS transfer priors they fit (MLSYSOPT_PRIOR_CACHE). The first session's output follows the other's; `make test` fails if either fails.
-FIRST := (ray or readme) and not quiet
+# windows; it mostly waits, and its latency checks must not queue behind CPU-bound tests) and the README's and docs
+# site's tests (`-m pages`: their commands tune real serving to an SLO). The other runs every other test on
+# $(PYTEST_WORKERS) workers at `nice` 10 (their commands and pool workers inherit it), taking the cores the first
+# leaves. Both end at about the same time and share the NAS transfer priors they fit (MLSYSOPT_PRIOR_CACHE). The
+# first session's output follows the other's; `make test` fails if either fails.
+FIRST := (ray or pages) and not quiet
 test: lint chromium
 	$(PY) -m pytest -q -m quiet
 	@log=$$(mktemp); export MLSYSOPT_PRIOR_CACHE=$$(mktemp -d); \

@@ -62,9 +62,9 @@ from cli_helpers import run_inprocess
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 TIMES = Path(os.environ.get("MLSYSOPT_README_TIMES", ROOT / "runs" / "readme-times.txt"))
-#: `make test` runs this module at normal priority, after the Ray group in that group's session: its commands measure
-#: real serving (a tune whose SLO must hold), beside the other tests' workers at `nice` 10 (see the Makefile)
-pytestmark = pytest.mark.readme
+#: `make test` runs this module at normal priority, in the Ray group's session: its commands measure real serving (a
+#: tune whose SLO must hold), beside the other tests' workers at `nice` 10 (see the Makefile)
+pytestmark = pytest.mark.pages
 AS_WRITTEN = os.environ.get("MLSYSOPT_README_AS_WRITTEN", "").strip() in ("1", "true", "yes")
 #: Seconds one command (or Python block) may run; none as written (the pages' own budgets).
 LIMIT = None if AS_WRITTEN else float(os.environ.get("MLSYSOPT_README_COMMAND_LIMIT", "300"))
