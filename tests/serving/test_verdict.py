@@ -53,6 +53,17 @@ def test_the_default_as_the_pick_and_a_missed_slo() -> None:
     assert saved.decision == USE_PICK and "misses the SLO" in saved.words
 
 
+def test_a_missed_slo_says_saturated_when_the_p99_alone_would_meet_it() -> None:
+    slo = Objective("latency", slo_ms=1000.0)
+    pick = confirmed(DEFAULT, 2.3, 2.1, 4.1, p99=4.87, meets=False)
+    pick.measurement.saturated = True  # a window fell behind its offered load
+    v = verdict(conf(pick, pick), slo)
+    assert v.decision == SLO_MISSED and "p99 4.87 ms but the server fell behind the offered load" in v.words
+    slow = confirmed(DEFAULT, 2.3, 2.1, 4.1, p99=1500.0, meets=False)
+    plain = verdict(conf(slow, slow), slo)
+    assert "has p99 1.5e+03 ms;" in plain.words and "fell behind" not in plain.words
+
+
 def test_throughput_gain_is_higher_is_better() -> None:
     obj = Objective("throughput", slo_ms=10.0)  # scores are ms per request: 1000 / throughput
     v = verdict(conf(confirmed(PICK, 0.5, 0.48, 0.52, 3.0, True), confirmed(DEFAULT, 1.0, 0.95, 1.05, 3.0, True)), obj)

@@ -120,9 +120,16 @@ def verdict(confirmation: Confirmation, objective: Objective, runtime: str = "ON
     gain = _gain(objective, pick, default)
     label = pick.config.label()
     if objective.slo_ms is not None and pick.meets_slo is False:
+        m = pick.measurement
+        why = (
+            f"p99 {m.p99_ms:.3g} ms but the server fell behind the offered load (dropped requests, a growing queue "
+            "or throughput below 95% of the rate)"
+            if m.saturated and objective.meets_slo(m.p99_ms)
+            else f"p99 {m.p99_ms:.3g} ms"
+        )
         words = (
-            f"SLO missed: no confirmed configuration meets p99 <= {objective.slo_ms:g} ms; the closest, {label}, "
-            f"has p99 {pick.measurement.p99_ms:.3g} ms; no deployment files are written (--export-anyway writes them)"
+            f"SLO missed: no confirmed configuration meets p99 <= {objective.slo_ms:g} ms without saturating; the "
+            f"closest, {label}, has {why}; no deployment files are written (--export-anyway writes them)"
         )
         return Verdict(SLO_MISSED, words, pick, default, pick, gain, None)
     if pick.config == default.config:
