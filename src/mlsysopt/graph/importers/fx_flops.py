@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from torch.fx.passes.shape_prop import TensorMetadata
 
 import mlsysopt.graph.importers.expansion as ex
 import mlsysopt.graph.importers.flop_formulas as ff
+from mlsysopt.errors import MlsysoptWarning
 
 NORM_FLOPS_PER_ELEM = ff.NORM_FLOPS_PER_ELEM
 SOFTMAX_FLOPS_PER_ELEM = ff.SOFTMAX_FLOPS_PER_ELEM
@@ -225,6 +227,22 @@ def expand(node: fx.Node, mod: nn.Module | None) -> ex.Expansion | None:
     if isinstance(mod, (nn.TransformerEncoder, nn.TransformerEncoderLayer)):
         return _expand_encoder(node, mod)
     return None
+
+
+def kept_whole_layer(node: fx.Node, mod: nn.Module) -> dict[str, Any] | None:
+    """What a layer :func:`expand` would expand is when kept one node (``expand_layers=False``).
+
+    Args:
+        node: A ``call_module`` node with shapes propagated.
+        mod: Its module.
+
+    Returns:
+        ``{"module": class name, "ops": ops PyTorch runs for it}``, or None when it would not be expanded.
+    """
+    with warnings.catch_warnings():  # a layer over the bound stays one node either way: no warning for it here
+        warnings.simplefilter("ignore", MlsysoptWarning)
+        expansion = expand(node, mod)
+    return None if expansion is None else {"module": type(mod).__name__, "ops": len(expansion.nodes)}
 
 
 def _input_meta(node: fx.Node, key: str) -> TensorMetadata | None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import operator
 import os
 import traceback
-import warnings
 from typing import Any
 
 import torch
@@ -39,10 +38,10 @@ from torch import fx, nn
 from torch.fx.node import map_aggregate
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata, _extract_tensor_metadata
 
-from mlsysopt.errors import ImportFailed, MlsysoptWarning
-from mlsysopt.graph.importers.expansion import Expansion
+from mlsysopt.errors import ImportFailed
 from mlsysopt.graph.importers.flop_formulas import record_unknown_ops
-from mlsysopt.graph.importers.fx_flops import _arg, _flops, _nbytes, _numel, _shape, expand
+from mlsysopt.graph.importers.fx_flops import _flops, _nbytes, _numel, _shape, expand, kept_whole_layer
+from mlsysopt.graph.importers.fx_rows import Rows, splice
 from mlsysopt.graph.ir import CompGraph
 
 
@@ -176,7 +175,7 @@ def from_traced(gm: fx.GraphModule, name: str, expand_layers: bool = True) -> Co
     """The CompGraph of a shape-propagated trace (:func:`trace_module`): one node per fx node, except that a GRU/RNN
     or transformer-encoder leaf becomes the ops PyTorch runs for it (:mod:`~mlsysopt.graph.importers.expansion`)."""
     nodes = list(gm.graph.nodes)
-    rows = _Rows()
+    rows = Rows()
     gid: dict[fx.Node, int] = {}  # fx node -> the graph node that makes its output
     seen_tensors: set[int] = set()
     out_bytes = {n: _nbytes(n.meta.get("tensor_meta")) for n in nodes}
@@ -184,18 +183,12 @@ def from_traced(gm: fx.GraphModule, name: str, expand_layers: bool = True) -> Co
     kept_whole: dict[str, dict[str, Any]] = {}  # expand_layers=False: the layers that stay one node, and their ops
     for node in nodes:
         op, mod = _classify(gm, node)
-        expansion = None
-        if mod is not None and expand_layers:
-            expansion = expand(node, mod)
-        elif mod is not None:
-            with warnings.catch_warnings():  # a layer over the bound stays one node either way
-                warnings.simplefilter("ignore", MlsysoptWarning)
-                whole = expand(node, mod)
-            if whole is not None:
-                kept_whole[node.name] = {"module": type(mod).__name__, "ops": len(whole.nodes)}
+        expansion = expand(node, mod) if mod is not None and expand_layers else None
+        if mod is not None and not expand_layers and (whole := kept_whole_layer(node, mod)) is not None:
+            kept_whole[node.name] = whole
         if expansion is not None:
             owned = _params(gm, node, mod, seen_tensors) > 0  # a module called twice owns its weights once
-            gid[node] = _splice(rows, node, expansion, gid, out_bytes, owned)
+            gid[node] = splice(rows, node, expansion, gid, out_bytes, owned)
             continue
         params = float(_params(gm, node, mod, seen_tensors))
         elems = float(_numel(node.meta.get("tensor_meta")))
@@ -215,63 +208,6 @@ def from_traced(gm: fx.GraphModule, name: str, expand_layers: bool = True) -> Co
         meta["kept_whole"] = kept_whole
     record_unknown_ops(meta, unknown, name)
     return rows.build(meta)
-
-
-class _Rows:
-    """The nodes and edges of a CompGraph being built."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-        self.ops: list[str] = []
-        self.feats: dict[str, list[float]] = {k: [] for k in ("flops", "bytes_in", "bytes_out", "params", "out_elems")}
-        self.edges: list[tuple[int, int]] = []
-        self.edge_bytes: list[float] = []
-
-    def add(self, name: str, op: str, flops: float, bytes_out: float, params: float, out_elems: float) -> int:
-        """Append a node; returns its id."""
-        self.names.append(name)
-        self.ops.append(op)
-        for key, value in (("flops", flops), ("bytes_in", 0.0), ("bytes_out", bytes_out), ("params", params),
-                           ("out_elems", out_elems)):  # fmt: skip
-            self.feats[key].append(value)
-        return len(self.names) - 1
-
-    def edge(self, u: int, v: int, nbytes: float) -> None:
-        """Add the edge ``u -> v`` carrying ``nbytes`` (counted in ``v``'s ``bytes_in``)."""
-        self.edges.append((u, v))
-        self.edge_bytes.append(nbytes)
-        self.feats["bytes_in"][v] += nbytes
-
-    def build(self, meta: dict[str, Any]) -> CompGraph:
-        """The CompGraph (``compute`` = ``flops``)."""
-        features: dict[str, Any] = dict(self.feats)
-        features["compute"] = self.feats["flops"]
-        return CompGraph.build(self.names, self.ops, features, self.edges, self.edge_bytes, meta=meta)
-
-
-def _splice(rows: _Rows, node: fx.Node, expansion: Expansion, gid: dict[fx.Node, int],
-            out_bytes: dict[fx.Node, float], owned: bool) -> int:  # fmt: skip
-    """Add ``expansion``'s ops for ``node`` (named ``node.sub``, the last one ``node``); returns the last one's id."""
-    base = len(rows.names)
-    args = [a if isinstance(a := _arg(node, k, key), fx.Node) else None for k, key in enumerate(expansion.arg_names)]
-    read: set[fx.Node] = set()
-    last = len(expansion.nodes) - 1
-    for i, sub in enumerate(expansion.nodes):
-        final = i == last
-        v = rows.add(node.name if final else f"{node.name}.{sub.name}", sub.op, sub.flops,
-                     out_bytes[node] if final else sub.bytes_out, sub.params if owned else 0.0,
-                     float(_numel(node.meta.get("tensor_meta"))) if final else sub.out_elems)  # fmt: skip
-        for j, b in sub.parents:
-            rows.edge(base + j, v, b)
-        for k, b in sub.reads:
-            arg = args[k] if k < len(args) else None
-            if arg is not None:
-                rows.edge(gid[arg], v, b)
-                read.add(arg)
-    for parent in node.all_input_nodes:  # masks and other inputs the expansion does not model: into its first op
-        if parent not in read:
-            rows.edge(gid[parent], base, out_bytes[parent])
-    return base + last
 
 
 #: Op names the importer gives nodes it has no formula for (``call_module:GRU``-style).
