@@ -50,7 +50,12 @@ test test-durations: export PYTHONDONTWRITEBYTECODE :=
 # leaves. Both end at about the same time and share the NAS transfer priors they fit (MLSYSOPT_PRIOR_CACHE). The
 # first session's output follows the other's; `make test` fails if either fails.
 FIRST := (ray or pages) and not quiet
-test: lint chromium
+#
+# Before all that, beside lint, tests/warm_caches.py fills once the caches every test process would otherwise fill at
+# the same time: the bytecode of the site-packages (uv installs none) and numba's cache of the graph kernels.
+test: $(STAMP) chromium
+	@$(PY) tests/warm_caches.py imports & a=$$!; $(PY) tests/warm_caches.py kernels & b=$$!; \
+	$(MAKE) --no-print-directory lint; rc=$$?; wait $$a $$b; test $$rc = 0
 	$(PY) -m pytest -q -m quiet
 	@log=$$(mktemp); export MLSYSOPT_PRIOR_CACHE=$$(mktemp -d); \
 	$(PY) -m pytest -q -m "$(FIRST)" >$$log 2>&1 & first=$$!; \

@@ -145,7 +145,7 @@ def test_a_stop_while_a_finished_run_writes_its_status_ends_within_the_grace(
         for h in holder:
             h.execute("ROLLBACK")
             h.close()
-    assert took < 3 and not (tmp_path / "run" / ".lock").exists()  # not the 60 s of SQLite's busy timeout
+    assert took < 10 and not (tmp_path / "run" / ".lock").exists()  # not the 60 s of SQLite's busy timeout
     store = Store.open(parse_storage(url))
     (sid,) = store.study_ids("mlsysopt.run_dir", str(tmp_path / "run"))
     deadline = time.monotonic() + 10
