@@ -40,29 +40,31 @@ lint: $(STAMP)
 # suite starts (CLI runs, pool and Ray workers) compiles the mlsysopt modules it imports again (~0.2 s each).
 test test-durations: export PYTHONDONTWRITEBYTECODE :=
 
-# Tests marked `quiet` compare real timings of two runs: they run alone, first, on the machine as the install left
-# it (after the parallel run the exiting workers and the session's Ray processes can still take CPU for a while).
+# First, beside lint, tests/warm_caches.py fills once the caches every test process would otherwise fill at the same
+# time: the bytecode of the site-packages (uv installs none) and numba's cache of the graph kernels.
 #
 # Then two sessions side by side. One, at normal priority, runs the Ray group (`-m ray`: clusters, Ray Serve, load
 # windows; it mostly waits, and its latency checks must not queue behind CPU-bound tests) and the README's and docs
-# site's tests (`-m pages`: their commands tune real serving to an SLO). The other runs every other test on
+# pages' commands (`-m pages`: they tune real serving to an SLO). The other runs every other test on
 # $(PYTEST_WORKERS) workers at `nice` 10 (their commands and pool workers inherit it), taking the cores the first
 # leaves. Both end at about the same time and share the NAS transfer priors they fit (MLSYSOPT_PRIOR_CACHE). The
-# first session's output follows the other's; `make test` fails if either fails.
-FIRST := (ray or pages) and not quiet
+# first session's output follows the other's.
 #
-# Before all that, beside lint, tests/warm_caches.py fills once the caches every test process would otherwise fill at
-# the same time: the bytecode of the site-packages (uv installs none) and numba's cache of the graph kernels.
+# Last, the tests marked `quiet` (they compare real timings of two runs) alone, on warm caches; their fixture waits
+# for an idle machine first (the exiting workers and Ray processes). Run first, they left a core idle for ~40 s
+# of a fresh clone. `make test` fails if any of the three runs fails.
+FIRST := (ray or pages) and not quiet
 test: $(STAMP) chromium
 	@$(PY) tests/warm_caches.py imports & a=$$!; $(PY) tests/warm_caches.py kernels & b=$$!; \
 	$(MAKE) --no-print-directory lint; rc=$$?; wait $$a $$b; test $$rc = 0
-	$(PY) -m pytest -q -m quiet
 	@log=$$(mktemp); export MLSYSOPT_PRIOR_CACHE=$$(mktemp -d); \
 	$(PY) -m pytest -q -m "$(FIRST)" >$$log 2>&1 & first=$$!; \
 	MLSYSOPT_README_TIMES=$$log.times nice -n 10 $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup \
 		-m "not ($(FIRST)) and not quiet"; rest=$$?; \
 	wait $$first; rc=$$?; echo "---- pytest -m \"$(FIRST)\" (its own session, at normal priority)"; cat $$log; \
-	rm -rf $$log $$log.times $$MLSYSOPT_PRIOR_CACHE; test $$rest = 0 && test $$rc = 0
+	rm -rf $$log $$log.times $$MLSYSOPT_PRIOR_CACHE; \
+	echo "---- pytest -m quiet (alone, last)"; $(PY) -m pytest -q -m quiet; quiet=$$?; \
+	test $$rest = 0 && test $$rc = 0 && test $$quiet = 0
 
 # Refresh tests/durations.json (the longest tests are handed to the xdist workers first, so both end together).
 test-durations: $(STAMP) chromium

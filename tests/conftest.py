@@ -162,7 +162,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """``-m quiet`` (make test's first run) imports only the test modules that mention ``quiet``: a quiet test is
+    """``-m quiet`` (make test's last run) imports only the test modules that mention ``quiet``: a quiet test is
     marked ``@pytest.mark.quiet`` in its own module, and importing every other module (torch, Ray, ...) to deselect
     its tests cost ~10 s of a run that holds one test."""
     if (config.option.markexpr or "").strip() != "quiet" or collection_path.suffix != ".py":

@@ -25,7 +25,7 @@ for _module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.pyt
 import yaml  # noqa: E402  (after the skips: PyYAML comes with mkdocs)
 
 #: one worker builds the site once for every test here (`make test` runs pytest-xdist with --dist loadgroup)
-pytestmark = [pytest.mark.xdist_group("docs_site"), pytest.mark.pages]  # make test: in the Ray group's session
+pytestmark = pytest.mark.xdist_group("docs_site")  # one worker builds the site once for the module
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks" / "results"

@@ -4,11 +4,13 @@ equivalent configurations, the calibrated profile and the deployable outputs (no
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mlsysopt.errors import InvalidSpace
+from mlsysopt.serving.backend import Measurement
 from mlsysopt.serving.capacity import CapacityBackend
 from mlsysopt.serving.confirmation import confirm, measure_noise
 from mlsysopt.serving.deploy import parse_triton_config, triton_config
@@ -46,6 +48,28 @@ def test_stable_backend_repeats_windows_until_they_agree_and_reports_intervals()
     assert strict.windows == 4 and strict.stable is False and len(strict.samples["mean_ms"]) == 4
     both = merge([m, m])
     assert both.windows == 2 * m.windows and both.mean_ms == pytest.approx(m.mean_ms)
+
+
+def test_a_measurement_is_saturated_when_most_of_its_windows_were_as_a_merge_is() -> None:
+    sim = SimulatedEngine(SYN, n_requests=100, seed=0)
+
+    class Stalls(SimulatedEngine):
+        """The simulator, with the windows named in ``stalled`` marked saturated (a loaded machine's stall)."""
+
+        stalled: set[int]
+
+        def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
+            return replace(super().measure(config, workload, window), saturated=window in self.stalled)
+
+    flaky = Stalls(SYN, n_requests=100, seed=0)
+    for stalled, expect in (({1}, False), ({0, 2}, True), (set(), False)):
+        flaky.stalled = stalled
+        m = StableBackend(flaky, count=3, tolerance=10.0, max_windows=3).measure(Config(), Workload(300.0))
+        assert m.windows == 3 and m.saturated is expect, stalled
+        assert m.extra.get("saturated_windows", 0) == len(stalled)
+        # merging measurements follows the same rule
+        assert merge([m, m, replace(m, saturated=not expect)]).saturated is expect
+    assert not sim.measure(Config(), Workload(300.0)).saturated
 
 
 def test_noise_and_interleaved_confirmation_pick_on_the_confirmed_median() -> None:

@@ -73,11 +73,25 @@ def _pooled(
     )
 
 
+def _majority_saturated(parts: Sequence[Measurement]) -> bool:
+    """Saturated when more than half of ``parts`` were: one window of a loaded machine's stall is not saturation.
+
+    The windows a measurement pools and the measurements a confirmation merges use this one rule (the windows had
+    used "any", so a tune's verdict could call saturated what its own confirmation did not).
+    """
+    return sum(bool(m.saturated) for m in parts) * 2 > len(parts)
+
+
 def combine(windows: Sequence[Measurement], all_windows: int, is_stable: bool) -> Measurement:
-    """One measurement averaging ``windows`` (of one configuration and workload), with intervals and samples."""
+    """One measurement averaging ``windows`` (of one configuration and workload), with intervals and samples.
+
+    It is saturated when more than half of the windows were; ``extra["saturated_windows"]`` counts them when any was.
+    """
     samples = {k: [float(getattr(w, k)) for w in windows] for k in WINDOW_VALUES}
-    saturated = any(w.saturated for w in windows)
-    return _pooled(windows, samples, all_windows, is_stable, saturated, dict(windows[-1].extra))
+    extra = dict(windows[-1].extra)
+    if n := sum(bool(w.saturated) for w in windows):
+        extra["saturated_windows"] = n
+    return _pooled(windows, samples, all_windows, is_stable, _majority_saturated(windows), extra)
 
 
 class StableBackend(BackendWrapper):
@@ -144,6 +158,5 @@ def merge(measurements: Sequence[Measurement]) -> Measurement:
     samples = {k: [v for m in measurements for v in m.window_values(k)] for k in WINDOW_VALUES}
     windows = sum(m.windows for m in measurements)
     all_stable = all(bool(m.stable) for m in measurements) if first.stable is not None else None
-    saturated = sum(m.saturated for m in measurements) * 2 > len(measurements)
     extra = {**last.extra, "measurements": len(measurements)}
-    return _pooled(measurements, samples, windows, all_stable, saturated, extra)
+    return _pooled(measurements, samples, windows, all_stable, _majority_saturated(measurements), extra)
