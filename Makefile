@@ -45,7 +45,8 @@ test test-durations: export PYTHONDONTWRITEBYTECODE :=
 #
 # Then two sessions side by side. One, at normal priority, runs the Ray group (`-m ray`: clusters, Ray Serve, load
 # windows; it mostly waits, and its latency checks must not queue behind CPU-bound tests) and the README's and docs
-# pages' commands (`-m pages`: they tune real serving to an SLO). The other runs every other test on
+# pages' commands (`-m pages`: they tune real serving to an SLO) and the serving engine's real-time checks (`-m realtime`:
+# at nice 10 a light load's window once looked saturated, a stall of the loaded box). The other runs every other test on
 # $(PYTEST_WORKERS) workers at `nice` 10 (their commands and pool workers inherit it), taking the cores the first
 # leaves. Both end at about the same time and share the NAS transfer priors they fit (MLSYSOPT_PRIOR_CACHE). The
 # first session's output follows the other's.
@@ -53,7 +54,7 @@ test test-durations: export PYTHONDONTWRITEBYTECODE :=
 # Last, the tests marked `quiet` (they compare real timings of two runs) alone, on warm caches; their fixture waits
 # for an idle machine first (the exiting workers and Ray processes). Run first, they left a core idle for ~40 s
 # of a fresh clone. `make test` fails if any of the three runs fails.
-FIRST := (ray or pages) and not quiet
+FIRST := (ray or pages or realtime) and not quiet
 test: $(STAMP) chromium
 	@$(PY) tests/warm_caches.py imports & a=$$!; $(PY) tests/warm_caches.py kernels & b=$$!; \
 	$(MAKE) --no-print-directory lint; rc=$$?; wait $$a $$b; test $$rc = 0

@@ -15,6 +15,8 @@ from mlsysopt.serving.engine import Engine
 from mlsysopt.serving.model import ServedModel
 from mlsysopt.serving.space import Config, Workload
 
+pytestmark = pytest.mark.realtime  # windows against the clock: make test runs them at normal priority
+
 
 @pytest.fixture(scope="module")
 def model(cnn_path: Path) -> ServedModel:

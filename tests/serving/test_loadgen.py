@@ -11,6 +11,8 @@ from mlsysopt.errors import InvalidSpace
 from mlsysopt.serving.loadgen import open_loop, poisson_arrivals, workload_arrivals
 from mlsysopt.serving.space import Workload
 
+pytestmark = pytest.mark.realtime  # arrivals against the clock: make test runs them at normal priority
+
 
 def test_mean_gap_is_one_over_rate() -> None:
     rate, n = 500.0, 20_000
