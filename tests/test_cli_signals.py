@@ -105,7 +105,6 @@ def test_sighup_stops_a_factory_and_its_child_process(tmp_path: Path) -> None:
     assert not _alive({child})
 
 
-@pytest.mark.realtime  # ends within a bound of the clock: make test runs it at normal priority
 def test_sigterm_while_the_store_takes_the_last_writes_ends_in_seconds(tmp_path: Path) -> None:
     """The store is locked by another writer (60 s SQLite timeout) while a comparison closes: SIGTERM ends it within
     10 s with one line, the folder unlocked and complete, and no trial of the study is left running."""
@@ -145,7 +144,6 @@ def test_sigterm_while_the_store_takes_the_last_writes_ends_in_seconds(tmp_path:
         assert not con.execute("SELECT count(*) FROM trials WHERE state = 'RUNNING'").fetchone()[0]
 
 
-@pytest.mark.realtime  # ends within a bound of the clock: make test runs it at normal priority
 def test_sigterm_while_the_run_waits_for_a_locked_store_ends_in_seconds(tmp_path: Path) -> None:
     """Another writer holds the store's lock before the run starts: the run's study waits for it (SQLite's 60 s
     busy timeout, inside C code where no signal handler runs), yet SIGTERM ends the command within 10 s, with one
