@@ -40,27 +40,28 @@ lint: $(STAMP)
 # suite starts (CLI runs, pool and Ray workers) compiles the mlsysopt modules it imports again (~0.2 s each).
 test test-durations: export PYTHONDONTWRITEBYTECODE :=
 
-# After lint, two sessions side by side. One, at normal priority, runs the Ray group (`-m ray`: clusters, Ray Serve,
-# load windows; it mostly waits, and its latency checks must not queue behind CPU-bound tests), the README's and docs
+# First, beside lint, tests/warm_caches.py fills once the caches the processes of the run would otherwise fill side by
+# side: the bytecode of the site-packages (uv compiles none) and numba's cache of the graph kernels. The Ray workers
+# of the first session below import torch and Ray by the dozen (that session took ~30 s longer without it).
+#
+# Then two sessions side by side. One, at normal priority, runs the Ray group (`-m ray`: clusters, Ray Serve, load
+# windows; it mostly waits, and its latency checks must not queue behind CPU-bound tests), the README's and docs
 # pages' commands (`-m pages`: they tune real serving to an SLO) and the serving engine's checks against the clock
 # (`-m realtime`: at nice 10 a light load's window once read saturated, a stall of the loaded box). The other runs
 # every other test on $(PYTEST_WORKERS) workers at `nice` 10 (their commands and pool workers inherit it), taking the
 # cores the first leaves. Both end at about the same time and share the NAS transfer priors they fit
 # (MLSYSOPT_PRIOR_CACHE). The first session's output follows the other's.
 #
-# The first session starts after tests/warm_caches.py has filled, once, the bytecode of the site-packages (uv compiles
-# none) and numba's cache of the graph kernels: the Ray workers it starts import torch and Ray by the dozen, and
-# compiled them side by side (its session took ~30 s longer without). The niced session starts at once.
-#
 # Last, the tests marked `quiet` (they compare real timings of two runs) alone; their fixture waits for an idle
-# machine first (the exiting workers and Ray processes). Run first, on a fresh clone, they paid the first compile of
-# torch, ONNX Runtime and matplotlib (~50 s against ~25 s last) while the other core idled. `make test` fails if any
+# machine first (the exiting workers and Ray processes). Run first, they left the other core idle for 35-60 s of a
+# fresh clone (with the first compile of torch, ONNX Runtime and matplotlib); last, ~25 s. `make test` fails if any
 # of the three runs fails.
 FIRST := (ray or pages or realtime) and not quiet
-test: lint chromium
+test: $(STAMP) chromium
+	@$(PY) tests/warm_caches.py imports & w=$$!; $(PY) tests/warm_caches.py kernels & k=$$!; \
+	$(MAKE) --no-print-directory lint; rc=$$?; wait $$w $$k; test $$rc = 0
 	@log=$$(mktemp); export MLSYSOPT_PRIOR_CACHE=$$(mktemp -d); \
-	( $(PY) tests/warm_caches.py imports & w=$$!; $(PY) tests/warm_caches.py kernels; wait $$w; \
-	  $(PY) -m pytest -q -m "$(FIRST)" ) >$$log 2>&1 & first=$$!; \
+	$(PY) -m pytest -q -m "$(FIRST)" >$$log 2>&1 & first=$$!; \
 	MLSYSOPT_README_TIMES=$$log.times nice -n 10 $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup \
 		-m "not ($(FIRST)) and not quiet"; rest=$$?; \
 	wait $$first; rc=$$?; echo "---- pytest -m \"$(FIRST)\" (its own session, at normal priority)"; cat $$log; \

@@ -1,10 +1,10 @@
 """Fill, once, the caches that the processes of the test run would otherwise fill side by side.
 
-``make test`` runs this (two processes: ``imports`` and ``kernels``) before the normal-priority session, beside the
-niced one. A fresh clone has no bytecode for its site-packages (uv installs without compiling it, where pip compiles
-all of it) and no numba cache for the graph kernels; the Ray workers that session starts import torch and Ray by the
-dozen and compiled them side by side (the session took ~30 s longer without this, 2026-12-06). Nothing here is a
-test: a failure only means a cache stays cold, so it is reported and the exit status is 0.
+``make test`` runs this (two processes: ``imports`` and ``kernels``) beside lint, before the test sessions. A fresh
+clone has no bytecode for its site-packages (uv installs without compiling it, where pip compiles all of it) and no
+numba cache for the graph kernels; the Ray workers of the normal-priority session import torch and Ray by the dozen
+and compiled them side by side (that session took ~30 s longer without this, 2026-12-06). Nothing here is a test: a
+failure only means a cache stays cold, so it is reported and the exit status is 0.
 """
 
 from __future__ import annotations
