@@ -46,8 +46,8 @@ test test-durations: export PYTHONDONTWRITEBYTECODE :=
 #
 # Then two sessions side by side. One, at normal priority, runs the Ray group (`-m ray`: clusters, Ray Serve, load
 # windows; it mostly waits, and its latency checks must not queue behind CPU-bound tests), the README's and docs
-# pages' commands (`-m pages`: they tune real serving to an SLO) and the serving engine's checks against the clock
-# (`-m realtime`: at nice 10 a light load's window once read saturated, a stall of the loaded box). The other runs
+# pages' commands (`-m pages`: they tune real serving to an SLO) and checks against the clock (`-m realtime`: the
+# serving engine's windows, where at nice 10 a light load once read saturated, a stall of the loaded box). The other runs
 # every other test on $(PYTEST_WORKERS) workers at `nice` 10 (their commands and pool workers inherit it), taking the
 # cores the first leaves. Both end at about the same time and share the NAS transfer priors they fit
 # (MLSYSOPT_PRIOR_CACHE). The first session's output follows the other's.

@@ -105,6 +105,7 @@ def test_sighup_stops_a_factory_and_its_child_process(tmp_path: Path) -> None:
     assert not _alive({child})
 
 
+@pytest.mark.realtime  # its stop must end within seconds of the clock: make test runs it at normal priority
 def test_sigterm_while_the_store_takes_the_last_writes_ends_in_seconds(tmp_path: Path) -> None:
     """The store is locked by another writer (60 s SQLite timeout) while a comparison closes: SIGTERM ends it within
     10 s with one line, the folder unlocked and complete, and no trial of the study is left running."""
