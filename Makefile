@@ -47,10 +47,11 @@ test test-durations: export PYTHONDONTWRITEBYTECODE :=
 # Then two sessions side by side. One, at normal priority, runs the Ray group (`-m ray`: clusters, Ray Serve, load
 # windows; it mostly waits, and its latency checks must not queue behind CPU-bound tests), the README's and docs
 # pages' commands (`-m pages`: they tune real serving to an SLO) and checks against the clock (`-m realtime`: the
-# serving engine's windows, where at nice 10 a light load once read saturated, a stall of the loaded box). The other runs
-# every other test on $(PYTEST_WORKERS) workers at `nice` 10 (their commands and pool workers inherit it), taking the
-# cores the first leaves. Both end at about the same time and share the NAS transfer priors they fit
-# (MLSYSOPT_PRIOR_CACHE). The first session's output follows the other's.
+# serving engine's and load generator's windows, where at nice 10 a light load once read saturated, a stall of the
+# loaded box; a SIGTERM stop that must end within 10 s). The other runs every other test on $(PYTEST_WORKERS)
+# workers at `nice` 10 (their commands and pool workers inherit it), taking the cores the first leaves. Both end at
+# about the same time and share the NAS transfer priors they fit (MLSYSOPT_PRIOR_CACHE). The first session's output
+# follows the other's.
 #
 # Last, the tests marked `quiet` (they compare real timings of two runs) alone; their fixture waits for an idle
 # machine first (the exiting workers and Ray processes). Run first, they left the other core idle for 35-60 s of a
