@@ -362,6 +362,7 @@ def _python_inprocess(code: str, folder: Path, where: str, script: Path | None) 
     the folder first on ``sys.path`` and current; the modules it imported from the folder are forgotten after."""
     out, err = io.StringIO(), io.StringIO()
     old_cwd, old_path, old_argv = os.getcwd(), list(sys.path), list(sys.argv)
+    loaded = set(sys.modules)
     code_rc = 0
     try:
         os.chdir(folder)
@@ -383,9 +384,10 @@ def _python_inprocess(code: str, folder: Path, where: str, script: Path | None) 
     finally:
         os.chdir(old_cwd)
         sys.path[:], sys.argv[:] = old_path, old_argv
-        for name, module in list(sys.modules.items()):
-            file = getattr(module, "__file__", None)
-            if file and Path(file).resolve().is_relative_to(folder.resolve()):
+        here = folder.resolve()
+        for name in set(sys.modules) - loaded:  # only the block's own imports can come from the folder
+            file = getattr(sys.modules[name], "__file__", None)
+            if file and Path(file).resolve().is_relative_to(here):
                 del sys.modules[name]
     return code_rc, out.getvalue(), err.getvalue()
 
