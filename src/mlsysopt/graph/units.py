@@ -148,12 +148,27 @@ def implausible(graph: CompGraph, cluster: DeviceCluster, makespan: float, cp_mi
             f"{len(whole)} layer(s) PyTorch runs as many ops are one task each here, as a device map places whole "
             f"module calls: {named}{', ...' if len(whole) > 3 else ''}. Each pays the per-task overhead once, not per "
             f"op, so the makespan can be up to {(ops - len(whole)) * float(cluster.overhead.max()):.3g} s short; "
-            "`mlsysopt graph simulate` unrolls them"
+            + _unrolled_where(whole)
         )
     why = mismatch(graph, cluster)
     if why:
         found.append(why)
     return found
+
+
+def _unrolled_where(whole: dict[str, dict[str, Any]]) -> str:
+    """Where the layers kept whole are unrolled: ``graph simulate``, except those over the expansion's bound."""
+    over = [name for name, layer in whole.items() if layer.get("over_bound")]
+    if not over:
+        return "`mlsysopt graph simulate` unrolls them"
+    bound = "the bound of mlsysopt.graph.importers.expansion.MAX_EXPANDED_NODES ops"
+    if len(over) == len(whole):
+        return f"all of them are over {bound} and stay one task in `mlsysopt graph simulate` too"
+    named = f"{', '.join(over[:3])}{', ...' if len(over) > 3 else ''}"
+    return (
+        f"{len(over)} of them ({named}) are over {bound} and stay one task in `mlsysopt graph simulate` too; it "
+        "unrolls the others"
+    )
 
 
 def describe_units(system: str | None) -> dict[str, Any]:

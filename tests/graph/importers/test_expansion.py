@@ -93,6 +93,34 @@ def test_a_layer_over_the_bound_stays_one_node_with_one_warning(monkeypatch: pyt
     assert g.ops == ["input", "gru", "output"] and g.total_flops == rnn_flops("gru", 5, 1, 3, 4)
 
 
+def test_layers_kept_whole_are_counted_without_unrolling_those_over_the_bound_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``expand_layers=False`` (what ``placement place`` reads) lists every layer it keeps one node with its op count,
+    computed without building the expansion; one over the bound is marked, and the warning says ``graph simulate``
+    keeps it whole too (#31)."""
+    import warnings
+
+    from mlsysopt.graph.presets import preset_cluster
+    from mlsysopt.graph.units import implausible
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MlsysoptWarning)  # keeping it whole here is no news: no warning
+        short = from_module(Net(nn.GRU(3, 4)).eval(), (torch.randn(5, 1, 3),), expand_layers=False)
+    assert short.meta["kept_whole"] == {"layer": {"module": "GRU", "ops": ex.recurrent_size("gru", 5)}}
+    built = []
+    monkeypatch.setattr(ex, "recurrent", lambda *a, **k: built.append(a))  # the count must not build it
+    monkeypatch.setattr(ex, "MAX_EXPANDED_NODES", 20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MlsysoptWarning)
+        g = from_module(Net(nn.GRU(3, 4)).eval(), (torch.randn(5, 1, 3),), expand_layers=False)
+    assert built == [] and g.meta["kept_whole"] == {"layer": {"module": "GRU", "ops": 57, "over_bound": True}}
+    cluster = preset_cluster("edge", g)
+    said = [s for s in implausible(g, cluster, 1e-3, 1e-4) if "one task each" in s]
+    assert len(said) == 1 and "GRU 'layer' (57 ops)" in said[0], said
+    assert "all of them are over the bound" in said[0] and "stay one task in `mlsysopt graph simulate` too" in said[0]
+
+
 def test_a_million_steps_are_not_unrolled_and_nothing_is_allocated(tmp_path: Path) -> None:
     gru = helper.make_node("GRU", ["X", "W", "R"], ["Y"], hidden_size=4, name="enc")
     inits = [numpy_helper.from_array(np.zeros(s, np.float32), k) for k, s in (("W", (1, 12, 2)), ("R", (1, 12, 4)))]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +13,6 @@ from torch.fx.passes.shape_prop import TensorMetadata
 
 import mlsysopt.graph.importers.expansion as ex
 import mlsysopt.graph.importers.flop_formulas as ff
-from mlsysopt.errors import MlsysoptWarning
 
 NORM_FLOPS_PER_ELEM = ff.NORM_FLOPS_PER_ELEM
 SOFTMAX_FLOPS_PER_ELEM = ff.SOFTMAX_FLOPS_PER_ELEM
@@ -212,6 +210,10 @@ def _attention_flops(node: fx.Node, mod: nn.Module | None) -> float:
 
 
 # ---------------------------------------------------------------------- layers expanded into their ops
+#: The transformer-encoder modules :func:`expand` gives the ops of PyTorch's fast path.
+ENCODERS = (nn.TransformerEncoder, nn.TransformerEncoderLayer)
+
+
 def expand(node: fx.Node, mod: nn.Module | None) -> ex.Expansion | None:
     """The ops PyTorch runs for a GRU/RNN or transformer-encoder leaf (:mod:`~mlsysopt.graph.importers.expansion`).
 
@@ -224,7 +226,7 @@ def expand(node: fx.Node, mod: nn.Module | None) -> ex.Expansion | None:
     """
     if isinstance(mod, (nn.GRU, nn.RNN)):
         return _expand_recurrent(node, mod)
-    if isinstance(mod, (nn.TransformerEncoder, nn.TransformerEncoderLayer)):
+    if isinstance(mod, ENCODERS):
         return _expand_encoder(node, mod)
     return None
 
@@ -232,17 +234,32 @@ def expand(node: fx.Node, mod: nn.Module | None) -> ex.Expansion | None:
 def kept_whole_layer(node: fx.Node, mod: nn.Module) -> dict[str, Any] | None:
     """What a layer :func:`expand` would expand is when kept one node (``expand_layers=False``).
 
+    The ops are counted without building the expansion (a GRU over a long sequence would be up to
+    :data:`~mlsysopt.graph.importers.expansion.MAX_EXPANDED_NODES` nodes), and a layer over that bound is listed too:
+    it stays one node even where layers are expanded.
+
     Args:
         node: A ``call_module`` node with shapes propagated.
         mod: Its module.
 
     Returns:
-        ``{"module": class name, "ops": ops PyTorch runs for it}``, or None when it would not be expanded.
+        ``{"module": class name, "ops": ops PyTorch runs for it}`` (and ``"over_bound": True`` for a layer
+        :func:`expand` keeps whole too), or None when it would not be expanded.
     """
-    with warnings.catch_warnings():  # a layer over the bound stays one node either way: no warning for it here
-        warnings.simplefilter("ignore", MlsysoptWarning)
-        expansion = expand(node, mod)
-    return None if expansion is None else {"module": type(mod).__name__, "ops": len(expansion.nodes)}
+    if isinstance(mod, (nn.GRU, nn.RNN)):
+        shape = _recurrent_shape(node, mod)
+        if shape is None:
+            return None
+        ops = ex.recurrent_size(shape[0], shape[1], mod.num_layers, 2 if mod.bidirectional else 1)
+    else:
+        expansion = _expand_encoder(node, mod) if isinstance(mod, ENCODERS) else None  # 7 ops a layer: small
+        if expansion is None:
+            return None
+        ops = len(expansion.nodes)
+    whole: dict[str, Any] = {"module": type(mod).__name__, "ops": ops}
+    if ops > ex.MAX_EXPANDED_NODES:
+        whole["over_bound"] = True
+    return whole
 
 
 def _input_meta(node: fx.Node, key: str) -> TensorMetadata | None:
@@ -251,7 +268,8 @@ def _input_meta(node: fx.Node, key: str) -> TensorMetadata | None:
     return meta if isinstance(meta, TensorMetadata) else None
 
 
-def _expand_recurrent(node: fx.Node, mod: nn.RNNBase) -> ex.Expansion | None:
+def _recurrent_shape(node: fx.Node, mod: nn.RNNBase) -> tuple[str, int, int, int] | None:
+    """``(mode, steps, batch, itemsize)`` of a GRU/RNN call, or None when its input's shape is unknown."""
     meta = _input_meta(node, "input")
     if meta is None or len(meta.shape) not in (2, 3):
         return None
@@ -260,9 +278,16 @@ def _expand_recurrent(node: fx.Node, mod: nn.RNNBase) -> ex.Expansion | None:
         steps, batch = x[0], 1
     else:
         steps, batch = (x[1], x[0]) if mod.batch_first else (x[0], x[1])
-    mode = "gru" if isinstance(mod, nn.GRU) else "rnn"
+    return ("gru" if isinstance(mod, nn.GRU) else "rnn"), steps, batch, meta.dtype.itemsize
+
+
+def _expand_recurrent(node: fx.Node, mod: nn.RNNBase) -> ex.Expansion | None:
+    shape = _recurrent_shape(node, mod)
+    if shape is None:
+        return None
+    mode, steps, batch, itemsize = shape
     return ex.recurrent(node.name, mode, steps, batch, mod.input_size, mod.hidden_size, mod.num_layers,
-                        2 if mod.bidirectional else 1, mod.bias, meta.dtype.itemsize,
+                        2 if mod.bidirectional else 1, mod.bias, itemsize,
                         str(getattr(mod, "nonlinearity", "tanh")))  # fmt: skip
 
 
