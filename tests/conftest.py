@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -161,18 +163,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: What a test module must mention for its tests to carry each marker ``make test`` selects its sessions by. A session
+#: whose ``-m`` expression no test without these markers passes (the quiet run, the Ray group's session) imports only
+#: the modules that could hold its tests: importing every module (torch, Ray, ...) just to deselect its tests cost
+#: ~10 s of the quiet run and ~5 s of the Ray group's. :func:`pytest_itemcollected` checks the rule on every test any
+#: session collects, so a marker given another way fails the run instead of leaving its test out of every session.
+SESSION_MARKERS = {"quiet": b"mark.quiet", "ray": b'"ray"', "pages": b"mark.pages", "realtime": b"mark.realtime"}
+_EXPRESSION_WORDS = re.compile(r"[()]|\w+")
+_MODULE_TEXT: dict[Path, bytes] = {}
+
+
+def _module_text(path: Path) -> bytes:
+    if path not in _MODULE_TEXT:
+        try:
+            _MODULE_TEXT[path] = path.read_bytes()
+        except OSError:
+            _MODULE_TEXT[path] = b""
+    return _MODULE_TEXT[path]
+
+
+def _may_select(expression: str, possible: list[str]) -> bool:
+    """Whether ``-m expression`` can select a test whose markers (of :data:`SESSION_MARKERS`) are among ``possible``;
+    True for an expression of other words (it is not evaluated here)."""
+    words = _EXPRESSION_WORDS.findall(expression)
+    allowed = {*SESSION_MARKERS, "and", "or", "not", "(", ")"}
+    if "".join(words) != re.sub(r"\s+", "", expression) or not set(words) <= allowed:
+        return True
+    for subset in itertools.product((False, True), repeat=len(possible)):
+        present = dict.fromkeys(SESSION_MARKERS, False) | dict(zip(possible, subset, strict=True))
+        if eval(expression, {"__builtins__": {}}, present):  # marker names, and/or/not, parentheses: checked above
+            return True
+    return False
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """``-m quiet`` (make test's last run) imports only the test modules that mention ``quiet``: a quiet test is
-    marked ``@pytest.mark.quiet`` in its own module, and importing every other module (torch, Ray, ...) to deselect
-    its tests cost ~10 s of a run that holds one test."""
-    if (config.option.markexpr or "").strip() != "quiet" or collection_path.suffix != ".py":
+    """Skip importing a test module whose tests the session's ``-m`` expression cannot select (see
+    :data:`SESSION_MARKERS`)."""
+    expression = (config.option.markexpr or "").strip()
+    if not expression or collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
         return None
-    if not collection_path.name.startswith("test_"):
-        return None
-    try:
-        return b"quiet" not in collection_path.read_bytes() or None
-    except OSError:
-        return None
+    text = _module_text(collection_path)
+    possible = [marker for marker, needle in SESSION_MARKERS.items() if needle in text]
+    return None if _may_select(expression, possible) else True
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -180,6 +212,13 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     ``make test`` runs it in a session of its own beside the CPU-bound tests (see the Makefile)."""
     if any(m.args[:1] == ("ray",) or m.kwargs.get("name") == "ray" for m in item.iter_markers("xdist_group")):
         item.add_marker(pytest.mark.ray)
+    text = _module_text(Path(item.path))
+    for marker, needle in SESSION_MARKERS.items():
+        if item.get_closest_marker(marker) is not None and needle not in text:
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked {marker!r} but its module does not mention {needle.decode()}: the session "
+                f"that runs {marker!r} tests would not import it (tests/conftest.py, SESSION_MARKERS)"
+            )
 
 
 @pytest.hookimpl(trylast=True)
