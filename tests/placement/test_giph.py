@@ -82,8 +82,8 @@ def test_search_improves_on_the_start(make_graph_and_cluster) -> None:
 
 
 def test_place_is_deterministic_per_seed(make_graph_and_cluster) -> None:
-    # a budget the start portfolio cannot spend alone: how many evaluations saga_best takes depends on its time
-    # estimates (a loaded machine), and with none left for the search every seed gives the portfolio's answer
+    # a budget the start portfolio (21 members, ~14 distinct placements here) cannot spend alone: with none left for
+    # the search every seed would give the portfolio's answer (saga's estimates are modelled, not clocked)
     g, c = make_graph_and_cluster(**PROBLEM)
     a = GiPH(make_policy()).place(g, c, budget=60, seed=4)
     b = GiPH(make_policy()).place(g, c, budget=60, seed=4)
