@@ -115,9 +115,14 @@ def recurrent_size(mode: str, steps: int, layers: int = 1, directions: int = 1) 
     return layers * (directions * (1 + len(STEP_OPS[mode]) * steps) + 1)
 
 
+def fits(count: int) -> bool:
+    """Whether an expansion of ``count`` nodes is within :data:`MAX_EXPANDED_NODES` (else the layer stays one node)."""
+    return count <= MAX_EXPANDED_NODES
+
+
 def within_bound(name: str, what: str, count: int) -> bool:
     """Whether ``count`` nodes fit :data:`MAX_EXPANDED_NODES`; warns (naming ``name``) when they do not."""
-    if count <= MAX_EXPANDED_NODES:
+    if fits(count):
         return True
     warnings.warn(
         f"{name}: {what} would make {count:,} nodes, over the bound of {MAX_EXPANDED_NODES:,} "

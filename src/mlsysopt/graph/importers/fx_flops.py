@@ -210,10 +210,6 @@ def _attention_flops(node: fx.Node, mod: nn.Module | None) -> float:
 
 
 # ---------------------------------------------------------------------- layers expanded into their ops
-#: The transformer-encoder modules :func:`expand` gives the ops of PyTorch's fast path.
-ENCODERS = (nn.TransformerEncoder, nn.TransformerEncoderLayer)
-
-
 def expand(node: fx.Node, mod: nn.Module | None) -> ex.Expansion | None:
     """The ops PyTorch runs for a GRU/RNN or transformer-encoder leaf (:mod:`~mlsysopt.graph.importers.expansion`).
 
@@ -226,7 +222,7 @@ def expand(node: fx.Node, mod: nn.Module | None) -> ex.Expansion | None:
     """
     if isinstance(mod, (nn.GRU, nn.RNN)):
         return _expand_recurrent(node, mod)
-    if isinstance(mod, ENCODERS):
+    if isinstance(mod, (nn.TransformerEncoder, nn.TransformerEncoderLayer)):
         return _expand_encoder(node, mod)
     return None
 
@@ -252,12 +248,12 @@ def kept_whole_layer(node: fx.Node, mod: nn.Module) -> dict[str, Any] | None:
             return None
         ops = ex.recurrent_size(shape[0], shape[1], mod.num_layers, 2 if mod.bidirectional else 1)
     else:
-        expansion = _expand_encoder(node, mod) if isinstance(mod, ENCODERS) else None  # 7 ops a layer: small
+        expansion = expand(node, mod)  # an encoder (7 ops a layer, no bound), or None
         if expansion is None:
             return None
         ops = len(expansion.nodes)
     whole: dict[str, Any] = {"module": type(mod).__name__, "ops": ops}
-    if ops > ex.MAX_EXPANDED_NODES:
+    if not ex.fits(ops):
         whole["over_bound"] = True
     return whole
 
