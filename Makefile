@@ -14,17 +14,21 @@ install: $(STAMP)
 
 # With uv (the same versions pip resolves, ~15 s instead of ~75 s of a fresh clone's `make test`): torch from pip's
 # own find-links (where this machine keeps the CPU wheel), then the rest; pip does it all where uv cannot be installed.
-# The venv's own pip (Python 3.11's, 23.x) installs uv; upgrading it first cost ~6 s of every fresh clone.
+# The venv is made without pip and the system's pip (23.x: `--python`) installs uv into it, while the venv's own pip
+# is seeded beside the installs (ensurepip, ~4 s of a fresh clone otherwise spent first); upgrading pip cost ~6 s.
 $(STAMP): pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
+	test -x $(PY) || python3 -m venv --without-pip $(VENV)
 	$(MAKE) system-packages
-	links="$${PIP_FIND_LINKS:-$$($(PY) -m pip config get global.find-links 2>/dev/null)}"; \
-	if $(PY) -m pip install -q uv; then \
+	{ $(PY) -m pip --version >/dev/null 2>&1 || $(PY) -m ensurepip --default-pip >/dev/null; } & seed=$$!; \
+	links="$${PIP_FIND_LINKS:-$$(python3 -m pip config get global.find-links 2>/dev/null)}"; \
+	if python3 -m pip --python $(PY) install -q uv 2>/dev/null || { wait $$seed; $(PY) -m pip install -q uv; }; then \
 		$(PY) -c "import torch" 2>/dev/null || if [ -n "$$links" ]; then \
 			$(VENV)/bin/uv pip install -q --python $(PY) --find-links "$$links" torch==2.13.0; \
-		else $(PY) -m pip install -q torch==2.13.0; fi; \
+		else wait $$seed; $(PY) -m pip install -q torch==2.13.0; fi; \
 		$(VENV)/bin/uv pip install -q --python $(PY) -e ".[dev,ray,postgres,docs]"; \
+		rc=$$?; wait $$seed; test $$rc = 0; \
 	else \
+		wait $$seed; \
 		$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0; \
 		$(PY) -m pip install -q -e ".[dev,ray,postgres,docs]"; \
 	fi
