@@ -68,14 +68,17 @@ def latency_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     cores = machine_threads()
     model, _ = resolve_model("zoo:resnet", workdir, largest=16, instances=cores)
     t0 = time.perf_counter()
-    profile, samples = measure_profile(model, (1, 2, 4, 8, 16), (1, 2), (1, 2), repeats=5, cores=cores, name="resnet")
+    repeats = 3 if args.quick else 5
+    profile, samples = measure_profile(
+        model, (1, 2, 4, 8, 16), (1, 2), (1, 2), repeats=repeats, cores=cores, name="resnet"
+    )
     profile, dispatch = calibrate_dispatch(model, profile, seed=args.seed)
     profile_s = time.perf_counter() - t0
     if args.quick:
         space = Space(
             instances=(1, 2),
-            max_batch=(1, 4, 16),
-            batch_timeout_ms=(0.0, 2.0),
+            max_batch=(1, 16),
+            batch_timeout_ms=(2.0,),
             intra_threads=(1, 2),
             inter_threads=(1,),
             execution_mode=(0,),
@@ -85,8 +88,11 @@ def latency_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         space = Space.for_machine(cores, max_batch=(1, 2, 4, 8, 16))
     rate = round(0.7 * 1000.0 / profile.service_ms(1, 1, 1), -1)
     workload, objective = Workload(rate), Objective("latency")
-    n_req = 100 if args.quick else 150
-    stability = {"count": 3, "tolerance": 0.10, "max_windows": 4 if args.quick else 5}
+    # --quick (a smoke run of every step, ~2 min in all): 8 configurations, shorter windows, the top 3 confirmed in
+    # 2 rounds
+    n_req = 40 if args.quick else 150
+    stability = {"count": 3, "tolerance": 0.10, "max_windows": 3 if args.quick else 5}
+    top, rounds = (3, 2) if args.quick else (5, 3)
     print(
         f"real: {space.size} configurations ({space.raw_size} before merging) at {rate:g} req/s, {n_req} requests "
         f"per window; profile fit error {profile.fit_error(samples):.1%}, dispatch {profile.dispatch_ms:.3g} ms"
@@ -94,7 +100,7 @@ def latency_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     default = space.default(cores)
     with Engine(model, n_requests=n_req, max_seconds=10.0, max_threads=cores, seed=args.seed) as engine:
         stable = StableBackend(engine, **stability)
-        noise = measure_noise(engine, default, workload, windows=5)
+        noise = measure_noise(engine, default, workload, windows=3 if args.quick else 5)
         t1 = time.perf_counter()
         table = {c: stable.measure(c, workload) for c in space}
         exhaustive_s = time.perf_counter() - t1
@@ -104,17 +110,16 @@ def latency_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             res = tune(get_tuner("rrl", space, objective, seed=args.seed), stable, [(workload, budget)])
         ans = res.per_rate[-1]
         scores = {c: objective.score(m) for c, m in ans.measured.items()}
-        own = confirm(stable, ans.ranked(objective)[:3], default, workload, objective, 3, scores)
+        own = confirm(stable, ans.ranked(objective)[: top - 2], default, workload, objective, rounds, scores)
         rrl_s = time.perf_counter() - t2
         rrl_pick = own.pick.config
-        top5 = sorted(table, key=lambda c: objective.score(table[c]))[:5]
+        top_table = sorted(table, key=lambda c: objective.score(table[c]))[:top]
         t3 = time.perf_counter()
-        side = confirm(
-            stable, [*top5, rrl_pick], default, workload, objective, 3, {c: objective.score(table[c]) for c in table}
-        )
+        table_scores = {c: objective.score(table[c]) for c in table}
+        side = confirm(stable, [*top_table, rrl_pick], default, workload, objective, rounds, table_scores)
         confirm_s = time.perf_counter() - t3
     by = {c.config: c for c in side.candidates}
-    ex_best = min(top5, key=lambda c: by[c].value)
+    ex_best = min(top_table, key=lambda c: by[c].value)
     ratio = by[rrl_pick].value / by[ex_best].value
     # the simulator calibrated to this engine against every confirmed real value (both confirmations)
     sim = SimulatedEngine(profile, n_requests=n_req, seed=args.seed)
@@ -163,7 +168,7 @@ def latency_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "confirmed_exhaustive_best": ex_best.to_dict(),
         "confirmed_default_ms": next(c.value for c in side.candidates if c.config == default),
         "single_pass": {
-            "exhaustive_min_ms": objective.score(table[top5[0]]),
+            "exhaustive_min_ms": objective.score(table[top_table[0]]),
             "rrl_pick_ms": objective.score(table[rrl_pick]),
         },
         "sim_compared": compared,
@@ -228,19 +233,20 @@ def matters_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     slo = round(max(10.0, 25.0 * task.service_ms(1, 1, 1)), 1)
     objective = Objective("throughput", slo_ms=slo)
     if args.quick:
-        space = Space(instances=(1, 2), max_batch=(1, 8, 32), batch_timeout_ms=(0.0, 2.0), intra_threads=(1, 2),
+        space = Space(instances=(1, 2), max_batch=(1, 32), batch_timeout_ms=(2.0,), intra_threads=(1, 2),
                       inter_threads=(1,), execution_mode=(0,), max_threads=cores)  # fmt: skip
     else:
         space = Space.for_machine(cores, max_batch=(1, 2, 4, 8, 16, 32))
-    n_req = 100 if args.quick else 200
-    stability = {"count": 3, "tolerance": 0.10, "max_windows": 4}
+    n_req = 40 if args.quick else 200
+    stability = {"count": 3, "tolerance": 0.10, "max_windows": 3 if args.quick else 4}
+    top, rounds, bisections = (3, 2, 1) if args.quick else (5, 3, 2)
     workload, default = Workload(rate), space.default(cores)
     budget = max(1, math.floor(0.25 * space.size))
     print(f"real matters: {model.path.name}, {space.size} configurations, throughput within p99 <= {slo:g} ms from "
           f"{rate:g} req/s (the default serves ~{default_capacity:.0f} req/s with one row per batch)")  # fmt: skip
     prior = preset_prior().bind(task)
     with Engine(model, n_requests=n_req, max_seconds=10.0, slo_ms=slo, max_threads=cores, seed=args.seed) as engine:
-        backend = CapacityBackend(StableBackend(engine, **stability), slo, doublings=5, bisections=2)
+        backend = CapacityBackend(StableBackend(engine, **stability), slo, doublings=5, bisections=bisections)
         t1 = time.perf_counter()
         table = {c: backend.measure(c, workload) for c in space}
         exhaustive_s = time.perf_counter() - t1
@@ -249,24 +255,25 @@ def matters_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             res = tune(get_tuner("rrl", space, objective, seed=args.seed, prior=prior), backend, [(workload, budget)])
         ans = res.per_rate[-1]
         scores = {c: objective.score(m) for c, m in ans.measured.items()}
-        own = confirm(backend, ans.ranked(objective)[:3], default, workload, objective, 3, scores)
+        own = confirm(backend, ans.ranked(objective)[: top - 2], default, workload, objective, rounds, scores)
         rrl_s = time.perf_counter() - t2
         pick = own.pick.config
-        top5 = sorted(table, key=lambda c: objective.score(table[c]))[:5]
+        top_table = sorted(table, key=lambda c: objective.score(table[c]))[:top]
         t3 = time.perf_counter()
-        side = confirm(backend, [*top5, pick], default, workload, objective, 3,
+        side = confirm(backend, [*top_table, pick], default, workload, objective, rounds,
                        {c: objective.score(m) for c, m in table.items()})  # fmt: skip
         confirm_s = time.perf_counter() - t3
     by = {c.config: c for c in side.candidates}
-    best = min(top5, key=lambda c: by[c].value)
+    best = min(top_table, key=lambda c: by[c].value)
     # the simulator calibrated to this engine (a full profile and the engine's overheads) against the confirmed values
     from mlsysopt.serving.profiling import calibrate_dispatch, measure_profile
     from mlsysopt.serving.simulator import SimulatedEngine
 
-    prof, _ = measure_profile(model, (1, 2, 4, 8, 16, 32), (1, 2), (1, 2), 5, cores, model.path.name)
+    repeats = 3 if args.quick else 5
+    prof, _ = measure_profile(model, (1, 2, 4, 8, 16, 32), (1, 2), (1, 2), repeats, cores, model.path.name)
     prof, _ = calibrate_dispatch(model, prof, seed=args.seed)
     sim = CapacityBackend(StableBackend(SimulatedEngine(prof, n_requests=n_req, seed=args.seed), **stability), slo,
-                          doublings=5, bisections=2)  # fmt: skip
+                          doublings=5, bisections=bisections)  # fmt: skip
     compared = []
     for c in side.candidates:
         s = objective.score(sim.measure(c.config, workload))
