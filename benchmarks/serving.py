@@ -387,7 +387,11 @@ def main() -> None:
     from serving_real import real_part
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="2 profiles, 3 seeds, 8-configuration real spaces in short windows (~2 min; a smoke run)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="2 profiles, 3 seeds, 8-configuration real spaces in short windows (~2 min; a smoke run)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=10, help="seeds per tuner and profile")
     ap.add_argument("--workers", type=int, default=2, help="processes for the simulated studies")
