@@ -43,6 +43,10 @@ lint: $(STAMP)
 # them every pytest process rewrites the asserts of every test module again (~6 s each), and every interpreter the
 # suite starts (CLI runs, pool and Ray workers) compiles the mlsysopt modules it imports again (~0.2 s each).
 test test-durations: export PYTHONDONTWRITEBYTECODE :=
+# The string-hash seed the `mlsysopt` command fixes for itself (src/mlsysopt/hashseed.py), for the test processes too:
+# a saga tie-break inside a test then goes the same way in every run, as in the command (tests/test_hashseed.py
+# removes it to check the command's own step).
+test test-durations: export PYTHONHASHSEED := 0
 
 # First, beside lint, tests/warm_caches.py fills once the caches the processes of the run would otherwise fill side by
 # side: the bytecode of the site-packages (uv compiles none) and numba's cache of the graph kernels. The Ray workers
