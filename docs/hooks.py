@@ -3,7 +3,7 @@
 * API pages: a bare ``::: mlsysopt.PACKAGE`` line gets the package's public names (its ``__all__``) as the members
   to render. The package roots export their names lazily (``mlsysopt.lazy``), which a static reader of the source
   does not see, so the list is read from the package itself when the site is built and never goes stale.
-* The CLI reference (``reference/cli.md``): mkdocs-typer2 runs ``typer mlsysopt.cli utils docs`` in a
+* The CLI reference (``reference/cli.md``): mkdocs-typer2 runs ``typer mlsysopt.cli.command utils docs`` in a
   subprocess, so the venv's ``bin`` goes first on ``PATH``; a page that came out without the commands (the plugin
   drops a failed run silently) stops the build.
 * API pages: the docstrings' Sphinx roles (``:class:`~a.B` ``) are shown as plain code (``B``).

@@ -21,7 +21,7 @@ IMPORTS = [
     "onnx",
     "onnxruntime",
     "matplotlib.pyplot",
-    "mlsysopt.cli",
+    "mlsysopt.cli.command",
     "mlsysopt.cli.graph",
     "mlsysopt.cli.placement",
     "mlsysopt.cli.serving",

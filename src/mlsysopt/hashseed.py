@@ -7,7 +7,8 @@ of the same command with the same ``--seed``. So the command runs with ``PYTHONH
 already sets it (``PYTHONHASHSEED=random`` keeps Python's salt): when it is unset, the process replaces itself once
 with the same command line and that variable, before anything heavy is imported (~20 ms). The processes the command
 starts (pool workers, a private Ray instance's workers) inherit it; a Ray cluster started elsewhere needs it in its
-own environment. Calling :func:`mlsysopt.cli.main` inside your own Python process changes nothing there.
+own environment. The console script :func:`mlsysopt.cli.entry` calls it first; calling :func:`mlsysopt.cli.main`
+inside your own Python process changes nothing there.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """``python -m mlsysopt.cli``: the ``mlsysopt`` command, with its fixed string-hash seed (:mod:`mlsysopt.hashseed`)."""
 
-from mlsysopt.cli import main
-from mlsysopt.hashseed import fixed_hash_seed
+from mlsysopt.cli import entry
 
-fixed_hash_seed()
-main()
+entry()
