@@ -92,7 +92,7 @@ def latency_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     # 2 rounds
     n_req = 40 if args.quick else 150
     stability = {"count": 3, "tolerance": 0.10, "max_windows": 3 if args.quick else 5}
-    top, rounds = (3, 2) if args.quick else (5, 3)
+    top, own_top, rounds = (3, 1, 2) if args.quick else (5, 3, 3)  # table's top, RRL's top confirmed, rounds
     print(
         f"real: {space.size} configurations ({space.raw_size} before merging) at {rate:g} req/s, {n_req} requests "
         f"per window; profile fit error {profile.fit_error(samples):.1%}, dispatch {profile.dispatch_ms:.3g} ms"
@@ -110,7 +110,7 @@ def latency_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             res = tune(get_tuner("rrl", space, objective, seed=args.seed), stable, [(workload, budget)])
         ans = res.per_rate[-1]
         scores = {c: objective.score(m) for c, m in ans.measured.items()}
-        own = confirm(stable, ans.ranked(objective)[: top - 2], default, workload, objective, rounds, scores)
+        own = confirm(stable, ans.ranked(objective)[:own_top], default, workload, objective, rounds, scores)
         rrl_s = time.perf_counter() - t2
         rrl_pick = own.pick.config
         top_table = sorted(table, key=lambda c: objective.score(table[c]))[:top]
@@ -239,7 +239,7 @@ def matters_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         space = Space.for_machine(cores, max_batch=(1, 2, 4, 8, 16, 32))
     n_req = 40 if args.quick else 200
     stability = {"count": 3, "tolerance": 0.10, "max_windows": 3 if args.quick else 4}
-    top, rounds, bisections = (3, 2, 1) if args.quick else (5, 3, 2)
+    top, own_top, rounds, bisections = (3, 1, 2, 1) if args.quick else (5, 3, 3, 2)
     workload, default = Workload(rate), space.default(cores)
     budget = max(1, math.floor(0.25 * space.size))
     print(f"real matters: {model.path.name}, {space.size} configurations, throughput within p99 <= {slo:g} ms from "
@@ -255,7 +255,7 @@ def matters_case(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             res = tune(get_tuner("rrl", space, objective, seed=args.seed, prior=prior), backend, [(workload, budget)])
         ans = res.per_rate[-1]
         scores = {c: objective.score(m) for c, m in ans.measured.items()}
-        own = confirm(backend, ans.ranked(objective)[: top - 2], default, workload, objective, rounds, scores)
+        own = confirm(backend, ans.ranked(objective)[:own_top], default, workload, objective, rounds, scores)
         rrl_s = time.perf_counter() - t2
         pick = own.pick.config
         top_table = sorted(table, key=lambda c: objective.score(table[c]))[:top]
