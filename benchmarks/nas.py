@@ -79,7 +79,8 @@ DATASETS = ("cora", "citeseer", "pubmed", "cs", "computers", "photo")
 TUNING_DATASETS = ("physics", "arxiv", "proteins")
 REGIME_NAMES = ("tight", "single")
 BUDGETS = (10, 30, 100)
-BATCH = 2
+#: evaluations per ask (2 workers); the environment's ``NAS_BENCH_BATCH`` changes it in the search processes too
+BATCH = int(os.environ.get("NAS_BENCH_BATCH", "2"))
 JOB_WORKERS = min(os.cpu_count() or 1, 8)  # processes for the NAS-Bench-Graph searches (2 on a 2-core machine)
 BOOTSTRAP = 10_000
 #: slowest first, so the pool's last jobs are short ones

@@ -33,8 +33,8 @@ FALLBACK = "epnas"
 REASONS = {
     "small": "0.0118 at 10 evaluations on the tuning tables; zero_shot's 0.0111 is lower but its prior does not "
     "add on the held-out tables (0.91x random [0.81, 1.03]), epnas's does (0.85x epnas_cold [0.74, 0.96])",
-    "medium": "0.0052 at 30; epnas's 0.0042 is lower but its prior does not add on the held-out tables "
-    "(1.11x epnas_cold [0.95, 1.30])",
+    "medium": "0.0053 at 30 (its ensemble trained every 5 evaluations); epnas's 0.0042 is lower but its prior "
+    "does not add on the held-out tables (1.11x epnas_cold [0.95, 1.30])",
     "large": "0.0023 at 100; epnas's 0.0016 is lower but its prior costs on the held-out tables "
     "(1.27x epnas_cold [1.03, 1.56])",
 }
