@@ -1,9 +1,7 @@
 """A tune on Ray Serve writes a deployment that Ray Serve's own ``serve run`` deploys as tuned (a real local Ray Serve,
 real HTTP, a small CNN, short windows). The tune joins the shared 2-node test cluster (``--address``, as on a
-cluster someone runs: it starts Serve there and leaves none behind); ``serve run --address`` then deploys the written
-folder on the same cluster (uploaded as the replicas' working directory, as a user deploys to a cluster; a private
-Ray of its own costs the suite ~10 s more, and ``benchmarks/serving_rayserve.py`` deploys that way).
-Its own module: the engine of tests/serving/test_rayserve.py is stopped while it runs.
+cluster someone runs: it starts Serve there and leaves none behind); ``serve run`` then starts a private Ray of its
+own, as a user's would. Its own module: the engine of tests/serving/test_rayserve.py is stopped while it runs.
 
 The command runs in this process (no interpreter start, imports cached) with few windows: every measurement 2
 windows, and the confirmation rounds as asked (the suite's loaded cores always read as noisy, which raised 1 round
@@ -78,7 +76,7 @@ def test_a_tune_on_ray_serve_writes_a_config_that_serve_run_deploys_as_tuned(
             loaded = replace(loaded, max_ongoing=loaded.ongoing)
         assert loaded == chosen, name
     # Ray Serve's own entry point deploys the file as written (on a free port)
-    with ServeRun(folder, start_timeout_s=120, address=ray_cluster.address) as deployed:
+    with ServeRun(folder, start_timeout_s=120) as deployed:
         user = deployment_options(chosen)["user_config"]
         assert deployed.info["batching"]["max_batch_size"] == user["max_batch_size"]
         assert deployed.info["session"]["intra_op_num_threads"] == user["intra_op_num_threads"]

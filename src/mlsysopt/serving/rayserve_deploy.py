@@ -1,12 +1,11 @@
 """Deploy the folder a tune wrote (``rayserve/``) with Ray Serve's own ``serve run``, as a user would.
 
 A tune on ``--engine rayserve`` writes ``serve_config.yaml``, ``mlsysopt_serve_app.py`` and ``model.onnx``.
-:class:`ServeRun` starts ``serve run serve_config.yaml`` in that folder (a private local Ray, its own process group;
-or, given a Ray address, on that cluster with the folder as the replicas' working directory, as a user deploys to a
-cluster), waits until the application answers over HTTP and reads back what the replica runs with (``GET /``: its
-batching and ONNX Runtime session options, and its ``max_ongoing_requests``); leaving the ``with`` block stops it
-(SIGINT, as Ctrl-C does, then SIGKILL). The tests and ``benchmarks/serving_rayserve.py`` use it to check that a
-configuration deploys as written.
+:class:`ServeRun` starts ``serve run serve_config.yaml`` in that folder (a private local Ray, its own process group),
+waits until the application answers over HTTP and reads back what the replica runs with (``GET /``: its batching
+and ONNX Runtime session options, and its ``max_ongoing_requests``); leaving the ``with`` block stops it (SIGINT, as
+Ctrl-C does, then SIGKILL). The tests and ``benchmarks/serving_rayserve.py`` use it to check that a configuration
+deploys as written.
 
 The port in the user's file is left alone: the run reads a copy (``serve_config.port-<port>.yaml``, removed
 afterwards) whose only change is ``http_options.port``.
@@ -54,9 +53,6 @@ class ServeRun:
     Args:
         folder: The folder holding ``serve_config.yaml`` (a tune's ``rayserve/``).
         start_timeout_s: Seconds to wait until the application answers.
-        address: A running Ray cluster to deploy on (``serve run --address ADDRESS --working-dir .``: Ray uploads the
-            folder, so the replicas import the application module and read the model from it; leaving the block
-            shuts Ray Serve down there). None: a private local Ray, started and stopped with the run.
 
     Attributes:
         port: The HTTP port it serves on.
@@ -68,11 +64,8 @@ class ServeRun:
             does not answer within ``start_timeout_s`` (the exit status of ``serve run`` when it ended).
     """
 
-    def __init__(
-        self, folder: str | os.PathLike[str], start_timeout_s: float = 180.0, address: str | None = None
-    ) -> None:
+    def __init__(self, folder: str | os.PathLike[str], start_timeout_s: float = 180.0) -> None:
         self.folder = Path(folder)
-        self.address = address
         self.config = self.folder / "serve_config.yaml"
         if not self.config.is_file():
             raise MlsysoptError(f"{self.config}: no such file (a tune on --engine rayserve writes it)")
@@ -92,12 +85,10 @@ class ServeRun:
         conf = yaml.safe_load(self.config.read_text())
         conf.setdefault("http_options", {})["port"] = self.port
         self._copy.write_text(yaml.safe_dump(conf, sort_keys=False))
-        where = ["--address", self.address, "--working-dir", "."] if self.address else []
         t0 = time.perf_counter()
         self._proc = subprocess.Popen(
-            [str(self.serve), "run", *where, self._copy.name], cwd=self.folder, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, env={**os.environ, "RAY_ADDRESS": self.address or "local"},
-            start_new_session=True,
+            [str(self.serve), "run", self._copy.name], cwd=self.folder, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env={**os.environ, "RAY_ADDRESS": "local"}, start_new_session=True,
         )  # fmt: skip
         try:
             while time.perf_counter() - t0 < self.start_timeout_s and self._proc.poll() is None:
