@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from workloads import RANKS, allreduce_rank, fail_on_three, slow_echo, square_plus
+from workloads import RANKS, allreduce_rank, fail_on_three, hash_of, slow_echo, square_plus
 
 from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.runtime import (
@@ -137,6 +139,20 @@ def test_a_dead_ray_address_fails_auto_at_once_naming_it(monkeypatch: pytest.Mon
     with pytest.raises(MlsysoptError, match=f"--address auto: RAY_ADDRESS=127.0.0.9:{port}: no Ray head answers"):
         RayExecutor("auto", 1)
     assert time.monotonic() - t0 < 10
+
+
+def test_a_cluster_whose_workers_hash_otherwise_runs_the_job_with_the_drivers_seed(
+    ray_cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shared cluster's workers run with seed 0; a driver whose process has seed 7 gets workers with seed 7
+    (saga's tie-breaks then match the command's own), and a driver with seed 0 keeps the cluster's workers."""
+    monkeypatch.setenv("PYTHONHASHSEED", "7")
+    seven = subprocess.run([sys.executable, "-c", "print(hash('abc'))"], capture_output=True, text=True, check=True)
+    with RayExecutor(ray_cluster.address, 2) as ex:
+        assert ex.map(hash_of, ["abc", "abc"]) == [("7", int(seven.stdout))] * 2
+    monkeypatch.setenv("PYTHONHASHSEED", "0")
+    with RayExecutor(ray_cluster.address, 2) as ex:
+        assert {seed for seed, _ in ex.map(hash_of, ["abc", "abc"])} == {"0"}
 
 
 def test_data_parallel_ranks_agree_on_ray_and_locally(ray_cluster) -> None:

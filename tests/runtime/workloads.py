@@ -19,6 +19,11 @@ def env_value(key: str) -> str | None:
     return os.environ.get(key)
 
 
+def hash_of(text: str) -> tuple[str | None, int]:
+    """The worker's ``PYTHONHASHSEED`` and its ``hash(text)`` (salted unless the seed is fixed)."""
+    return os.environ.get("PYTHONHASHSEED"), hash(text)
+
+
 def fail_on_three(x: int) -> int:
     """Raises a library error for 3."""
     if x == 3:

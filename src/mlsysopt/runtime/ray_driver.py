@@ -21,6 +21,8 @@ from mlsysopt.errors import MlsysoptError
 
 #: Seconds the driver waits for a lost head before Ray ends it (Ray's default is a minute).
 HEAD_TIMEOUT_S = 15
+#: Seconds to wait for the task that reads a joined cluster's hash seed (:func:`match_hash_seed`)
+SEED_PROBE_TIMEOUT_S = 30.0
 
 
 def apply(fn: Callable[[Any], Any], item: Any) -> Any:
@@ -39,6 +41,43 @@ def loopback_host(address: str | None) -> str | None:
         return None
 
 
+def worker_hash_seed(_: Any = None) -> str | None:
+    """The ``PYTHONHASHSEED`` a worker runs with (a task's body)."""
+    return os.environ.get("PYTHONHASHSEED")
+
+
+def match_hash_seed(ray: Any, kwargs: dict[str, Any]) -> bool:
+    """Give this job's workers on a joined cluster the string-hash seed of this process, where theirs differs.
+
+    saga's schedulers break ties by iterating sets of task names, so with salted ``str`` hashes a placement's
+    history changes between runs (the ``mlsysopt`` command fixes ``PYTHONHASHSEED=0`` for itself and its children:
+    :mod:`mlsysopt.hashseed`). A cluster started elsewhere has its own: one task (no CPU reserved) reads it, and
+    when it differs the driver connects again with the seed in the job's ``runtime_env`` (Ray then starts the job's
+    workers with it: ~0.5 s more per connection, only on such clusters). A process without a fixed seed (unset or
+    ``random``) changes nothing.
+
+    Args:
+        ray: The ``ray`` module, connected with ``ray.init(**kwargs)``.
+        kwargs: The arguments of that ``ray.init``.
+
+    Returns:
+        bool: Whether the driver connected again with the seed.
+    """
+    want = os.environ.get("PYTHONHASHSEED")
+    if want in (None, "", "random"):
+        return False
+    probe = ray.remote(num_cpus=0, max_retries=0)(worker_hash_seed)
+    try:
+        theirs = ray.get(probe.remote(), timeout=SEED_PROBE_TIMEOUT_S)
+    except Exception:  # a cluster that cannot run the probe: its tasks will say why; the seed stays unknown
+        return False
+    if theirs == want:
+        return False
+    ray.shutdown()
+    ray.init(**kwargs, runtime_env={"env_vars": {"PYTHONHASHSEED": want}})
+    return True
+
+
 def connect(ray: Any, address: str | None, workers: int | None) -> str | None:
     """Connect; None on success, else the one-line reason."""
     kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False, "configure_logging": False}
@@ -52,6 +91,8 @@ def connect(ray: Any, address: str | None, workers: int | None) -> str | None:
             kwargs["_node_ip_address"] = host
     try:
         ray.init(**kwargs)
+        if address is not None:  # a private instance's workers inherit this process's environment
+            match_hash_seed(ray, kwargs)
     except Exception as exc:  # Ray raises several types (connection, authentication, bad address)
         first = (str(exc).strip().splitlines() or [""])[0][:240]
         if address == "auto":
