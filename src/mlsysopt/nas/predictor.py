@@ -210,6 +210,11 @@ class OnlinePredictor(OnlineData):
         if n >= self.warmup and self.cfg.refit_due(n, self.fitted_n):
             self._fit(n)
 
+    def fit_first(self, n: int) -> None:
+        """Fit now on the first ``n`` points (fewer than 2: nothing), whatever ``refit_growth`` says (a method with
+        its own schedule, e.g. BANANAS' every k points)."""
+        self._fit(n)
+
     def _fit(self, n: int) -> None:
         if n >= 2:
             X = np.stack([self.space.encode(a) for a, _ in self.data[:n]])

@@ -1,7 +1,7 @@
 """BANANAS-style search (White, Neiswanger & Savani, AAAI 2021): an ensemble predictor and mutation acquisition.
 
 The first ``init`` architectures are uniform samples. After that, every round trains an ensemble of ``members``
-MLPs (:class:`~mlsysopt.nas.predictor.Predictor`, different initialisations) on every evaluated architecture,
+MLPs (:class:`~mlsysopt.nas.predictor.OnlinePredictor`, different initialisations) on every evaluated architecture,
 makes ``candidates`` new architectures by mutating the ``parents`` best evaluated ones (one decision changed,
 "Mutation is all you need": the acquisition is optimised locally around the incumbents), scores them by
 independent Thompson sampling (a draw from a normal with the ensemble's mean and spread, per candidate) and
@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from mlsysopt.nas.knobs import MAX_MEMBERS, MAX_POOL, MAX_PRED_EPOCHS, MAX_WIDTH, knob
-from mlsysopt.nas.predictor import Predictor
+from mlsysopt.nas.predictor import OnlinePredictor, PredictorConfig
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
@@ -73,10 +73,10 @@ class Bananas(Searcher[BananasConfig]):
     def setup(self) -> None:
         """The method's state, built from ``self.cfg`` once the base searcher is ready."""
         cfg = self.cfg
-        self.data: list[tuple[Arch, float]] = []
-        self.model = Predictor(cfg.members, cfg.pred_hidden, cfg.pred_epochs, rank_weight=0.0, seed=self.seed)
-        self.fitted_n = 0
-        self.restored = False  # a resumed search refits on the points its model was last trained on
+        # regression only (no ranking loss); the data and the size of the last training are its state
+        knobs = PredictorConfig(members=cfg.members, pred_hidden=cfg.pred_hidden, pred_epochs=cfg.pred_epochs,
+                                rank_weight=0.0)  # fmt: skip
+        self.predictor = OnlinePredictor(self.space, knobs, self.seed)
 
     def _mutate(self, parent: Arch) -> Arch:
         opts = self.space.decisions(parent.blocks)
@@ -90,24 +90,18 @@ class Bananas(Searcher[BananasConfig]):
         return Arch(tuple(choices), parent.blocks)
 
     def _fit(self) -> None:
-        n = len(self.data)
-        if n >= 2 and (self.fitted_n == 0 or n - self.fitted_n >= self.cfg.refit_every):
-            upto = n
-        elif self.restored:
-            upto = self.fitted_n
-        else:
-            return
-        X = np.stack([self.space.encode(a) for a, _ in self.data[:upto]])
-        self.model.fit(X, np.array([r for _, r in self.data[:upto]]))
-        self.fitted_n, self.restored = upto, False
+        p = self.predictor
+        n = len(p.data)
+        if n >= 2 and (p.fitted_n == 0 or n - p.fitted_n >= self.cfg.refit_every):
+            p.fit_first(n)
 
     def ask(self, n: int) -> list[Arch]:
         """Random architectures for the first ``init``; then the ``n`` best-acquired mutations of the incumbents."""
         cfg = self.cfg
-        if len(self.proposed) < cfg.init or len(self.data) < 2:
+        if len(self.proposed) < cfg.init or len(self.predictor.data) < 2:
             return self.draw(lambda: self.space.sample(self.rng), min(n, max(cfg.init - len(self.proposed), 1)))
         self._fit()
-        parents = self.best_evaluated(self.data, cfg.parents)
+        parents = self.best_evaluated(self.predictor.data, cfg.parents)
         pool: list[Arch] = []
         keys: set[Any] = set()
         for _ in range(max(1, cfg.tries // cfg.candidates)):
@@ -120,7 +114,7 @@ class Bananas(Searcher[BananasConfig]):
                 break
         if not pool:
             return self.draw(lambda: self.space.sample(self.rng), n)
-        mean, std = self.model.predict_dist(np.stack([self.space.encode(a) for a in pool]))
+        mean, std = self.predictor.predict_dist(pool)
         if cfg.acquisition == "its":
             score = mean + std * self.rng.standard_normal(len(pool))
         elif cfg.acquisition == "ucb":
@@ -140,17 +134,14 @@ class Bananas(Searcher[BananasConfig]):
         """Add the usable evaluations to the predictor's data (it is refit at the next ask)."""
         for ev in evals:
             if self.usable(ev):
-                self.data.append((ev.arch, self.reward(ev)))
+                self.predictor.add(ev.arch, self.reward(ev))
 
     def state_dict(self) -> dict[str, Any]:
-        """Base state plus the predictor's data and how much of it the predictor was last trained on (the predictor
-        is a deterministic function of that prefix)."""
-        return {**super().state_dict(), "data": [(list(a.choices), a.blocks, r) for a, r in self.data],
-                "fitted_n": self.fitted_n}  # fmt: skip
+        """Base state plus the predictor's (its data and the size of its last training)."""
+        return {**super().state_dict(), **self.predictor.state_dict()}
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
-        """Inverse of :meth:`state_dict`."""
+        """Inverse of :meth:`state_dict` (the predictor is trained again on the points of its last training)."""
         super().load_state_dict(d)
-        self.data = [(Arch(tuple(c), b), float(r)) for c, b, r in d["data"]]
-        self.fitted_n = int(d.get("fitted_n", 0))
-        self.restored = self.fitted_n >= 2
+        # a checkpoint from before the size was kept: its search trained on all of its data at the next ask
+        self.predictor.load_state_dict({**d, "fitted_n": d.get("fitted_n", len(d["data"]))})
