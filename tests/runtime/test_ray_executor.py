@@ -78,7 +78,9 @@ def test_a_killed_ray_worker_is_retried_with_the_same_result(ray_cluster, tmp_pa
         pid = int(sorted(tmp_path.iterdir())[0].read_text())
         os.kill(pid, signal.SIGKILL)
 
-    thread = _kill_when_running(tmp_path, 2, kill_one)
+    # killed as soon as the first task started (it sleeps 1 s): waiting for a second one let the first finish on a
+    # loaded box while another task went to an idle worker, and the kill then hit a worker with nothing to retry
+    thread = _kill_when_running(tmp_path, 1, kill_one)
     with RayExecutor(ray_cluster.address, 2) as ex:
         assert ex.map(slow_echo, items) == [x * 10 for x in range(6)]
     thread.join()
