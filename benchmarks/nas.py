@@ -79,8 +79,8 @@ DATASETS = ("cora", "citeseer", "pubmed", "cs", "computers", "photo")
 TUNING_DATASETS = ("physics", "arxiv", "proteins")
 REGIME_NAMES = ("tight", "single")
 BUDGETS = (10, 30, 100)
-#: evaluations per ask (2 workers); the environment's ``NAS_BENCH_BATCH`` changes it in the search processes too
-BATCH = int(os.environ.get("NAS_BENCH_BATCH", "2"))
+#: evaluations per ask (2 workers); each job carries it to the process that runs it (``nas_bananas_refit.py --batch``)
+BATCH = 2
 JOB_WORKERS = min(os.cpu_count() or 1, 8)  # processes for the NAS-Bench-Graph searches (2 on a 2-core machine)
 BOOTSTRAP = 10_000
 #: slowest first, so the pool's last jobs are short ones
@@ -128,14 +128,14 @@ def _load_prior(dataset: str, folder: str | None) -> None:
 
 
 # ---------------------------------------------------------------------------- NAS-Bench-Graph
-def graph_job(job: tuple[str, str, str, int, int, dict[str, Any], str | None]) -> dict[str, Any]:
-    """One search: (dataset, regime, method, seed, budget, knobs, prior folder) -> best-so-far curves."""
-    dataset, regime, method, seed, budget, knobs, folder = job
+def graph_job(job: tuple[str, str, str, int, int, dict[str, Any], str | None, int]) -> dict[str, Any]:
+    """One search: (dataset, regime, method, seed, budget, knobs, prior folder, batch) -> best-so-far curves."""
+    dataset, regime, method, seed, budget, knobs, folder, batch = job
     _load_prior(dataset, folder)
     space = get_space(f"nasbench-graph:{dataset}")
     cons = table_constraints(space, regime)
     t0 = time.perf_counter()
-    res = run_search(get_method(method, space, cons, budget=budget, seed=seed, **knobs), workers=BATCH)
+    res = run_search(get_method(method, space, cons, budget=budget, seed=seed, **knobs), workers=batch)
     best_valid, best_test, feasible = [], [], []
     cur: Any = None
     for ev in res.history:
@@ -177,7 +177,7 @@ def plan(
             for reg in regimes:
                 for s in range(seeds):
                     for b in runs:
-                        jobs.append((label, (d, reg, method, s, b, knobs, folder)))
+                        jobs.append((label, (d, reg, method, s, b, knobs, folder, BATCH)))
     # seed by seed (so a run cut short, with --cache, has every method for its first seeds), slowest first within
     jobs.sort(key=lambda j: (j[1][3], COST_ORDER.get(j[1][2], 9), -j[1][4], j[1][0]))
     return jobs
@@ -196,8 +196,10 @@ def job_key(job: tuple[Any, ...]) -> str:
     default is part of what ran)."""
     from mlsysopt.nas.epnas import HANDOVER
 
-    dataset, regime, method, seed, budget, knobs, _ = job
+    dataset, regime, method, seed, budget, knobs, _, batch = job
     extra = {"handover_default": HANDOVER} if method == "epnas" else {}
+    if batch != 2:  # the batch of every run before it was part of the key (cached results of batch 2 stay valid)
+        extra["batch"] = batch
     tag = json.dumps({**knobs, **extra}, sort_keys=True)
     return f"{method}-{dataset}-{regime}-s{seed}-b{budget}-{hashlib.sha1(tag.encode()).hexdigest()[:10]}.json"
 
@@ -243,7 +245,7 @@ def search_all(datasets: tuple[str, ...], seeds: int, budgets: tuple[int, ...], 
             oracles[(d, reg)] = TableOracle(space, table_constraints(space, reg))
     cells: dict[str, dict[int, list[dict[str, Any]]]] = {}
     for (label, job), run in zip(jobs, runs, strict=True):
-        d, reg, method, seed, b, knobs, _ = job
+        d, reg, method, seed, b, knobs, _, _ = job
         oracle = oracles[(d, reg)]
         for budget in budgets:
             if (anytime(method, knobs) and budget <= b) or budget == b:

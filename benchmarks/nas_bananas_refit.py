@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import nas
 from nas import BUDGETS, DATASETS, TIE, TUNING_DATASETS, bootstrap_ratio, search_all, summarise
 
 INTERVALS = (1, 2, 5, 10)
@@ -80,10 +81,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 8))
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    os.environ["NAS_BENCH_BATCH"] = str(args.batch)  # read by the search processes when they import nas
-    import nas
-
-    nas.JOB_WORKERS, nas.BATCH = args.jobs, args.batch
+    nas.JOB_WORKERS, nas.BATCH = args.jobs, args.batch  # every job carries the batch to its process
     out: dict[str, Any] = {"command": "python benchmarks/nas_bananas_refit.py " + " ".join(sys.argv[1:]),
                            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                            "load_average_at_start": os.getloadavg()[0], "intervals": list(INTERVALS),
