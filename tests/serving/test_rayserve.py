@@ -39,8 +39,12 @@ def model(cnn_path: Path) -> ServedModel:
 @pytest.fixture(scope="module")
 def engine(model: ServedModel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayServeEngine]:
     log = str(tmp_path_factory.mktemp("raylog") / "ray.log")
-    with RayServeEngine(model, n_requests=60, window_s=0.5, warmup=2, slo_ms=1000.0, log=log) as eng:
-        yield eng
+    # one constructor try per replica in this private Ray (Ray Serve's default: 3, each a replica start, ~5 s on the
+    # suite's loaded cores) for the model that fails to load; the config-file deployment has no such option
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_SERVE_MAX_PER_REPLICA_RETRY_COUNT", "1")
+        with RayServeEngine(model, n_requests=60, window_s=0.5, warmup=2, slo_ms=1000.0, log=log) as eng:
+            yield eng
 
 
 @RAY
