@@ -152,6 +152,53 @@ def test_the_oracle_flags_a_model_outside_what_it_learned() -> None:
         oracle.predict_graph(m.ops, m.nodes, Setting("onnxruntime", 4, "seq", 1))
 
 
+def test_a_view_of_a_parameter_reads_no_weights_a_layer_does() -> None:
+    from mlsysopt.costmodel.oracle.features import BASIS_PER_CATEGORY, CATEGORIES, additive_basis_nodes, per_category
+
+    ops = np.array(["input", "slice", "reshape", "linear", "add", "output"])
+    nodes = np.zeros((len(ops), len(COLUMNS)))
+    nodes[:, COLUMNS.index("groups")] = nodes[:, COLUMNS.index("kernel_area")] = 1
+    nodes[1:5, COLUMNS.index("params")] = 8192  # a position embedding sliced and reshaped; a layer; a bias added
+    weights = per_category(ops, nodes, 1)[:, 3]
+    assert weights[CATEGORIES.index("memory")] == 0 and weights[CATEGORIES.index("free")] == 0
+    assert weights[CATEGORIES.index("linear")] == weights[CATEGORIES.index("arith")] == 8192 * 4 / 1e6
+    rows = additive_basis_nodes(ops, nodes, 1)
+    assert rows[1:3].sum() == 2.0  # the slice and the reshape: their count only
+    assert rows[3, CATEGORIES.index("linear") * len(BASIS_PER_CATEGORY) + 1] == 8192 * 4 / 1e6
+
+
+def test_a_pytorch_setting_of_a_module_with_a_fused_fast_path_is_out_of_distribution() -> None:
+    import torch
+    from torch import nn
+
+    from mlsysopt import zoo
+    from mlsysopt.costmodel.oracle.oracle import fused_modules
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.encoder(x).mean(1)
+
+    encoder, x = Encoder().eval(), torch.randn(1, 8, 16)
+    assert fused_modules(encoder) == ["nn.MultiheadAttention", "nn.TransformerEncoderLayer"]
+    hand_written, (tokens,) = zoo.get("transformer")  # its attention is written out: the collection's kind
+    assert fused_modules(hand_written) == []
+    oracle = LatencyOracle.load(None)
+    with pytest.warns(MlsysoptWarning, match="fused fast-path kernel the collection never timed"):
+        fused = oracle.predict_module(encoder, (x,), Setting("torch", 1, "seq", 1), "encoder")
+    assert any("nn.TransformerEncoderLayer" in why for why in fused.ood)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ONNX Runtime runs the exported ops: no such reason, no warning
+        ort = oracle.predict_module(encoder, (x,), Setting("onnxruntime", 1, "seq", 1), "encoder")
+        plain = oracle.predict_module(hand_written, (tokens,), Setting("torch", 1, "seq", 1), "transformer")
+    assert not ort.ood and not plain.ood
+    assert fused.high / fused.low > 3 * (plain.high / plain.low)  # the interval widened each way
+
+
 def test_the_shipped_oracle_predicts_a_zoo_model_and_a_user_file(tmp_path: Path) -> None:
     from mlsysopt.costmodel.oracle.api import load_oracle
 

@@ -3,7 +3,8 @@
 Ops are grouped into :data:`CATEGORIES` (convolutions split into depthwise, 1x1 and k x k, as their arithmetic
 intensity differs by an order of magnitude); an op outside every category counts as ``unknown`` and makes a model
 out of distribution. Per category the features are the node count, FLOPs x batch, activation bytes (in + out)
-x batch and weight bytes (parameters x 4, read once per inference whatever the batch).
+x batch and weight bytes (parameters x 4, read once per inference whatever the batch; none for the ops of
+:data:`NO_WEIGHT_READ`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ _GROUPS: dict[str, tuple[str, ...]] = {
 }
 #: Feature categories, in column order.
 CATEGORIES: tuple[str, ...] = ("conv_dw", "conv_1x1", "conv_kxk", "conv_transpose", *_GROUPS, "unknown")
+#: Categories whose ops do not read a parameter as weights: a slice, reshape or transpose of one is a view in PyTorch
+#: and folded into a constant when ONNX Runtime loads the model. Few training models hold such an op on a parameter,
+#: so a weight coefficient there was fitted on almost nothing: the additive model learned 24 ms per MB for PyTorch
+#: with 1 thread and charged the zoo transformer's position-embedding slice 0.8 ms (measured: the model takes 0.4).
+NO_WEIGHT_READ = ("memory", "free")
 _OF_OP = {op: cat for cat, ops in _GROUPS.items() for op in ops} | {"conv_transpose": "conv_transpose"}
 PER_CATEGORY = ("count", "gflops", "act_mb", "weight_mb")
 SETTING_FEATURES = ("log2_batch", "threads", "parallel", "torch")
@@ -54,12 +60,22 @@ def categories(ops: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     return out
 
 
+def weight_mb(cat: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Every node's weight MB (parameters x 4 bytes; 0 in the categories of :data:`NO_WEIGHT_READ`).
+
+    Shapes:
+        cat: (n,) int (:func:`categories`); nodes: (n, len(COLUMNS)); returns (n,) float
+    """
+    read = ~np.isin(cat, [CATEGORIES.index(c) for c in NO_WEIGHT_READ])
+    return nodes[:, COLUMNS.index("params")] * 4 / 1e6 * read
+
+
 def per_category(ops: np.ndarray, nodes: np.ndarray, batch: int) -> np.ndarray:
     """Per-category sums at ``batch``: ``(len(CATEGORIES), 4)`` = count, GFLOPs, activation MB, weight MB."""
     cat = categories(ops, nodes)
     flops = nodes[:, COLUMNS.index("flops")] * batch / 1e9
     act = (nodes[:, COLUMNS.index("bytes_in")] + nodes[:, COLUMNS.index("bytes_out")]) * batch / 1e6
-    weight = nodes[:, COLUMNS.index("params")] * 4 / 1e6
+    weight = weight_mb(cat, nodes)
     out = np.zeros((len(CATEGORIES), 4))
     for j, v in enumerate((np.ones(len(ops)), flops, act, weight)):
         np.add.at(out[:, j], cat, v)
@@ -113,7 +129,7 @@ def additive_basis_nodes(ops: np.ndarray, nodes: np.ndarray, batch: int) -> np.n
     out = np.zeros((n, len(CATEGORIES) * k))
     rows = np.arange(n)
     out[rows, cat * k] = 1.0
-    out[rows, cat * k + 1] = nodes[:, COLUMNS.index("params")] * 4 / 1e6
+    out[rows, cat * k + 1] = weight_mb(cat, nodes)
     cin, cout = nodes[:, COLUMNS.index("in_channels")], nodes[:, COLUMNS.index("out_channels")]
     aligned = ((cin % ALIGN == 0) & (cout % ALIGN == 0)).astype(np.int64)
     out[rows, cat * k + 2 + 2 * np.searchsorted(FLOP_BINS, flops) + aligned] = flops / 1e9
