@@ -26,7 +26,8 @@ from mlsysopt.errors import InvalidOption
 from mlsysopt.runtime import check_parallel, check_threads
 
 costmodel_app = typer.Typer(
-    help="GST+EFD: learn config rankings (TpuGraphs) or graph classes (MalNet) on huge graphs in bounded memory.",
+    help="GST+EFD: learn config rankings (TpuGraphs) or graph classes (MalNet) on huge graphs in bounded memory; "
+    "the latency oracle (a model's predicted ms per setting).",
     no_args_is_help=True,
 )
 

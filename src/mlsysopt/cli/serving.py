@@ -54,7 +54,8 @@ from mlsysopt.serving.warm_start import warm_start_tuning
 from mlsysopt.text import plural
 
 serving_app = typer.Typer(
-    help="RRL: SLO-aware tuning of request- and op-level parallelism of a served model (ONNX Runtime).",
+    help="RRL: SLO-aware tuning of request- and op-level parallelism of a served model (mlsysopt's ONNX Runtime "
+    "engine, Ray Serve, or the simulator).",
     no_args_is_help=True,
 )
 
