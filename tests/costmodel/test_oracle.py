@@ -199,6 +199,21 @@ def test_a_pytorch_setting_of_a_module_with_a_fused_fast_path_is_out_of_distribu
     assert fused.high / fused.low > 3 * (plain.high / plain.low)  # the interval widened each way
 
 
+def test_the_grid_of_a_model_outside_says_why_once_and_marks_its_settings(tmp_path: Path) -> None:
+    (tmp_path / "enc.py").write_text(
+        "import torch\nfrom torch import nn\n\n\ndef model():\n"
+        "    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)\n"
+        "    return nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval(), (torch.randn(1, 8, 16),)\n"
+    )
+    ran = run_inprocess("costmodel", "latency", "./enc.py:model", "--grid", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    warned = [line for line in ran.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warned) == 1 and "fused fast-path kernel" in warned[0], ran.stderr  # once, not once per setting
+    rows = [line.split() for line in ran.stdout.splitlines() if line.startswith("  ")]
+    assert len(rows) == len(SETTINGS) and "outside what it learned" in ran.stdout
+    assert all((row[-1] == "*") == row[0].startswith("torch") for row in rows)  # the PyTorch settings, marked
+
+
 def test_the_shipped_oracle_predicts_a_zoo_model_and_a_user_file(tmp_path: Path) -> None:
     from mlsysopt.costmodel.oracle.api import load_oracle
 

@@ -73,14 +73,21 @@ def costmodel_latency(
     if grid:
         if measure:
             raise InvalidOption("--grid predicts every setting; time one with --measure and without --grid")
-        preds, oracle_name = predict_grid(source, run)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", MlsysoptWarning)
+            preds, oracle_name = predict_grid(source, run)
         if as_json:
             console.print_json(json.dumps({"source": source, "oracle": oracle_name,
                                            "settings": [p.to_dict() for p in preds]}))  # fmt: skip
             return
-        console.print(f"{escape(source)}: every setting, fastest predicted first (oracle {escape(oracle_name)})")
+        # one line per distinct reason, not one per setting it applies to (the PyTorch settings share theirs)
+        for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, MlsysoptWarning)):
+            err_console.print(f"warning: {escape(message)}")
+        legend = "; * outside what it learned" if any(p.ood for p in preds) else ""
+        head = f"{escape(source)}: every setting, fastest predicted first (oracle {escape(oracle_name)}{legend})"
+        console.print(head)
         for p in preds:
-            console.print(f"  {p.setting:<16} {p.ms:9.4g} ms  ({p.low:.4g}-{p.high:.4g})")
+            console.print(f"  {p.setting:<16} {p.ms:9.4g} ms  ({p.low:.4g}-{p.high:.4g}){' *' if p.ood else ''}")
         return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", MlsysoptWarning)
