@@ -81,6 +81,8 @@ REGIME_NAMES = ("tight", "single")
 BUDGETS = (10, 30, 100)
 #: evaluations per ask (2 workers); each job carries it to the process that runs it (``nas_bananas_refit.py --batch``)
 BATCH = 2
+#: the batch every cached search had before the batch was part of the key: left out of its key, so they stay valid
+UNKEYED_BATCH = 2
 JOB_WORKERS = min(os.cpu_count() or 1, 8)  # processes for the NAS-Bench-Graph searches (2 on a 2-core machine)
 BOOTSTRAP = 10_000
 #: slowest first, so the pool's last jobs are short ones
@@ -198,7 +200,7 @@ def job_key(job: tuple[Any, ...]) -> str:
 
     dataset, regime, method, seed, budget, knobs, _, batch = job
     extra = {"handover_default": HANDOVER} if method == "epnas" else {}
-    if batch != 2:  # the batch of every run before it was part of the key (cached results of batch 2 stay valid)
+    if batch != UNKEYED_BATCH:
         extra["batch"] = batch
     tag = json.dumps({**knobs, **extra}, sort_keys=True)
     return f"{method}-{dataset}-{regime}-s{seed}-b{budget}-{hashlib.sha1(tag.encode()).hexdigest()[:10]}.json"

@@ -80,9 +80,7 @@ def costmodel_latency(
             console.print_json(json.dumps({"source": source, "oracle": oracle_name,
                                            "settings": [p.to_dict() for p in preds]}))  # fmt: skip
             return
-        # one line per distinct reason, not one per setting it applies to (the PyTorch settings share theirs)
-        for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, MlsysoptWarning)):
-            err_console.print(f"warning: {escape(message)}")
+        _print_warnings(caught)
         legend = "; * outside what it learned" if any(p.ood for p in preds) else ""
         head = f"{escape(source)}: every setting, fastest predicted first (oracle {escape(oracle_name)}{legend})"
         console.print(head)
@@ -100,14 +98,18 @@ def costmodel_latency(
     if as_json:
         console.print_json(json.dumps(out))
     else:
-        for w in caught:
-            if issubclass(w.category, MlsysoptWarning):
-                err_console.print(f"warning: {escape(str(w.message))}")
+        _print_warnings(caught)
         line = (f"{escape(source)} ({setting.key}): {pred.ms:.4g} ms predicted "
                 f"(90% interval {pred.low:.4g}-{pred.high:.4g} ms; oracle {escape(oracle_name)})")  # fmt: skip
         if measure:
             line += f"; measured here {out['measured_ms']:.4g} ms ({out['measured_ms'] / pred.ms - 1:+.0%})"
         console.print(line)
+
+
+def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
+    """The oracle's warnings on stderr, one line per distinct reason (a grid's PyTorch settings share theirs)."""
+    for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, MlsysoptWarning)):
+        err_console.print(f"warning: {escape(message)}")
 
 
 @costmodel_app.command("latency-train")

@@ -34,6 +34,7 @@ CATEGORIES: tuple[str, ...] = ("conv_dw", "conv_1x1", "conv_kxk", "conv_transpos
 #: so a weight coefficient there was fitted on almost nothing: the additive model learned 24 ms per MB for PyTorch
 #: with 1 thread and charged the zoo transformer's position-embedding slice 0.8 ms (measured: the model takes 0.4).
 NO_WEIGHT_READ = ("memory", "free")
+_NO_WEIGHT_READ_INDEX = [CATEGORIES.index(c) for c in NO_WEIGHT_READ]
 _OF_OP = {op: cat for cat, ops in _GROUPS.items() for op in ops} | {"conv_transpose": "conv_transpose"}
 PER_CATEGORY = ("count", "gflops", "act_mb", "weight_mb")
 SETTING_FEATURES = ("log2_batch", "threads", "parallel", "torch")
@@ -66,7 +67,7 @@ def weight_mb(cat: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     Shapes:
         cat: (n,) int (:func:`categories`); nodes: (n, len(COLUMNS)); returns (n,) float
     """
-    read = ~np.isin(cat, [CATEGORIES.index(c) for c in NO_WEIGHT_READ])
+    read = ~np.isin(cat, _NO_WEIGHT_READ_INDEX)
     return nodes[:, COLUMNS.index("params")] * 4 / 1e6 * read
 
 

@@ -146,8 +146,11 @@ class LatencyOracle:
         return out
 
     # ------------------------------------------------------------------ predicting
-    def _ood(self, ops: np.ndarray, nodes: np.ndarray, s: Setting) -> list[str]:
+    def _ood(self, ops: np.ndarray, nodes: np.ndarray, s: Setting, fused: list[str] | None = None) -> list[str]:
         why = []
+        if fused and s.engine == "torch":
+            why.append(f"PyTorch eager runs {' and '.join(fused)} through a fused fast-path kernel the collection "
+                       "never timed (its transformers are hand-written blocks)")  # fmt: skip
         unknown = unknown_ops(ops)
         if unknown:
             why.append(f"ops the oracle never saw: {', '.join(unknown)}")
@@ -177,10 +180,7 @@ class LatencyOracle:
         ms = float(self.predictor.predict(ops, nodes, setting, edges))
         q05, q95 = self.meta["residual_q"]
         low, high = ms * float(np.exp(q05)), ms * float(np.exp(q95))
-        ood = self._ood(ops, nodes, setting)
-        if fused and setting.engine == "torch":
-            ood.append(f"PyTorch eager runs {' and '.join(fused)} through a fused fast-path kernel the collection "
-                       "never timed (its transformers are hand-written blocks)")  # fmt: skip
+        ood = self._ood(ops, nodes, setting, fused)
         if ood:
             low, high = low / OOD_WIDEN, high * OOD_WIDEN
             warnings.warn(f"{name}: outside what the latency oracle learned ({'; '.join(ood)}): the interval is "
