@@ -13,6 +13,7 @@ import pytest
 from cli_helpers import assert_user_error, run_inprocess
 from mlsysopt.costmodel.oracle.collect import collect_latency
 from mlsysopt.costmodel.oracle.dataset import COLUMNS, TimedModel, load_collection
+from mlsysopt.costmodel.oracle.families import FAMILIES
 from mlsysopt.costmodel.oracle.oracle import LatencyOracle
 from mlsysopt.costmodel.oracle.predictors import PREDICTORS, from_dict
 from mlsysopt.costmodel.oracle.settings import SETTINGS, Setting, make_setting
@@ -167,50 +168,80 @@ def test_a_view_of_a_parameter_reads_no_weights_a_layer_does() -> None:
     assert rows[3, CATEGORIES.index("linear") * len(BASIS_PER_CATEGORY) + 1] == 8192 * 4 / 1e6
 
 
-def test_a_pytorch_setting_of_a_module_with_a_fused_fast_path_is_out_of_distribution() -> None:
+_ENCODER_PY = (
+    "import torch\nfrom torch import nn\n\n\ndef model():\n"
+    "    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)\n"
+    "    return nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval(), (torch.randn(1, 8, 16),)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def without_encoders(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An oracle folder trained on the shipped collection's models less its ``encoder`` family (no fused op)."""
+    models, _ = load_collection("real:cpu")
+    kept = [m for m in models if m.family != "encoder"]
+    train, valid = kept[:200:2], kept[1:200:2]
+    assert not any(m.column("fused").any() for m in train + valid)
+    out = tmp_path_factory.mktemp("oracle") / "no-encoders"
+    LatencyOracle.fit(PREDICTORS["additive"](), train, valid, list(SETTINGS)).save(out)
+    return out
+
+
+def test_ops_of_a_module_pytorch_runs_as_a_few_kernels_are_their_own_category_under_pytorch(
+    without_encoders: Path,
+) -> None:
     import torch
     from torch import nn
 
     from mlsysopt import zoo
-    from mlsysopt.costmodel.oracle.oracle import fused_modules
+    from mlsysopt.costmodel.oracle.features import CATEGORIES, categories
 
-    class Encoder(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
-            self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.encoder(x).mean(1)
-
-    encoder, x = Encoder().eval(), torch.randn(1, 8, 16)
-    assert fused_modules(encoder) == ["nn.MultiheadAttention", "nn.TransformerEncoderLayer"]
-    hand_written, (tokens,) = zoo.get("transformer")  # its attention is written out: the collection's kind
-    assert fused_modules(hand_written) == []
-    oracle = LatencyOracle.load(None)
-    with pytest.warns(MlsysoptWarning, match="fused fast-path kernel the collection never timed"):
-        fused = oracle.predict_module(encoder, (x,), Setting("torch", 1, "seq", 1), "encoder")
-    assert any("nn.TransformerEncoderLayer" in why for why in fused.ood)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    encoder, x = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval(), torch.randn(1, 8, 16)
+    shipped = LatencyOracle.load(None)
+    assert "fused" in shipped.meta["categories"]  # the collection timed nn.TransformerEncoder models
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # ONNX Runtime runs the exported ops: no such reason, no warning
-        ort = oracle.predict_module(encoder, (x,), Setting("onnxruntime", 1, "seq", 1), "encoder")
-        plain = oracle.predict_module(hand_written, (tokens,), Setting("torch", 1, "seq", 1), "transformer")
-    assert not ort.ood and not plain.ood
-    assert fused.high / fused.low > 3 * (plain.high / plain.low)  # the interval widened each way
+        warnings.simplefilter("error")
+        fused = shipped.predict_module(encoder, (x,), Setting("torch", 1, "seq", 1), "encoder")
+    assert not fused.ood
+    old = LatencyOracle.load(without_encoders)  # an oracle that never saw one: the PyTorch settings are outside
+    with pytest.warns(MlsysoptWarning, match=r"no training model had: fused \(ops of nn.TransformerEncoderLayer"):
+        outside = old.predict_module(encoder, (x,), Setting("torch", 1, "seq", 1), "encoder")
+    hand_written, (tokens,) = zoo.get("transformer")  # its attention is written out: ordinary ops
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ONNX Runtime runs the exported ops: the usual categories, no warning
+        ort = old.predict_module(encoder, (x,), Setting("onnxruntime", 1, "seq", 1), "encoder")
+        plain = old.predict_module(hand_written, (tokens,), Setting("torch", 1, "seq", 1), "transformer")
+    assert outside.ood and not ort.ood and not plain.ood
+    assert outside.high / outside.low > 3 * (plain.high / plain.low)  # the interval widened each way
+    from mlsysopt.costmodel.oracle.collect import read_onnx
+    from mlsysopt.graph.importers.onnx import export_onnx
+
+    ops, nodes, _ = read_onnx(export_onnx(encoder, (x,), Path(without_encoders) / "e.onnx", dynamic_batch=True))
+    on_torch, on_ort = categories(ops, nodes, "torch"), categories(ops, nodes, "onnxruntime")
+    inside = nodes[:, COLUMNS.index("fused")] > 0
+    assert inside.sum() > 50 and (on_torch[inside] == CATEGORIES.index("fused")).all()
+    assert not (on_ort == CATEGORIES.index("fused")).any() and (on_torch[~inside] == on_ort[~inside]).all()
 
 
-def test_the_grid_of_a_model_outside_says_why_once_and_marks_its_settings(tmp_path: Path) -> None:
-    (tmp_path / "enc.py").write_text(
-        "import torch\nfrom torch import nn\n\n\ndef model():\n"
-        "    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)\n"
-        "    return nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval(), (torch.randn(1, 8, 16),)\n"
-    )
-    ran = run_inprocess("costmodel", "latency", "./enc.py:model", "--grid", cwd=tmp_path)
+def test_an_oracle_saved_with_another_category_set_is_refused_with_the_way_out() -> None:
+    from mlsysopt.errors import InvalidCheckpoint
+
+    d = {"name": "additive", "coef": {SETTINGS[0].key: [0.0] * 12}}
+    with pytest.raises(InvalidCheckpoint, match="another op-category set .*latency-train"):
+        from_dict(d)
+
+
+def test_the_grid_of_a_model_outside_says_why_once_and_marks_its_settings(tmp_path: Path,
+                                                                          without_encoders: Path) -> None:  # fmt: skip
+    (tmp_path / "enc.py").write_text(_ENCODER_PY)
+    ran = run_inprocess("costmodel", "latency", "./enc.py:model", "--grid", "--run", str(without_encoders),
+                        cwd=tmp_path)  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     warned = [line for line in ran.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warned) == 1 and "fused fast-path kernel" in warned[0], ran.stderr  # once, not once per setting
+    assert len(warned) == 1 and "no training model had: fused" in warned[0], ran.stderr  # once, not per setting
     rows = [line.split() for line in ran.stdout.splitlines() if line.startswith("  ")]
-    assert len(rows) == len(SETTINGS) and "outside what it learned" in ran.stdout
+    assert len(rows) == len(SETTINGS) and "outside what it learned" in " ".join(ran.stdout.split())  # may wrap
     assert all((row[-1] == "*") == row[0].startswith("torch") for row in rows)  # the PyTorch settings, marked
 
 
@@ -304,3 +335,20 @@ def test_nas_and_serving_take_the_builtin_oracle(tmp_path: Path) -> None:
     short = op_level_shortlist("builtin", onnx, Space.for_machine(2), 2)
     assert short.run == "builtin" and len(short.predicted) == 4 and all(ms > 0 for *_, ms in short.predicted)
     assert short.default in short.kept
+
+
+def test_the_encoder_family_is_the_vit_family_built_from_nn_transformer_encoder(tmp_path: Path) -> None:
+    from mlsysopt.costmodel.oracle.collect import graph_arrays
+    from mlsysopt.costmodel.oracle.families import build, mflops, plan
+    from mlsysopt.graph.importers.onnx import export_onnx
+
+    vit = {"family": "vit", "size": 16, "patch": 4, "heads": 2, "dim": 32, "depth": 2, "ratio": 2}
+    enc = vit | {"family": "encoder", "act": "gelu", "norm_first": True}
+    assert mflops(enc) == pytest.approx(mflops(vit), rel=1e-9)  # the same FLOPs, attention's projections counted
+    fused = []
+    for spec in (vit, enc):
+        module, x = build(spec)
+        arrays = graph_arrays(export_onnx(module, (x,), tmp_path / f"{spec['family']}.onnx", dynamic_batch=True))
+        fused.append(int(arrays["nodes"][:, -1].sum()))
+    assert fused[0] == 0 and fused[1] > 100
+    assert {s["family"] for s in plan(11, 0)} == {*FAMILIES}

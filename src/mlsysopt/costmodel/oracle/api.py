@@ -20,7 +20,7 @@ from mlsysopt.costmodel.latency import LatencyModel
 from mlsysopt.costmodel.oracle.collect import read_onnx
 from mlsysopt.costmodel.oracle.dataset import load_collection
 from mlsysopt.costmodel.oracle.evaluate import accuracy
-from mlsysopt.costmodel.oracle.oracle import BUILTIN_NAMES, ORACLE_FILE, LatencyOracle, Prediction, fused_modules
+from mlsysopt.costmodel.oracle.oracle import BUILTIN_NAMES, ORACLE_FILE, LatencyOracle, Prediction
 from mlsysopt.costmodel.oracle.predictors import PREDICTORS
 from mlsysopt.costmodel.oracle.settings import SETTINGS, Setting
 from mlsysopt.costmodel.oracle.timing import runners, time_model
@@ -63,12 +63,11 @@ def _oracle_of(run: str | Path | None) -> LatencyOracle:
     return oracle
 
 
-def _graph_of(source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, list[str]]:
-    """``(ops, node table, edges, name, fused)`` of a source at batch 1: an ONNX file is read; a PyTorch source is
-    exported first (``fused``: its :func:`~mlsysopt.costmodel.oracle.oracle.fused_modules`; none for an ONNX file)."""
+def _graph_of(source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """``(ops, node table, edges, name)`` of a source at batch 1: an ONNX file is read; a PyTorch source is exported
+    first (the export notes which nodes PyTorch eager runs fused)."""
 
     src = resolve_source(source)
-    fused: list[str] = []
     if src.kind == "onnx":
         ops, nodes, edges = read_onnx(Path(str(src.path)))
     elif src.kind == "pytorch":
@@ -76,14 +75,13 @@ def _graph_of(source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, lis
         from mlsysopt.graph.importers.onnx import export_onnx
 
         module, inputs = src.pytorch()
-        fused = fused_modules(module)
         one = tuple(x[:1] for x in inputs)
         with tempfile.TemporaryDirectory(prefix="mlsysopt-oracle-") as tmp:
             ops, nodes, edges = read_onnx(export_onnx(module.eval(), one, Path(tmp) / "model.onnx", dynamic_batch=True))
     else:
         raise InvalidOption(f"'{source}': the latency oracle predicts models (file.py:factory, .onnx, zoo:NAME), "
                             f"not a {src.kind} source")  # fmt: skip
-    return ops, nodes, edges, src.name, fused
+    return ops, nodes, edges, src.name
 
 
 def predict_source(source: str, setting: Setting, run: str | Path | None = None) -> tuple[Prediction, str]:
@@ -101,8 +99,8 @@ def predict_source(source: str, setting: Setting, run: str | Path | None = None)
         InvalidCheckpoint: If ``run`` cannot serve as an oracle.
         InvalidOption: If the source is not a model.
     """
-    oracle, (ops, nodes, edges, name, fused) = _oracle_of(run), _graph_of(source)
-    return oracle.predict_graph(ops, nodes, setting, name, edges, fused), str(oracle.run)
+    oracle, (ops, nodes, edges, name) = _oracle_of(run), _graph_of(source)
+    return oracle.predict_graph(ops, nodes, setting, name, edges), str(oracle.run)
 
 
 def predict_grid(source: str, run: str | Path | None = None) -> tuple[list[Prediction], str]:
@@ -112,8 +110,8 @@ def predict_grid(source: str, run: str | Path | None = None) -> tuple[list[Predi
         InvalidCheckpoint: If ``run`` cannot serve as an oracle.
         InvalidOption: If the source is not a model.
     """
-    oracle, (ops, nodes, edges, name, fused) = _oracle_of(run), _graph_of(source)
-    preds = [oracle.predict_graph(ops, nodes, s, name, edges, fused) for s in oracle.settings]
+    oracle, (ops, nodes, edges, name) = _oracle_of(run), _graph_of(source)
+    preds = [oracle.predict_graph(ops, nodes, s, name, edges) for s in oracle.settings]
     return sorted(preds, key=lambda p: p.ms), str(oracle.run)
 
 

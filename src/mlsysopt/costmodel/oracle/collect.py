@@ -48,7 +48,7 @@ CHECKPOINT = "checkpoint.json"
 MAX_MODELS = 20_000
 #: Node columns kept per model (from the graph IR at batch 1).
 NODE_COLUMNS = ("flops", "params", "bytes_in", "bytes_out", "out_elems", "groups", "kernel_area", "in_channels",
-                "out_channels")  # fmt: skip
+                "out_channels", "fused")  # fmt: skip
 RESUMABLE = ("timeout", "max_others")
 
 
@@ -87,11 +87,14 @@ def _busy_jiffies() -> tuple[float, float]:
 
 
 def graph_arrays(onnx_path: Path) -> dict[str, np.ndarray]:
-    """The node table of an ONNX model at batch 1: ``ops`` (str), ``nodes`` (n, len(NODE_COLUMNS)) and ``edges``."""
+    """The node table of an ONNX model at batch 1: ``ops`` (str), ``nodes`` (n, len(NODE_COLUMNS)) and ``edges``
+    (``fused``: 1 for a node inside a module PyTorch eager runs as a few kernels, from the file's metadata,
+    :mod:`mlsysopt.graph.importers.fused_modules`)."""
 
     import onnx  # deferred: onnx loads only when a model is collected
 
     # deferred: imports numba, onnx, scipy, yaml
+    from mlsysopt.graph.importers.fused_modules import fused_mask
     from mlsysopt.graph.importers.onnx import from_onnx
 
     with warnings.catch_warnings():
@@ -105,6 +108,8 @@ def graph_arrays(onnx_path: Path) -> dict[str, np.ndarray]:
     first = len({i.name for i in model.graph.input} - set(inits))
     groups, area = np.ones(g.num_nodes), np.ones(g.num_nodes)
     cin, cout = np.zeros(g.num_nodes), np.zeros(g.num_nodes)
+    fused = np.zeros(g.num_nodes)
+    fused[first : first + len(model.graph.node)] = fused_mask(model)
     for k, node in enumerate(model.graph.node):
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         w = inits.get(node.input[1]) if len(node.input) > 1 else None
@@ -116,7 +121,7 @@ def graph_arrays(onnx_path: Path) -> dict[str, np.ndarray]:
         elif node.op_type in ("Gemm", "MatMul") and w is not None and len(w) == 2:
             k_in, n_out = (w[1], w[0]) if attrs.get("transB", 0) else w
             cin[first + k], cout[first + k] = k_in, n_out
-    cols = [*base, groups, area, cin, cout]
+    cols = [*base, groups, area, cin, cout, fused]
     return {"ops": np.array(g.ops, dtype=str), "nodes": np.stack(cols, axis=1).astype(np.float64),
             "edges": np.asarray(g.edge_index, np.int32)}  # fmt: skip
 

@@ -19,8 +19,10 @@ from mlsysopt.io import read_json
 
 #: The collection shipped with mlsysopt (measured on the machine it was built on; see its collection.json).
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "latency_cpu"
+#: Node columns of a model's table at batch 1 (``fused``: the node lies in a module PyTorch eager runs as a few
+#: kernels; 0 in collections made before it was recorded).
 COLUMNS = ("flops", "params", "bytes_in", "bytes_out", "out_elems", "groups", "kernel_area", "in_channels",
-           "out_channels")  # fmt: skip
+           "out_channels", "fused")  # fmt: skip
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The models the latency collection times: ten families of generated networks, CNNs to sequence models.
+"""The models the latency collection times: eleven families of generated networks, CNNs to sequence models.
 
 A model is a *spec* (a small JSON-able dict) that :func:`build` turns into ``(module in eval mode, one example input
 at batch 1)`` deterministically, so a resumed collection rebuilds exactly the model it timed. :func:`plan` draws
@@ -7,7 +7,11 @@ at batch 1)`` deterministically, so a resumed collection rebuilds exactly the mo
 * the CNN families of ``costmodel collect`` (:mod:`mlsysopt.costmodel.collection.families`): ``vgg``,
   ``resnet``, ``mobilenet`` (inverted residuals, depthwise), ``inception`` and ``nas`` (cells of the NAS CNN space);
 * ``separable``: Xception-style stacks of depthwise + pointwise convolutions with residuals;
-* ``vit``: ViT-style transformers (patch embedding, pre-norm attention and MLP blocks, class token);
+* ``vit``: ViT-style transformers (patch embedding, pre-norm attention and MLP blocks written out op by op, class
+  token);
+* ``encoder``: the same ViTs built from ``nn.TransformerEncoder`` (post- or pre-norm, ReLU or GELU, an even number
+  of heads), which PyTorch eager runs as a few kernels per layer and ONNX Runtime as the ~130 exported ops
+  (:mod:`mlsysopt.graph.importers.fused_modules`);
 * ``mlp``: fully connected networks on flat features (ReLU or GELU, optional LayerNorm);
 * ``gru`` and ``lstm``: recurrent sequence models (1-2 layers, optionally bidirectional) with a linear head.
 
@@ -28,8 +32,8 @@ from torch import nn
 from mlsysopt.costmodel.collection import families as cnn
 from mlsysopt.errors import InvalidOption
 
-FAMILIES: tuple[str, ...] = ("vgg", "resnet", "mobilenet", "inception", "nas", "separable", "vit", "mlp", "gru",
-                             "lstm")  # fmt: skip
+FAMILIES: tuple[str, ...] = ("vgg", "resnet", "mobilenet", "inception", "nas", "separable", "vit", "encoder", "mlp",
+                             "gru", "lstm")  # fmt: skip
 #: A generated model stays below this many million FLOPs per sample.
 MAX_MFLOPS = 40.0
 #: ... and above this many (a model that takes microseconds times the runtime's overhead, not the model).
@@ -94,6 +98,28 @@ class _ViT(nn.Module):
         return self.head(self.norm(self.blocks(x))[:, 0])
 
 
+class _Encoder(nn.Module):
+    """A ViT whose blocks are ``nn.TransformerEncoderLayer`` (PyTorch runs each as a few kernels)."""
+
+    def __init__(self, p: dict[str, Any]) -> None:
+        super().__init__()
+        dim, patch = p["dim"], p["patch"]
+        self.embed = nn.Conv2d(3, dim, patch, patch)
+        tokens = (p["size"] // patch) ** 2 + 1
+        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(1, tokens, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, p["heads"], p["ratio"] * dim, dropout=0.0, activation=p["act"],
+                                           batch_first=True, norm_first=p["norm_first"])  # fmt: skip
+        self.blocks = nn.TransformerEncoder(layer, p["depth"], enable_nested_tensor=False)
+        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits of images ``x`` (batch, 3, size, size)."""
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
 class _Recurrent(nn.Module):
     def __init__(self, p: dict[str, Any]) -> None:
         super().__init__()
@@ -127,7 +153,7 @@ def _mlp(p: dict[str, Any]) -> nn.Module:
 
 
 _BUILDERS: dict[str, Callable[[dict[str, Any]], nn.Module]] = {
-    "separable": _separable, "vit": _ViT, "mlp": _mlp, "gru": _Recurrent, "lstm": _Recurrent,
+    "separable": _separable, "vit": _ViT, "encoder": _Encoder, "mlp": _mlp, "gru": _Recurrent, "lstm": _Recurrent,
 }  # fmt: skip
 
 
@@ -180,6 +206,12 @@ def _draw(family: str, rng: np.random.Generator) -> dict[str, Any]:
         p |= {"size": int(ch((16, 24, 32, 48))), "patch": int(ch((4, 8))), "heads": heads,
               "dim": heads * int(ch((8, 16, 24, 32, 48))), "depth": int(rng.integers(1, 7)),
               "ratio": int(ch((2, 4)))}  # fmt: skip
+    elif family == "encoder":
+        heads = int(ch((2, 4)))  # PyTorch's fast path needs an even count
+        p |= {"size": int(ch((16, 24, 32, 48))), "patch": int(ch((4, 8))), "heads": heads,
+              "dim": heads * int(ch((8, 16, 24, 32, 48))), "depth": int(rng.integers(1, 7)),
+              "ratio": int(ch((2, 4))), "act": ch(("relu", "gelu")),
+              "norm_first": bool(rng.random() < 0.5)}  # fmt: skip
     elif family == "mlp":
         layers = int(rng.integers(1, 7))
         p |= {"features": int(ch((16, 32, 64, 128, 256, 512, 784, 1024))), "act": ch(("relu", "gelu")),
@@ -229,12 +261,15 @@ def mflops(spec: dict[str, Any]) -> float:
         elif isinstance(mod, _Block):
             b, n, d = inp[0].shape
             total[0] += 4.0 * b * n * n * d
+        elif isinstance(mod, nn.MultiheadAttention):  # its projections are functional calls, not nn.Linear hooks
+            b, n, d = inp[0].shape
+            total[0] += 4.0 * b * n * n * d + 8.0 * b * n * d * d
         elif isinstance(mod, (nn.GRU, nn.LSTM)):
             b, t, f = inp[0].shape
             gates, dirs = (3 if isinstance(mod, nn.GRU) else 4), (2 if mod.bidirectional else 1)
             total[0] += b * _recurrent_flops(gates, t, f, mod.hidden_size, mod.num_layers, dirs)
 
-    kinds = (nn.Conv2d, nn.Linear, _Block, nn.GRU, nn.LSTM)
+    kinds = (nn.Conv2d, nn.Linear, _Block, nn.MultiheadAttention, nn.GRU, nn.LSTM)
     hooks = [m.register_forward_hook(count) for m in module.modules() if isinstance(m, kinds)]
     try:
         with torch.no_grad():

@@ -2,9 +2,11 @@
 
 Ops are grouped into :data:`CATEGORIES` (convolutions split into depthwise, 1x1 and k x k, as their arithmetic
 intensity differs by an order of magnitude); an op outside every category counts as ``unknown`` and makes a model
-out of distribution. Per category the features are the node count, FLOPs x batch, activation bytes (in + out)
-x batch and weight bytes (parameters x 4, read once per inference whatever the batch; none for the ops of
-:data:`NO_WEIGHT_READ`).
+out of distribution. Under PyTorch eager, an op inside a module PyTorch runs as a few kernels (the node table's
+``fused`` column, :mod:`mlsysopt.graph.importers.fused_modules`) counts as ``fused`` whatever it is: most such ops
+are the export's shape arithmetic, which PyTorch never runs. Per category the features are the node count, FLOPs x
+batch, activation bytes (in + out) x batch and weight bytes (parameters x 4, read once per inference whatever the
+batch; none for the ops of :data:`NO_WEIGHT_READ`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ _GROUPS: dict[str, tuple[str, ...]] = {
     "free": ("input", "output", "constant", "other", "dropout"),
 }
 #: Feature categories, in column order.
-CATEGORIES: tuple[str, ...] = ("conv_dw", "conv_1x1", "conv_kxk", "conv_transpose", *_GROUPS, "unknown")
+CATEGORIES: tuple[str, ...] = ("conv_dw", "conv_1x1", "conv_kxk", "conv_transpose", *_GROUPS, "fused", "unknown")
+#: The engine that runs the ``fused`` category's modules as a few kernels (ONNX Runtime runs the exported ops).
+FUSING_ENGINE = "torch"
 #: Categories whose ops do not read a parameter as weights: a slice, reshape or transpose of one is a view in PyTorch
 #: and folded into a constant when ONNX Runtime loads the model. Few training models hold such an op on a parameter,
 #: so a weight coefficient there was fitted on almost nothing: the additive model learned 24 ms per MB for PyTorch
@@ -43,8 +47,9 @@ GLOBAL = ("log_gflops", "log_act_mb", "log_weight_mb", "nodes", "misaligned_gflo
 FEATURE_NAMES: tuple[str, ...] = (*(f"{c}_{k}" for c in CATEGORIES for k in PER_CATEGORY), *GLOBAL, *SETTING_FEATURES)
 
 
-def categories(ops: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """The category index of every node (``unknown`` for ops no category names).
+def categories(ops: np.ndarray, nodes: np.ndarray, engine: str = "onnxruntime") -> np.ndarray:
+    """The category index of every node (``unknown`` for ops no category names; ``fused`` for a node the
+    :data:`FUSING_ENGINE` runs inside a module of a few kernels, when ``engine`` is that engine).
 
     Shapes:
         ops: (n,) str; nodes: (n, len(COLUMNS)); returns (n,) int
@@ -58,6 +63,8 @@ def categories(ops: np.ndarray, nodes: np.ndarray) -> np.ndarray:
         else:
             cat = _OF_OP.get(str(op), "unknown")
         out[i] = CATEGORIES.index(cat)
+    if engine == FUSING_ENGINE:
+        out[nodes[:, COLUMNS.index("fused")] > 0] = CATEGORIES.index("fused")
     return out
 
 
@@ -71,9 +78,10 @@ def weight_mb(cat: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     return nodes[:, COLUMNS.index("params")] * 4 / 1e6 * read
 
 
-def per_category(ops: np.ndarray, nodes: np.ndarray, batch: int) -> np.ndarray:
-    """Per-category sums at ``batch``: ``(len(CATEGORIES), 4)`` = count, GFLOPs, activation MB, weight MB."""
-    cat = categories(ops, nodes)
+def per_category(ops: np.ndarray, nodes: np.ndarray, batch: int, engine: str = "onnxruntime") -> np.ndarray:
+    """Per-category sums at ``batch`` under ``engine``: ``(len(CATEGORIES), 4)`` = count, GFLOPs, activation MB,
+    weight MB."""
+    cat = categories(ops, nodes, engine)
     flops = nodes[:, COLUMNS.index("flops")] * batch / 1e9
     act = (nodes[:, COLUMNS.index("bytes_in")] + nodes[:, COLUMNS.index("bytes_out")]) * batch / 1e6
     weight = weight_mb(cat, nodes)
@@ -90,7 +98,7 @@ def setting_vector(s: Setting) -> np.ndarray:
 
 def features(ops: np.ndarray, nodes: np.ndarray, s: Setting) -> np.ndarray:
     """One row of :data:`FEATURE_NAMES` for a model's node table under setting ``s``."""
-    cat = per_category(ops, nodes, s.batch)
+    cat = per_category(ops, nodes, s.batch, s.engine)
     tot = cat.sum(axis=0)
     cin, cout = nodes[:, COLUMNS.index("in_channels")], nodes[:, COLUMNS.index("out_channels")]
     flops = nodes[:, COLUMNS.index("flops")]
@@ -115,7 +123,7 @@ BASIS_PER_CATEGORY = (
 )  # fmt: skip
 
 
-def additive_basis_nodes(ops: np.ndarray, nodes: np.ndarray, batch: int) -> np.ndarray:
+def additive_basis_nodes(ops: np.ndarray, nodes: np.ndarray, batch: int, engine: str = "onnxruntime") -> np.ndarray:
     """Every node's row of the additive basis (see :func:`additive_basis`): its own count, weight MB and size-binned
     GFLOPs and activation MB in its category's columns.
 
@@ -123,7 +131,7 @@ def additive_basis_nodes(ops: np.ndarray, nodes: np.ndarray, batch: int) -> np.n
         returns (n, len(CATEGORIES) * len(BASIS_PER_CATEGORY))
     """
     n = len(ops)
-    cat = categories(ops, nodes)
+    cat = categories(ops, nodes, engine)
     flops = nodes[:, COLUMNS.index("flops")] * batch
     act = (nodes[:, COLUMNS.index("bytes_in")] + nodes[:, COLUMNS.index("bytes_out")]) * batch
     k = len(BASIS_PER_CATEGORY)
@@ -138,7 +146,7 @@ def additive_basis_nodes(ops: np.ndarray, nodes: np.ndarray, batch: int) -> np.n
     return out
 
 
-def additive_basis(ops: np.ndarray, nodes: np.ndarray, batch: int) -> np.ndarray:
+def additive_basis(ops: np.ndarray, nodes: np.ndarray, batch: int, engine: str = "onnxruntime") -> np.ndarray:
     """The additive model's basis: per category, the node count, weight MB, and GFLOPs and activation MB each split
     into three bins by the op's own size (small ops run far below a core's peak, so each size class gets its own
     coefficient: a piecewise-linear per-op time); GFLOPs also by whether the op's input and output channels are
@@ -148,4 +156,4 @@ def additive_basis(ops: np.ndarray, nodes: np.ndarray, batch: int) -> np.ndarray
     Shapes:
         returns (len(CATEGORIES) * len(BASIS_PER_CATEGORY),)
     """
-    return additive_basis_nodes(ops, nodes, batch).sum(axis=0)
+    return additive_basis_nodes(ops, nodes, batch, engine).sum(axis=0)

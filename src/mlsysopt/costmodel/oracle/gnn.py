@@ -30,7 +30,7 @@ def node_features(ops: np.ndarray, nodes: np.ndarray, s: Setting) -> np.ndarray:
     kernel area, then the setting."""
     n = len(ops)
     x = np.zeros((n, NODE_DIM), np.float32)
-    x[np.arange(n), categories(ops, nodes)] = 1.0
+    x[np.arange(n), categories(ops, nodes, s.engine)] = 1.0
     c = len(CATEGORIES)
     col = lambda name: nodes[:, COLUMNS.index(name)]  # noqa: E731
     x[:, c] = np.log1p(col("flops") * s.batch / 1e6)

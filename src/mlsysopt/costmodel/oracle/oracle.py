@@ -3,9 +3,10 @@
 :class:`LatencyOracle` wraps a fitted predictor (:mod:`.predictors`) with what it learned from: the settings, the
 op categories and the FLOPs range of its training models, and its residual quantiles on validation models (the
 interval). A model outside that -- an op no category covers, a category no training model had, FLOPs beyond the
-range, a setting never recorded, or (PyTorch eager only) a module PyTorch runs through a fused inference kernel the
-collection never timed (:func:`fused_modules`) -- is *out of distribution*: the prediction carries the reasons, the
-interval is widened and a :class:`~mlsysopt.errors.MlsysoptWarning` says so once.
+range, a setting never recorded, or (PyTorch eager only) the ops of a module PyTorch runs as a few kernels when the
+collection timed none (the ``fused`` category, :mod:`mlsysopt.graph.importers.fused_modules`) -- is *out of
+distribution*: the prediction carries the reasons, the interval is widened and a
+:class:`~mlsysopt.errors.MlsysoptWarning` says so once.
 
 The oracle shipped with mlsysopt (:data:`SHIPPED_ORACLE`, ``builtin`` on the command line) was trained on the
 shipped ``real:cpu`` latency collection by ``benchmarks/latency_oracle.py``, which picked its method on validation
@@ -23,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from torch import nn
 
 from mlsysopt.costmodel.oracle.collect import read_onnx
 from mlsysopt.costmodel.oracle.dataset import TimedModel
@@ -41,25 +41,11 @@ ORACLE_FILE = "oracle.json.gz"
 BUILTIN_NAMES = ("builtin", "real:cpu")
 #: How far an out-of-distribution interval is widened (a factor on each side).
 OOD_WIDEN = 3.0
-#: Modules whose inference PyTorch eager runs through a fused "fast path" kernel
-#: (``torch._transformer_encoder_layer_fwd``, ``torch._native_multi_head_attention``) in eval mode without grad. The
-#: collection's transformers are attention blocks written out op by op, so its times do not cover these: a tiny ViT
-#: built from ``nn.TransformerEncoder`` simulates at 2.1x its measured PyTorch time (BENCHMARKS.md, issue #32).
-FUSED_MODULES = ("TransformerEncoderLayer", "MultiheadAttention")
-
-
-def fused_modules(module: Any) -> list[str]:
-    """The kinds of :data:`FUSED_MODULES` that ``module`` holds (itself included), as ``nn.NAME``.
-
-    Args:
-        module: A ``torch.nn.Module``.
-
-    Returns:
-        list[str]: E.g. ``["nn.MultiheadAttention", "nn.TransformerEncoderLayer"]``; empty when it holds none.
-    """
-    kinds = [getattr(nn, name) for name in FUSED_MODULES]
-    held = {kind.__name__ for m in module.modules() for kind in kinds if isinstance(m, kind)}
-    return [f"nn.{name}" for name in sorted(held)]
+#: What an op category no training model had means, where the name alone does not say.
+_CATEGORY_NOTES = {
+    "fused": "fused (ops of nn.TransformerEncoderLayer or nn.MultiheadAttention, which PyTorch eager runs as a "
+    "few kernels)"
+}
 
 
 @dataclass
@@ -106,7 +92,8 @@ class LatencyOracle:
             settings: list[Setting], machine: str = "") -> LatencyOracle:  # fmt: skip
         """Fit ``predictor`` on ``train`` and take the interval from its residuals on ``valid``."""
         predictor.fit(train, settings)
-        seen = sorted({CATEGORIES[c] for m in train for c in categories(m.ops, m.nodes)})
+        engines = sorted({s.engine for s in settings})
+        seen = sorted({CATEGORIES[c] for m in train for e in engines for c in categories(m.ops, m.nodes, e)})
         gf = [per_category(m.ops, m.nodes, 1)[:, 1].sum() for m in train]
         res = [np.log(m.ms[s.key] / predictor.predict(m.ops, m.nodes, s, m.edges)) for m in valid for s in settings
                if s.key in m.ms]  # fmt: skip
@@ -146,17 +133,15 @@ class LatencyOracle:
         return out
 
     # ------------------------------------------------------------------ predicting
-    def _ood(self, ops: np.ndarray, nodes: np.ndarray, s: Setting, fused: list[str] | None = None) -> list[str]:
+    def _ood(self, ops: np.ndarray, nodes: np.ndarray, s: Setting) -> list[str]:
         why = []
-        if fused and s.engine == "torch":
-            why.append(f"PyTorch eager runs {' and '.join(fused)} through a fused fast-path kernel the collection "
-                       "never timed (its transformers are hand-written blocks)")  # fmt: skip
         unknown = unknown_ops(ops)
         if unknown:
             why.append(f"ops the oracle never saw: {', '.join(unknown)}")
-        new = sorted({CATEGORIES[c] for c in categories(ops, nodes)} - set(self.meta["categories"]) - {"unknown"})
+        new = sorted({CATEGORIES[c] for c in categories(ops, nodes, s.engine)} - set(self.meta["categories"])
+                     - {"unknown"})  # fmt: skip
         if new:
-            why.append(f"op kinds no training model had: {', '.join(new)}")
+            why.append(f"op kinds no training model had: {', '.join(_CATEGORY_NOTES.get(c, c) for c in new)}")
         gf = per_category(ops, nodes, 1)[:, 1].sum()
         lo, hi = self.meta["gflops_range"]
         if not lo / 2 <= gf <= hi * 2:
@@ -166,7 +151,7 @@ class LatencyOracle:
         return why
 
     def predict_graph(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting, name: str = "model",
-                      edges: np.ndarray | None = None, fused: list[str] | None = None) -> Prediction:  # fmt: skip
+                      edges: np.ndarray | None = None) -> Prediction:  # fmt: skip
         """The prediction for a node table (``ops``, ``nodes`` at batch 1, ``edges``) under ``setting``; warns once
         when the model is out of distribution.
 
@@ -174,13 +159,11 @@ class LatencyOracle:
             ops, nodes, edges: The model's graph (:func:`~mlsysopt.costmodel.oracle.collect.read_onnx`).
             setting: The setting predicted.
             name: The model's name in the warning.
-            fused: :func:`fused_modules` of the PyTorch module the graph was exported from (a PyTorch setting of a
-                model that holds one is out of distribution).
         """
         ms = float(self.predictor.predict(ops, nodes, setting, edges))
         q05, q95 = self.meta["residual_q"]
         low, high = ms * float(np.exp(q05)), ms * float(np.exp(q95))
-        ood = self._ood(ops, nodes, setting, fused)
+        ood = self._ood(ops, nodes, setting)
         if ood:
             low, high = low / OOD_WIDEN, high * OOD_WIDEN
             warnings.warn(f"{name}: outside what the latency oracle learned ({'; '.join(ood)}): the interval is "
@@ -205,12 +188,12 @@ class LatencyOracle:
             parts = flops / max(flops.sum(), 1.0) + 1.0 / len(ops)
         return parts * (total / max(parts.sum(), 1e-12))
 
-    def predict_onnx(self, path: str | Path, setting: Setting, fused: list[str] | None = None) -> Prediction:
-        """The prediction for an ONNX file (read at batch 1; ``setting.batch`` scales it); ``fused`` as in
-        :meth:`predict_graph`."""
+    def predict_onnx(self, path: str | Path, setting: Setting) -> Prediction:
+        """The prediction for an ONNX file (read at batch 1; ``setting.batch`` scales it). Which nodes PyTorch eager
+        runs fused comes from the file's metadata (mlsysopt's export writes it; another file has none)."""
 
         ops, nodes, edges = read_onnx(Path(path))
-        return self.predict_graph(ops, nodes, setting, Path(path).name, edges, fused)
+        return self.predict_graph(ops, nodes, setting, Path(path).name, edges)
 
     def predict_module(self, module: Any, inputs: tuple[Any, ...], setting: Setting, name: str = "model") -> Prediction:
         """The prediction for a PyTorch module (exported to ONNX at batch 1 in a temporary folder)."""
@@ -220,7 +203,7 @@ class LatencyOracle:
         one = tuple(x[:1] for x in inputs)
         with tempfile.TemporaryDirectory(prefix="mlsysopt-oracle-") as tmp:
             path = export_onnx(module.eval(), one, Path(tmp) / f"{name}.onnx", dynamic_batch=True)
-            return self.predict_onnx(path, setting, fused_modules(module))
+            return self.predict_onnx(path, setting)
 
     def torch_ms(self, module: Any, inputs: tuple[Any, ...], name: str = "model") -> float:
         """Predicted ms of one PyTorch eager forward pass on ``inputs`` with 1 thread (what NAS measures)."""

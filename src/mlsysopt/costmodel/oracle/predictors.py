@@ -22,6 +22,7 @@ import numpy as np
 from mlsysopt.costmodel.oracle.dataset import TimedModel
 from mlsysopt.costmodel.oracle.features import (
     BASIS_PER_CATEGORY,
+    CATEGORIES,
     FEATURE_NAMES,
     additive_basis,
     additive_basis_nodes,
@@ -97,14 +98,14 @@ class FlopsProportional(LatencyPredictor):
 
     def fit(self, models: list[TimedModel], settings: list[Setting]) -> FlopsProportional:
         for s in settings:
-            r = [np.log(m.ms[s.key]) - np.log(per_category(m.ops, m.nodes, s.batch)[:, 1].sum() + 1e-9)
+            r = [np.log(m.ms[s.key]) - np.log(per_category(m.ops, m.nodes, s.batch, s.engine)[:, 1].sum() + 1e-9)
                  for m in models if s.key in m.ms]  # fmt: skip
             self.coef[s.key] = float(np.exp(np.median(r)))
         return self
 
     def predict(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting, edges: np.ndarray | None = None) -> float:
         key = setting.key if setting.key in self.coef else _nearest(list(self.coef), setting)
-        return float(self.coef[key] * (per_category(ops, nodes, setting.batch)[:, 1].sum() + 1e-9))
+        return float(self.coef[key] * (per_category(ops, nodes, setting.batch, setting.engine)[:, 1].sum() + 1e-9))
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "coef": self.coef}
@@ -126,14 +127,14 @@ class AdditivePerOp(LatencyPredictor):
         self.coef: dict[str, list[float]] = {}
 
     @staticmethod
-    def _row(ops: np.ndarray, nodes: np.ndarray, batch: int) -> np.ndarray:
-        return np.r_[additive_basis(ops, nodes, batch), 1.0]
+    def _row(ops: np.ndarray, nodes: np.ndarray, s: Setting) -> np.ndarray:
+        return np.r_[additive_basis(ops, nodes, s.batch, s.engine), 1.0]
 
     def fit(self, models: list[TimedModel], settings: list[Setting]) -> AdditivePerOp:
         from scipy.optimize import nnls  # deferred: SciPy loads only when this predictor is fitted
 
         for s in settings:
-            rows = [(self._row(m.ops, m.nodes, s.batch), m.ms[s.key]) for m in models if s.key in m.ms]
+            rows = [(self._row(m.ops, m.nodes, s), m.ms[s.key]) for m in models if s.key in m.ms]
             a = np.array([r for r, _ in rows])
             y = np.array([t for _, t in rows])
             scale = np.maximum(np.abs(a).max(axis=0), 1e-12)
@@ -144,13 +145,13 @@ class AdditivePerOp(LatencyPredictor):
 
     def predict(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting, edges: np.ndarray | None = None) -> float:
         key = setting.key if setting.key in self.coef else _nearest(list(self.coef), setting)
-        return float(max(self._row(ops, nodes, setting.batch) @ np.asarray(self.coef[key]), 1e-4))
+        return float(max(self._row(ops, nodes, setting) @ np.asarray(self.coef[key]), 1e-4))
 
     def per_op(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting) -> np.ndarray:
         """Every node's milliseconds (the constant term on the first node); they sum to :meth:`predict`."""
         key = setting.key if setting.key in self.coef else _nearest(list(self.coef), setting)
         coef = np.asarray(self.coef[key])
-        out = additive_basis_nodes(ops, nodes, setting.batch) @ coef[:-1]
+        out = additive_basis_nodes(ops, nodes, setting.batch, setting.engine) @ coef[:-1]
         out[0] += coef[-1]
         return out
 
@@ -161,6 +162,11 @@ class AdditivePerOp(LatencyPredictor):
     def from_dict(cls, d: dict[str, Any]) -> AdditivePerOp:
         out = cls()
         out.coef = {str(k): [float(x) for x in v] for k, v in d["coef"].items()}
+        width = len(CATEGORIES) * len(BASIS_PER_CATEGORY) + 1
+        if any(len(v) != width for v in out.coef.values()):
+            got = len(next(iter(out.coef.values())))
+            raise InvalidCheckpoint(f"an additive model of another op-category set ({got} coefficients, this "
+                                    f"mlsysopt reads {width}): train it again ('costmodel latency-train')")  # fmt: skip
         return out
 
 
@@ -210,8 +216,17 @@ class SummaryGBM(LatencyPredictor):
         import lightgbm as lgb  # deferred: LightGBM loads only when this predictor is used
 
         out = cls(d["rounds"], d["seed"])
-        out.booster = lgb.Booster(model_str=d["booster"])
+        out.booster = _booster(lgb, d["booster"], len(FEATURE_NAMES))
         return out
+
+
+def _booster(lgb: Any, text: str, width: int) -> Any:
+    """A LightGBM booster back from its text, refused when it reads another number of features."""
+    booster = lgb.Booster(model_str=text)
+    if booster.num_feature() != width:
+        raise InvalidCheckpoint(f"a LightGBM model on {booster.num_feature()} features, this mlsysopt computes "
+                                f"{width}: train it again with 'costmodel latency-train'")  # fmt: skip
+    return booster
 
 
 class AdditiveGBM(LatencyPredictor):
@@ -257,7 +272,7 @@ class AdditiveGBM(LatencyPredictor):
 
         out = cls(d["rounds"], d["seed"])
         out.base = AdditivePerOp.from_dict(d["base"])
-        out.booster = lgb.Booster(model_str=d["booster"])
+        out.booster = _booster(lgb, d["booster"], len(FEATURE_NAMES) + 1)
         return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import tempfile
 import warnings
@@ -11,13 +12,31 @@ from pathlib import Path
 from typing import Any
 
 from mlsysopt.errors import MlsysoptError
+from mlsysopt.graph.importers.fused_modules import FUSED_KEY, fused_modules
+
+
+def _note_fused(module: Any, path: str) -> None:
+    """Write :func:`~.fused_modules.fused_modules` of ``module`` into the metadata of the ONNX file at ``path``
+    (when it holds any)."""
+    paths = fused_modules(module)
+    if not paths:
+        return
+    import onnx  # deferred: onnx loads only when a file gets the note
+
+    model = onnx.load(path, load_external_data=False)
+    kept = [p for p in model.metadata_props if p.key != FUSED_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    model.metadata_props.add(key=FUSED_KEY, value=json.dumps(paths))
+    onnx.save(model, path)
 
 
 def export_onnx(module: Any, example_inputs: Any, path: str | Path, dynamic_batch: bool = False) -> Path:
     """Export ``module`` to ONNX at ``path`` atomically (TorchScript exporter, else torch.export/dynamo).
 
     With ``dynamic_batch`` the first dim of every input and output is a symbolic ``batch`` axis, so the
-    model accepts any batch size (inputs are named ``input_0``, ..., outputs ``output_0``, ...).
+    model accepts any batch size (inputs are named ``input_0``, ..., outputs ``output_0``, ...). The submodules
+    PyTorch eager runs as a few kernels are named in the file's metadata (:mod:`.fused_modules`).
     """
     import torch  # deferred: torch loads only when an ONNX model is exported from PyTorch
 
@@ -49,6 +68,7 @@ def export_onnx(module: Any, example_inputs: Any, path: str | Path, dynamic_batc
                 with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                     warnings.simplefilter("ignore")
                     torch.onnx.export(module, inputs, tmp, dynamo=dynamo, external_data=False, **kwargs)
+                _note_fused(module, tmp)
                 os.replace(tmp, path)
                 return path
             except Exception as exc:
