@@ -2,7 +2,7 @@
 
 A CNN space measures ``latency_ms`` by timing every candidate (20 batch-1 forward passes), a *costly* resource that
 the search only checks for the few candidates it proposes. With a latency model the space predicts it instead:
-``builtin`` is the oracle shipped with mlsysopt (:mod:`mlsysopt.costmodel.oracle`, trained on real latencies of ten
+``builtin`` is the oracle shipped with mlsysopt (:mod:`mlsysopt.costmodel.oracle`, trained on real latencies of eleven
 model families measured on this machine class), a folder from ``costmodel latency-train`` your own, and a GST run
 trained with ``--loss logmse`` on ``costmodel collect`` runtimes is still read. With an oracle, ``latency_ms`` is
 the upper end of its 90% interval (a conservative prediction: a candidate it calls feasible meets the limit when

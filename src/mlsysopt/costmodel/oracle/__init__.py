@@ -1,7 +1,7 @@
 """The latency oracle: real latencies measured here, predictors side by side, and the oracle NAS, serving and
 placement use.
 
-* :mod:`.collect` -- ``costmodel collect-latency``: ten model families timed under ONNX Runtime and PyTorch eager
+* :mod:`.collect` -- ``costmodel collect-latency``: eleven model families timed under ONNX Runtime and PyTorch eager
   (:mod:`.families`, :mod:`.settings`, :mod:`.timing`); the shipped collection is ``real:cpu`` (:mod:`.dataset`);
 * :mod:`.predictors` and :mod:`.gnn` -- FLOPs-proportional, nn-Meter-style additive per-op, LightGBM on graph
   summaries, their ensemble, and a GraphSAGE with an absolute loss (features in :mod:`.features`);
