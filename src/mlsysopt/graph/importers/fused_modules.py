@@ -12,7 +12,8 @@ model times 0.41 vs 0.40 ms).
 :func:`~mlsysopt.graph.importers.onnx_export.export_onnx` therefore writes the module paths of such modules into the
 file's metadata (:data:`FUSED_KEY`, a JSON list) and :func:`fused_mask` marks every node whose scope name lies
 inside one of them (the TorchScript exporter names a node ``/enc/layers.0/self_attn/MatMul`` after the modules it
-ran in). Only the latency oracle's PyTorch settings read the mark; ONNX Runtime runs the exported nodes as they are.
+ran in; a file from the dynamo exporter, mlsysopt's fallback, names nodes otherwise and gets none marked). Only the
+latency oracle's PyTorch settings read the mark; ONNX Runtime runs the exported nodes as they are.
 """
 
 from __future__ import annotations

@@ -68,11 +68,12 @@ def export_onnx(module: Any, example_inputs: Any, path: str | Path, dynamic_batc
                 with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                     warnings.simplefilter("ignore")
                     torch.onnx.export(module, inputs, tmp, dynamo=dynamo, external_data=False, **kwargs)
-                _note_fused(module, tmp)
-                os.replace(tmp, path)
-                return path
             except Exception as exc:
                 errors.append(f"dynamo={dynamo}: {type(exc).__name__}: {str(exc)[:300]}")
+                continue
+            _note_fused(module, tmp)  # outside the fallback: a failure here is not a reason to try dynamo
+            os.replace(tmp, path)
+            return path
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
