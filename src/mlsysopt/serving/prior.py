@@ -177,7 +177,7 @@ class Prior:
             xt = torch.from_numpy(x.astype(np.float32))
             outs = np.stack([net(xt).numpy().astype(np.float64) for net in self.nets])
         log_ratio = np.clip(outs[:, :, : len(STATS)].mean(axis=0), *LOG_RANGE)
-        p_sat = 1.0 / (1.0 + np.exp(-outs[:, :, -1].mean(axis=0)))
+        p_sat = 0.5 * (1.0 + np.tanh(0.5 * outs[:, :, -1].mean(axis=0)))  # the logistic, without exp's overflow
         return np.exp(log_ratio) * ref_ms(profile), p_sat
 
     def bind(self, profile: ServiceProfile) -> TaskPrior:
