@@ -81,6 +81,8 @@ class _Block(nn.Module):
 
 
 class _ViT(nn.Module):
+    """A ViT: patch embedding, class token, position embedding, :meth:`blocks_of` ``p``, norm and linear head."""
+
     def __init__(self, p: dict[str, Any]) -> None:
         super().__init__()
         dim, patch = p["dim"], p["patch"]
@@ -88,8 +90,13 @@ class _ViT(nn.Module):
         tokens = (p["size"] // patch) ** 2 + 1
         self.cls = nn.Parameter(torch.zeros(1, 1, dim))
         self.pos = nn.Parameter(torch.randn(1, tokens, dim) * 0.02)
-        self.blocks = nn.Sequential(*[_Block(dim, p["heads"], p["ratio"]) for _ in range(p["depth"])])
+        self.blocks = self.blocks_of(p)
         self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, CLASSES)
+
+    @staticmethod
+    def blocks_of(p: dict[str, Any]) -> nn.Module:
+        """The transformer blocks, written out op by op (:class:`_Block`)."""
+        return nn.Sequential(*[_Block(p["dim"], p["heads"], p["ratio"]) for _ in range(p["depth"])])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Class logits of images ``x`` (batch, 3, size, size)."""
@@ -98,26 +105,16 @@ class _ViT(nn.Module):
         return self.head(self.norm(self.blocks(x))[:, 0])
 
 
-class _Encoder(nn.Module):
-    """A ViT whose blocks are ``nn.TransformerEncoderLayer`` (PyTorch runs each as a few kernels)."""
+class _Encoder(_ViT):
+    """The same ViT with ``nn.TransformerEncoderLayer`` blocks (PyTorch runs each as a few kernels)."""
 
-    def __init__(self, p: dict[str, Any]) -> None:
-        super().__init__()
-        dim, patch = p["dim"], p["patch"]
-        self.embed = nn.Conv2d(3, dim, patch, patch)
-        tokens = (p["size"] // patch) ** 2 + 1
-        self.cls = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos = nn.Parameter(torch.randn(1, tokens, dim) * 0.02)
+    @staticmethod
+    def blocks_of(p: dict[str, Any]) -> nn.Module:
+        """The blocks as ``nn.TransformerEncoder`` (post- or pre-norm, ReLU or GELU)."""
+        dim = p["dim"]
         layer = nn.TransformerEncoderLayer(dim, p["heads"], p["ratio"] * dim, dropout=0.0, activation=p["act"],
                                            batch_first=True, norm_first=p["norm_first"])  # fmt: skip
-        self.blocks = nn.TransformerEncoder(layer, p["depth"], enable_nested_tensor=False)
-        self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, CLASSES)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Class logits of images ``x`` (batch, 3, size, size)."""
-        x = self.embed(x).flatten(2).transpose(1, 2)
-        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
-        return self.head(self.norm(self.blocks(x))[:, 0])
+        return nn.TransformerEncoder(layer, p["depth"], enable_nested_tensor=False)
 
 
 class _Recurrent(nn.Module):
