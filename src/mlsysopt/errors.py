@@ -53,6 +53,10 @@ class InvalidConstraint(MlsysoptError):
     """A NAS resource constraint is unknown, has a non-positive limit, or names a resource the space lacks."""
 
 
+class ConstraintUnreachable(InvalidConstraint):
+    """No architecture of the many a NAS search checked meets a limit on a costly resource (e.g. a latency)."""
+
+
 class InvalidDataFile(MlsysoptError):
     """A cost-model data file (TpuGraphs .npz, MalNet edgelist, split file) is malformed; names file and key."""
 

@@ -44,6 +44,19 @@ def test_a_collection_records_every_setting_the_machine_and_the_loads(tiny: Path
     assert manifest["load_1min"]["median"] is not None and manifest["others_cpu"]["limit"] == 64
     rows = json.loads(str(np.load(tiny / "latency.npz")["rows"]))
     assert all(len(v) == 2 for r in rows for v in r["rounds_ms"].values())  # both rounds kept
+    assert all(len(r["reference_ms_rounds"]) == 2 and min(r["reference_ms_rounds"]) > 0 for r in rows)
+    speed = manifest["host_speed"]
+    assert speed["rounds"] == 12 and speed["p10"] <= speed["reference_ms_median"] <= speed["p90"]
+
+
+def test_host_speed_counts_the_rounds_a_slow_host_timed_and_reads_old_collections() -> None:
+    from mlsysopt.costmodel.oracle.timing import host_speed
+
+    rows = [{"reference_ms_rounds": [1.0, 1.0, 1.02]}, {"reference_ms_rounds": [0.98, 1.3, 1.01]}]
+    speed = host_speed(rows)
+    assert speed["slow_rounds"] == 1 and speed["rounds"] == 6 and speed["reference_ms_median"] == 1.005
+    assert speed["spread"] == pytest.approx(np.quantile([1, 1, 1.02, 0.98, 1.3, 1.01], 0.9) / 0.99)
+    assert host_speed([{"rounds_ms": {}}]) is None  # a collection timed before the reference workload existed
 
 
 def test_a_collection_from_two_machines_or_a_foreign_file_is_refused(tiny: Path, tmp_path: Path) -> None:

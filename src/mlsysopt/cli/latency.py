@@ -22,9 +22,7 @@ def costmodel_collect_latency(
     out: Annotated[Path, typer.Option("--out", help="Run folder to write (--resume continues it).")],
     models: Annotated[int, typer.Option("--models", help="Distinct generated models to time.")] = 1100,
     rounds: Annotated[int, typer.Option("--rounds", help="Timing rounds per setting (>= 2: the noise floor).")] = 2,
-    families: Annotated[
-        str | None, typer.Option("--families", help="Comma-separated families (default: all ten).")
-    ] = None,
+    families: Annotated[str | None, typer.Option("--families", help="Comma-separated families (default: all).")] = None,
     max_others: Annotated[
         float, typer.Option("--max-others", help="Cores other processes may use before a model is timed again.")
     ] = 0.25,
@@ -35,18 +33,27 @@ def costmodel_collect_latency(
     """Time REAL latencies on this machine: generated models x 12 settings (ONNX Runtime and PyTorch eager, 1-2
     threads, batch 1 and 8). Timing-sensitive: run it alone. Checkpointed after every model."""
     # deferred: mlsysopt.costmodel.oracle.collect imports torch
-    from mlsysopt.costmodel.oracle.collect import collect_latency
+    from mlsysopt.costmodel.oracle.collect import NOISY, collect_latency
 
     # deferred: mlsysopt.costmodel.oracle.families imports torch
     from mlsysopt.costmodel.oracle.families import FAMILIES
+
+    # deferred: mlsysopt.costmodel.oracle.timing imports torch
+    from mlsysopt.costmodel.oracle.timing import SLOW_REFERENCE
 
     fams = list(FAMILIES) if families is None else [f.strip() for f in families.split(",") if f.strip()]
     manifest = collect_latency(out, models=models, rounds=rounds, seed=seed, families=fams, timeout=timeout,
                                resume=resume, max_others=max_others,
                                log=lambda line: err_console.print(escape(line)))  # fmt: skip
     state = "complete" if manifest["complete"] else "stopped: --resume continues"
-    console.print(f"{manifest['models']} models ({state}), noise floor {manifest['noise_floor']:.1%}; wrote "
+    speed = manifest.get("host_speed") or {}
+    host = f", host speed spread {speed['spread']:.2f}x ({speed['slow_rounds']} slow rounds)" if speed else ""
+    console.print(f"{manifest['models']} models ({state}), noise floor {manifest['noise_floor']:.1%}{host}; wrote "
                   f"{escape(str(out))}")  # fmt: skip
+    if manifest["noise_floor"] > NOISY or speed.get("spread", 1.0) > SLOW_REFERENCE:
+        err_console.print(f"[yellow]the times reproduce only to {manifest['noise_floor']:.1%} between rounds (host "
+                          f"speed spread {speed.get('spread', float('nan')):.2f}x): the machine was busy or its host "
+                          "slow for a while; time it again when it is quiet[/yellow]")  # fmt: skip
 
 
 @costmodel_app.command("latency")

@@ -267,7 +267,8 @@ def _print_result(done: Any, job: Any, out: Path) -> None:
     conf = done.record.get("latency_confirmation")
     if conf:
         best_c = conf["confirmed_best"]
-        what = "none of them meets the limits when timed" if best_c is None else (
+        what = "none of them meets the limits when timed" if conf["candidates"] else "nothing to time"
+        what = what if best_c is None else (
             f"the best that meets the limits when timed: validation {best_c['perf']:.4g}, "
             f"{best_c['measured_ms']:.3g} ms measured ({best_c['predicted_ms']:.3g} predicted)")  # fmt: skip
         console.print(f"latency model {escape(conf['latency_model'])}: {len(conf['candidates'])} final candidate(s) "

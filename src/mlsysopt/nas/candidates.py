@@ -6,16 +6,26 @@ in hard-constraint mode, never proposes an infeasible one. Only the resources th
 the space's ``costly_resources`` among them (a timed latency) are fetched only when :meth:`Candidates.feasible`
 needs them, so a method can filter on the cheap ones first (:meth:`Candidates.feasible_cheap`,
 ``admissible(arch, costly=False)``) and check the costly ones for the few candidates it is about to propose.
+
+A limit on a costly resource that no architecture meets would otherwise cost every draw of every ask a costly
+check (2,000 draws of 0.05 s each per ask with a predicted latency): after :data:`UNREACHABLE_AFTER` costly checks
+that all missed it, :meth:`Candidates.feasible` raises :class:`~mlsysopt.errors.ConstraintUnreachable` naming the
+closest value seen, and the search driver stops with it. In hard mode no evaluation is lost: none can have run.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from mlsysopt.errors import InvalidArchitecture
+from mlsysopt.errors import ConstraintUnreachable, InvalidArchitecture
 from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.spaces.base import Arch, SearchSpace
+
+#: Costly checks that all miss a limit before it is called out of reach: if a fraction p of the space met it, 500
+#: uniform draws would all miss with probability (1 - p) ** 500, under 5% for p >= 0.6%.
+UNREACHABLE_AFTER = 500
 
 
 class Candidates:
@@ -43,6 +53,9 @@ class Candidates:
         self._cheap_ok: dict[Arch, bool] = {}  # feasible_cheap of every valid architecture looked at
         # constraint -> met by any architecture looked at (None: its resource was never looked at, e.g. a costly one)
         self.met: dict[str, bool | None] = dict.fromkeys(self.constraints.names)
+        self.costly_checked = 0  # architectures whose costly resources were fetched
+        # constraint on a costly resource -> (relative violation, usage) of the closest architecture checked
+        self.closest: dict[str, tuple[float, float]] = {}
 
     def _info(self, arch: Arch) -> tuple[bool, Hashable, dict[str, float]]:
         """(valid, key, cheap resources) of ``arch``, computed once: table spaces make each of these a look-up."""
@@ -83,8 +96,13 @@ class Candidates:
         if not self._costly_names:
             return res
         if arch not in self._full:
-            self._full[arch] = {**res, **self.space.resources_for(arch, self.constraints.resources)}
-            self._note_met(self._full[arch])
+            self._full[arch] = full = {**res, **self.space.resources_for(arch, self.constraints.resources)}
+            self._note_met(full)
+            self.costly_checked += 1
+            for c in self.constraints.constraints:
+                value = c.value(full)
+                if c.resource in self._costly_names and value < self.closest.get(c.name, (math.inf, 0.0))[0]:
+                    self.closest[c.name] = (value, c.usage(full))
         return self._full[arch]
 
     def checked_costly(self, arch: Arch) -> bool:
@@ -98,7 +116,26 @@ class Candidates:
             return self.feasible_cheap(arch)  # the same question, answered once per architecture
         if not self.feasible_cheap(arch):
             return False
-        return self.constraints.feasible(self.resources(arch), only=self._before)
+        ok = self.constraints.feasible(self.resources(arch), only=self._before)
+        if not ok and self.constraints.hard and self.costly_checked >= UNREACHABLE_AFTER:
+            self._give_up_if_unreachable()
+        return ok
+
+    def _give_up_if_unreachable(self) -> None:
+        """Raise :class:`~mlsysopt.errors.ConstraintUnreachable` if a costly constraint was never met."""
+        never = [c for c in self.constraints.constraints if c.resource in self._costly_names and self.met.get(c.name)
+                 is False]  # fmt: skip
+        if not never:
+            return
+        parts = []
+        for c in never:
+            usage = self.closest.get(c.name, (math.nan, math.nan))[1]
+            parts.append(f"{c.name} (limit {c.limit:g}; the closest was {c.resource} {usage:.4g})")
+        raise ConstraintUnreachable(
+            f"none of the {self.costly_checked} architectures checked met {', '.join(parts)}: the limit looks out of "
+            f"reach for space '{self.space.name}': raise it (--{never[0].name.replace('_', '-')} on the command "
+            "line) or search a space of smaller models"
+        )
 
     def feasible_cheap(self, arch: Arch) -> bool:
         """Whether ``arch`` meets every constraint on a cheap resource (all of them when none is costly)."""

@@ -9,7 +9,9 @@ once), unless ``count_failed`` (``--count-failed``); the search stops once as ma
 (retries included) the driver stops with an error rather than record every remaining evaluation as failed. In hard-
 constraint mode an infeasible candidate (judged on the resources ``space.resources_for`` gives without training) is
 never evaluated: it is told back as failed without spending budget, and ``result.best`` is the best *feasible*
-evaluation by validation performance. In soft mode ``best`` maximises the MnasNet reward.
+evaluation by validation performance. In soft mode ``best`` maximises the MnasNet reward. A limit on a costly
+resource that none of many checked candidates meets (:data:`~mlsysopt.nas.candidates.UNREACHABLE_AFTER`) stops
+the search at once (``stopped == "unreachable"``) with a message naming the closest value seen.
 The checkpoint is a :class:`~mlsysopt.io.RunDir`'s (``checkpoint.pt``) or a ``.pt`` path, written atomically by
 :mod:`mlsysopt.io` and read back weights-only (plain data and tensors). It is written after every batch, except that
 when batches are much faster than writing it (a long history of table look-ups, where writing after every batch
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlsysopt.errors import InvalidCheckpoint, MlsysoptError
+from mlsysopt.errors import ConstraintUnreachable, InvalidCheckpoint, MlsysoptError
 from mlsysopt.io import RunDir, load_torch, save_torch_atomic
 from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.evaluation import TIMED_OUT, evaluate_batch, executor_failed
@@ -50,7 +52,7 @@ CHECKPOINT_VERSION = 2  # 2: EPNAS saves its round in progress (round_size)
 PATIENCE = 3  # consecutive empty asks (or broken-executor batches) before the driver stops
 CHECKPOINT_SPACING = 10.0  # write a checkpoint once the time since the last one is this many times its write time,
 CHECKPOINT_GROWTH = 0.05  # or once the history grew by this fraction since it was written
-STOP_REASONS = ("budget", "timeout", "exhausted", "failures")  # ``SearchResult.stopped``
+STOP_REASONS = ("budget", "timeout", "exhausted", "failures", "unreachable")  # ``SearchResult.stopped``
 FAIL_FAST = 3  # on a space that fails fast (your objective), this many failures before any success stop the search
 
 
@@ -301,7 +303,7 @@ def run_search(
     if interruptible and ckpt is not None and not ckpt.exists():
         saver.save(state, len(history), force=True)
     idle = broken = 0
-    stopped = "budget"
+    stopped, unreachable = "budget", ""
     dropped = False
 
     def spent() -> int:  # evaluations counted against the budget
@@ -318,10 +320,14 @@ def run_search(
         if interruptible and saver.dirty:
             saver.save(state, len(history), force=True)
         n = min(workers, searcher.budget - spent())
-        archs = list(searcher.ask(n))[:n]
-        for a in archs:
-            space.check(a)
-        todo = [a for a in archs if not cons.hard or searcher.feasible(a)]
+        try:
+            archs = list(searcher.ask(n))[:n]
+            for a in archs:
+                space.check(a)
+            todo = [a for a in archs if not cons.hard or searcher.feasible(a)]
+        except ConstraintUnreachable as exc:  # hard mode: no evaluation ran, nothing is lost
+            stopped, unreachable = "unreachable", str(exc)
+            break
         refused = [a for a in archs if a not in todo]
         idle = 0 if todo else idle + 1
         limit = None if not interruptible else max(timeout - elapsed, 0.0)  # type: ignore[operator]
@@ -377,6 +383,8 @@ def run_search(
         message = (
             f"stopped by the timeout ({timeout:g} s) after {len(history)} of {searcher.budget} evaluations; {message}"
         )
+    if stopped == "unreachable":
+        message = f"stopped early: {unreachable}"
     return SearchResult(
         method=searcher.name,
         space=space.name,

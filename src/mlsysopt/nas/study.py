@@ -134,7 +134,8 @@ class Study:
         return self.searcher.name
 
     def ask(self) -> Trial:
-        """The next architecture to train (MlsysoptError when the method has nothing admissible left).
+        """The next architecture to train (MlsysoptError when the method has nothing admissible left;
+        :class:`~mlsysopt.errors.ConstraintUnreachable` when none of the many checked meets a costly limit).
 
         As ``nas search`` does, a proposal the space's own resources show infeasible (hard mode) is told back as
         failed without becoming a trial, and the method is asked again (:data:`~mlsysopt.nas.search.PATIENCE`

@@ -3,7 +3,8 @@
 :func:`time_model` runs ``rounds`` rounds; each round visits every setting in a fresh random order, runs it twice
 to warm up, then times single inferences back to back until ``min_seconds`` have passed (at least ``min_runs``) and
 keeps their median. The latency of a setting is the median over rounds; the gap between rounds is the noise the
-collection reports. Python's garbage collector is off while timing.
+collection reports. Python's garbage collector is off while timing. :func:`reference_ms` times a fixed workload:
+the collection runs it before every round, so a host that ran slower for a while shows in ``host_speed``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import gc
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -94,3 +96,41 @@ def time_model(run: dict[str, Callable[[], None]], rounds: int, rng: np.random.G
         if was:
             gc.enable()
     return out
+
+
+#: Rounds whose reference workload ran this much slower than the collection's median count as ``slow_rounds``.
+SLOW_REFERENCE = 1.15
+
+
+def reference_ms(reps: int = 15) -> float:
+    """Median milliseconds of a fixed workload on one PyTorch thread: a 128x256 by 256x256 float32 matrix product
+    (the same operands every call), the host's speed at this moment."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.ones(128, 256), torch.ones(256, 256)
+        a @ b
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return float(np.median(times)) * 1e3
+
+
+def host_speed(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How much the reference workload's time moved over every round of ``rows`` (None: not recorded).
+
+    ``spread`` is its 90th over its 10th percentile; ``slow_rounds`` counts rounds more than
+    :data:`SLOW_REFERENCE` times its median."""
+    refs = np.array([v for r in rows for v in r.get("reference_ms_rounds", ()) if v is not None], np.float64)
+    if refs.size == 0:
+        return None
+    med = float(np.median(refs))
+    return {"reference_ms_median": med, "p10": float(np.quantile(refs, 0.1)), "p90": float(np.quantile(refs, 0.9)),
+            "spread": float(np.quantile(refs, 0.9) / np.quantile(refs, 0.1)),
+            "slow_rounds": int((refs > SLOW_REFERENCE * med).sum()), "rounds": int(refs.size),
+            "note": "ms of a 128x256x256 matrix product on one PyTorch thread, timed before every round; slow: "
+                    f"above {SLOW_REFERENCE}x its median"}  # fmt: skip
