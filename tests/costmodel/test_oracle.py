@@ -59,6 +59,22 @@ def test_host_speed_counts_the_rounds_a_slow_host_timed_and_reads_old_collection
     assert host_speed([{"rounds_ms": {}}]) is None  # a collection timed before the reference workload existed
 
 
+@pytest.mark.parametrize(("noise", "spread", "warned"), [(0.02, 1.05, False), (0.2, 1.05, True), (0.02, 1.4, True)])
+def test_collect_latency_warns_when_the_times_do_not_reproduce_or_the_host_speed_moved(
+    noise: float, spread: float, warned: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mlsysopt.costmodel.oracle.collect as collect
+
+    def fake(out: Path, **kw: object) -> dict:
+        return {"models": 3, "complete": True, "noise_floor": noise, "host_speed": {"spread": spread, "slow_rounds": 7}}
+
+    monkeypatch.setattr(collect, "collect_latency", fake)
+    ran = run_inprocess("costmodel", "collect-latency", "--out", tmp_path / "lat")
+    assert ran.returncode == 0, ran.stderr
+    assert f"noise floor {noise:.1%}, host speed spread {spread:.2f}x (7 slow rounds)" in " ".join(ran.stdout.split())
+    assert ("time it again when it is quiet" in " ".join(ran.stderr.split())) is warned
+
+
 def test_a_collection_from_two_machines_or_a_foreign_file_is_refused(tiny: Path, tmp_path: Path) -> None:
     z = dict(np.load(tiny / "latency.npz"))
     rows = json.loads(str(z["rows"]))
