@@ -39,6 +39,7 @@ class TimedModel:
         flagged: Whether other processes used the machine while it was timed.
         spec: The family spec it was built from.
         edges: ``(src, dst)`` node ids of its data edges.
+        rounds: Every round's milliseconds per setting key (empty when not kept).
 
     Shapes:
         ops: (n,) str
@@ -55,6 +56,7 @@ class TimedModel:
     flagged: bool = False
     spec: dict[str, Any] = field(default_factory=dict)
     edges: np.ndarray | None = None
+    rounds: dict[str, list[float]] = field(default_factory=dict)
 
     def column(self, name: str) -> np.ndarray:
         """One node column by name."""
@@ -114,5 +116,6 @@ def load_collection(path: str | Path = SHIPPED, include_flagged: bool = False) -
         models.append(TimedModel(r["name"], r["family"], r["split"], vocab[op_ids[a:b]].astype(str),
                                  node_table(nodes[a:b].astype(np.float64), columns), dict(r["ms"]),
                                  bool(r.get("flagged")), r.get("spec", {}),
-                                 edges[:, int(eoff[i]) : int(eoff[i + 1])].astype(np.int64)))  # fmt: skip
+                                 edges[:, int(eoff[i]) : int(eoff[i + 1])].astype(np.int64),
+                                 rounds=dict(r.get("rounds_ms") or {})))  # fmt: skip
     return models, manifest

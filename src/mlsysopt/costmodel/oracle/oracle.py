@@ -6,7 +6,8 @@ interval). A model outside that -- an op no category covers, a category no train
 range, a setting never recorded, or (PyTorch eager only) the ops of a module PyTorch runs as a few kernels when the
 collection timed none (the ``fused`` category, :mod:`mlsysopt.graph.importers.fused_modules`) -- is *out of
 distribution*: the prediction carries the reasons, the interval is widened and a
-:class:`~mlsysopt.errors.MlsysoptWarning` says so once.
+:class:`~mlsysopt.errors.MlsysoptWarning` says so once. A setting the training models' rounds show *stalling* on an op
+kind (:func:`stalls`) raises the upper end for a model holding it, with a warning.
 
 The oracle shipped with mlsysopt (:data:`SHIPPED_ORACLE`, ``builtin`` on the command line) was trained on the
 shipped ``real:cpu`` latency collection by ``benchmarks/latency_oracle.py``, which picked its method on validation
@@ -41,6 +42,11 @@ ORACLE_FILE = "oracle.json.gz"
 BUILTIN_NAMES = ("builtin", "real:cpu")
 #: How far an out-of-distribution interval is widened (a factor on each side).
 OOD_WIDEN = 3.0
+#: A setting *stalls* an op category when at least STALL_SHARE of the training models holding it (and STALL_LIFT times
+#: the share of all models, of at least STALL_MODELS) had a round STALL_RATIO times slower than another of its rounds:
+#: e.g. ONNX Runtime's parallel executor with 2 intra-op threads on a 2-core machine runs a GRU's single runs in
+#: steps of 8 ms, so a model's median lands in either mode.
+STALL_SHARE, STALL_LIFT, STALL_MODELS, STALL_RATIO = 0.10, 5.0, 20, 3.0
 #: What an op category no training model had means, where the name alone does not say.
 _CATEGORY_NOTES = {
     "fused": "fused (ops of nn.TransformerEncoderLayer or nn.MultiheadAttention, which PyTorch eager runs as a "
@@ -65,11 +71,39 @@ class Prediction:
     high: float
     setting: str
     ood: list[str] = field(default_factory=list)
+    stalls: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with units."""
         return {"predicted_ms": self.ms, "interval_ms": [self.low, self.high], "setting": self.setting,
-                "out_of_distribution": self.ood}  # fmt: skip
+                "out_of_distribution": self.ood, "stalls": self.stalls}  # fmt: skip
+
+
+def stalls(train: list[TimedModel], settings: list[Setting]) -> dict[str, dict[str, list[float]]]:
+    """The op categories each setting stalls (see :data:`STALL_SHARE`), from the training models' rounds.
+
+    Returns:
+        dict: ``{setting: {category: [share of the models holding it that stalled, median ms their slowest round
+        took beyond their fastest]}}``; empty for a collection that kept no rounds.
+    """
+    out: dict[str, dict[str, list[float]]] = {}
+    for s in settings:
+        timed = [m for m in train if len(m.rounds.get(s.key, ())) > 1]
+        if len(timed) < STALL_MODELS:
+            continue
+        spread = {m.name: max(m.rounds[s.key]) / max(min(m.rounds[s.key]), 1e-12) for m in timed}
+        overall = np.mean([v > STALL_RATIO for v in spread.values()])
+        holding: dict[str, list[TimedModel]] = {}
+        for m in timed:
+            for c in {CATEGORIES[c] for c in categories(m.ops, m.nodes, s.engine)}:
+                holding.setdefault(c, []).append(m)
+        for c, ms in holding.items():
+            stalled = [m for m in ms if spread[m.name] > STALL_RATIO]
+            share = len(stalled) / len(ms)
+            if len(ms) >= STALL_MODELS and share >= STALL_SHARE and share >= STALL_LIFT * overall:
+                extra = [max(m.rounds[s.key]) - min(m.rounds[s.key]) for m in stalled]
+                out.setdefault(s.key, {})[c] = [share, float(np.median(extra))]
+    return out
 
 
 class LatencyOracle:
@@ -78,7 +112,9 @@ class LatencyOracle:
     Args:
         predictor: The fitted predictor.
         meta: ``settings`` (keys trained), ``categories`` (op categories seen), ``gflops_range`` (per sample),
-            ``residual_q`` ([q05, q95] of log(measured / predicted) on validation models), ``method``, ``machine``.
+            ``residual_q`` ([q05, q95] of log(measured / predicted) on validation models), ``method``, ``machine``,
+            ``stalls`` (:func:`stalls`: op kinds a setting stalls on; a prediction for a model holding one raises its
+            upper end by the stall and says so).
     """
 
     def __init__(self, predictor: LatencyPredictor, meta: dict[str, Any]) -> None:
@@ -100,7 +136,8 @@ class LatencyOracle:
         q = np.quantile(res, [0.05, 0.95]).tolist() if res else [-0.2, 0.2]
         meta = {"method": predictor.name, "settings": [s.key for s in settings], "categories": seen,
                 "gflops_range": [float(min(gf)), float(max(gf))], "residual_q": q, "machine": machine,
-                "trained_models": len(train), "valid_models": len(valid)}  # fmt: skip
+                "trained_models": len(train), "valid_models": len(valid),
+                "stalls": stalls(train, settings)}  # fmt: skip
         return cls(predictor, meta)
 
     def save(self, folder: str | Path) -> Path:
@@ -168,7 +205,23 @@ class LatencyOracle:
             low, high = low / OOD_WIDEN, high * OOD_WIDEN
             warnings.warn(f"{name}: outside what the latency oracle learned ({'; '.join(ood)}): the interval is "
                           f"widened {OOD_WIDEN:g}x each way", MlsysoptWarning, stacklevel=2)  # fmt: skip
-        return Prediction(ms, low, high, setting.key, ood)
+        stalled = self._stalls(ops, nodes, setting)
+        why = []
+        for c, (share, extra_ms) in stalled.items():
+            high = max(high, ms + extra_ms)
+            why.append(f"{share:.0%} of the training models with {c} ops had a round {extra_ms:.3g} ms slower than "
+                       "another")  # fmt: skip
+        if why:
+            warnings.warn(f"{name}: under {setting.key} {'; '.join(why)} (the engine stalls on this machine; "
+                          f"another setting is steadier): the upper end is raised to {high:.4g} ms", MlsysoptWarning,
+                          stacklevel=2)  # fmt: skip
+        return Prediction(ms, low, high, setting.key, ood, why)
+
+    def _stalls(self, ops: np.ndarray, nodes: np.ndarray, s: Setting) -> dict[str, list[float]]:
+        known = self.meta.get("stalls", {}).get(s.key, {})
+        if not known:
+            return {}
+        return {c: known[c] for c in sorted({CATEGORIES[c] for c in categories(ops, nodes, s.engine)}) if c in known}
 
     def per_op_ms(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting) -> np.ndarray:
         """Every node's share of the predicted milliseconds (they sum to the prediction): the additive per-op model's
