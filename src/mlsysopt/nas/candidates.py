@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from mlsysopt.errors import ConstraintUnreachable, InvalidArchitecture
-from mlsysopt.nas.constraints import Constraints
+from mlsysopt.nas.constraints import RESOURCES, Constraints
 from mlsysopt.nas.spaces.base import Arch, SearchSpace
 
 #: Costly checks that all miss a limit before it is called out of reach: if a fraction p of the space met it, 500
@@ -131,10 +131,12 @@ class Candidates:
         for c in never:
             usage = self.closest.get(c.name, (math.nan, math.nan))[1]
             parts.append(f"{c.name} (limit {c.limit:g}; the closest was {c.resource} {usage:.4g})")
+        name = never[0].name  # the built-in limits have their own flag, any other is a --limit
+        flag = f"--{name.replace('_', '-')}" if name in RESOURCES else f"--limit {name}=V"
         raise ConstraintUnreachable(
             f"none of the {self.costly_checked} architectures checked met {', '.join(parts)}: the limit looks out of "
-            f"reach for space '{self.space.name}': raise it (--{never[0].name.replace('_', '-')} on the command "
-            "line) or search a space of smaller models"
+            f"reach for space '{self.space.name}': raise it ({flag} on the command line) or search a space of "
+            "smaller models"
         )
 
     def feasible_cheap(self, arch: Arch) -> bool:

@@ -36,14 +36,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mlsysopt.errors import ConstraintUnreachable, InvalidCheckpoint, MlsysoptError
 from mlsysopt.io import RunDir, load_torch, save_torch_atomic
-from mlsysopt.nas.constraints import Constraints
 from mlsysopt.nas.evaluation import TIMED_OUT, evaluate_batch, executor_failed
+from mlsysopt.nas.search_result import STOP_REASONS, SearchResult
 from mlsysopt.nas.searcher import Searcher
 from mlsysopt.nas.spaces.base import Evaluation
 from mlsysopt.runtime import Executor, ExecutorLost, SerialExecutor
@@ -52,68 +51,7 @@ CHECKPOINT_VERSION = 2  # 2: EPNAS saves its round in progress (round_size)
 PATIENCE = 3  # consecutive empty asks (or broken-executor batches) before the driver stops
 CHECKPOINT_SPACING = 10.0  # write a checkpoint once the time since the last one is this many times its write time,
 CHECKPOINT_GROWTH = 0.05  # or once the history grew by this fraction since it was written
-STOP_REASONS = ("budget", "timeout", "exhausted", "failures", "unreachable")  # ``SearchResult.stopped``
 FAIL_FAST = 3  # on a space that fails fast (your objective), this many failures before any success stop the search
-
-
-@dataclass
-class SearchResult:
-    """What a search found: the full history, the best architecture (feasible in hard mode), counts and timing.
-
-    Args:
-        method: Name of the NAS method.
-        space: Name of the search space.
-        history: Every evaluation, in order.
-        best: The best usable evaluation (feasible in hard mode), or None.
-        message: One line describing the outcome.
-        failed: Number of failed evaluations.
-        wall_s: Wall-clock seconds of the search.
-        skipped: Infeasible candidates skipped without evaluation.
-        constraints: The constraints, as :meth:`Constraints.to_dict` gives them.
-        best_decoded: The best architecture decoded by the space (None without a best).
-        resumed_from: Evaluations the checkpoint held when the search started.
-        stopped: Why the search ended: ``"budget"``, ``"timeout"``, ``"exhausted"`` or ``"failures"`` (as many
-            evaluations failed as the budget).
-    """
-
-    method: str
-    space: str
-    history: list[Evaluation]
-    best: Evaluation | None
-    message: str
-    failed: int
-    wall_s: float
-    skipped: int = 0
-    constraints: dict[str, Any] = field(default_factory=dict)
-    best_decoded: dict[str, Any] | None = None
-    resumed_from: int = 0  # evaluations the checkpoint held when the search started
-    stopped: str = "budget"  # why the search ended: one of STOP_REASONS
-
-    def best_so_far(self) -> list[float]:
-        """Best feasible validation performance after each evaluation (NaN until the first)."""
-        cons = Constraints.from_dict(self.constraints) if self.constraints else Constraints()
-        out, cur = [], float("nan")
-        for ev in self.history:
-            if ev.ok and math.isfinite(ev.perf) and (not cons.hard or cons.feasible(ev.resources)):
-                cur = ev.perf if math.isnan(cur) else max(cur, ev.perf)
-            out.append(cur)
-        return out
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary with the full history."""
-        return {
-            "method": self.method,
-            "space": self.space,
-            "constraints": self.constraints,
-            "evaluations": len(self.history),
-            "failed": self.failed,
-            "skipped_infeasible": self.skipped,
-            "wall_s": self.wall_s,
-            "message": self.message,
-            "best": None if self.best is None else self.best.to_dict(),
-            "best_decoded": self.best_decoded,
-            "history": [ev.to_dict() for ev in self.history],
-        }
 
 
 class _Checkpoint:

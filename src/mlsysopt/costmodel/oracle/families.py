@@ -198,17 +198,13 @@ def _draw(family: str, rng: np.random.Generator) -> dict[str, Any]:
               "widths": sorted(int(ch((16, 24, 32, 48, 64, 96, 128))) for _ in range(stages)),
               "blocks": [int(rng.integers(1, 4)) for _ in range(stages)],
               "kernel": [int(ch((3, 3, 5, 7))) for _ in range(stages)]}  # fmt: skip
-    elif family == "vit":
-        heads = int(ch((1, 2, 4)))
+    elif family in ("vit", "encoder"):
+        heads = int(ch((1, 2, 4) if family == "vit" else (2, 4)))  # PyTorch's fast path needs an even count
         p |= {"size": int(ch((16, 24, 32, 48))), "patch": int(ch((4, 8))), "heads": heads,
               "dim": heads * int(ch((8, 16, 24, 32, 48))), "depth": int(rng.integers(1, 7)),
               "ratio": int(ch((2, 4)))}  # fmt: skip
-    elif family == "encoder":
-        heads = int(ch((2, 4)))  # PyTorch's fast path needs an even count
-        p |= {"size": int(ch((16, 24, 32, 48))), "patch": int(ch((4, 8))), "heads": heads,
-              "dim": heads * int(ch((8, 16, 24, 32, 48))), "depth": int(rng.integers(1, 7)),
-              "ratio": int(ch((2, 4))), "act": ch(("relu", "gelu")),
-              "norm_first": bool(rng.random() < 0.5)}  # fmt: skip
+        if family == "encoder":
+            p |= {"act": ch(("relu", "gelu")), "norm_first": bool(rng.random() < 0.5)}
     elif family == "mlp":
         layers = int(rng.integers(1, 7))
         p |= {"features": int(ch((16, 32, 64, 128, 256, 512, 784, 1024))), "act": ch(("relu", "gelu")),
