@@ -56,7 +56,7 @@ def main() -> None:
         out["oracle"], out["oracle_date"] = kept["oracle"], kept["date"]
     for name in [] if args.reuse is not None else args.methods.split(","):
         runs: dict[str, list[dict[str, Any]]] = {"valid": [], "test": []}
-        for seed in range(args.seeds if ("gbm" in name or name == "gnn") else 1):
+        for seed in range(args.seeds if factory(name, 0).seeded else 1):
             p = factory(name, seed).fit(split["train"], settings)
             for part in runs:
                 runs[part].append(within_graph(p, split[part], settings))

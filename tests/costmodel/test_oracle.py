@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from latency_fakes import synthetic_models
 
 from cli_helpers import assert_user_error, run_inprocess
 from mlsysopt.costmodel.oracle.collect import collect_latency
-from mlsysopt.costmodel.oracle.dataset import COLUMNS, TimedModel, load_collection
+from mlsysopt.costmodel.oracle.dataset import COLUMNS, load_collection
 from mlsysopt.costmodel.oracle.families import FAMILIES
 from mlsysopt.costmodel.oracle.oracle import LatencyOracle
 from mlsysopt.costmodel.oracle.predictors import PREDICTORS, from_dict
@@ -105,33 +106,13 @@ def test_settings_parse_and_bad_values_name_the_option() -> None:
             make_setting(*args)
 
 
-def _synthetic(n: int, seed: int) -> list[TimedModel]:
-    """SYNTHETIC models whose latency is exactly additive: 2 us per node + 1 ms per GFLOP of linear layers."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        k = int(rng.integers(2, 9))
-        ops = np.array(["input", *(["linear", "relu"] * k), "output"])
-        nodes = np.zeros((len(ops), len(COLUMNS)))
-        nodes[:, COLUMNS.index("groups")] = nodes[:, COLUMNS.index("kernel_area")] = 1
-        lin = ops == "linear"
-        nodes[lin, COLUMNS.index("flops")] = rng.uniform(2e7, 8e7, lin.sum())  # one size bin
-        ms = {}
-        for s in SETTINGS:
-            gf = nodes[:, 0].sum() * s.batch / 1e9
-            ms[s.key] = (0.002 * len(ops) + gf * (1.0 if s.threads == 1 else 0.6)) * (1.3 if s.engine == "torch" else 1)
-        edges = np.array([np.arange(len(ops) - 1), np.arange(1, len(ops))])
-        out.append(TimedModel(f"m{i}", "synthetic", "train", ops, nodes, ms, edges=edges))
-    return out
-
-
 @pytest.mark.parametrize("name", sorted(PREDICTORS))
 def test_every_predictor_fits_predicts_positive_ms_and_round_trips(name: str) -> None:
-    import mlsysopt.costmodel.oracle.gnn  # noqa: F401 - registers the GNN
-
-    models = _synthetic(40, 0)
-    cls = PREDICTORS[name]
-    p = (cls(epochs=2) if name == "gnn" else cls()).fit(models, list(SETTINGS))
+    models = synthetic_models(40, 0)
+    cls = PREDICTORS[name]  # the GNN and the additive MLP are registered by importing the oracle
+    p = (cls(epochs={"gnn": 2, "additive-mlp": 20}[name]) if name in ("gnn", "additive-mlp") else cls()).fit(
+        models, list(SETTINGS)
+    )
     s = Setting("onnxruntime", 2, "seq", 8)
     pred = p.predict_models(models[:5], s)
     assert np.all(np.isfinite(pred)) and np.all(pred > 0)
@@ -140,7 +121,7 @@ def test_every_predictor_fits_predicts_positive_ms_and_round_trips(name: str) ->
 
 
 def test_the_additive_model_recovers_an_additive_latency() -> None:
-    models = _synthetic(60, 1)
+    models = synthetic_models(60, 1)
     p = PREDICTORS["additive"]().fit(models, list(SETTINGS))
     for s in (SETTINGS[0], SETTINGS[-1]):
         pred, true = p.predict_models(models, s), np.array([m.ms[s.key] for m in models])
@@ -150,7 +131,7 @@ def test_the_additive_model_recovers_an_additive_latency() -> None:
 def test_within_graph_ranks_each_model_and_batch_by_the_predicted_times() -> None:
     from mlsysopt.costmodel.oracle.evaluate import within_graph
 
-    models = _synthetic(30, 2)
+    models = synthetic_models(30, 2)
     exact = within_graph(PREDICTORS["additive"]().fit(models, list(SETTINGS)), models, list(SETTINGS))
     assert exact["num_graphs"] == 2 * len(models)  # one group per model and batch
     assert exact["opa"] > 0.99 and exact["slowdown_top1"] < 1e-6
@@ -166,7 +147,7 @@ def test_within_graph_ranks_each_model_and_batch_by_the_predicted_times() -> Non
 
 
 def test_the_oracle_flags_a_model_outside_what_it_learned() -> None:
-    models = _synthetic(40, 2)
+    models = synthetic_models(40, 2)
     oracle = LatencyOracle.fit(PREDICTORS["additive"](), models[:30], models[30:], list(SETTINGS))
     m = models[0]
     with warnings.catch_warnings():
@@ -186,7 +167,7 @@ def test_a_setting_whose_rounds_stall_on_an_op_kind_raises_the_upper_end_for_mod
     """SYNTHETIC rounds: under ort-t2-par-b8, 6 of the 20 training models with a GRU had a round 16 ms slower."""
     from mlsysopt.costmodel.oracle.oracle import stalls
 
-    models = _synthetic(130, 3)
+    models = synthetic_models(130, 3)
     par, seq = Setting.parse("ort-t2-par-b8"), Setting.parse("ort-t2-seq-b8")
     for i, m in enumerate(models):
         if i % 6 == 1:

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from mlsysopt.cli.common import SeedOpt, TimeoutOpt, console, err_console
 from mlsysopt.cli.costmodel import costmodel_app
+from mlsysopt.costmodel.oracle.predictors import TRAIN_METHOD
 from mlsysopt.costmodel.oracle.settings import make_setting
 from mlsysopt.errors import InvalidOption, MlsysoptWarning
 
@@ -119,11 +120,14 @@ def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
         err_console.print(f"warning: {escape(message)}")
 
 
+METHOD_HELP = "flops | additive | gbm | additive+gbm | additive-mlp | gnn (default: the shipped oracle's method)."
+
+
 @costmodel_app.command("latency-train")
 def costmodel_latency_train(
     data: Annotated[Path, typer.Option("--data", help="A collection folder ('costmodel collect-latency').")],
     out: Annotated[Path, typer.Option("--out", help="Folder to write the oracle into.")],
-    method: Annotated[str, typer.Option("--method", help="flops | additive | gbm | additive+gbm.")] = "additive+gbm",
+    method: Annotated[str, typer.Option("--method", help=METHOD_HELP)] = TRAIN_METHOD,
     seed: SeedOpt = 0,
 ) -> None:
     """Train a latency oracle on your own collection (train split; interval from the valid split)."""

@@ -3,8 +3,9 @@ placement use.
 
 * :mod:`.collect` -- ``costmodel collect-latency``: eleven model families timed under ONNX Runtime and PyTorch eager
   (:mod:`.families`, :mod:`.settings`, :mod:`.timing`); the shipped collection is ``real:cpu`` (:mod:`.dataset`);
-* :mod:`.predictors` and :mod:`.gnn` -- FLOPs-proportional, nn-Meter-style additive per-op, LightGBM on graph
-  summaries, their ensemble, and a GraphSAGE with an absolute loss (features in :mod:`.features`);
+* :mod:`.predictors`, :mod:`.additive_mlp` and :mod:`.gnn` -- FLOPs-proportional, nn-Meter-style additive per-op
+  (linear per category, and a per-node MLP trained on whole-model times), LightGBM on graph summaries, their
+  ensemble, and a GraphSAGE with an absolute loss (features in :mod:`.features`);
 * :mod:`.oracle` -- :class:`~.oracle.LatencyOracle`, a fitted predictor with its interval and out-of-distribution
   flags (``builtin`` is the shipped one); :mod:`.api` loads, predicts, measures and trains;
 * :mod:`.evaluate` -- within +-10%, Spearman, best-setting choice, few-shot transfer;

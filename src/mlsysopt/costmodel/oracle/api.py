@@ -21,7 +21,7 @@ from mlsysopt.costmodel.oracle.collect import read_onnx
 from mlsysopt.costmodel.oracle.dataset import load_collection
 from mlsysopt.costmodel.oracle.evaluate import accuracy
 from mlsysopt.costmodel.oracle.oracle import BUILTIN_NAMES, ORACLE_FILE, LatencyOracle, Prediction
-from mlsysopt.costmodel.oracle.predictors import PREDICTORS
+from mlsysopt.costmodel.oracle.predictors import PREDICTORS, TRAIN_METHOD
 from mlsysopt.costmodel.oracle.settings import SETTINGS, Setting
 from mlsysopt.costmodel.oracle.timing import runners, time_model
 from mlsysopt.errors import InvalidCheckpoint, InvalidOption
@@ -145,7 +145,7 @@ def measure_source(source: str, setting: Setting, rounds: int = 3) -> float:
     return float(np.median(times[setting.key]) * 1e3)
 
 
-def train_oracle(data: str | Path, out: str | Path, method: str = "additive+gbm", seed: int = 0) -> dict[str, Any]:
+def train_oracle(data: str | Path, out: str | Path, method: str = TRAIN_METHOD, seed: int = 0) -> dict[str, Any]:
     """Fit ``method`` on a collection's train split, take the interval on its valid split, save into ``out``.
 
     Raises:
@@ -163,7 +163,7 @@ def train_oracle(data: str | Path, out: str | Path, method: str = "additive+gbm"
     if not train or not valid:
         raise InvalidOption(f"--data {data}: needs models in both the train and the valid split")
     settings = sorted({k for m in models for k in m.ms}, key=[s.key for s in SETTINGS].index)
-    pred = PREDICTORS[method](seed=seed) if "gbm" in method else PREDICTORS[method]()
+    pred = PREDICTORS[method](seed=seed) if PREDICTORS[method].seeded else PREDICTORS[method]()
     oracle = LatencyOracle.fit(pred, train, valid, [Setting.parse(k) for k in settings], manifest.get("machine", ""))
     oracle.save(out)
     acc = accuracy(oracle.predictor, valid, oracle.settings)

@@ -101,8 +101,8 @@ def calibrate(pred: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
 
 
 def fewshot(factory: Any, train: list[TimedModel], test: list[TimedModel], held: Setting,
-            settings: list[Setting], ns: tuple[int, ...] = (0, 5, 10, 20),
-            seed: int = 0) -> dict[str, Any]:  # fmt: skip
+            settings: list[Setting], ns: tuple[int, ...] = (0, 5, 10, 20), seed: int = 0,
+            fitted: LatencyPredictor | None = None) -> dict[str, Any]:  # fmt: skip
     """HELP's question: ``held`` is left out of training entirely; with ``n`` models of it measured, calibrate the
     prediction and score the rest of ``test`` under ``held``.
 
@@ -114,11 +114,12 @@ def fewshot(factory: Any, train: list[TimedModel], test: list[TimedModel], held:
         settings: Every setting; ``held`` is removed from those trained.
         ns: Numbers of measured models to try (0: the prediction as is).
         seed: Seed of the draw.
+        fitted: ``factory()`` already fitted on ``train`` without ``held`` (one fit serves every draw).
 
     Returns:
         dict[str, Any]: ``{n: {"spearman", "within10"}}`` and the setting.
     """
-    model = factory().fit(train, [s for s in settings if s.key != held.key])
+    model = fitted or factory().fit(train, [s for s in settings if s.key != held.key])
     pool = [m for m in test if held.key in m.ms]
     p_all = model.predict_models(pool, held)
     t_all = np.array([m.ms[held.key] for m in pool])

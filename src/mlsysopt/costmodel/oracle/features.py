@@ -40,6 +40,8 @@ FUSING_ENGINE = "torch"
 NO_WEIGHT_READ = ("memory", "free")
 _NO_WEIGHT_READ_INDEX = [CATEGORIES.index(c) for c in NO_WEIGHT_READ]
 _OF_OP = {op: cat for cat, ops in _GROUPS.items() for op in ops} | {"conv_transpose": "conv_transpose"}
+#: Every op name a category covers.
+OP_NAMES: tuple[str, ...] = tuple(sorted({*_OF_OP, "conv"}))
 PER_CATEGORY = ("count", "gflops", "act_mb", "weight_mb")
 SETTING_FEATURES = ("log2_batch", "threads", "parallel", "torch")
 GLOBAL = ("log_gflops", "log_act_mb", "log_weight_mb", "nodes", "misaligned_gflops_share")

@@ -65,6 +65,7 @@ class GraphSAGELatency(LatencyPredictor):
     """GraphSAGE over the op graph, per-node times summed, log-MSE (see the module docstring)."""
 
     name = "gnn"
+    seeded = True
 
     def __init__(self, epochs: int = 40, seed: int = 0, hidden: int = 64) -> None:
         self.epochs, self.seed, self.hidden = epochs, seed, hidden

@@ -102,11 +102,11 @@ def with_op_costs(graph: CompGraph, cluster: Any, oracle_name: str, device: str 
                             "predicts); export a PyTorch model first, e.g. torch.onnx.export")  # fmt: skip
     oracle = check_op_costs(oracle_name, device)
     d = cpu_device(cluster, device)
-    ops, nodes, _ = read_onnx(Path(str(path)))
+    ops, nodes, edges = read_onnx(Path(str(path)))
     if list(ops) != list(graph.ops):
         raise InvalidOption(f"--op-costs: {path} changed since it was read (its nodes differ)")
     s = setting or Setting("onnxruntime", 1, "seq", 1)
-    ms = oracle.per_op_ms(ops, nodes, s)
+    ms = oracle.per_op_ms(ops, nodes, s, edges)
     seconds = ms / 1e3
     x = graph.x.copy()
     x[:, graph.feature_names.index("compute")] = seconds * float(cluster.speed[d])

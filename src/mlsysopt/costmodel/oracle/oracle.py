@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from mlsysopt.costmodel.oracle.additive_mlp import AdditiveMLP
 from mlsysopt.costmodel.oracle.collect import read_onnx
 from mlsysopt.costmodel.oracle.dataset import TimedModel
 from mlsysopt.costmodel.oracle.features import CATEGORIES, categories, per_category, unknown_ops
@@ -35,7 +36,8 @@ from mlsysopt.costmodel.oracle.settings import Setting
 from mlsysopt.errors import InvalidCheckpoint, MlsysoptWarning
 from mlsysopt.io.files import write_atomic
 
-__all__ = ["GraphSAGELatency", "LatencyOracle", "Prediction"]  # the GNN registers itself in PREDICTORS on import
+# the GNN and the additive MLP register themselves in PREDICTORS on import
+__all__ = ["AdditiveMLP", "GraphSAGELatency", "LatencyOracle", "Prediction"]
 SHIPPED_ORACLE = Path(__file__).resolve().parent.parent / "data" / "latency_oracle"
 ORACLE_FILE = "oracle.json.gz"
 #: Names that select the shipped oracle where a run folder is expected.
@@ -223,22 +225,28 @@ class LatencyOracle:
             return {}
         return {c: known[c] for c in sorted({CATEGORIES[c] for c in categories(ops, nodes, s.engine)}) if c in known}
 
-    def per_op_ms(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting) -> np.ndarray:
-        """Every node's share of the predicted milliseconds (they sum to the prediction): the additive per-op model's
-        times, scaled to the oracle's total when the oracle corrects them (an ensemble); proportional to FLOPs (plus
-        an equal share per node) for an oracle without a per-op part.
+    def per_op_ms(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting,
+                  edges: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+        """Every node's share of the predicted milliseconds (they sum to the prediction): the per-op times of an
+        additive predictor (its own, or its base model's scaled to the oracle's total when the oracle corrects them,
+        an ensemble); proportional to FLOPs (plus an equal share per node) for an oracle without a per-op part.
 
         Shapes:
             returns (n,) ms
         """
 
-        total = float(self.predictor.predict(ops, nodes, setting))
-        base = self.predictor if isinstance(self.predictor, AdditivePerOp) else getattr(self.predictor, "base", None)
-        if isinstance(base, AdditivePerOp):
-            parts = np.maximum(base.per_op(ops, nodes, setting), 0.0)
+        total = float(self.predictor.predict(ops, nodes, setting, edges))
+        if isinstance(self.predictor, AdditiveMLP):
+            parts = self.predictor.per_op(ops, nodes, setting, edges)
         else:
-            flops = nodes[:, 0] * setting.batch
-            parts = flops / max(flops.sum(), 1.0) + 1.0 / len(ops)
+            base = (
+                self.predictor if isinstance(self.predictor, AdditivePerOp) else getattr(self.predictor, "base", None)
+            )
+            if isinstance(base, AdditivePerOp):
+                parts = np.maximum(base.per_op(ops, nodes, setting), 0.0)
+            else:
+                flops = nodes[:, 0] * setting.batch
+                parts = flops / max(flops.sum(), 1.0) + 1.0 / len(ops)
         return parts * (total / max(parts.sum(), 1e-12))
 
     def predict_onnx(self, path: str | Path, setting: Setting) -> Prediction:

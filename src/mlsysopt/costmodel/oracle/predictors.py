@@ -53,6 +53,8 @@ class LatencyPredictor(ABC):
     """Predicted milliseconds of a model (its node table) under a setting."""
 
     name = "base"
+    #: Whether ``__init__`` takes a ``seed`` (a predictor with a random part: bagging, initial weights).
+    seeded = False
 
     @abstractmethod
     def fit(self, models: list[TimedModel], settings: list[Setting]) -> LatencyPredictor:
@@ -77,7 +79,7 @@ class LatencyPredictor(ABC):
         return np.array([self.predict(m.ops, m.nodes, setting, m.edges) for m in models])
 
 
-def _nearest(known: list[str], s: Setting) -> str:
+def nearest_setting(known: list[str], s: Setting) -> str:
     """The recorded setting closest to ``s`` (same engine first, then batch, threads, mode)."""
 
     def dist(k: str) -> tuple:
@@ -104,7 +106,7 @@ class FlopsProportional(LatencyPredictor):
         return self
 
     def predict(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting, edges: np.ndarray | None = None) -> float:
-        key = setting.key if setting.key in self.coef else _nearest(list(self.coef), setting)
+        key = setting.key if setting.key in self.coef else nearest_setting(list(self.coef), setting)
         return float(self.coef[key] * (per_category(ops, nodes, setting.batch, setting.engine)[:, 1].sum() + 1e-9))
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,12 +146,12 @@ class AdditivePerOp(LatencyPredictor):
         return self
 
     def predict(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting, edges: np.ndarray | None = None) -> float:
-        key = setting.key if setting.key in self.coef else _nearest(list(self.coef), setting)
+        key = setting.key if setting.key in self.coef else nearest_setting(list(self.coef), setting)
         return float(max(self._row(ops, nodes, setting) @ np.asarray(self.coef[key]), 1e-4))
 
     def per_op(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting) -> np.ndarray:
         """Every node's milliseconds (the constant term on the first node); they sum to :meth:`predict`."""
-        key = setting.key if setting.key in self.coef else _nearest(list(self.coef), setting)
+        key = setting.key if setting.key in self.coef else nearest_setting(list(self.coef), setting)
         coef = np.asarray(self.coef[key])
         out = additive_basis_nodes(ops, nodes, setting.batch, setting.engine) @ coef[:-1]
         out[0] += coef[-1]
@@ -188,6 +190,7 @@ class SummaryGBM(LatencyPredictor):
     """LightGBM regression of log milliseconds on graph-summary and setting features."""
 
     name = "gbm"
+    seeded = True
 
     def __init__(self, rounds: int = 800, seed: int = 0) -> None:
         self.rounds, self.seed = rounds, seed
@@ -233,6 +236,7 @@ class AdditiveGBM(LatencyPredictor):
     """An ensemble: :class:`AdditivePerOp`'s prediction times ``exp`` of LightGBM's fit of its log residual."""
 
     name = "additive+gbm"
+    seeded = True
 
     def __init__(self, rounds: int = 400, seed: int = 0) -> None:
         self.rounds, self.seed = rounds, seed
@@ -275,6 +279,10 @@ class AdditiveGBM(LatencyPredictor):
         out.booster = _booster(lgb, d["booster"], len(FEATURE_NAMES) + 1)
         return out
 
+
+#: The method ``costmodel latency-train`` fits by default: the shipped oracle's (the best on validation models in
+#: ``benchmarks/latency_oracle.py``; :mod:`.additive_mlp` registers it).
+TRAIN_METHOD = "additive-mlp"
 
 #: Every predictor by name.
 PREDICTORS: dict[str, type[LatencyPredictor]] = {
