@@ -43,6 +43,16 @@ def test_the_per_op_times_sum_to_the_prediction_and_feed_the_simulator(fitted: A
     assert np.allclose(oracle.per_op_ms(m.ops, m.nodes, s, m.edges), own, rtol=1e-9)  # its own split, not FLOPs
 
 
+def test_an_op_no_training_model_had_is_priced_like_its_neighbours(fitted: AdditiveMLP) -> None:
+    ratios = []
+    for m in synthetic_models(10, 10, (1e5, 1e8)):
+        ops = m.ops.copy()
+        ops[ops == "linear"] = "embedding"  # its op column never varied in training: not scaled by a ~0 spread
+        ratios += [fitted.predict(ops, m.nodes, s, m.edges) / fitted.predict(m.ops, m.nodes, s, m.edges)
+                   for s in SETTINGS]  # fmt: skip
+    assert min(ratios) > 0.67 and max(ratios) < 1.5, (min(ratios), max(ratios))  # scaled by 1e-6: 0.011
+
+
 def test_the_seed_decides_the_model() -> None:
     models, s = synthetic_models(20, 4), SETTINGS[3]
     a, b, c = (AdditiveMLP(seed=k, epochs=5).fit(models, list(SETTINGS)) for k in (0, 0, 1))
