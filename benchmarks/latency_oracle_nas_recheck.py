@@ -15,11 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from latency_oracle import nas_precision  # noqa: E402
-
-from mlsysopt.costmodel.oracle.oracle import LatencyOracle  # noqa: E402
-from mlsysopt.costmodel.oracle.timing import reference_ms  # noqa: E402
-from mlsysopt.io import write_json_atomic  # noqa: E402
+from latency_oracle import nas_precision
+from mlsysopt.costmodel.oracle.oracle import LatencyOracle
+from mlsysopt.costmodel.oracle.timing import reference_ms
+from mlsysopt.io import write_json_atomic
 
 
 def main() -> None:
@@ -36,8 +35,12 @@ def main() -> None:
            "load_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)],
            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "units": {"reference_ms": "ms"}}  # fmt: skip
     write_json_atomic(args.out, out)
-    print({k: nas[k] for k in ("precision", "recall", "precision_point", "recall_point", "limit_ms")},
-          out["reference_ms_before_after"], out["load_before_after"], round(out["seconds"], 1))
+    print(
+        {k: nas[k] for k in ("precision", "recall", "precision_point", "recall_point", "limit_ms")},
+        out["reference_ms_before_after"],
+        out["load_before_after"],
+        round(out["seconds"], 1),
+    )
 
 
 if __name__ == "__main__":
