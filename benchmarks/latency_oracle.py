@@ -200,7 +200,8 @@ def main() -> None:
     from mlsysopt.costmodel.oracle.collect import noise_floor
     from mlsysopt.costmodel.oracle.dataset import SHIPPED, load_collection
     from mlsysopt.costmodel.oracle.evaluate import accuracy, best_setting, fewshot
-    from mlsysopt.costmodel.oracle.oracle import SHIPPED_ORACLE, LatencyOracle
+    from mlsysopt.costmodel.oracle.oracle import SHIPPED_ORACLE, LatencyOracle  # registers every predictor
+    from mlsysopt.costmodel.oracle.predictors import PREDICTORS
     from mlsysopt.costmodel.oracle.settings import SETTINGS, Setting
 
     t_start = time.perf_counter()
@@ -219,7 +220,7 @@ def main() -> None:
     valid_scores, test_scores, fit_s = {}, {}, {}
     for name in methods:
         v_runs, t_runs, secs = [], [], []
-        for seed in range(seeds if factory(name, 0).seeded else 1):
+        for seed in range(seeds if PREDICTORS[name].seeded else 1):
             t0 = time.perf_counter()
             p = factory(name, seed).fit(split["train"], settings)
             secs.append(time.perf_counter() - t0)

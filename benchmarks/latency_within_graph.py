@@ -27,6 +27,8 @@ from typing import Any
 
 from mlsysopt.costmodel.oracle.dataset import SHIPPED, load_collection
 from mlsysopt.costmodel.oracle.evaluate import within_graph
+from mlsysopt.costmodel.oracle.oracle import LatencyOracle  # noqa: F401 - registers the GNN and the additive MLP
+from mlsysopt.costmodel.oracle.predictors import PREDICTORS
 from mlsysopt.costmodel.oracle.settings import SETTINGS
 from mlsysopt.io import write_json_atomic
 
@@ -56,7 +58,7 @@ def main() -> None:
         out["oracle"], out["oracle_date"] = kept["oracle"], kept["date"]
     for name in [] if args.reuse is not None else args.methods.split(","):
         runs: dict[str, list[dict[str, Any]]] = {"valid": [], "test": []}
-        for seed in range(args.seeds if factory(name, 0).seeded else 1):
+        for seed in range(args.seeds if PREDICTORS[name].seeded else 1):
             p = factory(name, seed).fit(split["train"], settings)
             for part in runs:
                 runs[part].append(within_graph(p, split[part], settings))

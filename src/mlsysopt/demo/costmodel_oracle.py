@@ -33,6 +33,7 @@ ROUNDS = 5  # timing rounds per setting (fresh random order each)
 def oracle_section(ctx: DemoContext, data: Path) -> Section:
     """Predicted vs measured ms of the zoo CNN under every op-level setting; what ``--cost-model builtin`` keeps."""
     # deferred: imports torch
+    from mlsysopt.costmodel.oracle.oracle import LatencyOracle
     from mlsysopt.costmodel.oracle.timing import runners, time_model
 
     # deferred: imports onnxruntime
@@ -72,7 +73,9 @@ def oracle_section(ctx: DemoContext, data: Path) -> Section:
         "measured_fastest_kept": fastest in kept,
     }
     text = (
-        f"The latency oracle shipped with mlsysopt ({short.run}) predicts one inference of the zoo CNN under each "
+        f"The latency oracle shipped with mlsysopt ({short.run}, method "
+        f"{LatencyOracle.load().meta.get('method', 'unknown')}, picked on validation models) predicts one "
+        f"inference of the zoo CNN under each "
         f"op-level setting of a {cores}-core serving space; each is then timed here with ONNX Runtime ({ROUNDS} "
         f"rounds). {within10:.0%} of the predictions are within 10% of the measured time; rank correlation "
         f"{rho:.2f}. `serving tune --cost-model builtin` keeps the settings predicted within "

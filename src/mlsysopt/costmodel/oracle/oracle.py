@@ -235,18 +235,15 @@ class LatencyOracle:
             returns (n,) ms
         """
 
+        if isinstance(self.predictor, AdditiveMLP):  # its per-op times are positive and sum to its prediction
+            return self.predictor.per_op(ops, nodes, setting, edges)
         total = float(self.predictor.predict(ops, nodes, setting, edges))
-        if isinstance(self.predictor, AdditiveMLP):
-            parts = self.predictor.per_op(ops, nodes, setting, edges)
+        base = self.predictor if isinstance(self.predictor, AdditivePerOp) else getattr(self.predictor, "base", None)
+        if isinstance(base, AdditivePerOp):
+            parts = np.maximum(base.per_op(ops, nodes, setting, edges), 0.0)
         else:
-            base = (
-                self.predictor if isinstance(self.predictor, AdditivePerOp) else getattr(self.predictor, "base", None)
-            )
-            if isinstance(base, AdditivePerOp):
-                parts = np.maximum(base.per_op(ops, nodes, setting), 0.0)
-            else:
-                flops = nodes[:, 0] * setting.batch
-                parts = flops / max(flops.sum(), 1.0) + 1.0 / len(ops)
+            flops = nodes[:, 0] * setting.batch
+            parts = flops / max(flops.sum(), 1.0) + 1.0 / len(ops)
         return parts * (total / max(parts.sum(), 1e-12))
 
     def predict_onnx(self, path: str | Path, setting: Setting) -> Prediction:

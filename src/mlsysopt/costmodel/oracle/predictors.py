@@ -149,8 +149,10 @@ class AdditivePerOp(LatencyPredictor):
         key = setting.key if setting.key in self.coef else nearest_setting(list(self.coef), setting)
         return float(max(self._row(ops, nodes, setting) @ np.asarray(self.coef[key]), 1e-4))
 
-    def per_op(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting) -> np.ndarray:
-        """Every node's milliseconds (the constant term on the first node); they sum to :meth:`predict`."""
+    def per_op(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting,
+               edges: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+        """Every node's milliseconds (the constant term on the first node); they sum to :meth:`predict` (``edges``
+        unused: one signature with :meth:`~mlsysopt.costmodel.oracle.additive_mlp.AdditiveMLP.per_op`)."""
         key = setting.key if setting.key in self.coef else nearest_setting(list(self.coef), setting)
         coef = np.asarray(self.coef[key])
         out = additive_basis_nodes(ops, nodes, setting.batch, setting.engine) @ coef[:-1]
