@@ -18,7 +18,9 @@ train/valid/test split by model:
 * ``serving_shortlist_hit`` / ``serving_measurements_saved``: ONNX Runtime's op-level settings (threads x mode)
   within 20% of the predicted best, against the measured best of test models;
 * ``predict_ms``: one prediction from an ONNX file (read, featurised, predicted), median over test models;
-* ``noise_floor``: the collection's.
+* ``noise_floor``: the collection's; ``repeatability``: each round of a test model against the median of its other
+  rounds, scored like a prediction (how far a fresh measurement lands from the labels ``within10`` is judged by);
+  ``within10_by_setting``: the default's ``within10`` per setting (seed 0).
 
 With ``--ship`` the default method is trained on the train split, its interval taken on the validation split, and
 written to ``src/mlsysopt/costmodel/data/latency_oracle`` (what ``builtin`` loads).
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import shutil
 import tempfile
 import time
 import warnings
@@ -60,33 +63,42 @@ def factory(name: str, seed: int) -> Any:
     return cls(seed=seed) if cls.seeded else cls()
 
 
-def nas_precision(oracle: Any, count: int, seed: int, quantile: float = 0.7) -> dict[str, Any]:
-    """Random digits-space CNNs against a limit at the ``quantile`` of their predicted latencies: every one is timed
-    the way the space times it. ``precision``: of those the upper interval end (what ``nas search --latency-model``
-    uses) calls feasible, the fraction that meets the limit when timed; ``recall``: of those that meet it when timed,
-    the fraction called feasible; the same for the point prediction (``*_point``)."""
-    from mlsysopt.costmodel.oracle.settings import Setting
+def nas_measure(count: int, seed: int) -> dict[str, Any]:
+    """``count`` distinct random digits-space CNNs, each timed the way the space times it (``nas search``'s own
+    measurement). Run before any fit, so the machine is as quiet as the collection's was."""
     from mlsysopt.nas.spaces import get_space
 
     space = get_space("digits")
     rng = np.random.default_rng(seed)
-    archs, preds = [], []
-    seen = set()
+    archs: list[Any] = []
     while len(archs) < count:
         a = space.sample(rng)
-        if a in seen:
-            continue
-        seen.add(a)
-        import torch
+        if a not in archs:
+            archs.append(a)
+    return {"archs": archs, "measured_ms": [float(space._measure_latency(a)) for a in archs]}
 
+
+def nas_precision(oracle: Any, timed: dict[str, Any], quantile: float = 0.7) -> dict[str, Any]:
+    """The CNNs of :func:`nas_measure` against a limit at the ``quantile`` of their predicted latencies.
+    ``precision``: of those the upper interval end (what ``nas search --latency-model`` uses) calls feasible, the
+    fraction that meets the limit when timed; ``recall``: of those that meet it when timed, the fraction called
+    feasible; the same for the point prediction (``*_point``)."""
+    import torch
+
+    from mlsysopt.costmodel.oracle.settings import Setting
+    from mlsysopt.nas.spaces import get_space
+
+    space = get_space("digits")
+    preds = []
+    for a in timed["archs"]:
         model = space.build(a).eval()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            p = oracle.predict_module(model, (torch.zeros(1, *space.input_shape),), Setting("torch", 1, "seq", 1))
-        archs.append(a)
-        preds.append(p)
+            preds.append(oracle.predict_module(model, (torch.zeros(1, *space.input_shape),),
+                                               Setting("torch", 1, "seq", 1)))  # fmt: skip
+    count = len(preds)
     limit = float(np.quantile([p.ms for p in preds], quantile))
-    measured = np.array([float(space._measure_latency(a)) for a in archs])
+    measured = np.array(timed["measured_ms"])
     high = np.array([p.high for p in preds])
     point = np.array([p.ms for p in preds])
     ok = measured <= limit
@@ -142,40 +154,57 @@ def predict_ms(oracle: Any, models: list[Any], count: int) -> dict[str, Any]:
     return {"median": float(np.median(times)), "p90": float(np.quantile(times, 0.9)), "models": len(times)}
 
 
-def sim_vs_measured_op_costs() -> dict[str, Any]:
-    """``graph simulate --op-costs builtin`` of a whole model on one CPU device against its latency measured here:
-    the zoo models and the placement benchmark's two user models (a tiny ViT built on nn.TransformerEncoder, a GRU),
-    under ONNX Runtime 1 thread and PyTorch eager 1 thread, batch 1."""
+OP_COST_SETTINGS = (("onnxruntime", 1, "seq", 1), ("torch", 1, "seq", 1))
+
+
+def op_cost_measure(folder: Path) -> dict[str, Any]:
+    """The zoo models and the placement benchmark's two user models (a tiny ViT built on nn.TransformerEncoder, a
+    GRU) exported to ONNX in ``folder`` (kept: ``--op-costs`` reads the file again), imported as graphs and timed
+    here under ONNX Runtime 1 thread and PyTorch eager 1 thread, batch 1 (the collection's timing, median of 5
+    rounds). Run before any fit."""
     import sys
 
     from mlsysopt import zoo
-    from mlsysopt.costmodel.oracle.op_costs import with_op_costs
     from mlsysopt.costmodel.oracle.settings import Setting
     from mlsysopt.costmodel.oracle.timing import runners, time_model
-    from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.importers.onnx import export_onnx, from_onnx
-    from mlsysopt.graph.problem import PlacementProblem
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from placement import user_models
 
     models = {name: zoo.get(name) for name in ("cnn", "mobilenet", "transformer", "resnet")}
     models.update(user_models())
-    cluster = DeviceCluster([1e10], [True], [[np.inf]], [[0.0]], ["cpu0"], "dnn", {"source": "one CPU"}, [5e-6])
-    settings = (Setting("onnxruntime", 1, "seq", 1), Setting("torch", 1, "seq", 1))
+    settings = [Setting(*s) for s in OP_COST_SETTINGS]
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name, (module, inputs) in models.items():
             x = inputs[0][:1]
-            path = export_onnx(module.eval(), (x,), Path(tmp) / f"{name}.onnx", dynamic_batch=True)
+            path = export_onnx(module.eval(), (x,), folder / f"{name}.onnx", dynamic_batch=True)
             times = time_model(runners(module, path, {1: x}, settings), 5, np.random.default_rng(0))
-            graph = from_onnx(path)
+            out[name] = (from_onnx(path), {st.key: float(np.median(times[st.key])) for st in settings})
+    return out
+
+
+def sim_vs_measured_op_costs(timed: dict[str, Any]) -> dict[str, Any]:
+    """``graph simulate --op-costs builtin`` of each model of :func:`op_cost_measure` on one CPU device against its
+    latency measured there."""
+    from mlsysopt.costmodel.oracle.op_costs import with_op_costs
+    from mlsysopt.costmodel.oracle.settings import Setting
+    from mlsysopt.graph.cluster import DeviceCluster
+    from mlsysopt.graph.problem import PlacementProblem
+
+    cluster = DeviceCluster([1e10], [True], [[np.inf]], [[0.0]], ["cpu0"], "dnn", {"source": "one CPU"}, [5e-6])
+    settings = [Setting(*s) for s in OP_COST_SETTINGS]
+    out: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, (graph, measured_s) in timed.items():
             row: dict[str, Any] = {"tasks": graph.num_nodes}
             for st in settings:
                 g2, c2, _ = with_op_costs(graph, cluster, "builtin", setting=st)
                 simulated = PlacementProblem(g2, c2).makespan(np.zeros(g2.num_nodes, np.int64))
-                measured = float(np.median(times[st.key]))
+                measured = measured_s[st.key]
                 row[st.key] = {"measured_ms": measured * 1e3, "simulated_ms": simulated * 1e3,
                                "ratio": simulated / measured}  # fmt: skip
             out[name] = row
@@ -183,7 +212,67 @@ def sim_vs_measured_op_costs() -> dict[str, Any]:
     return {"models": out, "within10": float(np.mean([abs(r - 1) <= 0.10 for r in ratios])),
             "within25": float(np.mean([abs(r - 1) <= 0.25 for r in ratios])),
             "how": "one device cpu0, every op on it; compute from the builtin oracle's per-op times (--op-costs); "
-            "measured: the collection's timing (median of 5 rounds)"}  # fmt: skip
+            "measured: the collection's timing (median of 5 rounds), before any fit"}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- fits, two at a time
+_WORKER: dict[str, Any] = {}
+
+
+def load_models(data: str, quick: bool) -> tuple[list[Any], dict[str, Any]]:
+    """The collection's models (a 250-model subsample with ``quick``) and its manifest."""
+    from mlsysopt.costmodel.oracle.dataset import SHIPPED, load_collection
+
+    models, manifest = load_collection(SHIPPED if data == "real:cpu" else data)
+    if quick:
+        rng = np.random.default_rng(0)
+        models = [models[i] for i in sorted(rng.permutation(len(models))[:250])]
+    return models, manifest
+
+
+def _init_worker(data: str, quick: bool) -> None:
+    """A fitting process: one PyTorch thread (two processes share the two cores), the collection read once."""
+    import torch
+
+    torch.set_num_threads(1)
+    _WORKER["models"] = load_models(data, quick)[0]
+
+
+def fit_job(job: tuple[Any, ...]) -> dict[str, Any]:
+    """One fit and what it is scored on: ``("method", name, seed)`` on the train split, scored on valid and test;
+    ``("lofo", name, family)`` on every other family's train and valid models, scored on the family;
+    ``("fewshot", name, key, seeds)`` without setting ``key``, HELP's draws ``0..seeds-1``."""
+    from mlsysopt.costmodel.oracle.evaluate import accuracy, fewshot
+    from mlsysopt.costmodel.oracle.settings import SETTINGS, Setting
+
+    models, settings = _WORKER["models"], list(SETTINGS)
+    split = {s: [m for m in models if m.split == s] for s in ("train", "valid", "test")}
+    kind, name = job[0], job[1]
+    t0 = time.perf_counter()
+    if kind == "method":
+        p = factory(name, job[2]).fit(split["train"], settings)
+        return {"job": job, "seconds": time.perf_counter() - t0, "valid": accuracy(p, split["valid"], settings),
+                "test": accuracy(p, split["test"], settings), "fitted": p if job[2] == 0 else None}  # fmt: skip
+    if kind == "lofo":
+        train = [m for m in models if m.family != job[2] and m.split != "test"]
+        held = [m for m in models if m.family == job[2]]
+        return {"job": job, "within10": accuracy(factory(name, 0).fit(train, settings), held, settings)["within10"]}
+    pool, held = split["train"] + split["valid"], Setting.parse(job[2])
+    fitted = factory(name, 0).fit(pool, [s for s in settings if s.key != held.key])
+    return {"job": job, "fewshot": [fewshot(None, pool, split["test"], held, settings, seed=s, fitted=fitted)
+                                    for s in range(job[3])]}  # fmt: skip
+
+
+def run_jobs(jobs: list[tuple[Any, ...]], data: str, quick: bool, workers: int) -> list[dict[str, Any]]:
+    """:func:`fit_job` of every job, ``workers`` processes at a time (1: here), results in the jobs' order."""
+    if workers <= 1:
+        _init_worker(data, quick)
+        return [fit_job(j) for j in jobs]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp.get_context("spawn"), _init_worker, (data, quick)) as pool:
+        return list(pool.map(fit_job, jobs))
 
 
 def main() -> None:
@@ -196,39 +285,45 @@ def main() -> None:
     ap.add_argument("--methods", default="flops,additive,gbm,additive+gbm,additive-mlp,gnn")
     ap.add_argument("--nas-models", type=int, default=60)
     ap.add_argument("--ship", action="store_true", help="write the default oracle into the package")
+    ap.add_argument("--jobs", type=int, default=2, help="fits at a time, one PyTorch thread each (1: here)")
     args = ap.parse_args()
     from mlsysopt.costmodel.oracle.collect import noise_floor
-    from mlsysopt.costmodel.oracle.dataset import SHIPPED, load_collection
-    from mlsysopt.costmodel.oracle.evaluate import accuracy, best_setting, fewshot
+    from mlsysopt.costmodel.oracle.evaluate import accuracy, best_setting, repeatability
     from mlsysopt.costmodel.oracle.oracle import SHIPPED_ORACLE, LatencyOracle  # registers every predictor
     from mlsysopt.costmodel.oracle.predictors import PREDICTORS
-    from mlsysopt.costmodel.oracle.settings import SETTINGS, Setting
+    from mlsysopt.costmodel.oracle.settings import SETTINGS
 
     t_start = time.perf_counter()
     load0 = os.getloadavg()
-    models, manifest = load_collection(SHIPPED if args.data == "real:cpu" else args.data)
+    models, manifest = load_models(args.data, args.quick)
     seeds = 1 if args.quick else args.seeds
-    if args.quick:
-        rng = np.random.default_rng(0)
-        models = [models[i] for i in sorted(rng.permutation(len(models))[:250])]
     split = {s: [m for m in models if m.split == s] for s in ("train", "valid", "test")}
     settings = list(SETTINGS)
+    # what is timed is timed first, on the quiet machine the collection was taken on: 40 min of fits heat it
+    from mlsysopt.costmodel.oracle.timing import reference_ms
+
+    t0, ref_before = time.perf_counter(), reference_ms()
+    nas_timed = nas_measure(12 if args.quick else args.nas_models, 0)
+    op_dir = Path(tempfile.mkdtemp(prefix="mlsysopt-op-costs-"))
+    op_timed = op_cost_measure(op_dir) if args.ship or args.data == "real:cpu" else None
+    measure_s = round(time.perf_counter() - t0, 1)
+    print(f"timed {len(nas_timed['archs'])} NAS CNNs and the op-cost models first ({measure_s} s)", flush=True)
     methods = args.methods.split(",")
     out: dict[str, Any] = {"data": str(args.data), "models": {k: len(v) for k, v in split.items()},
                            "settings": [s.key for s in settings], "quick": args.quick,
                            "machine": manifest.get("machine")}  # fmt: skip
-    valid_scores, test_scores, fit_s = {}, {}, {}
+    # the longest fits first, so the two processes finish together
+    slow = {"gnn": 0, "additive-mlp": 1}
+    jobs = [("method", n, seed) for n in sorted(methods, key=lambda n: slow.get(n, 2))
+            for seed in range(seeds if PREDICTORS[n].seeded else 1)]  # fmt: skip
+    done = run_jobs(jobs, args.data, args.quick, args.jobs)
+    valid_scores, test_scores, fit_s, first_fit = {}, {}, {}, {}
     for name in methods:
-        v_runs, t_runs, secs = [], [], []
-        for seed in range(seeds if PREDICTORS[name].seeded else 1):
-            t0 = time.perf_counter()
-            p = factory(name, seed).fit(split["train"], settings)
-            secs.append(time.perf_counter() - t0)
-            v_runs.append(accuracy(p, split["valid"], settings))
-            t_runs.append(accuracy(p, split["test"], settings))
-        valid_scores[name] = {k: ci95([r[k] for r in v_runs]) for k in ("within10", "spearman", "mape")}
-        test_scores[name] = {k: ci95([r[k] for r in t_runs]) for k in ("within10", "spearman", "mape")}
-        fit_s[name] = float(np.mean(secs))
+        runs = [r for r in done if r["job"][1] == name]
+        first_fit[name] = runs[0]["fitted"]
+        valid_scores[name] = {k: ci95([r["valid"][k] for r in runs]) for k in ("within10", "spearman", "mape")}
+        test_scores[name] = {k: ci95([r["test"][k] for r in runs]) for k in ("within10", "spearman", "mape")}
+        fit_s[name] = float(np.mean([r["seconds"] for r in runs]))
         print(f"{name}: valid within10 {valid_scores[name]['within10']['mean']:.3f}, test within10 "
               f"{test_scores[name]['within10']['mean']:.3f} spearman {test_scores[name]['spearman']['mean']:.4f} "
               f"({fit_s[name]:.1f} s)", flush=True)  # fmt: skip
@@ -238,40 +333,41 @@ def main() -> None:
             "test": test_scores, "valid": valid_scores, "fit_seconds": fit_s, "default_oracle": default,
             "default_rule": "best validation within10 (Spearman breaks ties); never the test split"}  # fmt: skip
     print(f"default: {default}", flush=True)
-    best = factory(default, 0).fit(split["train"], settings)
+    by_setting = {s.key: accuracy(first_fit[default], split["test"], [s])["within10"] for s in settings}
+    out["within10_by_setting"] = {default: by_setting}
+    out["repeatability"] = repeatability(split["test"], settings)
+    print(f"repeatability of the test labels (a round vs its other rounds): {out['repeatability']['within10']:.3f}",
+          flush=True)  # fmt: skip
+    best = first_fit[default]  # seed 0 on the train split: what best_setting, the shortlist and the oracle use
     bs = best_setting(best, split["test"], settings)
     out |= {"best_setting_accuracy": bs["accuracy"], "best_setting_regret": bs["regret"], "best_setting": bs}
-    lofo = {}
-    for fam in sorted({m.family for m in models}):
-        train = [m for m in models if m.family != fam and m.split != "test"]
-        held = [m for m in models if m.family == fam]
-        lofo[fam] = accuracy(factory(default, 0).fit(train, settings), held, settings)["within10"]
-        print(f"lofo {fam}: {lofo[fam]:.3f}", flush=True)
+    held_keys = ("ort-t2-par-b8", "torch-t2-b8")  # one fit per held setting: the draws differ, the fit does not
+    later = [("fewshot", default, k, seeds) for k in held_keys]
+    later += [("lofo", default, fam) for fam in sorted({m.family for m in models})]
+    done = run_jobs(later, args.data, args.quick, args.jobs)
+    lofo = {r["job"][2]: r["within10"] for r in done if r["job"][0] == "lofo"}
+    print("lofo: " + ", ".join(f"{k} {v:.3f}" for k, v in lofo.items()), flush=True)
     out["within10_lofo"] = lofo
-    out["fewshot_all"] = []
-    for key in ("ort-t2-par-b8", "torch-t2-b8"):  # one fit per held setting: the draws differ, the fit does not
-        pool, held = split["train"] + split["valid"], Setting.parse(key)
-        fitted = factory(default, 0).fit(pool, [s for s in settings if s.key != key])
-        out["fewshot_all"] += [fewshot(None, pool, split["test"], held, settings, seed=s, fitted=fitted)
-                               for s in range(seeds)]  # fmt: skip
+    out["fewshot_all"] = [f for r in done if r["job"][0] == "fewshot" for f in r["fewshot"]]
     out["fewshot"] = {n: {k: float(np.mean([f[n][k] for f in out["fewshot_all"]])) for k in ("spearman", "within10")}
                       for n in ("0", "5", "10", "20")}  # fmt: skip
     print(f"fewshot: {out['fewshot']}", flush=True)
     sl = shortlist(best, split["test"])
     out |= {"serving_shortlist_hit": sl["hit"], "serving_measurements_saved": sl["measurements_saved"],
             "serving_shortlist": sl}  # fmt: skip
-    oracle = LatencyOracle.fit(factory(default, 0), split["train"], split["valid"], settings,
-                               manifest.get("machine", ""))  # fmt: skip
+    oracle = LatencyOracle.fit(best, split["train"], split["valid"], settings, manifest.get("machine", ""),
+                               fitted=True)  # fmt: skip
     if args.ship:
         oracle.save(SHIPPED_ORACLE)
         out["shipped"] = {"path": str(SHIPPED_ORACLE), "kb": round((SHIPPED_ORACLE / "oracle.json.gz").stat().st_size
                                                                    / 1024, 1)}  # fmt: skip
     out["predict_ms"] = predict_ms(oracle, split["test"], 10 if args.quick else 40)["median"]
-    nas = nas_precision(oracle, 12 if args.quick else args.nas_models, 0)
-    out |= {"nas_feasible_precision": nas["precision"], "nas": nas}
-    if args.ship or args.data == "real:cpu":  # --op-costs reads the shipped oracle
-        out["sim_vs_measured_op_costs"] = sim_vs_measured_op_costs()
+    nas = nas_precision(oracle, nas_timed)
+    out |= {"nas_feasible_precision": nas["precision"], "nas": nas, "measured_first_seconds": measure_s}
+    if op_timed is not None:  # --op-costs reads the shipped oracle
+        out["sim_vs_measured_op_costs"] = sim_vs_measured_op_costs(op_timed)
         print(f"op-costs: {out['sim_vs_measured_op_costs']['within10']:.2f} within 10%", flush=True)
+    shutil.rmtree(op_dir, ignore_errors=True)
     rows = [r for r in (manifest.get("rows") or [])]
     out["noise_floor"] = manifest.get("noise_floor") if not rows else noise_floor(rows)
     out["collection"] = {k: manifest.get(k) for k in ("models", "families", "load_1min", "others_cpu", "seconds",
@@ -286,7 +382,13 @@ def main() -> None:
     out["seconds"] = round(time.perf_counter() - t_start, 1)
     out["date"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     out["load_before_after"] = [round(load0[0], 2), round(os.getloadavg()[0], 2)]
-    out["units"] = {"predict_ms": "ms", "best_setting_regret": "fraction slower than the measured fastest"}
+    out["reference_ms_before_after"] = [ref_before, reference_ms()]  # the host's speed: collect-latency's workload
+    out["units"] = {
+        "predict_ms": "ms",
+        "reference_ms_before_after": "ms",
+        "measured_first_seconds": "s",
+        "best_setting_regret": "fraction slower than the measured fastest",
+    }
     write_json_atomic(args.out, out)
     print({k: out[k] for k in ("default_oracle", "within10", "spearman", "within10_lofo", "best_setting_accuracy",
                                "best_setting_regret", "fewshot", "nas_feasible_precision", "serving_shortlist_hit",

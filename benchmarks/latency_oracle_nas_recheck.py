@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from latency_oracle import nas_precision
+from latency_oracle import nas_measure, nas_precision
 from mlsysopt.costmodel.oracle.oracle import LatencyOracle
 from mlsysopt.costmodel.oracle.timing import reference_ms
 from mlsysopt.io import write_json_atomic
@@ -29,7 +29,7 @@ def main() -> None:
     args = ap.parse_args()
     load0, t0 = os.getloadavg()[0], time.perf_counter()
     ref_before = reference_ms()
-    nas = nas_precision(LatencyOracle.load(), args.models, 0)
+    nas = nas_precision(LatencyOracle.load(), nas_measure(args.models, 0))
     ref_after = reference_ms()
     out = {"nas": nas, "reference_ms_before_after": [ref_before, ref_after], "seconds": time.perf_counter() - t0,
            "load_before_after": [round(load0, 2), round(os.getloadavg()[0], 2)],

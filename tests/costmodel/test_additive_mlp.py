@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from latency_fakes import synthetic_models
 
-from mlsysopt.costmodel.oracle.additive_mlp import NODE_FEATURES, AdditiveMLP, node_rows
+from mlsysopt.costmodel.oracle.additive_mlp import NODE_FEATURES, AdditiveMLP, node_rows, unique_rows
 from mlsysopt.costmodel.oracle.dataset import COLUMNS
 from mlsysopt.costmodel.oracle.oracle import LatencyOracle
 from mlsysopt.costmodel.oracle.predictors import from_dict
@@ -101,3 +101,13 @@ def test_bad_data_and_foreign_checkpoints_are_refused_in_one_line(fitted: Additi
         from_dict(d | {"features": d["features"][:-1]})
     with pytest.raises(InvalidCheckpoint, match="output heads"):
         from_dict(d | {"keys": d["keys"][:-1]})
+
+
+def test_unique_rows_is_numpys_unique_up_to_order() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 3, (500, 6)).astype(np.float32)  # 3^6 = 729 possible rows: many repeats
+    unique, row_of = unique_rows(x)
+    expected = np.unique(x, axis=0)
+    assert len(unique) == len(expected)
+    assert (unique[row_of] == x).all()
+    assert {tuple(r) for r in unique} == {tuple(r) for r in expected}

@@ -146,6 +146,14 @@ def test_within_graph_ranks_each_model_and_batch_by_the_predicted_times() -> Non
     assert worst["opa"] < 0.01 and worst["slowdown_top1"] > 0.5
 
 
+def test_an_oracle_of_an_already_fitted_predictor_is_the_one_fitted_inside() -> None:
+    models = synthetic_models(40, 2)
+    inside = LatencyOracle.fit(PREDICTORS["additive"](), models[:30], models[30:], list(SETTINGS))
+    before = PREDICTORS["additive"]().fit(models[:30], list(SETTINGS))
+    reused = LatencyOracle.fit(before, models[:30], models[30:], list(SETTINGS), fitted=True)
+    assert reused.predictor is before and reused.meta == inside.meta
+
+
 def test_the_oracle_flags_a_model_outside_what_it_learned() -> None:
     models = synthetic_models(40, 2)
     oracle = LatencyOracle.fit(PREDICTORS["additive"](), models[:30], models[30:], list(SETTINGS))
@@ -397,3 +405,17 @@ def test_the_encoder_family_is_the_vit_family_built_from_nn_transformer_encoder(
         fused.append(int(arrays["nodes"][:, -1].sum()))
     assert fused[0] == 0 and fused[1] > 100
     assert {s["family"] for s in plan(11, 0)} == {*FAMILIES}
+
+
+def test_repeatability_scores_each_round_against_the_median_of_the_others() -> None:
+    from mlsysopt.costmodel.oracle.evaluate import repeatability
+
+    models = synthetic_models(4, 0)
+    s, t = SETTINGS[0], SETTINGS[1]
+    # model 0: one round 30% slow, so every round misses (1.0 against the others' median 1.15, 1.3 against 1.0);
+    # the other three reproduce to 2%
+    for i, m in enumerate(models):
+        m.rounds = {s.key: [1.0, 1.0, 1.3] if i == 0 else [1.0, 1.02, 0.99], t.key: [1.0, 1.0]}
+    out = repeatability(models, [s, t])
+    assert out["by_setting"] == {s.key: pytest.approx(9 / 12)} and out["pairs"] == 12  # t: 2 rounds, skipped
+    assert out["within10"] == pytest.approx(9 / 12)

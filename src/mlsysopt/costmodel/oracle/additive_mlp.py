@@ -56,6 +56,26 @@ def terms(rows: np.ndarray) -> np.ndarray:
                  np.expm1(rows[:, _LOG["log_weight_bytes"]]) / 1e6, np.full(len(rows), 1e-3)]  # fmt: skip
 
 
+def unique_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``x`` and, for every row, the index of its distinct row (``np.unique(x, axis=0)``'s
+    answer up to the order of the distinct rows, 10x faster: a 64-bit hash per row is sorted instead of the rows,
+    and the rows are compared once to rule out a collision).
+
+    Shapes:
+        x: (n, k); returns (u, k) and (n,) int64
+    """
+    words = np.ascontiguousarray(x).view(np.uint8).reshape(len(x), -1).view(np.uint32).astype(np.uint64)
+    h = np.zeros(len(x), np.uint64)
+    with np.errstate(over="ignore"):
+        for col in words.T:  # FNV-style: multiply by an odd 64-bit prime, add the next word
+            h = h * np.uint64(1099511628211) + col
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    if not (x[first][inverse] == x).all():  # a collision: fall back to comparing the rows
+        unique, inverse = np.unique(x, axis=0, return_inverse=True)
+        return unique, inverse.ravel()
+    return x[first], inverse.ravel()
+
+
 def node_rows(ops: np.ndarray, nodes: np.ndarray, edges: np.ndarray | None, batch: int) -> np.ndarray:
     """Every node's input row at ``batch`` (:data:`NODE_FEATURES`): its category and op (one-hot), log sizes at the
     batch, whether PyTorch eager runs it fused, and the categories of the nodes it reads from and feeds (multi-hot).
@@ -117,7 +137,7 @@ class AdditiveMLPConfig:
     """
 
     hidden: int = 128
-    epochs: int = 600
+    epochs: int = 400
     lr: float = 3e-3
     chunks: int = 8
     huber_delta: float = 0.1
@@ -182,8 +202,7 @@ class AdditiveMLP(LatencyPredictor):
         # spread, a user model's one node of that op read 1e6 and was priced at 163 ms instead of 0.0004
         self.mu, self.sd = x_all.mean(0), x_all.std(0)
         self.sd[self.sd < 1e-3] = 1.0
-        unique, row_of = np.unique(x_all, axis=0, return_inverse=True)
-        row_of = row_of.ravel()
+        unique, row_of = unique_rows(x_all)
         gen = torch.Generator().manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
         dims = [len(NODE_FEATURES), cfg.hidden, cfg.hidden, len(settings) * len(TERMS)]

@@ -87,6 +87,28 @@ def within_graph(pred: LatencyPredictor, models: list[TimedModel], settings: lis
     return ranking_metrics(preds, trues)
 
 
+def repeatability(models: list[TimedModel], settings: list[Setting]) -> dict[str, Any]:
+    """How well the machine reproduces its own times: each timed round of a model against the median of its other
+    rounds, scored like a prediction (``within10``: the fraction within +-10%). A predictor scored against median
+    labels is judged by a ruler this coarse; one that beats a fresh measurement here is at the noise's limit.
+
+    Args:
+        models: Timed models with their rounds (models with fewer than 3 rounds of a setting are skipped there).
+        settings: The settings to score.
+
+    Returns:
+        dict[str, Any]: ``within10`` overall, ``by_setting`` ``{setting: within10}``, ``pairs``.
+    """
+    hits: dict[str, list[bool]] = {}
+    for s in settings:
+        rounds = [np.asarray(m.rounds[s.key], float) for m in models if len(m.rounds.get(s.key, ())) >= 3]
+        hits[s.key] = [bool(abs(r[k] / np.median(np.delete(r, k)) - 1) <= 0.10) for r in rounds for k in range(len(r))]
+    every = [h for v in hits.values() for h in v]
+    return {"within10": float(np.mean(every)) if every else float("nan"),
+            "by_setting": {k: float(np.mean(v)) for k, v in hits.items() if v}, "pairs": len(every),
+            "how": "one round vs the median of the model's other rounds (minutes apart, fresh sessions)"}  # fmt: skip
+
+
 def calibrate(pred: np.ndarray, measured: np.ndarray) -> tuple[float, float]:
     """``(a, b)`` of ``log t = a + b log p`` fitted on a few measured models (b shrunk towards 1, so ten points
     give a scale and a mild slope)."""

@@ -127,9 +127,22 @@ class LatencyOracle:
     # ------------------------------------------------------------------ building, saving, loading
     @classmethod
     def fit(cls, predictor: LatencyPredictor, train: list[TimedModel], valid: list[TimedModel],
-            settings: list[Setting], machine: str = "") -> LatencyOracle:  # fmt: skip
-        """Fit ``predictor`` on ``train`` and take the interval from its residuals on ``valid``."""
-        predictor.fit(train, settings)
+            settings: list[Setting], machine: str = "", fitted: bool = False) -> LatencyOracle:  # fmt: skip
+        """Fit ``predictor`` on ``train`` and take the interval from its residuals on ``valid``.
+
+        Args:
+            predictor: The latency predictor (unfitted, or already fitted on ``train`` with ``fitted=True``).
+            train: The models it learns from (their categories and sizes define what is in distribution).
+            valid: Models it never saw, whose residuals give the interval.
+            settings: The settings it predicts.
+            machine: Where the collection was measured (recorded in the oracle).
+            fitted: Skip the fit: ``predictor`` was fitted on ``train`` already (a benchmark reuses its fit).
+
+        Returns:
+            LatencyOracle: The oracle, its interval and the bounds of its training distribution in ``meta``.
+        """
+        if not fitted:
+            predictor.fit(train, settings)
         engines = sorted({s.engine for s in settings})
         seen = sorted({CATEGORIES[c] for m in train for e in engines for c in categories(m.ops, m.nodes, e)})
         gf = [per_category(m.ops, m.nodes, 1)[:, 1].sum() for m in train]
