@@ -135,6 +135,8 @@ def costmodel_latency_train(
     from mlsysopt.costmodel.oracle.api import train_oracle
 
     summary = train_oracle(data, out, method, seed)
+    rep = summary["valid_repeatability"]
+    ruler = "" if rep is None else f" (its labels: a re-measurement lands within +-10% {rep:.1%} of the time)"
     console.print(f"oracle ({summary['method']}) on {summary['train']} models: valid within +-10% "
-                  f"{summary['valid_within10']:.1%}, Spearman {summary['valid_spearman']:.3f}; wrote "
+                  f"{summary['valid_within10']:.1%}{ruler}, Spearman {summary['valid_spearman']:.3f}; wrote "
                   f"{escape(str(out))}")  # fmt: skip

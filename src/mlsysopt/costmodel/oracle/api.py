@@ -19,7 +19,7 @@ import torch
 from mlsysopt.costmodel.latency import LatencyModel
 from mlsysopt.costmodel.oracle.collect import read_onnx
 from mlsysopt.costmodel.oracle.dataset import load_collection
-from mlsysopt.costmodel.oracle.evaluate import accuracy
+from mlsysopt.costmodel.oracle.evaluate import accuracy, repeatability
 from mlsysopt.costmodel.oracle.oracle import BUILTIN_NAMES, ORACLE_FILE, LatencyOracle, Prediction
 from mlsysopt.costmodel.oracle.predictors import PREDICTORS, TRAIN_METHOD
 from mlsysopt.costmodel.oracle.settings import SETTINGS, Setting
@@ -148,6 +148,11 @@ def measure_source(source: str, setting: Setting, rounds: int = 3) -> float:
 def train_oracle(data: str | Path, out: str | Path, method: str = TRAIN_METHOD, seed: int = 0) -> dict[str, Any]:
     """Fit ``method`` on a collection's train split, take the interval on its valid split, save into ``out``.
 
+    Returns:
+        dict[str, Any]: ``method``, ``train`` (models), ``valid_within10`` and ``valid_spearman`` of the oracle on the
+        valid split, ``valid_repeatability`` (how often a re-measurement of a valid model lands within +-10% of its
+        other rounds: the ruler ``valid_within10`` is read with; None without rounds) and ``out``.
+
     Raises:
         InvalidOption: If the method is unknown or a split is empty.
         InvalidDataset: If the collection cannot be read or mixes machines.
@@ -167,5 +172,7 @@ def train_oracle(data: str | Path, out: str | Path, method: str = TRAIN_METHOD, 
     oracle = LatencyOracle.fit(pred, train, valid, [Setting.parse(k) for k in settings], manifest.get("machine", ""))
     oracle.save(out)
     acc = accuracy(oracle.predictor, valid, oracle.settings)
+    rep = repeatability(valid, oracle.settings)["within10"]
     return {"method": method, "train": len(train), "valid_within10": acc["within10"],
-            "valid_spearman": acc["spearman"], "out": str(out)}  # fmt: skip
+            "valid_spearman": acc["spearman"], "out": str(out),
+            "valid_repeatability": None if np.isnan(rep) else rep}  # fmt: skip

@@ -93,7 +93,8 @@ def repeatability(models: list[TimedModel], settings: list[Setting]) -> dict[str
     labels is judged by a ruler this coarse; one that beats a fresh measurement here is at the noise's limit.
 
     Args:
-        models: Timed models with their rounds (models with fewer than 3 rounds of a setting are skipped there).
+        models: Timed models with their rounds (a model with one round of a setting is skipped there; with two,
+            each round is scored against the other).
         settings: The settings to score.
 
     Returns:
@@ -101,7 +102,7 @@ def repeatability(models: list[TimedModel], settings: list[Setting]) -> dict[str
     """
     hits: dict[str, list[bool]] = {}
     for s in settings:
-        rounds = [np.asarray(m.rounds[s.key], float) for m in models if len(m.rounds.get(s.key, ())) >= 3]
+        rounds = [np.asarray(m.rounds[s.key], float) for m in models if len(m.rounds.get(s.key, ())) >= 2]
         hits[s.key] = [bool(abs(r[k] / np.median(np.delete(r, k)) - 1) <= 0.10) for r in rounds for k in range(len(r))]
     every = [h for v in hits.values() for h in v]
     return {"within10": float(np.mean(every)) if every else float("nan"),
