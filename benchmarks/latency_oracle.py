@@ -1,7 +1,10 @@
-"""The latency oracle on real runtimes measured here (issue #32): four predictors side by side, the default picked
+"""The latency oracle on real runtimes measured here (issue #32): six predictors side by side, the default picked
 on validation models, and the oracle in use.
 
-    python benchmarks/latency_oracle.py [--data real:cpu] [--quick] --out benchmarks/results/latency_oracle.json
+    python benchmarks/latency_oracle.py [--data real:cpu] [--quick] [--jobs 2] [--ship] --out FILE.json
+
+What it times (the NAS CNNs, the op-cost models) it times first, before any fit heats the machine; then the fits run
+``--jobs`` at a time, one PyTorch thread each.
 
 Reads a latency collection (``costmodel collect-latency``; the shipped ``real:cpu`` by default). On its
 train/valid/test split by model:
@@ -22,7 +25,7 @@ train/valid/test split by model:
   rounds, scored like a prediction (how far a fresh measurement lands from the labels ``within10`` is judged by);
   ``within10_by_setting``: the default's ``within10`` per setting (seed 0).
 
-With ``--ship`` the default method is trained on the train split, its interval taken on the validation split, and
+With ``--ship`` the default method's seed-0 fit on the train split, its interval taken on the validation split, is
 written to ``src/mlsysopt/costmodel/data/latency_oracle`` (what ``builtin`` loads).
 """
 
