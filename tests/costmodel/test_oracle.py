@@ -118,6 +118,8 @@ def test_every_predictor_fits_predicts_positive_ms_and_round_trips(name: str) ->
     assert np.all(np.isfinite(pred)) and np.all(pred > 0)
     again = from_dict(json.loads(json.dumps(p.to_dict())))
     assert np.allclose(again.predict_models(models[:5], s), pred, rtol=1e-6)
+    m = models[0]  # its per-op split (what --op-costs gives the simulator) sums to its prediction
+    assert p.per_op(m.ops, m.nodes, s, m.edges).sum() == pytest.approx(pred[0], rel=1e-6)
 
 
 def test_the_additive_model_recovers_an_additive_latency() -> None:

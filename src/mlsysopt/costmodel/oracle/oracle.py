@@ -31,7 +31,7 @@ from mlsysopt.costmodel.oracle.collect import read_onnx
 from mlsysopt.costmodel.oracle.dataset import TimedModel
 from mlsysopt.costmodel.oracle.features import CATEGORIES, categories, per_category, unknown_ops
 from mlsysopt.costmodel.oracle.gnn import GraphSAGELatency
-from mlsysopt.costmodel.oracle.predictors import AdditivePerOp, LatencyPredictor, from_dict
+from mlsysopt.costmodel.oracle.predictors import LatencyPredictor, from_dict
 from mlsysopt.costmodel.oracle.settings import Setting
 from mlsysopt.errors import InvalidCheckpoint, MlsysoptWarning
 from mlsysopt.io.files import write_atomic
@@ -240,24 +240,15 @@ class LatencyOracle:
 
     def per_op_ms(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting,
                   edges: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
-        """Every node's share of the predicted milliseconds (they sum to the prediction): the per-op times of an
-        additive predictor (its own, or its base model's scaled to the oracle's total when the oracle corrects them,
-        an ensemble); proportional to FLOPs (plus an equal share per node) for an oracle without a per-op part.
+        """Every node's share of the predicted milliseconds (they sum to the prediction): the predictor's own
+        per-op times (:meth:`~mlsysopt.costmodel.oracle.predictors.LatencyPredictor.per_op`), a negative one as 0.
 
         Shapes:
             returns (n,) ms
         """
-
-        if isinstance(self.predictor, AdditiveMLP):  # its per-op times are positive and sum to its prediction
-            return self.predictor.per_op(ops, nodes, setting, edges)
-        total = float(self.predictor.predict(ops, nodes, setting, edges))
-        base = self.predictor if isinstance(self.predictor, AdditivePerOp) else getattr(self.predictor, "base", None)
-        if isinstance(base, AdditivePerOp):
-            parts = np.maximum(base.per_op(ops, nodes, setting, edges), 0.0)
-        else:
-            flops = nodes[:, 0] * setting.batch
-            parts = flops / max(flops.sum(), 1.0) + 1.0 / len(ops)
-        return parts * (total / max(parts.sum(), 1e-12))
+        own = self.predictor.per_op(ops, nodes, setting, edges)
+        parts = np.maximum(own, 0.0)
+        return parts * (own.sum() / max(parts.sum(), 1e-12))
 
     def predict_onnx(self, path: str | Path, setting: Setting) -> Prediction:
         """The prediction for an ONNX file (read at batch 1; ``setting.batch`` scales it). Which nodes PyTorch eager

@@ -78,6 +78,18 @@ class LatencyPredictor(ABC):
         """Milliseconds of every model under ``setting``."""
         return np.array([self.predict(m.ops, m.nodes, setting, m.edges) for m in models])
 
+    def per_op(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting,
+               edges: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+        """Every node's milliseconds; they sum to :meth:`predict`. A predictor without a per-op part splits its
+        prediction by FLOPs plus an equal share per node; one that sums per-op terms returns its own.
+
+        Shapes:
+            returns (n,) ms
+        """
+        flops = nodes[:, 0] * setting.batch
+        parts = flops / max(flops.sum(), 1.0) + 1.0 / len(ops)
+        return parts * (self.predict(ops, nodes, setting, edges) / parts.sum())
+
 
 def nearest_setting(known: list[str], s: Setting) -> str:
     """The recorded setting closest to ``s`` (same engine first, then batch, threads, mode)."""
@@ -267,6 +279,12 @@ class AdditiveGBM(LatencyPredictor):
     def predict(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting, edges: np.ndarray | None = None) -> float:
         row, base = self._x(ops, nodes, setting)
         return float(base * np.exp(self.booster.predict(row[None], num_threads=1)[0]))
+
+    def per_op(self, ops: np.ndarray, nodes: np.ndarray, setting: Setting,
+               edges: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+        """The additive base's per-op times (negative ones as 0), scaled to this ensemble's prediction."""
+        parts = np.maximum(self.base.per_op(ops, nodes, setting, edges), 0.0)
+        return parts * (self.predict(ops, nodes, setting, edges) / max(parts.sum(), 1e-12))
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "rounds": self.rounds, "seed": self.seed, "base": self.base.to_dict(),
