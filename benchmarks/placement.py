@@ -336,35 +336,28 @@ def scale_run(args: tuple[str, float]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- simulated vs measured
-def _median_seconds(fn: Any, reps: int) -> float:
-    import torch
+def vit(patch: int, embed: int, heads: int, ffn: int, layers: int, norm_first: bool = False) -> Any:
+    """A ViT as users write one: a patchifying convolution, ``nn.TransformerEncoder``, mean pooling, a linear head."""
+    from torch import nn
 
-    with torch.inference_mode():
-        for _ in range(max(5, reps // 10)):
-            fn()
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    class ViT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.patch = nn.Conv2d(3, embed, patch, patch)
+            layer = nn.TransformerEncoderLayer(embed, heads, ffn, batch_first=True, norm_first=norm_first)
+            self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.head = nn.Linear(embed, 10)
+
+        def forward(self, x: Any) -> Any:
+            return self.head(self.encoder(self.patch(x).flatten(2).transpose(1, 2)).mean(1))
+
+    return ViT()
 
 
 def user_models() -> dict[str, Any]:
     """A tiny ViT and a GRU, as a user brings them (the issue's two models): (module, example inputs)."""
     import torch
     from torch import nn
-
-    class TinyViT(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.patch = nn.Conv2d(3, 64, 8, 8)
-            layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True)
-            self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-            self.head = nn.Linear(64, 10)
-
-        def forward(self, x: Any) -> Any:
-            return self.head(self.encoder(self.patch(x).flatten(2).transpose(1, 2)).mean(1))
 
     class GRUNet(nn.Module):
         def __init__(self) -> None:
@@ -378,27 +371,149 @@ def user_models() -> dict[str, Any]:
 
     torch.manual_seed(0)
     return {
-        "tiny_vit": (TinyViT().eval(), (torch.randn(1, 3, 32, 32),)),
+        "tiny_vit": (vit(patch=8, embed=64, heads=4, ffn=128, layers=2).eval(), (torch.randn(1, 3, 32, 32),)),
         "gru": (GRUNet().eval(), (torch.randn(1, 20, 32),)),
     }
 
 
-def sim_vs_measured() -> dict[str, Any]:
-    """This CPU (one core) as a one-device cluster, calibrated on four micro-kernels and one operator call, then
+def heldout_models() -> dict[str, Any]:
+    """Eight models written after the op profile's groups and kernels were fixed and never used to shape them (the
+    six of :func:`sim_vs_measured` were): a check of the device model on models it was not developed on."""
+    import torch
+    from torch import nn
+
+    class MLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+
+        def forward(self, x: Any) -> Any:
+            return self.net(x)
+
+    class LSTMNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(32, 64, num_layers=2, batch_first=True)
+            self.head = nn.Linear(64, 5)
+
+        def forward(self, x: Any) -> Any:
+            y, _ = self.lstm(x)
+            return self.head(y[:, -1])
+
+    class BiGRU(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gru = nn.GRU(16, 48, num_layers=2, bidirectional=True, batch_first=True)
+            self.head = nn.Linear(96, 4)
+
+        def forward(self, x: Any) -> Any:
+            y, _ = self.gru(x)
+            return self.head(y.mean(1))
+
+    def vgg_block(cin: int, cout: int) -> nn.Module:
+        conv = (nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.GELU())
+        return nn.Sequential(
+            *conv, nn.Conv2d(cout, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.GELU(), nn.AvgPool2d(2)
+        )
+
+    class VGGish(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.features = nn.Sequential(vgg_block(3, 16), vgg_block(16, 32), vgg_block(32, 64))
+            self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+
+        def forward(self, x: Any) -> Any:
+            return self.head(self.features(x))
+
+    class Conv1dNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            layers: list[nn.Module] = []
+            for cin, cout in ((1, 16), (16, 32), (32, 64)):
+                layers += [nn.Conv1d(cin, cout, 9, padding=4), nn.BatchNorm1d(cout), nn.ReLU(), nn.MaxPool1d(4)]
+            self.features = nn.Sequential(*layers)
+            self.head = nn.Linear(64, 8)
+
+        def forward(self, x: Any) -> Any:
+            return self.head(self.features(x).mean(-1))
+
+    class MBConv(nn.Module):
+        def __init__(self, c: int, expand: int) -> None:
+            super().__init__()
+            h = c * expand
+            self.block = nn.Sequential(nn.Conv2d(c, h, 1), nn.BatchNorm2d(h), nn.SiLU(),
+                                       nn.Conv2d(h, h, 3, padding=1, groups=h), nn.BatchNorm2d(h), nn.SiLU(),
+                                       nn.Conv2d(h, c, 1), nn.BatchNorm2d(c))  # fmt: skip
+
+        def forward(self, x: Any) -> Any:
+            return x + self.block(x)
+
+    class EfficientTiny(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 24, 3, 2, 1), nn.BatchNorm2d(24), nn.SiLU())
+            self.blocks = nn.Sequential(MBConv(24, 4), MBConv(24, 4), MBConv(24, 6))
+            self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(24, 10))
+
+        def forward(self, x: Any) -> Any:
+            return self.head(self.blocks(self.stem(x)))
+
+    class AttnBlocks(nn.Module):
+        """Hand-written pre-norm attention (scaled_dot_product_attention) with GELU MLPs, as many small LMs are."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(1000, 96)
+            self.ln = nn.ModuleList(nn.LayerNorm(96) for _ in range(4))
+            self.qkv = nn.ModuleList(nn.Linear(96, 288) for _ in range(2))
+            self.proj = nn.ModuleList(nn.Linear(96, 96) for _ in range(2))
+            self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(96, 384), nn.GELU(), nn.Linear(384, 96)) for _ in range(2))
+
+        def forward(self, tokens: Any) -> Any:
+            x = self.emb(tokens)
+            for k in range(2):
+                q, kk, v = self.qkv[k](self.ln[2 * k](x)).chunk(3, dim=-1)
+                shape = (x.shape[0], x.shape[1], 4, 24)
+                a = torch.nn.functional.scaled_dot_product_attention(
+                    q.view(shape).transpose(1, 2), kk.view(shape).transpose(1, 2), v.view(shape).transpose(1, 2),
+                    is_causal=True)  # fmt: skip
+                x = x + self.proj[k](a.transpose(1, 2).reshape(x.shape))
+                x = x + self.mlp[k](self.ln[2 * k + 1](x))
+            return x
+
+    torch.manual_seed(1)
+    return {
+        "mlp": (MLP().eval(), (torch.randn(1, 784),)),
+        "lstm": (LSTMNet().eval(), (torch.randn(1, 30, 32),)),
+        "bigru": (BiGRU().eval(), (torch.randn(1, 16, 16),)),
+        "vggish": (VGGish().eval(), (torch.randn(1, 3, 32, 32),)),
+        "conv1d": (Conv1dNet().eval(), (torch.randn(1, 1, 1024),)),
+        "efficient_tiny": (EfficientTiny().eval(), (torch.randn(1, 3, 64, 64),)),
+        "vit_small": (vit(4, 128, 4, 256, 4, norm_first=True).eval(), (torch.randn(1, 3, 32, 32),)),
+        "attn_blocks": (AttnBlocks().eval(), (torch.randint(0, 1000, (1, 64)),)),
+    }
+
+
+def sim_vs_measured(reps: int = 300) -> dict[str, Any]:
+    """This CPU (one core, one PyTorch thread) as a one-device cluster, two device models side by side: its op
+    profile (``placement calibrate``: per op group a fixed cost, a FLOP and a byte rate, from ~60 micro-kernels) and
+    one speed (median achieved FLOP/s of four micro-kernels) plus one per-task overhead (an operator call). Then
     every zoo model and the two user models: simulated makespan (all on that device) / measured latency."""
     import torch
     from torch import nn
 
     from mlsysopt import zoo
+    from mlsysopt.graph.calibrate import calibrate, median_seconds
     from mlsysopt.graph.cluster import DeviceCluster
-    from mlsysopt.graph.importers.torch_fx import from_module
-    from mlsysopt.graph.problem import PlacementProblem
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    t0 = time.perf_counter()
+    profile = calibrate(threads=1, reps=reps)
+    calibrate_s = time.perf_counter() - t0
     x8 = torch.zeros(8)
     relu = nn.ReLU()
-    overhead = _median_seconds(lambda: relu(x8), 3000)
+    overhead = median_seconds(lambda: relu(x8), 3000)
     a, b = torch.randn(128, 256), torch.randn(256, 256)
     img, wide = torch.randn(1, 32, 16, 16), torch.randn(1, 64, 16, 16)
     conv, dw, pw = nn.Conv2d(32, 32, 3, padding=1), nn.Conv2d(64, 64, 3, padding=1, groups=64), nn.Conv2d(64, 128, 1)
@@ -408,30 +523,70 @@ def sim_vs_measured() -> dict[str, Any]:
         "depthwise3x3_64ch_16x16": (2 * 64 * 9 * 16 * 16, lambda: dw(wide)),
         "conv1x1_64to128_16x16": (2 * 64 * 128 * 16 * 16, lambda: pw(wide)),
     }
-    achieved = {k: flops / max(_median_seconds(fn, 300) - overhead, 1e-9) for k, (flops, fn) in kernels.items()}
+    achieved = {k: flops / max(median_seconds(fn, 300) - overhead, 1e-9) for k, (flops, fn) in kernels.items()}
     speed = float(np.median(list(achieved.values())))
     cluster = DeviceCluster([speed], [True], [[np.inf]], [[0.0]], ["cpu0"], "dnn", {"source": "calibrated"},
                             [overhead])  # fmt: skip
     models = {name: zoo.get(name) for name in ("cnn", "mobilenet", "transformer", "resnet")}
     models.update(user_models())
-    out: dict[str, Any] = {}
-    for name, (module, inputs) in models.items():
-        measured = _median_seconds(lambda m=module, i=inputs: m(*i), 200)
-        graph = from_module(module, inputs, name=name)
-        problem = PlacementProblem(graph, cluster)
-        simulated = problem.makespan(np.zeros(graph.num_nodes, np.int64))
-        out[name] = {"tasks": graph.num_nodes, "flop": float(graph.compute.sum()), "measured_s": measured,
-                     "simulated_s": simulated, "ratio": simulated / measured}  # fmt: skip
+    out = _simulate_models(models, cluster, profile)
+    heldout = _simulate_models(heldout_models(), cluster, profile)
     ratios = {k: v["ratio"] for k, v in out.items()}
+    flops_only_ratios = {k: v["ratio_flops_only"] for k, v in out.items()}
     return {
-        "cluster": {"speed_flop_per_s": speed, "overhead_s": overhead, "kernels_flop_per_s": achieved},
-        "how": "one PyTorch thread on this CPU; speed = median achieved FLOP/s of the four micro-kernels, overhead = "
-        "median time of one nn.ReLU module call on 8 floats; measured = median latency of module(*inputs) over "
-        "200 calls in inference mode; simulated = every task on that one device",
+        "device_model": "op profile (placement calibrate): per op group a fixed cost, a FLOP and a byte rate",
+        "profile": {
+            "calibrate_seconds": calibrate_s,
+            "fit": profile.meta["fit"],
+            "coefficients": profile.coefficients,
+            "kernels": len(profile.meta["kernels"]),
+        },
+        "flops_only_cluster": {"speed_flop_per_s": speed, "overhead_s": overhead, "kernels_flop_per_s": achieved},
+        "how": "one PyTorch thread on this CPU; measured = median latency of module(*inputs) over 200 calls in "
+        "inference mode; simulated = every task on the one device; ratio: the op profile on the graph with GRU and "
+        "encoder layers unrolled (graph simulate), ratio_kept_whole: one node per module call (placement place), "
+        "ratio_flops_only: one speed (median achieved FLOP/s of 4 micro-kernels) + one per-task overhead (an "
+        "nn.ReLU call on 8 floats)",
         "models": out,
         "ratio": ratios,
         "within_0.5_2": {k: bool(0.5 <= v <= 2.0) for k, v in ratios.items()},
+        "ratio_kept_whole": {k: v["ratio_kept_whole"] for k, v in out.items()},
+        "ratio_flops_only": flops_only_ratios,
+        "within_0.5_2_flops_only": {k: bool(0.5 <= v <= 2.0) for k, v in flops_only_ratios.items()},
+        "heldout": {
+            "models": heldout,
+            "ratio": {k: v["ratio"] for k, v in heldout.items()},
+            "within_0.5_2": {k: bool(0.5 <= v["ratio"] <= 2.0) for k, v in heldout.items()},
+            "ratio_kept_whole": {k: v["ratio_kept_whole"] for k, v in heldout.items()},
+            "ratio_flops_only": {k: v["ratio_flops_only"] for k, v in heldout.items()},
+        },
     }
+
+
+def _simulate_models(models: dict[str, Any], cluster: Any, profile: Any) -> dict[str, Any]:
+    """Each model measured (median of 200 calls) and simulated on the one device, by the op profile (layers
+    unrolled, and kept whole) and by FLOPs / speed + overhead."""
+    from mlsysopt.graph.calibrate import median_seconds
+    from mlsysopt.graph.importers.torch_fx import from_module
+    from mlsysopt.graph.op_profile import with_op_profile
+    from mlsysopt.graph.problem import PlacementProblem
+
+    out: dict[str, Any] = {}
+    for name, (module, inputs) in models.items():
+        measured = median_seconds(lambda m=module, i=inputs: m(*i), 200)
+        row: dict[str, Any] = {"measured_s": measured}
+        for how, expand in (("", True), ("_kept_whole", False)):  # kept whole: as `placement place` reads a model
+            graph = from_module(module, inputs, name=name, expand_layers=expand)
+            zeros = np.zeros(graph.num_nodes, np.int64)
+            costed, on, _ = with_op_profile(graph, cluster, profile, 0)
+            row[f"simulated_s{how}"] = PlacementProblem(costed, on).makespan(zeros)
+            row[f"ratio{how}"] = row[f"simulated_s{how}"] / measured
+            if expand:
+                flops_only = PlacementProblem(graph, cluster).makespan(zeros)
+                row.update(tasks=graph.num_nodes, flop=float(graph.compute.sum()), simulated_s_flops_only=flops_only,
+                           ratio_flops_only=flops_only / measured)  # fmt: skip
+        out[name] = row
+    return out
 
 
 # ---------------------------------------------------------------------------- summaries
@@ -552,7 +707,17 @@ def main() -> None:
         help=f"the paper's GiPH rows on problems of at most this many tasks (default {PAPER_MAX_TASKS})",
     )
     ap.add_argument("--partial", action="store_true", help="summarize only the items saved so far (a stopped run)")
+    ap.add_argument("--sim-only", action="store_true", help="only simulated vs measured on this CPU (about 30 s)")
     args = ap.parse_args()
+    if args.sim_only:
+        measured = sim_vs_measured()
+        measured["sim_vs_measured_target"] = {"value": measured["ratio"], "met": all(measured["within_0.5_2"].values())}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(measured, indent=1))
+        shown = {k: measured[k] for k in ("ratio", "ratio_kept_whole", "ratio_flops_only")}
+        shown["heldout"] = {k: measured["heldout"][k] for k in ("ratio", "ratio_kept_whole", "ratio_flops_only")}
+        print(json.dumps(shown, indent=1))
+        return
     parts = args.out.with_suffix(".parts")
     if args.fresh:
         shutil.rmtree(parts, ignore_errors=True)

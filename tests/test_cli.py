@@ -276,6 +276,10 @@ def test_demo_writes_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
             assert r["placements"][label]["makespan"] >= r["cp_min"] * (1 - 1e-9)
     assert "http" not in re.sub(r'src="data:[^"]*"', "", html)  # no network resources (base64 aside)
     assert 'id="summary"' in html and "summary unavailable" not in html  # the summary reads placement's result
+    device = result["placement"]["device_model"]  # this CPU's op profile against one speed, on three zoo models
+    assert sorted(device["models"]) == ["cnn", "mobilenet", "transformer"]
+    assert all(m["measured_s"] > 0 and m["op_profile_s"] > 0 for m in device["models"].values())
+    assert 'id="placement-device-model"' in html
 
 
 @pytest.mark.usefixtures("small_costmodel_demo")

@@ -82,6 +82,7 @@ def pages() -> list[Path]:
 SMALL: list[tuple[str, str]] = [
     # placement: a 20-evaluation search, one seed, in this process
     (r"^mlsysopt placement (place|compare|adapt) ", "--budget 20"),
+    (r"^mlsysopt placement calibrate ", "--reps 5"),
     (r"^mlsysopt placement (compare|adapt) ", "--seeds 1 --workers 1"),
     # the page's own short list (tests/test_cli_placement.py compares every method); a recipe at its smallest size:
     # the portfolio's 19 saga schedulers cost what the graph's size does

@@ -234,7 +234,8 @@ def graph_simulate(
         typer.Option(
             "--op-costs",
             help="builtin or an oracle folder: the CPU device's per-op times from the latency "
-            "oracle instead of FLOPs / speed (an .onnx GRAPH).",
+            "oracle instead of FLOPs / speed (an .onnx GRAPH); or an op profile FILE.json from 'placement "
+            "calibrate' (a PyTorch or ONNX GRAPH).",
         ),
     ] = None,
     op_costs_device: Annotated[

@@ -305,6 +305,33 @@ def placement_adapt(
     pio.print_adapt(outcome.result, job.old_devices, outcome.problem.cluster.num_devices, out, outcome.files)
 
 
+@placement_app.command("calibrate")
+def placement_calibrate(
+    out: Annotated[Path, typer.Option("--out", help="The op profile to write (a .json file).")],
+    threads: Annotated[
+        int, pio.int_opt("--threads", "PyTorch threads while timing (the profile holds for that many).")
+    ] = 1,
+    reps: Annotated[int, pio.int_opt("--reps", "Timed calls per micro-kernel (the median is kept).", 5)] = 300,
+    seed: SeedOpt = 0,
+) -> None:
+    """Time ~60 PyTorch micro-kernels on this CPU and fit its op profile: per op group a fixed cost, a FLOP and a
+    byte rate (a few seconds). Give the file to --op-costs of place, compare and graph simulate."""
+    # deferred: imports torch
+    from mlsysopt.graph.calibrate import calibrate
+    from mlsysopt.graph.op_profile import check_profile_out
+
+    path = check_profile_out(out)
+    with progress_bar() as progress:
+        task = progress.add_task("timing micro-kernels", total=None)
+
+        def on_kernel(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        profile = calibrate(threads, reps, seed, on_kernel)
+    profile.save(path)
+    pio.print_profile(profile, path)
+
+
 def _problem(
     source: str,
     cluster: Path | None,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.table import Table
 
 from mlsysopt.cli.common import Interrupted, console
 from mlsysopt.cli.graph import show
@@ -71,7 +72,8 @@ OpCostsOpt = Annotated[
     typer.Option(
         "--op-costs",
         help="builtin or an oracle folder: the CPU device's per-op times from the latency oracle instead of FLOPs / "
-        "speed (an .onnx graph; other devices keep their speed ratio).",
+        "speed (an .onnx graph); or an op profile FILE.json from 'placement calibrate' (any PyTorch or ONNX "
+        "graph). Other devices keep their speed ratio.",
     ),
 ]
 OpCostsDeviceOpt = Annotated[
@@ -244,3 +246,24 @@ def print_adapt(result: dict[str, Any], before: int, after: int, out: Path, file
     show(f"{before} -> {after} devices ({change})", rows, ("placement", "makespan (s)"), [*styles, "dim"])
     console.print(f"{len(result['orphaned_tasks'])} task(s) lost their device")
     console.print(f"wrote {', '.join(files)} to {escape(str(out))}")
+
+
+def print_profile(profile: Any, path: Path) -> None:
+    """What ``placement calibrate`` measured: the fit, each group's costs and the file."""
+    from mlsysopt.graph.op_profile import GROUPS  # deferred: only this command prints a profile
+
+    fit = profile.meta["fit"]
+    c = profile.coefficients
+    console.print(f"op profile of {escape(str(profile.meta['device']))}, {profile.meta['threads']} thread(s), "
+                  f"{len(profile.meta['kernels'])} micro-kernels: fitted / measured median {fit['median_ratio']:.2f}, "
+                  f"{fit['min_ratio']:.2f}-{fit['max_ratio']:.2f}, {fit['within_25pct']:.0%} within +-25%")  # fmt: skip
+    table = Table("op group", "fixed (us)", "GFLOP/s", "GB/s")
+    for g in GROUPS:
+        rate = c.get(f"{g}.per_flop")
+        band = c.get(f"{g}.per_byte")
+        table.add_row(g, f"{c[g + '.fixed'] * 1e6:.2f}", "-" if not rate else f"{1e-9 / rate:.1f}",
+                      "-" if not band else f"{1e-9 / band:.1f}")  # fmt: skip
+    console.print(table)
+    layers = f"recurrent {c['layer.recurrent'] * 1e6:.1f} us, transformer {c['layer.transformer'] * 1e6:.1f} us"
+    console.print(f"inside a GRU or encoder layer: {c['inner'] * 1e6:.2f} us per op; per layer: {layers}")
+    console.print(f"wrote {escape(str(path))}: use it as --op-costs {escape(str(path))}")

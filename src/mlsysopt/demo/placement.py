@@ -40,6 +40,8 @@ DEMO_TRAINING = {
 #: The methods compared: the practitioner's baselines, saga's best, the plain hill climb, GiPH and the paper's GiPH.
 DEMO_METHODS = ["heft", "fastest_device", "saga_best", "annealing", "eft_greedy", "local_search", "giph", "giph_paper"]
 LABELS = {m: METHODS[m].label for m in DEMO_METHODS}
+#: The columns of the device-model table (one row per zoo model).
+DEVICE_COLUMNS = ["model", "measured (us)", "op profile (us)", "op profile x measured", "one speed x measured"]
 #: The methods run again under ``ordered`` execution (HEFT and saga's schedulers as their own schedules).
 ORDERED_METHODS = ["heft", "saga_best", "local_search", "giph"]
 
@@ -147,7 +149,7 @@ def _build(ctx: DemoContext) -> list[Section]:
         captions=captions,
         anchor="placement",
     )
-    return [compare, _adaptation(ctx, problem, runs[best].placement, budget, giph, res)]
+    return [compare, _adaptation(ctx, problem, runs[best].placement, budget, giph, res), _device_model(ctx, res)]
 
 
 def _headline(runs: dict[str, PlacementResult], best: str) -> str:
@@ -235,3 +237,45 @@ def _adaptation(
         captions=["GiPH's search after the change, against HEFT's re-run and the kept placement (dashed)."],
         anchor="placement-adapt",
     )
+
+
+def _device_model(ctx: DemoContext, res: dict[str, Any]) -> Section:
+    """This CPU's op profile (``placement calibrate``) against one speed per device, on three zoo models."""
+    # deferred: imports torch
+    from mlsysopt import zoo
+    from mlsysopt.graph.calibrate import calibrate, median_seconds
+    from mlsysopt.graph.cluster import DeviceCluster
+    from mlsysopt.graph.importers.torch_fx import from_module
+    from mlsysopt.graph.op_profile import with_op_profile
+    from mlsysopt.graph.presets import CPU_OP_OVERHEAD
+
+    ctx.step("placement: timing micro-kernels for this CPU's op profile")
+    profile = calibrate(threads=1, reps=100, seed=ctx.seed)
+    speed = 1.0 / profile.coefficients["linear.per_flop"]  # one speed: this CPU's GEMM rate from the same kernels
+    cluster = DeviceCluster([speed], [True], [[np.inf]], [[0.0]], ["cpu0"], "dnn", {"source": "calibrated"},
+                            [CPU_OP_OVERHEAD])  # fmt: skip
+    rows, out = [], {}
+    for name in ("cnn", "mobilenet", "transformer"):
+        ctx.step(f"placement: {name} measured and simulated on this CPU")
+        module, inputs = zoo.get(name)
+        measured = median_seconds(lambda m=module, i=inputs: m(*i), 100)
+        graph = from_module(module, inputs, name=name)
+        zeros = np.zeros(graph.num_nodes, np.int64)
+        flops_only = PlacementProblem(graph, cluster).makespan(zeros)
+        costed, on, _ = with_op_profile(graph, cluster, profile, 0)
+        profiled = PlacementProblem(costed, on).makespan(zeros)
+        out[name] = {"measured_s": measured, "op_profile_s": profiled, "one_speed_s": flops_only}
+        rows.append([name, measured * 1e6, profiled * 1e6, profiled / measured, flops_only / measured])
+    fit = profile.meta["fit"]
+    res["device_model"] = {"models": out, "profile_fit": fit, "one_speed_flop_per_s": speed}
+    text = (
+        f"'placement calibrate' timed {len(profile.meta['kernels'])} PyTorch micro-kernels on this CPU (one thread) "
+        "and fitted one linear model per op group: a fixed cost, a FLOP rate and a byte rate (its kernels: fitted / "
+        f"measured {fit['min_ratio']:.2f}-{fit['max_ratio']:.2f}). Each zoo model then ran on this CPU (median of "
+        "100 calls, measured) and was simulated all on one device: with the op profile, and with one speed (this "
+        f"CPU's GEMM rate, {speed / 1e9:.0f} GFLOP/s) plus the presets' per-op overhead "
+        f"({CPU_OP_OVERHEAD * 1e6:.0f} us). Give the profile to --op-costs of placement place, compare and graph "
+        "simulate."
+    )
+    heading = "Placement: a device model measured on this CPU"
+    return Section(heading, text, rows, DEVICE_COLUMNS, anchor="placement-device-model")

@@ -100,7 +100,8 @@ class ProblemSpec:
             workflow manager releasing jobs when ready does; the default) or ``ordered`` (each device follows a
             static schedule's order, HEFT's own for HEFT; ``place`` then writes ``schedule.json``).
         op_costs: ``builtin`` or a latency-oracle folder: a CPU device's per-op times from the oracle instead of
-            FLOPs / speed (:mod:`mlsysopt.costmodel.oracle.op_costs`; an ONNX source only).
+            FLOPs / speed (:mod:`mlsysopt.costmodel.oracle.op_costs`; an ONNX source only); or an op-profile
+            ``.json`` file (:mod:`mlsysopt.graph.op_profile`; a PyTorch or ONNX source).
         op_costs_device: the CPU device ``op_costs`` is for (default: the first named like ``cpu``).
     """
 

@@ -107,14 +107,17 @@ def test_layers_kept_whole_are_counted_without_unrolling_those_over_the_bound_na
     with warnings.catch_warnings():
         warnings.simplefilter("error", MlsysoptWarning)  # keeping it whole here is no news: no warning
         short = from_module(Net(nn.GRU(3, 4)).eval(), (torch.randn(5, 1, 3),), expand_layers=False)
-    assert short.meta["kept_whole"] == {"layer": {"module": "GRU", "ops": ex.recurrent_size("gru", 5)}}
+    assert short.meta["kept_whole"] == {
+        "layer": {"module": "GRU", "ops": ex.recurrent_size("gru", 5), "layers": 1, "kind": "recurrent"}
+    }
     built = []
     monkeypatch.setattr(ex, "recurrent", lambda *a, **k: built.append(a))  # the count must not build it
     monkeypatch.setattr(ex, "MAX_EXPANDED_NODES", 20)
     with warnings.catch_warnings():
         warnings.simplefilter("error", MlsysoptWarning)
         g = from_module(Net(nn.GRU(3, 4)).eval(), (torch.randn(5, 1, 3),), expand_layers=False)
-    assert built == [] and g.meta["kept_whole"] == {"layer": {"module": "GRU", "ops": 57, "over_bound": True}}
+    whole = {"module": "GRU", "ops": 57, "layers": 1, "kind": "recurrent", "over_bound": True}
+    assert built == [] and g.meta["kept_whole"] == {"layer": whole}
     cluster = preset_cluster("edge", g)
     said = [s for s in implausible(g, cluster, 1e-3, 1e-4) if "one task each" in s]
     assert len(said) == 1 and "GRU 'layer' (57 ops)" in said[0], said

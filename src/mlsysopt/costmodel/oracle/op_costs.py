@@ -7,6 +7,10 @@ file, :func:`with_op_costs` asks the oracle for every node's share of the model'
 ``compute`` so that the chosen CPU device runs each op for exactly that time; other devices keep their speed ratio
 to it. The oracle's times hold the runtime's per-op overhead (it was measured), so that device's ``overhead`` is set
 to 0. The whole model simulated on that one device then takes the oracle's predicted latency.
+
+``--op-costs FILE.json`` names an op profile instead (:mod:`mlsysopt.graph.op_profile`, written by
+``mlsysopt placement calibrate``): the CPU's per-op times as PyTorch eager runs them, from micro-kernels timed on
+it, for any graph imported from PyTorch or ONNX.
 """
 
 from __future__ import annotations
@@ -19,17 +23,20 @@ import numpy as np
 from mlsysopt.costmodel.oracle.settings import Setting
 from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.op_profile import is_profile_path, load_profile, with_op_profile
 
 
 def check_op_costs(op_costs: str | None, device: str | None) -> Any:
-    """The oracle ``--op-costs`` names, loaded now (before any folder exists), or one line naming the option.
+    """The oracle (or op profile) ``--op-costs`` names, loaded now (before any folder exists), or one line naming
+    the option.
 
     Args:
-        op_costs: ``builtin`` or an oracle folder (None with a ``device`` is refused).
+        op_costs: ``builtin``, an oracle folder or an op-profile ``.json`` file (None with a ``device`` is refused).
         device: ``--op-costs-device``: a non-empty name, or None.
 
     Returns:
-        Any: The loaded :class:`~mlsysopt.costmodel.oracle.oracle.LatencyOracle`.
+        Any: The loaded :class:`~mlsysopt.costmodel.oracle.oracle.LatencyOracle` or
+        :class:`~mlsysopt.graph.op_profile.OpProfile`.
 
     Raises:
         InvalidOption: If ``device`` comes without ``op_costs``, either is empty, or the oracle cannot give per-op
@@ -48,6 +55,8 @@ def check_op_costs(op_costs: str | None, device: str | None) -> Any:
         raise InvalidOption("--op-costs is empty: give builtin or an oracle folder")
     if device is not None and not str(device).strip():
         raise InvalidOption("--op-costs-device is empty: name a device of the cluster")
+    if is_profile_path(op_costs):
+        return load_profile(op_costs)
     oracle = load_oracle(op_costs)
     if not isinstance(oracle, LatencyOracle):
         raise InvalidOption(f"--op-costs {op_costs}: per-op times need a latency oracle ('builtin' or a "
@@ -81,7 +90,7 @@ def with_op_costs(graph: CompGraph, cluster: Any, oracle_name: str, device: str 
     Args:
         graph: A graph imported from an ONNX file (its nodes are the oracle's nodes, one to one).
         cluster: The devices (:class:`~mlsysopt.graph.cluster.DeviceCluster`).
-        oracle_name: ``builtin`` or an oracle folder.
+        oracle_name: ``builtin``, an oracle folder or an op-profile ``.json`` file (then any PyTorch or ONNX graph).
         device: The CPU device's name (default: the first named like ``cpu``).
         setting: The setting predicted (default ONNX Runtime, 1 thread, sequential, batch 1).
 
@@ -93,6 +102,8 @@ def with_op_costs(graph: CompGraph, cluster: Any, oracle_name: str, device: str 
         InvalidOption: If the graph is not an ONNX import, or the device cannot be found.
         InvalidCheckpoint: If the oracle cannot be loaded.
     """
+    if is_profile_path(oracle_name):
+        return _with_profile(graph, cluster, oracle_name, device)
     # deferred: imports torch
     from mlsysopt.costmodel.oracle.collect import read_onnx
 
@@ -120,3 +131,15 @@ def with_op_costs(graph: CompGraph, cluster: Any, oracle_name: str, device: str 
     overhead[d] = 0.0
     data["overhead"] = overhead.tolist()
     return new, type(cluster).from_dict(data), about
+
+
+def _with_profile(graph: CompGraph, cluster: Any, path: str, device: str | None) -> tuple[CompGraph, Any, dict]:
+    """:func:`with_op_costs` for an op-profile file."""
+    profile = load_profile(path)
+    d = cpu_device(cluster, device)
+    new, costed, total = with_op_profile(graph, cluster, profile, d)
+    m = profile.meta
+    setting = f"op profile: {m.get('runtime', 'PyTorch')}, {m.get('threads', '?')} thread(s), measured {m.get('date')}"
+    about = {"op_costs": str(path), "device": str(cluster.names[d]), "setting": setting, "predicted_ms": total * 1e3,
+             "profile_device": m.get("device"), "profile_fit": m.get("fit")}  # fmt: skip
+    return new, costed, about

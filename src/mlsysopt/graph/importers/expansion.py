@@ -79,6 +79,8 @@ class SubNode:
         parents: ``(index of an earlier SubNode, bytes)`` per input edge.
         reads: ``(argument of the layer, bytes)`` per input from outside: 0 the input sequence, 1 the initial
             hidden state.
+        layer: Whether it is the first op of one layer (and direction): where a device model pays the layer's own
+            cost, its call and set-up (:mod:`mlsysopt.graph.op_profile`).
     """
 
     name: str
@@ -89,6 +91,7 @@ class SubNode:
     params: float = 0.0
     parents: list[tuple[int, float]] = field(default_factory=list)
     reads: list[tuple[int, float]] = field(default_factory=list)
+    layer: bool = False
 
 
 @dataclass
@@ -98,10 +101,12 @@ class Expansion:
     Args:
         nodes: The ops.
         arg_names: Keyword names of the layer's arguments that :attr:`SubNode.reads` index (PyTorch's).
+        kind: ``recurrent`` or ``transformer``: what runs these ops (one C++ call per layer).
     """
 
     nodes: list[SubNode]
     arg_names: tuple[str, ...] = ("input", "hx")
+    kind: str = "recurrent"
 
     def add(self, node: SubNode) -> int:
         """Append ``node``; returns its index."""
@@ -181,7 +186,7 @@ def recurrent(
             w_ih = g * h * size_in + (g * h if bias else 0)
             wide = steps * b * g * h  # W_ih x + b_ih over the whole sequence
             proj = SubNode(f"{tag}.ih", "linear", 2.0 * wide * size_in + (wide if bias else 0), wide * itemsize, wide,
-                           params=w_ih)  # fmt: skip
+                           params=w_ih, layer=True)  # fmt: skip
             if layer_in < 0:
                 proj.reads.append((0, in_bytes))
             else:
@@ -254,9 +259,11 @@ def transformer_layer(
     """
     act = float(tokens * embed)
     size = act * itemsize
+    first = len(ex.nodes)
 
     def op(suffix: str, kind: str, flops: float, inputs: list[int], elems: float = act, p: str = "") -> int:
-        node = SubNode(prefix + suffix, kind, flops, elems * itemsize, elems, params=params.get(p, 0))
+        node = SubNode(prefix + suffix, kind, flops, elems * itemsize, elems, params=params.get(p, 0),
+                       layer=len(ex.nodes) == first)  # fmt: skip
         for i in inputs:
             if i < 0:
                 node.reads.append((0, size))

@@ -239,20 +239,23 @@ def kept_whole_layer(node: fx.Node, mod: nn.Module) -> dict[str, Any] | None:
         mod: Its module.
 
     Returns:
-        ``{"module": class name, "ops": ops PyTorch runs for it}`` (and ``"over_bound": True`` for a layer
-        :func:`expand` keeps whole too), or None when it would not be expanded.
+        ``{"module": class name, "ops": ops PyTorch runs for it, "layers": its layers (and directions), "kind":
+        recurrent | transformer}`` (and ``"over_bound": True`` for a layer :func:`expand` keeps whole too), or None
+        when it would not be expanded.
     """
     if isinstance(mod, (nn.GRU, nn.RNN)):
         shape = _recurrent_shape(node, mod)
         if shape is None:
             return None
+        layers = mod.num_layers * (2 if mod.bidirectional else 1)
         ops = ex.recurrent_size(shape[0], shape[1], mod.num_layers, 2 if mod.bidirectional else 1)
+        kind = "recurrent"
     else:
         expansion = expand(node, mod)  # an encoder (7 ops a layer, no bound), or None
         if expansion is None:
             return None
-        ops = len(expansion.nodes)
-    whole: dict[str, Any] = {"module": type(mod).__name__, "ops": ops}
+        ops, layers, kind = len(expansion.nodes), sum(1 for n in expansion.nodes if n.layer), expansion.kind
+    whole: dict[str, Any] = {"module": type(mod).__name__, "ops": ops, "layers": layers, "kind": kind}
     if not ex.fits(ops):
         whole["over_bound"] = True
     return whole
@@ -296,7 +299,7 @@ def _expand_encoder(node: fx.Node, mod: nn.Module) -> ex.Expansion | None:
         or not all(isinstance(m, nn.TransformerEncoderLayer) for m in layers)
     ):
         return None
-    expansion = ex.Expansion([], ("src",))
+    expansion = ex.Expansion([], ("src",), kind="transformer")
     out, item = -1, meta.dtype.itemsize
     for k, layer in enumerate(layers):
         tokens, batch = ex.shape_tokens(tuple(meta.shape), layer.self_attn.batch_first)

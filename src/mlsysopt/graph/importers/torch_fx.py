@@ -3,7 +3,11 @@
 One node per fx node (same names), except that a GRU/RNN leaf is unrolled per layer, direction and time step and a
 ``TransformerEncoder``/``TransformerEncoderLayer`` leaf becomes its fast-path ops, as PyTorch runs them
 (:mod:`~mlsysopt.graph.importers.expansion`; ``expand_layers=False`` keeps them one node, op ``transformer`` for the
-encoder with the FLOPs of its ops, and names them with their op counts in ``meta["kept_whole"]``). Per-node features:
+encoder with the FLOPs of its ops, and names them with their op counts in ``meta["kept_whole"]``). What a device model
+by op group (:mod:`mlsysopt.graph.op_profile`) needs besides the features is in ``meta``: ``expanded`` (per expanded
+layer its kind, node range ``[start, stop)`` and the first node of each of its layers), ``depthwise`` (the node ids
+of convolutions with ``groups == in_channels > 1``) and ``lstm_layers`` (``[node id, layers x directions]`` of each
+``nn.LSTM``, one fused op per layer and direction). Per-node features:
 
 * ``flops``: a multiply-add counts 2 FLOPs. Linear ``2*in*out*batch`` (+ ``out*batch`` bias);
   Conv ``2*N*Cout*Hout*Wout*(Cin/groups)*kh*kw`` (+ output numel bias); matmul ``2*M*N*K*batch``;
@@ -181,6 +185,9 @@ def from_traced(gm: fx.GraphModule, name: str, expand_layers: bool = True) -> Co
     out_bytes = {n: _nbytes(n.meta.get("tensor_meta")) for n in nodes}
     unknown: list[str] = []
     kept_whole: dict[str, dict[str, Any]] = {}  # expand_layers=False: the layers that stay one node, and their ops
+    expanded: list[dict[str, Any]] = []  # the node ranges of expanded layers, for a device model by op group
+    depthwise: list[int] = []
+    lstm_layers: list[list[int]] = []
     for node in nodes:
         op, mod = _classify(gm, node)
         expansion = expand(node, mod) if mod is not None and expand_layers else None
@@ -188,7 +195,17 @@ def from_traced(gm: fx.GraphModule, name: str, expand_layers: bool = True) -> Co
             kept_whole[node.name] = whole
         if expansion is not None:
             owned = _params(gm, node, mod, seen_tensors) > 0  # a module called twice owns its weights once
+            start = len(rows.names)
             gid[node] = splice(rows, node, expansion, gid, out_bytes, owned)
+            expanded.append(
+                {
+                    "layer": node.name,
+                    "kind": expansion.kind,
+                    "start": start,
+                    "stop": len(rows.names),
+                    "layer_starts": [start + i for i, sub in enumerate(expansion.nodes) if sub.layer],
+                }
+            )
             continue
         params = float(_params(gm, node, mod, seen_tensors))
         elems = float(_numel(node.meta.get("tensor_meta")))
@@ -201,11 +218,21 @@ def from_traced(gm: fx.GraphModule, name: str, expand_layers: bool = True) -> Co
                 b = out_bytes[node]
             rows.edge(gid[parent], v, b)
         gid[node] = v
+        if isinstance(mod, nn.Conv2d | nn.Conv1d | nn.Conv3d) and 1 < mod.groups == mod.in_channels:
+            depthwise.append(v)
+        elif isinstance(mod, nn.LSTM):  # one fused op per layer and direction: a device model pays each one's set-up
+            lstm_layers.append([v, mod.num_layers * (2 if mod.bidirectional else 1)])
         if op.startswith(UNKNOWN_PREFIXES) and _makes_tensor(node):
             unknown.append(op)
     meta: dict[str, Any] = {"name": name, "source": "torch.fx"}
     if kept_whole:
         meta["kept_whole"] = kept_whole
+    if expanded:
+        meta["expanded"] = expanded
+    if depthwise:
+        meta["depthwise"] = depthwise
+    if lstm_layers:
+        meta["lstm_layers"] = lstm_layers
     record_unknown_ops(meta, unknown, name)
     return rows.build(meta)
 
