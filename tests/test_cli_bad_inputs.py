@@ -121,12 +121,13 @@ OUT_FILES = {
     "graph generate": "out.npz",
     "runs export": "out.csv",
     "runs compare": "out.png",
+    "placement calibrate": "out.json",
 }
 #: Commands that write plain files instead of a run folder: their first atomic write is "work".
 WRITES_FILES = {"graph import", "graph generate", "costmodel synth", "runs export", "runs compare",
                 "costmodel latency-train"}  # fmt: skip
 #: Commands whose work is something else: what starts it.
-WORK = {"runs dashboard": "optuna_dashboard.run_server"}
+WORK = {"runs dashboard": "optuna_dashboard.run_server", "placement calibrate": "mlsysopt.graph.calibrate.kernels"}
 #: Values of one option beyond its type's table (placeholders are inputs): unreachable, unsupported and newer
 #: study stores for every command, a study of another system for the warm starts.
 SPECIFIC: dict[str, list[str]] = {

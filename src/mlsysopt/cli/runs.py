@@ -79,7 +79,7 @@ def _storage_param() -> Any:
 
 
 #: Commands whose ``--out`` is a plain file, not a run folder: no run, no study.
-FILE_OUTPUTS = ("graph import", "graph generate", "costmodel synth", "costmodel latency-train")
+FILE_OUTPUTS = ("graph import", "graph generate", "costmodel synth", "costmodel latency-train", "placement calibrate")
 
 
 def add_storage_option(command: Any) -> Any:
