@@ -102,6 +102,23 @@ def test_a_layer_kept_whole_pays_what_its_ops_would() -> None:
         assert whole[:, COL[col]].sum() == unrolled[:, COL[col]].sum(), col
 
 
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"expanded": [{"start": 0, "stop": 10**6, "kind": "recurrent"}]},
+        {"expanded": [{"start": 0, "stop": 3, "kind": "gpu"}]},
+        {"expanded": [{"stop": 3}]},
+        {"lstm_layers": [[1]]},
+        {"kept_whole": ["gru"]},
+    ],
+)
+def test_a_graph_file_with_odd_layer_meta_is_one_line(meta: dict) -> None:
+    g = net_graph()
+    g.meta.update(meta)
+    with pytest.raises(InvalidOption, match="its meta .* is not what the importer writes"):
+        design(g)
+
+
 def test_the_fit_recovers_known_coefficients() -> None:
     rng = np.random.default_rng(0)
     truth = np.where(rng.random(len(PARAMETERS)) < 0.7, rng.uniform(1e-6, 5e-5, len(PARAMETERS)), 0.0)

@@ -117,14 +117,7 @@ def design(graph: CompGraph) -> np.ndarray:
     itemsize = np.where(elems > 0, b_out / np.maximum(elems, 1.0), 4.0)
     moved = b_in + b_out + params * itemsize
     rows = np.zeros((graph.num_nodes, len(PARAMETERS)))
-    inner = np.zeros(graph.num_nodes, bool)
-    for entry in graph.meta.get("expanded") or []:
-        inner[int(entry["start"]) : int(entry["stop"])] = True
-        for v in entry.get("layer_starts", []):
-            rows[int(v), _INDEX[f"layer.{entry['kind']}"]] += 1.0
-    depthwise = set(int(v) for v in graph.meta.get("depthwise") or [])
-    lstm_layers = {int(v): float(n) for v, n in graph.meta.get("lstm_layers") or []}
-    whole = graph.meta.get("kept_whole") or {}
+    inner, depthwise, lstm_layers, whole = _layer_meta(graph, rows)
     for i in range(graph.num_nodes):
         group = group_of(graph.vocab[graph.opcodes[i]])
         if group is None or (elems[i] == 0 and flops[i] == 0):
@@ -145,13 +138,35 @@ def design(graph: CompGraph) -> np.ndarray:
     return rows
 
 
+def _layer_meta(graph: CompGraph, rows: np.ndarray) -> tuple[np.ndarray, set[int], dict[int, float], dict]:
+    """What the importer recorded of layers (see :func:`design`), the layer costs added to ``rows``; one line naming
+    the key when a graph file's ``meta`` is not what the importer writes."""
+    n = graph.num_nodes
+    inner = np.zeros(n, bool)
+    try:
+        for entry in graph.meta.get("expanded") or []:
+            start, stop = int(entry["start"]), int(entry["stop"])
+            starts = [int(v) for v in entry.get("layer_starts", [])]
+            if not 0 <= start <= stop <= n or any(not start <= v < stop for v in starts):
+                raise ValueError(f"range {start}..{stop} of {n} nodes")
+            inner[start:stop] = True
+            rows[starts, _INDEX[f"layer.{entry['kind']}"]] += 1.0
+        depthwise = {int(v) for v in graph.meta.get("depthwise") or [] if 0 <= int(v) < n}
+        lstm_layers = {int(v): float(k) for v, k in graph.meta.get("lstm_layers") or [] if 0 <= int(v) < n}
+        whole = dict(graph.meta.get("kept_whole") or {})
+    except (KeyError, TypeError, ValueError) as e:
+        raise InvalidOption(f"graph '{graph.meta.get('name', '?')}': its meta (expanded, depthwise, lstm_layers or "
+                            f"kept_whole) is not what the importer writes ({type(e).__name__}: {e}); import the "
+                            "model again") from None  # fmt: skip
+    return inner, depthwise, lstm_layers, whole
+
+
 #: Units the fit scales each kind of coefficient by, so that non-negative least squares is well conditioned.
 _SCALE = {"fixed": 1e-6, "per_flop": 1e-11, "per_byte": 1e-10, "inner": 1e-6, "layer": 1e-6}
 
 
 def _scale() -> np.ndarray:
-    return np.array([_SCALE[n.split(".")[-1]] if n.split(".")[0] not in ("inner", "layer") else
-                     _SCALE[n.split(".")[0]] for n in PARAMETERS])  # fmt: skip
+    return np.array([_SCALE.get(n.rsplit(".", 1)[-1]) or _SCALE[n.split(".")[0]] for n in PARAMETERS])
 
 
 def fit_coefficients(rows: np.ndarray, seconds: np.ndarray) -> np.ndarray:
