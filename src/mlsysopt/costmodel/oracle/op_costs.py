@@ -52,7 +52,7 @@ def check_op_costs(op_costs: str | None, device: str | None) -> Any:
     if op_costs is None:
         raise InvalidOption("--op-costs-device names the CPU device of --op-costs: give --op-costs builtin too")
     if not str(op_costs).strip():
-        raise InvalidOption("--op-costs is empty: give builtin or an oracle folder")
+        raise InvalidOption("--op-costs is empty: give builtin, an oracle folder or an op profile (.json)")
     if device is not None and not str(device).strip():
         raise InvalidOption("--op-costs-device is empty: name a device of the cluster")
     if is_profile_path(op_costs):
