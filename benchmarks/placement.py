@@ -494,7 +494,7 @@ def heldout_models() -> dict[str, Any]:
     }
 
 
-def sim_vs_measured(reps: int = 300) -> dict[str, Any]:
+def sim_vs_measured(reps: int = 300, threads: int = 1) -> dict[str, Any]:
     """This CPU (one core, one PyTorch thread) as a one-device cluster, two device models side by side: its op
     profile (``placement calibrate``: per op group a fixed cost, a FLOP and a byte rate, from ~60 micro-kernels) and
     one speed (median achieved FLOP/s of four micro-kernels) plus one per-task overhead (an operator call). Then
@@ -506,10 +506,10 @@ def sim_vs_measured(reps: int = 300) -> dict[str, Any]:
     from mlsysopt.graph.calibrate import calibrate, median_seconds
     from mlsysopt.graph.cluster import DeviceCluster
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     torch.manual_seed(0)
     t0 = time.perf_counter()
-    profile = calibrate(threads=1, reps=reps)
+    profile = calibrate(threads=threads, reps=reps)
     calibrate_s = time.perf_counter() - t0
     x8 = torch.zeros(8)
     relu = nn.ReLU()
@@ -542,8 +542,9 @@ def sim_vs_measured(reps: int = 300) -> dict[str, Any]:
             "kernels": len(profile.meta["kernels"]),
         },
         "flops_only_cluster": {"speed_flop_per_s": speed, "overhead_s": overhead, "kernels_flop_per_s": achieved},
-        "how": "one PyTorch thread on this CPU; measured = median latency of module(*inputs) over 200 calls in "
-        "inference mode; simulated = every task on the one device; ratio: the op profile on the graph with GRU and "
+        "threads": threads,
+        "how": "'threads' PyTorch threads on this CPU; measured = median latency of module(*inputs) over 200 calls "
+        "in inference mode; simulated = every task on the one device; ratio: the op profile on the graph with GRU and "
         "encoder layers unrolled (graph simulate), ratio_kept_whole: one node per module call (placement place), "
         "ratio_flops_only: one speed (median achieved FLOP/s of 4 micro-kernels) + one per-task overhead (an "
         "nn.ReLU call on 8 floats)",
@@ -708,9 +709,10 @@ def main() -> None:
     )
     ap.add_argument("--partial", action="store_true", help="summarize only the items saved so far (a stopped run)")
     ap.add_argument("--sim-only", action="store_true", help="only simulated vs measured on this CPU (about 30 s)")
+    ap.add_argument("--threads", type=int, default=1, help="PyTorch threads of the simulated vs measured part")
     args = ap.parse_args()
     if args.sim_only:
-        measured = sim_vs_measured()
+        measured = sim_vs_measured(threads=args.threads)
         measured["sim_vs_measured_target"] = {"value": measured["ratio"], "met": all(measured["within_0.5_2"].values())}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(measured, indent=1))
@@ -728,7 +730,7 @@ def main() -> None:
 
     t0 = time.perf_counter()
     print("simulated vs measured on this CPU (alone, before the pool starts) ...", flush=True)
-    measured = sim_vs_measured()
+    measured = sim_vs_measured(threads=args.threads)
     print(json.dumps(measured["ratio"], indent=1), flush=True)
     seeds = 1 if args.quick else 3
     specs = problem_specs(args.quick)
