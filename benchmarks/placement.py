@@ -569,8 +569,7 @@ def _simulate_models(models: dict[str, Any], cluster: Any, profile: Any) -> dict
     unrolled, and kept whole) and by FLOPs / speed + overhead."""
     from mlsysopt.graph.calibrate import median_seconds
     from mlsysopt.graph.importers.torch_fx import from_module
-    from mlsysopt.graph.op_profile import with_op_profile
-    from mlsysopt.graph.problem import PlacementProblem
+    from mlsysopt.graph.op_profile import on_one_device
 
     out: dict[str, Any] = {}
     for name, (module, inputs) in models.items():
@@ -578,12 +577,9 @@ def _simulate_models(models: dict[str, Any], cluster: Any, profile: Any) -> dict
         row: dict[str, Any] = {"measured_s": measured}
         for how, expand in (("", True), ("_kept_whole", False)):  # kept whole: as `placement place` reads a model
             graph = from_module(module, inputs, name=name, expand_layers=expand)
-            zeros = np.zeros(graph.num_nodes, np.int64)
-            costed, on, _ = with_op_profile(graph, cluster, profile, 0)
-            row[f"simulated_s{how}"] = PlacementProblem(costed, on).makespan(zeros)
+            row[f"simulated_s{how}"], flops_only = on_one_device(graph, cluster, profile)
             row[f"ratio{how}"] = row[f"simulated_s{how}"] / measured
             if expand:
-                flops_only = PlacementProblem(graph, cluster).makespan(zeros)
                 row.update(tasks=graph.num_nodes, flop=float(graph.compute.sum()), simulated_s_flops_only=flops_only,
                            ratio_flops_only=flops_only / measured)  # fmt: skip
         out[name] = row

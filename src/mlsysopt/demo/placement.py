@@ -246,7 +246,7 @@ def _device_model(ctx: DemoContext, res: dict[str, Any]) -> Section:
     from mlsysopt.graph.calibrate import calibrate, median_seconds
     from mlsysopt.graph.cluster import DeviceCluster
     from mlsysopt.graph.importers.torch_fx import from_module
-    from mlsysopt.graph.op_profile import with_op_profile
+    from mlsysopt.graph.op_profile import on_one_device
     from mlsysopt.graph.presets import CPU_OP_OVERHEAD
 
     ctx.step("placement: timing micro-kernels for this CPU's op profile")
@@ -259,11 +259,7 @@ def _device_model(ctx: DemoContext, res: dict[str, Any]) -> Section:
         ctx.step(f"placement: {name} measured and simulated on this CPU")
         module, inputs = zoo.get(name)
         measured = median_seconds(lambda m=module, i=inputs: m(*i), 100)
-        graph = from_module(module, inputs, name=name)
-        zeros = np.zeros(graph.num_nodes, np.int64)
-        flops_only = PlacementProblem(graph, cluster).makespan(zeros)
-        costed, on, _ = with_op_profile(graph, cluster, profile, 0)
-        profiled = PlacementProblem(costed, on).makespan(zeros)
+        profiled, flops_only = on_one_device(from_module(module, inputs, name=name), cluster, profile)
         out[name] = {"measured_s": measured, "op_profile_s": profiled, "one_speed_s": flops_only}
         rows.append([name, measured * 1e6, profiled * 1e6, profiled / measured, flops_only / measured])
     fit = profile.meta["fit"]

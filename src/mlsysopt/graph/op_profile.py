@@ -35,6 +35,7 @@ import numpy as np
 
 from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.ir import CompGraph
+from mlsysopt.graph.problem import PlacementProblem
 from mlsysopt.graph.units import units_of
 from mlsysopt.io import read_json, write_json_atomic
 
@@ -282,9 +283,36 @@ def load_profile(path: str | Path) -> OpProfile:
     return OpProfile.from_dict(read_json(p, InvalidOption), where=str(path))
 
 
+def with_device_seconds(graph: CompGraph, cluster: Any, seconds: np.ndarray, device: int,
+                        meta: Mapping[str, Any]) -> tuple[CompGraph, Any]:  # fmt: skip
+    """``graph`` with ``compute`` rewritten so that ``device`` runs node ``i`` for ``seconds[i]`` (other devices keep
+    their speed ratio to it), and the cluster with that device's overhead 0 (the times hold it). The one mechanism
+    behind ``--op-costs``, whether the times come from an op profile or the latency oracle.
+
+    Args:
+        graph: The graph.
+        cluster: The devices (:class:`~mlsysopt.graph.cluster.DeviceCluster`).
+        seconds: Every node's time on ``device``. Shapes: (num_nodes,).
+        device: The index of the device the times are for.
+        meta: Keys added to the new graph's ``meta`` (where the times came from).
+
+    Returns:
+        tuple[CompGraph, DeviceCluster]: The new graph and the new cluster.
+    """
+    x = graph.x.copy()
+    x[:, graph.feature_names.index("compute")] = np.asarray(seconds, np.float64) * float(cluster.speed[device])
+    new = CompGraph(graph.names, graph.opcodes, x, graph.feature_names, graph.edge_index, graph.edge_bytes,
+                    graph.hw_type, graph.vocab, {**graph.meta, **meta})  # fmt: skip
+    data = cluster.to_dict()
+    overhead = np.asarray(cluster.overhead, np.float64).copy()
+    overhead[device] = 0.0
+    data["overhead"] = overhead.tolist()
+    return new, type(cluster).from_dict(data)
+
+
 def with_op_profile(graph: CompGraph, cluster: Any, profile: OpProfile, device: int) -> tuple[CompGraph, Any, float]:
-    """``graph`` with ``compute`` rewritten so that ``device`` runs every node for its profiled time, the cluster
-    with that device's overhead 0, and the whole graph's profiled time on it (s).
+    """``graph`` on ``cluster`` with ``device`` running every node for its profiled time (:func:`with_device_seconds`),
+    and the whole graph's profiled time on it (s).
 
     Args:
         graph: A DNN graph (PyTorch or ONNX import).
@@ -296,12 +324,17 @@ def with_op_profile(graph: CompGraph, cluster: Any, profile: OpProfile, device: 
         tuple[CompGraph, DeviceCluster, float]: The new graph, the new cluster and the sum of the nodes' times.
     """
     seconds = profile.seconds(graph)
-    x = graph.x.copy()
-    x[:, graph.feature_names.index("compute")] = seconds * float(cluster.speed[device])
-    new = CompGraph(graph.names, graph.opcodes, x, graph.feature_names, graph.edge_index, graph.edge_bytes,
-                    graph.hw_type, graph.vocab, {**graph.meta, "op_profile": cluster.names[device]})  # fmt: skip
-    data = cluster.to_dict()
-    overhead = np.asarray(cluster.overhead, np.float64).copy()
-    overhead[device] = 0.0
-    data["overhead"] = overhead.tolist()
-    return new, type(cluster).from_dict(data), float(seconds.sum())
+    new, costed = with_device_seconds(graph, cluster, seconds, device, {"op_profile": cluster.names[device]})
+    return new, costed, float(seconds.sum())
+
+
+def on_one_device(graph: CompGraph, cluster: Any, profile: OpProfile, device: int = 0) -> tuple[float, float]:
+    """The whole graph run on ``device`` alone, simulated two ways: by the op profile, and by the cluster's own
+    device model (FLOPs / speed + per-task overhead). What ``--op-costs FILE.json`` changes, for one model.
+
+    Returns:
+        tuple[float, float]: The makespan with the op profile and with one speed (s).
+    """
+    on = np.full(graph.num_nodes, device, np.int64)
+    costed, profiled_cluster, _ = with_op_profile(graph, cluster, profile, device)
+    return PlacementProblem(costed, profiled_cluster).makespan(on), PlacementProblem(graph, cluster).makespan(on)

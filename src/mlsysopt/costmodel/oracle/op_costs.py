@@ -18,12 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from mlsysopt.costmodel.oracle.settings import Setting
 from mlsysopt.errors import InvalidOption
 from mlsysopt.graph.ir import CompGraph
-from mlsysopt.graph.op_profile import is_profile_path, load_profile, with_op_profile
+from mlsysopt.graph.op_profile import is_profile_path, load_profile, with_device_seconds, with_op_profile
 
 
 def check_op_costs(op_costs: str | None, device: str | None) -> Any:
@@ -118,19 +116,11 @@ def with_op_costs(graph: CompGraph, cluster: Any, oracle_name: str, device: str 
         raise InvalidOption(f"--op-costs: {path} changed since it was read (its nodes differ)")
     s = setting or Setting("onnxruntime", 1, "seq", 1)
     ms = oracle.per_op_ms(ops, nodes, s, edges)
-    seconds = ms / 1e3
-    x = graph.x.copy()
-    x[:, graph.feature_names.index("compute")] = seconds * float(cluster.speed[d])
-    meta = {**graph.meta, "op_costs": f"{oracle.run} on {cluster.names[d]} ({s.key})"}
-    new = CompGraph(graph.names, graph.opcodes, x, graph.feature_names, graph.edge_index, graph.edge_bytes,
-                    graph.hw_type, graph.vocab, meta)  # fmt: skip
+    note = {"op_costs": f"{oracle.run} on {cluster.names[d]} ({s.key})"}
+    new, costed = with_device_seconds(graph, cluster, ms / 1e3, d, note)
     about = {"op_costs": str(oracle.run), "device": str(cluster.names[d]), "setting": s.key,
              "predicted_ms": float(ms.sum())}  # fmt: skip
-    data = cluster.to_dict()
-    overhead = np.asarray(cluster.overhead, np.float64).copy()
-    overhead[d] = 0.0
-    data["overhead"] = overhead.tolist()
-    return new, type(cluster).from_dict(data), about
+    return new, costed, about
 
 
 def _with_profile(graph: CompGraph, cluster: Any, path: str, device: str | None) -> tuple[CompGraph, Any, dict]:
