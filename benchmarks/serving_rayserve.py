@@ -29,7 +29,8 @@ A window whose requests have not all answered 2 s after its last arrival ends th
 saturated probe costs 3 s per window instead of 10. A probe also stops once its SLO verdict is clear
 (:func:`decisive`).
 
-``--home-only``: step 4 again on the models kept in the work folder (the tune timings kept from ``--out``).
+``--home-only`` / ``--deploy-only``: step 4 / step 5 again on the models kept in the work folder (the tune timings
+kept from ``--out``).
 
 ``--quick``: the CNN on 2 configurations (1 replica, max batch 1 or 4, 2 intra-op threads, ``max_ongoing_requests``
 32), budget 1, no confirmation (the table's figures), one deploy check, no home engine or tune timing (~3 min).
@@ -183,7 +184,6 @@ def deploy_check(folder: Path, config: Any, rate: float) -> dict[str, Any]:
             # a fresh Ray (its dashboard and agents starting on the same cores) settles and the replicas warm up
             # first, as the tune's own engine did before its windows
             time.sleep(5.0)
-            http_p99_ms(run.port, folder / "model.onnx", rate=rate, seconds=3.0)
             p99 = http_p99_ms(run.port, folder / "model.onnx", rate=rate, seconds=3.0, seed=1)
             lower = http_p99_ms(run.port, folder / "model.onnx", rate=0.8 * rate, seconds=3.0, seed=2)
             return {
@@ -326,6 +326,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--models", default="cnn" if "--quick" in sys.argv else ",".join(MODELS))
     parser.add_argument("--home-only", action="store_true", help="redo the home-engine part of the kept models")
+    parser.add_argument("--deploy-only", action="store_true", help="redo the serve-run check of the kept models")
     args = parser.parse_args()
     from mlsysopt.io import read_json, write_json_atomic
 
@@ -346,15 +347,24 @@ def main() -> None:
                 models[name]["home"] = home_transfer(stage.model, models[name]["table_throughput"], start, args.seed)
                 stage.close()
                 write_json_atomic(path, models[name])
+            if args.deploy_only:
+                from mlsysopt.serving.space import Config
+
+                pick, folder = Config.from_dict(models[name]["_pick"]), args.work / f"deploy_{name}"
+                models[name]["deploy"] = deploy_check(folder, pick, models[name]["tuned_throughput"])
+                print(f"  deploy check of {pick.label()}: {models[name]['deploy']}")
+                write_json_atomic(path, models[name])
             continue
         models[name] = model_case(name, MODELS[name], args.quick, args.work, args.seed)
         write_json_atomic(path, models[name])
     earlier: dict[str, Any] = {}
-    if args.home_only and args.out.is_file():  # the tune timings, time and load of the run the models come from
+    if (
+        args.home_only or args.deploy_only
+    ) and args.out.is_file():  # the tune timings, time and load of the run the models come from
         previous = read_json(args.out)
         tunes = previous.get("tunes", {})
         earlier = {"models_run": previous.get("models_run", {"seconds": previous["seconds"], "load": previous["load"]})}
-        load["home_only"] = True
+        load["only"] = "home" if args.home_only else "deploy"
     else:
         tunes = {} if args.quick else {e: tune_seconds(e, args.work) for e in ("real", "rayserve")}
     result = {

@@ -41,28 +41,37 @@ def request_body(model: ServedModel, rows: int, seed: int = 0) -> bytes:
     return b"".join(np.ascontiguousarray(feed[n]).tobytes() for n in model.input_names)
 
 
-def http_p99_ms(port: int, model_path: str | os.PathLike, rate: float, seconds: float, seed: int = 0) -> float:
+def http_p99_ms(
+    port: int, model_path: str | os.PathLike, rate: float, seconds: float, seed: int = 0, warm_s: float = 1.0
+) -> float:
     """p99 latency (ms, client side) of a deployment already serving on 127.0.0.1:``port``, under open-loop Poisson
     load of ``rate`` req/s for ``seconds`` (one-row requests of the model at ``model_path``).
 
-    What checks a deployment made by Ray Serve's own ``serve run``/``serve deploy`` from a tune's config file.
+    What checks a deployment made by Ray Serve's own ``serve run``/``serve deploy`` from a tune's config file. The
+    client first sends ``warm_s`` seconds of the same load, not counted, over the connections it then measures with,
+    as the engine's client is warm when it measures (otherwise the connections open during the measured burst).
 
     Raises:
         MlsysoptError: If any request fails.
     """
     model = ServedModel(model_path)
+    body = request_body(model, 1, seed)
+    url = f"http://127.0.0.1:{port}/"
+    warm = workload_arrivals(Workload(rate), max(1, round(rate * warm_s)), seed + 1) if warm_s > 0 else None
     arrivals = workload_arrivals(Workload(rate), max(1, round(rate * seconds)), seed)
 
     async def go() -> dict[str, Any]:
         client = await _client()
         try:
-            return await _window(client, f"http://127.0.0.1:{port}/", request_body(model, 1, seed), arrivals, 60.0)
+            if warm is not None:
+                await _window(client, url, body, warm, 60.0)
+            return await _window(client, url, body, arrivals, 60.0)
         finally:
             await client.close()
 
     out = asyncio.run(go())
     if out["failed"] or not np.isfinite(out["latency_ms"]).all():
-        raise MlsysoptError(f"http://127.0.0.1:{port}/: {out['failed']} of {out['sent']} requests failed")
+        raise MlsysoptError(f"{url}: {out['failed']} of {out['sent']} requests failed")
     return float(np.percentile(out["latency_ms"], 99))
 
 
