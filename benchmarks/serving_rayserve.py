@@ -82,28 +82,22 @@ def knobs(quick: bool) -> dict[str, tuple]:
     }
 
 
+def settled(windows: Any) -> bool:
+    """Whether a rate's SLO verdict is clear from its windows so far: most saturated, or the 95% interval of their
+    mean p99 wholly below (none saturated) or above the SLO. A rate search needs only pass or fail."""
+    from mlsysopt.serving.stats import mean_ci
+
+    saturated = sum(bool(m.saturated) for m in windows)
+    lo, hi = mean_ci([m.p99_ms for m in windows])
+    return saturated * 2 > len(windows) or (not saturated and hi < SLO_MS) or lo > SLO_MS
+
+
 def decisive(backend: Any) -> Any:
-    """Stable windows (perf_analyzer's rule, :class:`~mlsysopt.serving.windows.StableBackend`) that also stop once the
-    SLO verdict is clear: after 3 windows, when most saturated, or the 95% interval of their mean p99 lies wholly
-    below (none saturated) or above the SLO. A rate search needs only pass or fail; the rest run to 6 windows."""
-    from mlsysopt.serving.stats import mean_ci, stable
-    from mlsysopt.serving.windows import WATCHED, StableBackend, combine
+    """Stable windows (perf_analyzer's rule, :class:`~mlsysopt.serving.windows.StableBackend`: 3 within 10%, at most
+    6) that also stop after 3 once :func:`settled`."""
+    from mlsysopt.serving.windows import StableBackend
 
-    class Decisive(StableBackend):
-        def measure(self, config, workload, window=0):
-            runs: list[Any] = []
-            while len(runs) < self.max_windows:
-                runs.append(self.backend.measure(config, workload, window=window * self.max_windows + len(runs)))
-                if stable([[getattr(m, k) for m in runs] for k in WATCHED], self.count, self.tolerance):
-                    return combine(runs[-self.count :], len(runs), True)
-                if len(runs) >= self.count:
-                    saturated = sum(bool(m.saturated) for m in runs)
-                    lo, hi = mean_ci([m.p99_ms for m in runs])
-                    if saturated * 2 > len(runs) or (not saturated and hi < SLO_MS) or lo > SLO_MS:
-                        break
-            return combine(runs, len(runs), False)
-
-    return Decisive(backend)
+    return StableBackend(backend, decided=settled)
 
 
 def capacity_of(m: Any) -> float:

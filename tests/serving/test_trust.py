@@ -50,6 +50,20 @@ def test_stable_backend_repeats_windows_until_they_agree_and_reports_intervals()
     assert both.windows == 2 * m.windows and both.mean_ms == pytest.approx(m.mean_ms)
 
 
+def test_a_decided_verdict_ends_the_windows_after_count_of_them() -> None:
+    sim = SimulatedEngine(SYN, n_requests=100, seed=0)
+    seen: list[int] = []
+
+    def decided(windows) -> bool:
+        seen.append(len(windows))
+        return True
+
+    m = StableBackend(sim, count=3, tolerance=1e-9, max_windows=6, decided=decided).measure(Config(), Workload(300.0))
+    assert seen == [3] and m.windows == 3 and m.stable is False and len(m.samples["mean_ms"]) == 3
+    never = StableBackend(sim, count=3, tolerance=1e-9, max_windows=5, decided=lambda w: False)
+    assert never.measure(Config(), Workload(300.0)).windows == 5
+
+
 def test_a_measurement_is_saturated_when_most_of_its_windows_were_as_a_merge_is() -> None:
     sim = SimulatedEngine(SYN, n_requests=100, seed=0)
 

@@ -14,7 +14,7 @@ Window ``k`` of every configuration serves the same arrival schedule (common ran
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -102,12 +102,22 @@ class StableBackend(BackendWrapper):
         count: Number of trailing windows that must agree, >= 1.
         tolerance: Largest relative deviation from their mean, > 0 (0.10 = 10%).
         max_windows: Most windows per measurement, >= ``count``.
+        decided: Called with the windows so far once there are ``count`` or more; True ends the measurement there
+            (not stable: every window is combined). For a caller that needs only a verdict, e.g. a rate search's
+            pass or fail (None: windows run until stable or ``max_windows``).
 
     Raises:
         InvalidSpace: If ``count < 1``, ``max_windows < count`` or ``tolerance`` is not a positive finite number.
     """
 
-    def __init__(self, backend: Backend, count: int = 3, tolerance: float = 0.10, max_windows: int = 6) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        count: int = 3,
+        tolerance: float = 0.10,
+        max_windows: int = 6,
+        decided: Callable[[Sequence[Measurement]], bool] | None = None,
+    ) -> None:
         if count < 1 or max_windows < count:
             raise InvalidSpace(f"stability: need 1 <= count ({count}) <= max_windows ({max_windows})")
         if not (math.isfinite(tolerance) and tolerance > 0):
@@ -116,6 +126,7 @@ class StableBackend(BackendWrapper):
         self.count = int(count)
         self.tolerance = float(tolerance)
         self.max_windows = int(max_windows)
+        self.decided = decided
 
     def measure(self, config: Config, workload: Workload, window: int = 0) -> Measurement:
         """Windows ``window * max_windows + 0, 1, ...`` until stable; their combined measurement."""
@@ -126,7 +137,7 @@ class StableBackend(BackendWrapper):
             series = [[getattr(m, k) for m in runs] for k in WATCHED]
             if stable(series, self.count, self.tolerance):
                 return combine(runs[-self.count :], len(runs), True)
-            if self.count == 1:
+            if self.count == 1 or (self.decided is not None and len(runs) >= self.count and self.decided(runs)):
                 break
         return combine(runs, len(runs), self.count == 1)
 
