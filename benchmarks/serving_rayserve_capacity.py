@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from serving_rayserve import MODELS, SLO_MS, knobs
+from serving_rayserve import MODELS, SLO_MS, capacity_of, knobs
 
 
 def main() -> None:
@@ -46,9 +46,10 @@ def main() -> None:
     with RayServeEngine(stage.model, n_requests=400, window_s=1.0, slo_ms=SLO_MS, seed=args.seed, log=log) as engine:
         stable = StableBackend(engine)
 
+        search = CapacityBackend(stable, SLO_MS, doublings=5, bisections=3)
+
         def capacity(config: Any, start: float) -> float:
-            m = CapacityBackend(stable, SLO_MS, doublings=5, bisections=3).measure(config, Workload(start))
-            return float(m.extra.get("at_rate", start)) if m.p99_ms <= SLO_MS and not m.saturated else 0.0
+            return capacity_of(search.measure(config, Workload(start)))
 
         out["default"] = {"config": default.label(), "throughput_under_slo": capacity(default, 40.0)}
         start = out["default"]["throughput_under_slo"] or 40.0

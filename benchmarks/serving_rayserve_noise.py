@@ -57,8 +57,9 @@ def main() -> None:
                            "searches": {"mean_of_windows": {}, "pooled": {}}}  # fmt: skip
     t0 = time.perf_counter()
     with RayServeEngine(stage.model, n_requests=400, window_s=1.0, max_seconds=3.0, slo_ms=SLO_MS, seed=args.seed) as e:
+        windows: list[np.ndarray] = []  # the latencies of every window of the measurement running now
 
-        class Keeping:  # the engine, with each window's latencies attached to its measurement
+        class Keeping:  # the engine, keeping each window's latencies
             cores = e.cores
 
             def __getattr__(self, name):
@@ -66,34 +67,24 @@ def main() -> None:
 
             def measure(self, config, workload, window=0):
                 m = e.measure(config, workload, window)
-                m.extra["_latencies"] = last["latencies"]
+                windows.append(last["latencies"])
                 return m
 
         mean_rule = decisive(Keeping())
-        pooled_rule = decisive(Keeping())
-        inner = pooled_rule.measure
-        # every window of a measurement: the stable backend keeps only the last window's extra, so collect them here
-        windows: list[np.ndarray] = []
-        keep = Keeping.measure
 
-        def collecting(self, config, workload, window=0):
-            m = keep(self, config, workload, window)
-            windows.append(m.extra["_latencies"])
-            return m
+        class Pooled(Keeping):  # the same windows; p99 over every request of every window the measurement ran
+            def measure(self, config, workload, window=0):
+                windows.clear()
+                m = mean_rule.measure(config, workload, window)
+                m.p99_ms = float(np.percentile(np.concatenate(windows), 99))
+                return m
 
-        def pooled_measure(config, workload, window=0):
-            windows.clear()
-            m = inner(config, workload, window)
-            m.p99_ms = float(np.percentile(np.concatenate(windows), 99))  # every request of every window it ran
-            return m
-
-        Keeping.measure = collecting
-        pooled_rule.measure = pooled_measure
-        rules = {"mean_of_windows": mean_rule, "pooled": pooled_rule}
+        rules = {"mean_of_windows": mean_rule, "pooled": Pooled()}
+        search = {rule: CapacityBackend(b, SLO_MS, doublings=5, bisections=3) for rule, b in rules.items()}
         for rep in range(args.reps):
-            for rule, backend in rules.items():
+            for rule in rules:
                 for c in (default, tuned):
-                    m = CapacityBackend(backend, SLO_MS, doublings=5, bisections=3).measure(c, Workload(120.0), rep)
+                    m = search[rule].measure(c, Workload(120.0), rep)
                     out["searches"][rule].setdefault(c.label(), []).append(capacity_of(m))
                     print(rep, rule, c.label(), capacity_of(m), flush=True)
                     out["seconds"] = time.perf_counter() - t0
