@@ -12,16 +12,18 @@ bisections, ~6% resolution). Per model (the zoo CNN, a tiny ViT and a wide MLP f
    tuners (RRL, GP, TPE, hill climb; 5 seeds) replay the table with ``Objective("throughput", SLO)``: measurements to
    within 5% of the exhaustive best (``measurements_to_5pct``), and RRL's (the default tuner's) pick after 4
    measurements (25% of the grid).
-3. **Confirmation**: the default, the pick and the exhaustive best searched once more each, in a seeded random order
-   on fresh arrival windows; each one's throughput is the rate it met in *both* searches (the lower of the two).
-   ``tuned_throughput`` is the pick's, ``default_throughput`` the default's, ``confirmed_ratio`` = best / pick (1.0
-   when the pick is the best).
+3. **Confirmation, side by side**: the default, the pick and the exhaustive best searched again in ``--rounds``
+   rounds (3); in each round every one once, in a fresh seeded random order on fresh arrival windows, so a slow spell
+   of the host falls on all of them. The table's figures are not reused (the table's best is its luckiest search).
+   Each one's throughput is the median of its rounds: ``tuned_throughput`` the pick's, ``default_throughput`` the
+   default's, ``confirmed_ratio`` = best / pick (1.0 when the pick is the best). ``tuned_over_default_paired``: the
+   pick ÷ the default round by round, their geometric mean and its 95% t-interval.
 4. **Home-engine transfer**: the grid without ``max_ongoing_requests`` (8 configurations) searched on mlsysopt's own
    ONNX Runtime engine; its best, deployed on Ray Serve with Ray Serve's default ``max_ongoing_requests`` 5, read
    from the table: ``home_engine_transfer`` = Ray Serve's best / the home engine's best on Ray Serve.
 5. **Deploy check**: the pick written as ``serve_config.yaml`` + the application module, deployed by Ray Serve's
    own ``serve run``, the knobs read back from the replica and the p99 measured over HTTP at the pick's confirmed
-   throughput (the rate it met twice) against the SLO (and, for information, at 0.8x that rate).
+   throughput (the median of its rounds) against the SLO (and, for information, at 0.8x that rate).
 6. ``tune_seconds_budget3``: ``mlsysopt serving tune --budget 3`` with the defaults, per engine, wall clock.
 
 A window whose requests have not all answered 2 s after its last arrival ends there (the engine's ``max_seconds``
@@ -29,8 +31,8 @@ A window whose requests have not all answered 2 s after its last arrival ends th
 saturated probe costs 3 s per window instead of 10. A probe also stops once its SLO verdict is clear
 (:func:`decisive`).
 
-``--home-only`` / ``--deploy-only``: step 4 / step 5 again on the models kept in the work folder (the tune timings
-kept from ``--out``).
+``--confirm-only`` / ``--home-only`` / ``--deploy-only``: steps 3 and 5 / step 4 / step 5 again on the models kept in
+the work folder (the tune timings kept from ``--out``).
 
 ``--quick``: the CNN on 2 configurations (1 replica, max batch 1 or 4, 2 intra-op threads, ``max_ongoing_requests``
 32), budget 1, no confirmation (the table's figures), one deploy check, no home engine or tune timing (~3 min).
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -49,6 +52,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from serving_rayserve_deploy import deploy_check, write_deploy
 
 HERE = Path(__file__).resolve().parent
 MODELS = {
@@ -105,12 +110,18 @@ def capacity_of(m: Any) -> float:
     return float(m.extra.get("at_rate", 0.0)) if m.p99_ms <= SLO_MS and not m.saturated else 0.0
 
 
+def rate_search(stable: Any, doublings: int = 5) -> Any:
+    """The rate search every figure comes from: doubling from the start rate, then 3 bisections."""
+    from mlsysopt.serving.capacity import CapacityBackend
+
+    return CapacityBackend(stable, SLO_MS, doublings=doublings, bisections=3)
+
+
 def capacity_table(stable: Any, configs: list[Any], start: float, doublings: int = 5) -> dict[Any, Any]:
     """Each configuration's capacity-search measurement (its ``extra["at_rate"]``: throughput under the SLO)."""
-    from mlsysopt.serving.capacity import CapacityBackend
     from mlsysopt.serving.space import Workload
 
-    search = CapacityBackend(stable, SLO_MS, doublings=doublings, bisections=3)
+    search = rate_search(stable, doublings)
     # grouped by CPUs per replica: Ray Serve restarts replicas only when num_cpus changes (the rest is in place)
     order = sorted(configs, key=lambda c: (c.threads_per_instance, c.instances, c.max_batch, c.ongoing))
     out = {}
@@ -142,78 +153,82 @@ def replay(space: Any, objective: Any, measured: dict, rate: float, seed: int, t
     }
 
 
-def confirm(stable: Any, configs: list[Any], start: float, table: dict, seed: int) -> tuple[dict, dict]:
-    """Each of ``configs`` searched once more (seeded random order, fresh windows): per configuration, the rate it
-    met in both searches (the lower) and the second search."""
+def confirm(stable: Any, configs: list[Any], start: float, seed: int, rounds: int) -> dict[Any, list[float]]:
+    """``configs`` searched side by side: ``rounds`` rounds, each a fresh seeded random order of every configuration
+    once (fresh arrival windows). Per configuration, its throughput under the SLO round by round (req/s)."""
     import random
 
-    from mlsysopt.serving.capacity import CapacityBackend
     from mlsysopt.serving.space import Workload
 
-    search = CapacityBackend(stable, SLO_MS, doublings=5, bisections=3)
+    search, rng = rate_search(stable), random.Random(seed)
     order = list(dict.fromkeys(configs))
-    random.Random(seed).shuffle(order)
-    again = {c: capacity_of(search.measure(c, Workload(start), window=100)) for c in order}
-    return {c: min(capacity_of(table[c]), again[c]) for c in order}, again
+    out: dict[Any, list[float]] = {c: [] for c in order}
+    for r in range(rounds):
+        rng.shuffle(order)
+        for c in order:
+            out[c].append(capacity_of(search.measure(c, Workload(start), window=100 * (r + 1))))
+            print(f"    round {r + 1}: {c.label()} {out[c][-1]:.0f} req/s", flush=True)
+    return out
 
 
-def deploy_check(folder: Path, config: Any, rate: float) -> dict[str, Any]:
-    """Deploy ``folder/serve_config.yaml`` with Ray Serve's own ``serve run``; knobs read back, p99 over HTTP at
-    ``rate``."""
-    from mlsysopt.errors import MlsysoptError
-    from mlsysopt.serving.rayserve_config import deployment_options
-    from mlsysopt.serving.rayserve_deploy import ServeRun
-    from mlsysopt.serving.rayserve_driver import http_p99_ms
+def paired_ratio(num: list[float], den: list[float]) -> dict[str, Any]:
+    """``num`` ÷ ``den`` round by round: the geometric mean and its 95% t-interval (None below 2 rounds; rounds where
+    either met no rate are left out and counted)."""
+    from mlsysopt.serving.stats import mean_ci
 
-    try:
-        with ServeRun(folder) as run:
-            info = run.info
-            opts = deployment_options(config)
-            user = opts["user_config"]
-            knobs_ok = (
-                info["batching"]["max_batch_size"] == user["max_batch_size"]
-                and info["session"]["intra_op_num_threads"] == user["intra_op_num_threads"]
-                and info.get("ongoing") in (None, opts["max_ongoing_requests"])
-            )
-            # a fresh Ray (its dashboard and agents starting on the same cores) settles and the replicas warm up
-            # first, as the tune's own engine did before its windows
-            time.sleep(5.0)
-            p99 = http_p99_ms(run.port, folder / "model.onnx", rate=rate, seconds=3.0, seed=1)
-            lower = http_p99_ms(run.port, folder / "model.onnx", rate=0.8 * rate, seconds=3.0, seed=2)
-            return {
-                "deployed": True,
-                "rate": rate,
-                "start_s": round(run.start_s, 1),
-                "knobs_match": knobs_ok,
-                "ongoing": info.get("ongoing"),
-                "p99_ms": p99,
-                "p99_ms_at_0.8x": lower,
-                "ok": bool(knobs_ok and p99 <= SLO_MS),
-            }
-    except MlsysoptError as exc:
-        return {"deployed": False, "rate": rate, "ok": False, "why": str(exc)}
+    logs = [math.log(a / b) for a, b in zip(num, den, strict=True) if a > 0 and b > 0]
+    lo, hi = mean_ci(logs) if len(logs) > 1 else (math.nan, math.nan)
+    return {
+        "geomean": math.exp(statistics.fmean(logs)) if logs else None,
+        "ci95": [math.exp(lo), math.exp(hi)] if len(logs) > 1 else None,
+        "per_round": [a / b if b else None for a, b in zip(num, den, strict=True)],
+        "rounds_left_out": len(num) - len(logs),
+    }
 
 
-def model_case(name: str, spec: str, quick: bool, workdir: Path, seed: int) -> dict[str, Any]:
-    """Every figure of one model (see the module docstring)."""
-    from mlsysopt.serving.inputs import ModelStage, machine_threads, tuning_space
-    from mlsysopt.serving.objective import Objective
-    from mlsysopt.serving.rayserve import RayServeEngine
-    from mlsysopt.serving.rayserve_config import model_inputs, write_deployment
+def confirmed(default: Any, pick: Any, best: Any, rounds: dict[Any, list[float]]) -> dict[str, Any]:
+    """The figures of step 3 from the rounds of :func:`confirm`."""
+    med = {c: statistics.median(v) for c, v in rounds.items()}
+    return {
+        "confirmed": {c.label(): {"rounds": v, "median": med[c]} for c, v in rounds.items()},
+        "tuned_throughput": med[pick],
+        "confirmed_ratio": med[best] / med[pick] if med[pick] else None,
+        "tuned_over_default_paired": paired_ratio(rounds[pick], rounds[default]),
+        "best_over_default_paired": paired_ratio(rounds[best], rounds[default]),
+    }
+
+
+def grid(quick: bool) -> tuple[Any, Any]:
+    """The tuning space and Ray Serve's default configuration (``max_ongoing_requests`` 5)."""
+    from mlsysopt.serving.inputs import machine_threads, tuning_space
     from mlsysopt.serving.space import SERVE_DEFAULT_ONGOING
 
     cores = machine_threads()
     space = tuning_space("rayserve", cores, knobs(quick))
+    return space, replace(space.default(cores), max_ongoing=SERVE_DEFAULT_ONGOING)
+
+
+def ray_engine(model: Any, name: str, workdir: Path, seed: int) -> Any:
+    """A private local Ray Serve measuring ``model`` (windows of >= 1 s or 400 requests, probes ended at 3 s)."""
+    from mlsysopt.serving.rayserve import RayServeEngine
+
+    log = str(workdir / f"ray_{name}.log")
+    return RayServeEngine(model, n_requests=400, window_s=1.0, max_seconds=3.0, slo_ms=SLO_MS, seed=seed, log=log)
+
+
+def model_case(name: str, spec: str, quick: bool, workdir: Path, seed: int, rounds: int) -> dict[str, Any]:
+    """Every figure of one model (see the module docstring)."""
+    from mlsysopt.serving.inputs import ModelStage
+    from mlsysopt.serving.objective import Objective
+
+    space, default = grid(quick)
     objective = Objective("throughput", SLO_MS)
     budget = max(1, int(BUDGET_FRACTION * space.size))
-    default = replace(space.default(cores), max_ongoing=SERVE_DEFAULT_ONGOING)
     stage = ModelStage(spec, None, largest=16, instances=2)
     model = stage.model
     out: dict[str, Any] = {"model": spec, "space_size": space.size, "budget": budget, "slo_ms": SLO_MS}
     t0 = time.perf_counter()
-    log = str(workdir / f"ray_{name}.log")
-    engine = RayServeEngine(model, n_requests=400, window_s=1.0, max_seconds=3.0, slo_ms=SLO_MS, seed=seed, log=log)
-    with engine:
+    with ray_engine(model, name, workdir, seed) as engine:
         stable = decisive(engine)
         first = capacity_table(stable, [default], 40.0)[default]
         start = capacity_of(first) or 40.0
@@ -226,33 +241,59 @@ def model_case(name: str, spec: str, quick: bool, workdir: Path, seed: int) -> d
         best = min(scores, key=scores.get)
         runs = {t: [replay(space, objective, table, start, s, t, budget) for s in range(SEEDS)] for t in TUNERS}
         pick = runs["rrl"][0]["pick"]
-        if quick:  # no confirmation: the table's figures
-            checked, again = {c: capacity_of(table.get(c, first)) for c in (default, pick, best)}, {}
+        if quick:  # no confirmation: the table's figures, as one round
+            by_round = {c: [caps.get(c, capacity_of(first))] for c in (default, pick, best)}
         else:
-            checked, again = confirm(stable, [default, pick, best], start, {**table, default: first}, seed)
+            by_round = confirm(stable, [default, pick, best], start, seed, rounds)
+        fig = confirmed(default, pick, best, by_round)
         out.update(
             table_throughput={c.label(): caps[c] for c in space},
-            default={"config": default.label(), "throughput_under_slo": checked[default], "first": capacity_of(first)},
+            default={"config": default.label(), "throughput_under_slo": statistics.median(by_round[default]),
+                     "first": capacity_of(first)},
             best=best.label(),
             rrl_pick=pick.label(),
             to_5pct={t: [r["to_5pct"] for r in v] for t, v in runs.items()},
-            confirmed={c.label(): {"first": capacity_of(table.get(c, first)), "again": again.get(c)} for c in checked},
-            tuned_throughput=checked[pick],
-            confirmed_ratio=checked[best] / checked[pick] if checked[pick] else None,
             _pick=pick.to_dict(),
-        )
+            **fig,
+        )  # fmt: skip
         print(f"  best {best.label()} {caps[best]:.0f} req/s; RRL@{budget} {pick.label()}; confirmed: default "
-              f"{checked[default]:.0f}, pick {checked[pick]:.0f}, best {checked[best]:.0f} req/s")  # fmt: skip
+              f"{out['default']['throughput_under_slo']:.0f}, pick {out['tuned_throughput']:.0f} req/s")  # fmt: skip
         out["rayserve_s"] = time.perf_counter() - t0
         out["redeploys"] = dict(engine.redeploys)
     if not quick:
         out["home"] = home_transfer(model, out["table_throughput"], start, seed)
     folder = workdir / f"deploy_{name}"
-    write_deployment(pick, model.path, model_inputs(model), folder)
-    out["deploy"] = deploy_check(folder, pick, checked[pick])
-    print(f"  deploy check of {pick.label()} at {checked[pick]:.0f} req/s: {out['deploy']}")
+    write_deploy(pick, model, folder)
+    out["deploy"] = deploy_check(folder, pick, out["tuned_throughput"], SLO_MS)
+    print(f"  deploy check of {pick.label()} at {out['tuned_throughput']:.0f} req/s: {out['deploy']}")
     stage.close()
     return out
+
+
+def redo(name: str, kept: dict[str, Any], part: str, workdir: Path, seed: int, rounds: int) -> dict[str, Any]:
+    """Step 3 and 5 (``part`` "confirm"), step 4 ("home") or step 5 ("deploy") again on a kept model's figures."""
+    from mlsysopt.serving.inputs import ModelStage
+    from mlsysopt.serving.space import Config
+
+    space, default = grid(False)
+    labels = {c.label(): c for c in [*space, default]}
+    pick, best = Config.from_dict(kept["_pick"]), labels[kept["best"]]
+    stage = ModelStage(MODELS[name], None, largest=16, instances=2)
+    start = kept["default"]["first"] or 40.0
+    folder = workdir / f"deploy_{name}"
+    if part == "confirm":
+        with ray_engine(stage.model, name, workdir, seed) as engine:
+            by_round = confirm(decisive(engine), [default, pick, best], start, seed, rounds)
+        kept.update(confirmed(default, pick, best, by_round))
+        kept["default"]["throughput_under_slo"] = statistics.median(by_round[default])
+        write_deploy(pick, stage.model, folder)
+    if part == "home":
+        kept["home"] = home_transfer(stage.model, kept["table_throughput"], start, seed)
+    if part in ("confirm", "deploy"):
+        kept["deploy"] = deploy_check(folder, pick, kept["tuned_throughput"], SLO_MS)
+        print(f"  deploy check of {pick.label()}: {kept['deploy']}")
+    stage.close()
+    return kept
 
 
 def home_transfer(model: Any, table: dict[str, float], start: float, seed: int) -> dict[str, Any]:
@@ -304,6 +345,7 @@ def summarize(models: dict[str, Any], tunes: dict[str, Any]) -> dict[str, Any]:
         "tuned_throughput": tuned,
         "tuned_over_default": {k: tuned[k] / defaults[k] if defaults[k] else None for k in tuned},
         "confirmed_ratio": {key[n]: m["confirmed_ratio"] for n, m in models.items()},
+        "tuned_over_default_paired": {key[n]: m.get("tuned_over_default_paired") for n, m in models.items()},
         "evals_fraction": {key[n]: m["budget"] / m["space_size"] for n, m in models.items()},
         "measurements_to_5pct": {t: statistics.median(v) for t, v in to5.items()},
         "deploy_check": {key[n]: m["deploy"]["ok"] for n, m in models.items()},
@@ -318,9 +360,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/serving_rayserve.json"))
     parser.add_argument("--work", type=Path, default=Path("runs/bench/serving_rayserve"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=3, help="confirmation rounds (step 3)")
     parser.add_argument("--models", default="cnn" if "--quick" in sys.argv else ",".join(MODELS))
-    parser.add_argument("--home-only", action="store_true", help="redo the home-engine part of the kept models")
-    parser.add_argument("--deploy-only", action="store_true", help="redo the serve-run check of the kept models")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--confirm-only", action="store_const", const="confirm", dest="only", help="redo steps 3 and 5")
+    only.add_argument("--home-only", action="store_const", const="home", dest="only", help="redo step 4")
+    only.add_argument("--deploy-only", action="store_const", const="deploy", dest="only", help="redo step 5")
     args = parser.parse_args()
     from mlsysopt.io import read_json, write_json_atomic
 
@@ -333,32 +378,18 @@ def main() -> None:
         if path.is_file():
             models[name] = read_json(path)
             print(f"{name}: kept from {path}")
-            if args.home_only:
-                from mlsysopt.serving.inputs import ModelStage
-
-                stage = ModelStage(MODELS[name], None, largest=16, instances=2)
-                start = models[name]["default"]["first"] or 40.0
-                models[name]["home"] = home_transfer(stage.model, models[name]["table_throughput"], start, args.seed)
-                stage.close()
-                write_json_atomic(path, models[name])
-            if args.deploy_only:
-                from mlsysopt.serving.space import Config
-
-                pick, folder = Config.from_dict(models[name]["_pick"]), args.work / f"deploy_{name}"
-                models[name]["deploy"] = deploy_check(folder, pick, models[name]["tuned_throughput"])
-                print(f"  deploy check of {pick.label()}: {models[name]['deploy']}")
+            if args.only:
+                models[name] = redo(name, models[name], args.only, args.work, args.seed, args.rounds)
                 write_json_atomic(path, models[name])
             continue
-        models[name] = model_case(name, MODELS[name], args.quick, args.work, args.seed)
+        models[name] = model_case(name, MODELS[name], args.quick, args.work, args.seed, args.rounds)
         write_json_atomic(path, models[name])
     earlier: dict[str, Any] = {}
-    if (
-        args.home_only or args.deploy_only
-    ) and args.out.is_file():  # the tune timings, time and load of the run the models come from
+    if args.only and args.out.is_file():  # the tune timings, time and load of the run the models come from
         previous = read_json(args.out)
         tunes = previous.get("tunes", {})
         earlier = {"models_run": previous.get("models_run", {"seconds": previous["seconds"], "load": previous["load"]})}
-        load["only"] = "home" if args.home_only else "deploy"
+        load["only"] = args.only
     else:
         tunes = {} if args.quick else {e: tune_seconds(e, args.work) for e in ("real", "rayserve")}
     result = {
