@@ -80,6 +80,26 @@ def wide_deep() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     return WideDeep().eval(), (torch.randint(0, 100_000, (1, 8)),)
 
 
+class GRUNet(nn.Module):
+    """A one-layer GRU (32 -> 64) over 20 steps and a linear head: a sequence model as a user brings one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = nn.GRU(32, 64, batch_first=True)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits from the last step's hidden state."""
+        y, _ = self.gru(x)
+        return self.head(y[:, -1])
+
+
+def gru() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """:class:`GRUNet` and one sequence of 20 steps."""
+    torch.manual_seed(0)
+    return GRUNet().eval(), (torch.randn(1, 20, 32),)
+
+
 def gemm_stack_onnx(path: str | Path, width: int = 768, layers: int = 6) -> Path:
     """Write an ONNX file of ``layers`` x (MatMul width x width, Add bias, Relu), dynamic batch, with onnx.helper."""
     import onnx
