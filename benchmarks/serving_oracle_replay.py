@@ -12,10 +12,11 @@ Run it alone on a quiet machine: the table is a timing. Per model, on mlsysopt's
    sequential/parallel) and keeps those within 20% of its best, plus the default's (``--cost-model-tolerance``
    0.2, the default). ``shortlist_holds_best`` / ``shortlist_holds_within_5pct``: whether the table's best configuration
    / one within 5% of it is in the shortlisted space.
-3. **Replay**: RRL (``serving tune``'s default at these budgets), Optuna GP and TPE, 10 seeds each, on the full
-   space and on the shortlisted space, both replaying the same measured table: measurements until the best so far
-   is within 5% of the *full* table's best (``to_5pct``, 31 when not within :data:`CAP` = 30, the default
-   ``--budget``), and the table value of the pick after 10 measurements (the small budget class's largest).
+3. **Replay**: RRL (``serving tune``'s default at these budgets), Optuna GP and TPE, and random search (what chance
+   gives), 10 seeds each, on the full space and on the shortlisted space, both replaying the same measured table:
+   measurements until the best so far is within 5% of the *full* table's best (``to_5pct``, 31 when not within
+   :data:`CAP` = 30, the default ``--budget``), and the table value of the pick after 10 measurements (the small
+   budget class's largest).
 
 Each table is kept in ``--work`` as it is measured (``NAME_table.json``): a killed run resumes there, and a run
 over kept tables only replays.
@@ -42,7 +43,7 @@ MODELS = {
     "gru": f"{HERE / 'serving_models.py'}:gru",
     "cnn": "zoo:cnn",
 }
-TUNERS = ("rrl", "gp", "tpe")
+TUNERS = ("rrl", "gp", "tpe", "random")
 SEEDS = 10
 CAP = 30
 BUDGET = 10
