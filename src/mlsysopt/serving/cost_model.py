@@ -18,6 +18,7 @@ which a per-inference cost model does not see.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,12 +51,22 @@ class OpLevelShortlist:
             "execution_mode": tuple(sorted({m for _, m in self.kept})),
         }
 
+    @property
+    def also_searched(self) -> tuple[tuple[int, int], ...]:
+        """(intra_threads, execution_mode) pairs the narrowed knobs' product holds that were not kept: a grid of
+        knob values cannot leave one pair out (kept (1, par) and (2, seq) bring back (2, par))."""
+        k = self.knobs
+        return tuple(p for p in itertools.product(k["intra_threads"], k["execution_mode"]) if p not in self.kept)
+
     def describe(self) -> str:
-        """One line for the console: what was kept of how many, and the predicted best."""
+        """One line for the console: what was kept of how many, the predicted best, and what the knob product
+        searches besides."""
         i, m, ms = self.predicted[0]
+        extra = ", ".join(op_label(*p) for p in self.also_searched)
         return (
             f"cost model {self.run}: kept {len(self.kept)} of {len(self.predicted)} op-level settings "
             f"(predicted best {op_label(i, m)} {ms:.3g} ms; within {self.tolerance:.0%}, the default's kept)"
+            + (f"; the space also holds {extra}, not kept (the knobs narrow as a grid)" if extra else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,6 +78,7 @@ class OpLevelShortlist:
             "kept": [{"intra_threads": i, "execution_mode": m} for i, m in self.kept],
             "default": {"intra_threads": self.default[0], "execution_mode": self.default[1]},
             "knobs": {k: list(v) for k, v in self.knobs.items()},
+            "also_searched": [{"intra_threads": i, "execution_mode": m} for i, m in self.also_searched],
         }
 
 
