@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from serving_rayserve import replay_steps
+
 HERE = Path(__file__).resolve().parent
 MODELS = {
     "gru": f"{HERE / 'serving_models.py'}:gru",
@@ -90,21 +92,12 @@ def measure_table(spec: str, rate: float, seed: int, quick: bool, kept: Path) ->
 def replay(space: Any, objective: Any, table: dict, best: float, rate: float, seed: int, tuner: str) -> dict:
     """``tuner`` on ``space`` against the measured ``table``: measurements to within 5% of ``best`` and the table
     value of its pick after :data:`BUDGET` measurements."""
-    from mlsysopt.serving.backend import Backend
-    from mlsysopt.serving.space import Workload
-    from mlsysopt.serving.tuners import get_tuner
-    from mlsysopt.serving.tuning import evals_to_within, tune
-
-    class Table(Backend):
-        cores = os.cpu_count() or 1
-
-        def measure(self, config, workload, window=0):
-            return table[config]
+    from mlsysopt.serving.tuning import evals_to_within
 
     scores = {c: objective.score(table[c]) for c in space}
-    res = tune(get_tuner(tuner, space, objective, seed=seed), Table(), [(Workload(rate), min(CAP, space.size))])
-    to5 = evals_to_within(res.steps, scores, best, 0.05)
-    pick = res.steps[min(BUDGET, len(res.steps)) - 1].best_config
+    steps = replay_steps(space, objective, table, rate, seed, tuner, min(CAP, space.size))
+    to5 = evals_to_within(steps, scores, best, 0.05)
+    pick = steps[min(BUDGET, len(steps)) - 1].best_config
     return {"to_5pct": to5 if to5 is not None else CAP + 1, "pick_at_10": scores[pick]}
 
 

@@ -131,12 +131,12 @@ def capacity_table(stable: Any, configs: list[Any], start: float, doublings: int
     return out
 
 
-def replay(space: Any, objective: Any, measured: dict, rate: float, seed: int, tuner: str, budget: int) -> dict:
-    """A tuner against the measured table: measurements to within 5% of the table's best, and its pick at ``budget``."""
+def replay_steps(space: Any, objective: Any, measured: dict, rate: float, seed: int, tuner: str, n: int) -> list:
+    """``n`` steps of ``tuner`` on ``space`` answered from the ``measured`` table (config -> measurement)."""
     from mlsysopt.serving.backend import Backend
     from mlsysopt.serving.space import Workload
     from mlsysopt.serving.tuners import get_tuner
-    from mlsysopt.serving.tuning import evals_to_within, tune
+    from mlsysopt.serving.tuning import tune
 
     class Table(Backend):
         cores = os.cpu_count() or 1
@@ -144,12 +144,19 @@ def replay(space: Any, objective: Any, measured: dict, rate: float, seed: int, t
         def measure(self, config, workload, window=0):
             return measured[config]
 
+    return tune(get_tuner(tuner, space, objective, seed=seed), Table(), [(Workload(rate), n)]).steps
+
+
+def replay(space: Any, objective: Any, measured: dict, rate: float, seed: int, tuner: str, budget: int) -> dict:
+    """A tuner against the measured table: measurements to within 5% of the table's best, and its pick at ``budget``."""
+    from mlsysopt.serving.tuning import evals_to_within
+
     scores = {c: objective.score(m) for c, m in measured.items()}
     best = min(scores.values())
-    res = tune(get_tuner(tuner, space, objective, seed=seed), Table(), [(Workload(rate), space.size)])
+    steps = replay_steps(space, objective, measured, rate, seed, tuner, space.size)
     return {
-        "to_5pct": evals_to_within(res.steps, scores, best, 0.05),
-        "pick": res.steps[budget - 1].best_config,
+        "to_5pct": evals_to_within(steps, scores, best, 0.05),
+        "pick": steps[budget - 1].best_config,
     }
 
 
