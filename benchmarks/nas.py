@@ -72,8 +72,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nas_digits import digits
 from nas_own import own_objective
 
-METHODS = ("epnas", "epnas_cold", "local_search", "bananas", "evolution", "tpe", "random", "reinforce", "pnas",
-           "zero_shot")  # fmt: skip
+METHODS = ("epnas", "epnas_cold", "local_search", "bananas", "bananas_prior", "evolution", "tpe", "random", "reinforce",
+           "pnas", "zero_shot")  # fmt: skip
 TARGET_BASELINES = ("evolution", "tpe", "local_search", "bananas")  # the 0.5x target is against the best of these
 DATASETS = ("cora", "citeseer", "pubmed", "cs", "computers", "photo")
 TUNING_DATASETS = ("physics", "arxiv", "proteins")
@@ -86,8 +86,8 @@ UNKEYED_BATCH = 2
 JOB_WORKERS = min(os.cpu_count() or 1, 8)  # processes for the NAS-Bench-Graph searches (2 on a 2-core machine)
 BOOTSTRAP = 10_000
 #: slowest first, so the pool's last jobs are short ones
-COST_ORDER = {"bananas": 0, "tpe": 1, "epnas": 2, "epnas_cold": 3, "pnas": 4, "reinforce": 5, "zero_shot": 6,
-              "local_search": 7, "evolution": 8, "random": 9}  # fmt: skip
+COST_ORDER = {"bananas": 0, "bananas_prior": 0, "tpe": 1, "epnas": 2, "epnas_cold": 3, "pnas": 4, "reinforce": 5,
+              "zero_shot": 6, "local_search": 7, "evolution": 8, "random": 9}  # fmt: skip
 #: EPNAS variants tried on the tuning datasets (``--tune``), by name, every knob that differs spelled out; the
 #: defaults of ``epnas`` and ``epnas_cold`` are the winners by mean validation regret at 30 (BENCHMARKS.md)
 _OLD = {"stage_split": "linear", "candidates": 100, "ucb": 0.0, "predicted_update": 0.0, "prior_steps": 0,
@@ -106,9 +106,16 @@ TUNING_GRID_23: dict[str, tuple[str, dict[str, Any]]] = {  # issue #23's grid (B
 HANDOVERS = (0, 10, 20, 30, 50)
 TIE = 0.01  # relative regrets within 1% of the best count as a tie
 TUNING_GRID: dict[str, tuple[str, dict[str, Any]]] = {f"epnas_h{h}": ("epnas", {"handover": h}) for h in HANDOVERS}
+#: BANANAS with the prior's initial design: how many of its 10 starts the prior picks (``prior_init``). Its default
+#: is the grid's lowest mean relative regret over budgets 10, 30 and 100, ties within :data:`TIE` going to the
+#: fewest prior picks (:func:`choose_prior_init`), as for EPNAS's handover: the variant relying least on transfer.
+PRIOR_INITS = (2, 3, 4, 5, 6, 8, 10)
+PRIOR_INIT_GRID: dict[str, tuple[str, dict[str, Any]]] = {
+    f"bananas_prior_p{k}": ("bananas_prior", {"prior_init": k}) for k in PRIOR_INITS
+}
 #: The methods a budget class's default is chosen from (by mean validation regret on the tuning datasets)
-CANDIDATES = ("epnas", "epnas_cold", "bananas", "tpe", "evolution", "pnas", "zero_shot", "local_search", "random",
-              "reinforce")  # fmt: skip
+CANDIDATES = ("epnas", "epnas_cold", "bananas", "bananas_prior", "tpe", "evolution", "pnas", "zero_shot",
+              "local_search", "random", "reinforce")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- priors
@@ -422,30 +429,49 @@ def choose_handover(rel: dict[str, float]) -> str:
     return min(tied, key=lambda g: TUNING_GRID[g][1]["handover"] or math.inf)
 
 
+def choose_prior_init(rel: dict[str, float]) -> str:
+    """The grid label to ship: the fewest prior picks within :data:`TIE` of the lowest ``rel``."""
+    best = min(rel.values())
+    tied = [g for g in rel if rel[g] <= best * (1 + TIE)]
+    return min(tied, key=lambda g: PRIOR_INIT_GRID[g][1]["prior_init"])
+
+
+def relative_regret(vr: dict[str, dict[str, float]], grid: dict[str, Any], budgets: tuple[int, ...]) -> dict[str, Any]:
+    """Each variant's mean over ``budgets`` of its validation regret relative to the grid's best at that budget."""
+    return {g: float(np.mean([vr[str(b)][g] / min(vr[str(b)][h] for h in grid) for b in budgets])) for g in grid}
+
+
 def tune(
     seeds: int, budgets: tuple[int, ...] = BUDGETS, priors: Path | None = None, cache: Path | None = None
 ) -> dict[str, Any]:
-    """Issue #34's tuning study on physics, arxiv and proteins only: EPNAS's ``handover`` (:data:`TUNING_GRID`) and
-    every candidate method, at ``budgets``. Returns the grid's figures, the chosen handover (lowest mean over the
-    budgets of each variant's regret relative to the best variant at that budget) and the best candidate per budget
-    (``epnas`` read as the chosen variant): the default of each budget class."""
-    methods = dict(TUNING_GRID) | {m: (m, {}) for m in CANDIDATES if m != "epnas"}
+    """Issue #34's tuning study on physics, arxiv and proteins only: EPNAS's ``handover`` (:data:`TUNING_GRID`),
+    BANANAS-with-prior's ``prior_init`` (:data:`PRIOR_INIT_GRID`) and every candidate method, at ``budgets``.
+    Returns the grids' figures, the chosen handover and prior_init (lowest mean over the budgets of each variant's
+    regret relative to the best variant of its grid at that budget; ties as the ``choose_*`` rules say) and the best
+    candidate per budget (``epnas`` and ``bananas_prior`` read as their chosen variants): the default of each budget
+    class."""
+    grids = dict(TUNING_GRID) | dict(PRIOR_INIT_GRID)
+    methods = grids | {m: (m, {}) for m in CANDIDATES if m not in ("epnas", "bananas_prior")}
     found = search_all(TUNING_DATASETS, seeds, budgets, methods, priors=priors, cache=cache)
     summary = summarise(found["cells"], TUNING_DATASETS, budgets, reference="epnas_h0")
     _print_table(summary, budgets)
     vr = summary["val_regret"]
-    rel = {g: float(np.mean([vr[str(b)][g] / min(vr[str(b)][h] for h in TUNING_GRID) for b in budgets]))
-           for g in TUNING_GRID}  # fmt: skip
-    chosen = choose_handover(rel)
+    rel = relative_regret(vr, TUNING_GRID, budgets)
+    rel_p = relative_regret(vr, PRIOR_INIT_GRID, budgets)
+    chosen, chosen_p = choose_handover(rel), choose_prior_init(rel_p)
+    read_as = {chosen: "epnas", chosen_p: "bananas_prior"}
     best: dict[str, Any] = {}
     for b in budgets:
-        row = {("epnas" if m == chosen else m): v for m, v in vr[str(b)].items() if m == chosen or m not in TUNING_GRID}
+        row = {read_as.get(m, m): v for m, v in vr[str(b)].items() if m in read_as or m not in grids}
         best[str(b)] = {"method": min(row, key=lambda m: row[m]), "val_regret": row}
-    print(f"  handover: {chosen} (relative regret {rel[chosen]:.3f}); best per budget: "
-          + ", ".join(f"{b}: {v['method']}" for b, v in best.items()))  # fmt: skip
+    print(
+        f"  handover: {chosen} (relative regret {rel[chosen]:.3f}); prior_init: {chosen_p} (relative regret "
+        f"{rel_p[chosen_p]:.3f}); best per budget: " + ", ".join(f"{b}: {v['method']}" for b, v in best.items())
+    )
     return {"datasets": list(TUNING_DATASETS), "seeds": seeds, "budgets": list(budgets),
-            "grid": {k: v[1] for k, v in TUNING_GRID.items()}, "handover_relative_regret": rel,
-            "chosen_handover": TUNING_GRID[chosen][1]["handover"], "best_per_budget": best,
+            "grid": {k: v[1] for k, v in grids.items()}, "handover_relative_regret": rel,
+            "chosen_handover": TUNING_GRID[chosen][1]["handover"], "prior_init_relative_regret": rel_p,
+            "chosen_prior_init": PRIOR_INIT_GRID[chosen_p][1]["prior_init"], "best_per_budget": best,
             "summary": summary, "searches": found["searches"]}  # fmt: skip
 
 
@@ -480,7 +506,10 @@ def main() -> None:
     if args.tune:
         seeds = args.seeds or (3 if quick else 10)
         t_budgets = tuple(sorted({int(b) for b in args.budgets.split(",")})) if args.budgets else BUDGETS
-        print(f"tuning: {len(TUNING_GRID)} EPNAS variants on {', '.join(TUNING_DATASETS)}, {seeds} seeds")
+        print(
+            f"tuning: {len(TUNING_GRID)} EPNAS and {len(PRIOR_INIT_GRID)} BANANAS-with-prior variants on "
+            f"{', '.join(TUNING_DATASETS)}, {seeds} seeds"
+        )
         tuning = tune(seeds, t_budgets, args.priors, args.cache)
         result = {"tuning": tuning, "mode": "tune-quick" if quick else "tune", **meta}
         result["seconds"] = {"total": time.perf_counter() - t0}

@@ -56,9 +56,11 @@ def test_the_defaults_are_the_rule_applied_to_the_tuning_study_and_the_held_out_
     val = {b: row["val_regret"] for b, row in tuning["best_per_budget"].items()}
     assert choose_defaults(val, held_out["transfer_ablation"]) == DEFAULT_METHODS
     assert held_out["default_method"] == {str(CLASS_BUDGETS[c]): m for c, m in DEFAULT_METHODS.items()}
+    from mlsysopt.nas.baselines.bananas_prior import BananasPriorConfig
     from mlsysopt.nas.epnas import HANDOVER
 
     assert tuning["chosen_handover"] == HANDOVER
+    assert tuning["chosen_prior_init"] == BananasPriorConfig().prior_init
 
 
 def test_a_prior_that_does_not_add_on_the_held_out_tables_keeps_its_method_out_of_the_defaults() -> None:

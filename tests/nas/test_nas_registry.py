@@ -24,7 +24,7 @@ def test_every_method_has_its_own_config_dataclass() -> None:
     configs = {name: method_class(name).Config for name in METHOD_NAMES}
     assert configs["epnas"] is EPNASConfig and configs["pnas"] is PNASConfig and configs["tpe"] is TPEConfig
     assert all(issubclass(c, SearcherConfig) for c in configs.values())
-    assert len({method_class(name).name for name in METHOD_NAMES}) == len(METHOD_NAMES) == 10
+    assert len({method_class(name).name for name in METHOD_NAMES}) == len(METHOD_NAMES) == 11
 
 
 def test_method_config_fills_and_checks_the_options() -> None:

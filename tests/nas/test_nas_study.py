@@ -82,7 +82,7 @@ def test_bad_spaces_are_one_clear_error(make: Any, match: str) -> None:
         make()
 
 
-@pytest.mark.parametrize("method", sorted(set(METHOD_NAMES) - {"zero_shot"}))
+@pytest.mark.parametrize("method", sorted(set(METHOD_NAMES) - {"zero_shot", "bananas_prior"}))  # (need a prior)
 def test_every_method_runs_ask_tell_on_a_declared_space(method: str) -> None:
     study = Study(space(), constraints={"max_params": 60}, method=method, budget=14, seed=1)
     for _ in range(14):
@@ -135,6 +135,11 @@ def test_records_of_a_study_make_the_prior_of_the_next() -> None:
     assert first >= max(prior.score([space().params(a) for a in _all(space())]))
     with pytest.raises(MlsysoptError, match="needs a transfer prior"):
         Study(space(), method="zero_shot")
+    started = Study(space(), method="bananas_prior", budget=12, seed=0, prior=prior)  # its 6 starts: zero_shot's 6
+    zero = Study(space(), method="zero_shot", budget=12, seed=0, prior=prior)
+    assert [started.ask().params for _ in range(6)] == [zero.ask().params for _ in range(6)]
+    with pytest.raises(MlsysoptError, match="needs a transfer prior: .* or use bananas"):
+        Study(space(), method="bananas_prior")
 
 
 def _all(sp: Space) -> list[Arch]:

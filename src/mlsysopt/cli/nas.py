@@ -44,7 +44,8 @@ SPACE_HELP = (
 )
 METHOD_HELP = (
     "auto (default: the method that did best on validation problems for your --budget's class; see below) | "
-    "epnas (with transfer) | epnas_cold | local_search | bananas | evolution | tpe | random | reinforce | pnas | "
+    "epnas (with transfer) | epnas_cold | local_search | bananas | bananas_prior (BANANAS starting from the transfer "
+    "prior's picks) | evolution | tpe | random | reinforce | pnas | "
     "zero_shot."
 )
 MAX_OPTION_CHARS = 2000  # an --ops or --knob string longer than this is refused unread

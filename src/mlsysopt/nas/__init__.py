@@ -53,6 +53,8 @@ _EXPORTS = {
     "LocalSearchConfig": "mlsysopt.nas.baselines.local_search",
     "Bananas": "mlsysopt.nas.baselines.bananas",
     "BananasConfig": "mlsysopt.nas.baselines.bananas",
+    "BananasPrior": "mlsysopt.nas.baselines.bananas_prior",
+    "BananasPriorConfig": "mlsysopt.nas.baselines.bananas_prior",
     "ZeroShot": "mlsysopt.nas.baselines.zero_shot",
     "ZeroShotConfig": "mlsysopt.nas.baselines.zero_shot",
     # your own problem: a declared space, ask/tell, a training function
@@ -128,6 +130,7 @@ _EXPORTS = {
 if TYPE_CHECKING:
     from mlsysopt.models.cnn_cell import model_from_architecture
     from mlsysopt.nas.baselines.bananas import Bananas, BananasConfig
+    from mlsysopt.nas.baselines.bananas_prior import BananasPrior, BananasPriorConfig
     from mlsysopt.nas.baselines.evolution import EvolutionConfig, RegularizedEvolution
     from mlsysopt.nas.baselines.local_search import LocalSearch, LocalSearchConfig
     from mlsysopt.nas.baselines.optuna_tpe import OptunaTPE, TPEConfig

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from mlsysopt.errors import MlsysoptError
-from mlsysopt.nas.spaces.base import SearchSpace
+from mlsysopt.nas.spaces.base import Arch, SearchSpace
 
 
 class PriorSource:
@@ -13,6 +16,28 @@ class PriorSource:
 
     space: SearchSpace
     prior: Any
+    seed: int
+    valid: Callable[[Arch], bool]  # (Candidates.valid, on the searcher)
+
+    def rank_by_prior(self, prior: Any, pool: int) -> list[Arch]:
+        """The space's architectures, best first by ``prior``'s mean score over its source tasks.
+
+        Args:
+            prior: a :class:`~mlsysopt.nas.prior.TransferPrior`.
+            pool: how many uniform samples (drawn from the method's seed) stand in for the space when it cannot
+                list its architectures (``space.iter_archs``).
+
+        Returns:
+            list: the valid candidates, the prior's best first (ties in the order listed).
+        """
+        from mlsysopt.nas.prior import PriorScorer  # deferred: mlsysopt.nas.prior imports torch
+
+        rng = np.random.default_rng(self.seed)  # the same candidates whichever prior ranks them
+        lister = getattr(self.space, "iter_archs", None)
+        cands = list(lister()) if callable(lister) else [self.space.sample(rng) for _ in range(pool)]
+        cands = [a for a in cands if self.valid(a)]
+        score = PriorScorer(prior, self.space).score(cands)
+        return [cands[i] for i in np.argsort(-score, kind="stable")]
 
     def resolve_prior(self, setting: str) -> Any:
         """The prior a method with knob ``prior=setting`` uses: None for ``"none"``; for ``"auto"`` the one given

@@ -27,6 +27,7 @@ METHODS: Registry[type[Searcher[Any]]] = Registry(
         "epnas_cold": "mlsysopt.nas.epnas_cold:EPNASCold",
         "local_search": "mlsysopt.nas.baselines.local_search:LocalSearch",
         "bananas": "mlsysopt.nas.baselines.bananas:Bananas",
+        "bananas_prior": "mlsysopt.nas.baselines.bananas_prior:BananasPrior",
         "zero_shot": "mlsysopt.nas.baselines.zero_shot:ZeroShot",
         "random": "mlsysopt.nas.baselines.random_search:RandomSearch",
         "evolution": "mlsysopt.nas.baselines.evolution:RegularizedEvolution",

@@ -13,11 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
-
 from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas.knobs import MAX_POOL, knob
-from mlsysopt.nas.prior import PriorScorer, TransferPrior
+from mlsysopt.nas.prior import TransferPrior
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
@@ -74,12 +72,7 @@ class ZeroShot(Searcher[ZeroShotConfig]):
 
     def _rank(self, prior: Any) -> None:
         self.prior = prior
-        self.rng = np.random.default_rng(self.seed)  # the same candidates whichever prior ranks them
-        lister = getattr(self.space, "iter_archs", None)
-        cands = list(lister()) if callable(lister) else [self.space.sample(self.rng) for _ in range(self.cfg.pool)]
-        cands = [a for a in cands if self.valid(a)]
-        score = PriorScorer(prior, self.space).score(cands)
-        self.ranked = [cands[i] for i in np.argsort(-score, kind="stable")]
+        self.ranked = self.rank_by_prior(prior, self.cfg.pool)
         self.next = 0
 
     def ask(self, n: int) -> list[Arch]:
