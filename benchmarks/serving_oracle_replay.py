@@ -16,7 +16,9 @@ Run it alone on a quiet machine: the table is a timing. Per model, on mlsysopt's
    gives), 10 seeds each, on the full space and on the shortlisted space, both replaying the same measured table:
    measurements until the best so far is within 5% of the *full* table's best (``to_5pct``, 31 when not within
    :data:`CAP` = 30, the default ``--budget``), and the table value of the pick after 10 measurements (the small
-   budget class's largest).
+   budget class's largest); ``shortlist_minus_full``: their mean differences with 95% bootstrap intervals. The
+   shortlisted space holds exactly the kept (threads, executor) pairs (``Space(op_levels=...)``, as ``serving tune``
+   narrows since 2026-12-07; before, their knob product).
 
 Each table is kept in ``--work`` as it is measured (``NAME_table.json``): a killed run resumes there, and a run
 over kept tables only replays.
@@ -68,8 +70,8 @@ def measure_table(spec: str, rate: float, seed: int, quick: bool, kept: Path) ->
     space = tuning_space("real", cores, grid)
     stage = ModelStage(spec, None, largest=16, instances=2)
     shortlist = op_level_shortlist(load_oracle("builtin"), stage.model.path, space, cores)
-    # as `serving tune --cost-model` narrows it: the product of the kept knob values
-    short_space = tuning_space("real", cores, {**(grid or {}), **shortlist.knobs})
+    # as `serving tune --cost-model` narrows it: the kept (threads, executor) pairs
+    short_space = tuning_space("real", cores, {**(grid or {}), **shortlist.knobs}, op_levels=shortlist.kept)
     done = read_json(kept) if kept.is_file() else {"rows": [], "seconds": 0.0}
     table = {Config.from_dict(r["config"]): Measurement.from_dict(r["measurement"]) for r in done["rows"]}
     order = [c for c in space if c not in table]
@@ -113,6 +115,25 @@ def summary(run: dict[str, list]) -> dict[str, float]:
             "mean_pick_at_10_ms": statistics.fmean(run["pick_at_10"])}  # fmt: skip
 
 
+def differences(runs: dict[str, dict[str, list]], resamples: int = 10_000) -> dict[str, dict[str, Any]]:
+    """Per tuner, shortlist - full over the seeds (paired by seed): the mean difference in measurements to within 5%
+    and in the pick's p99 after :data:`BUDGET`, each with a 95% bootstrap interval (numpy seed 0)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    out: dict[str, dict[str, Any]] = {}
+    for t in TUNERS:
+        if f"{t}/full" not in runs:
+            continue
+        row = {}
+        for key in ("to_5pct", "pick_at_10"):
+            diff = np.array(runs[f"{t}/shortlist"][key], float) - np.array(runs[f"{t}/full"][key], float)
+            means = diff[rng.integers(0, len(diff), (resamples, len(diff)))].mean(axis=1)
+            row[key] = {"mean": float(diff.mean()), "ci95": [float(np.percentile(means, q)) for q in (2.5, 97.5)]}
+        out[t] = row
+    return out
+
+
 def model_case(name: str, spec: str, rate: float, seed: int, quick: bool, work: Path) -> dict[str, Any]:
     """Every figure of one model (see the module docstring)."""
     from mlsysopt.serving.objective import Objective
@@ -148,6 +169,7 @@ def model_case(name: str, spec: str, rate: float, seed: int, quick: bool, work: 
         "table_p99_ms": {c.label(): scores[c] for c in table},
         "replay": runs,
         "summary": {k: summary(v) for k, v in runs.items()},
+        "shortlist_minus_full": differences(runs),
     }  # fmt: skip
 
 

@@ -105,8 +105,9 @@ def test_serving_tune_narrows_the_op_level_knobs_to_the_cost_models_fast_setting
     space = result["settings"]["space"]
     assert sorted(space["intra_threads"]) == sorted({i for i, _ in kept})
     assert sorted(space["execution_mode"]) == sorted({m for _, m in kept})
+    assert space["op_levels"] == sorted([list(p) for p in kept])  # the pairs themselves, not their product
     for m in result["measurements"]:
-        assert m["config"]["intra_threads"] in space["intra_threads"]
+        assert (m["config"]["intra_threads"], m["config"]["execution_mode"]) in kept
     assert result["settings"]["cost_model"] == str(oracle_run)
 
 

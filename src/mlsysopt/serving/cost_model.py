@@ -6,7 +6,8 @@ under each op-level setting of ONNX Runtime: intra-op threads, and sequential or
 part of serving it sees; instances, batching and queueing are the load's, which it does not. So it is used where it
 fits: the op-level settings whose predicted time is within ``tolerance`` of the predicted best are kept (plus the
 default's own setting, so that the verdict still compares against ONNX Runtime's out-of-the-box serving), and the
-tuner searches the request-level knobs over those only. A wrong prediction can cost the optimum;
+tuner searches the request-level knobs over those pairs only (``Space(op_levels=...)``: a kept ``i1 par`` and ``i2
+seq`` do not bring ``i2 par`` back). A wrong prediction can cost the optimum;
 ``result.json["cost_model"]`` lists every prediction and what was kept, so the narrowing can be checked (or the tune
 rerun without it).
 
@@ -18,7 +19,6 @@ which a per-inference cost model does not see.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,28 +45,20 @@ class OpLevelShortlist:
 
     @property
     def knobs(self) -> dict[str, tuple[int, ...]]:
-        """The narrowed knob lists (the pairs' values; the product may hold a few more than ``kept``)."""
+        """The narrowed knob lists (the kept pairs' values; the space leaves out the other pairs of their product:
+        ``Space(op_levels=kept)``)."""
         return {
             "intra_threads": tuple(sorted({i for i, _ in self.kept})),
             "execution_mode": tuple(sorted({m for _, m in self.kept})),
         }
 
-    @property
-    def also_searched(self) -> tuple[tuple[int, int], ...]:
-        """(intra_threads, execution_mode) pairs the narrowed knobs' product holds that were not kept: a grid of
-        knob values cannot leave one pair out (kept (1, par) and (2, seq) bring back (2, par))."""
-        k = self.knobs
-        return tuple(p for p in itertools.product(k["intra_threads"], k["execution_mode"]) if p not in self.kept)
-
     def describe(self) -> str:
-        """One line for the console: what was kept of how many, the predicted best, and what the knob product
-        searches besides."""
+        """One line for the console: what was kept of how many, and the predicted best."""
         i, m, ms = self.predicted[0]
-        extra = ", ".join(op_label(*p) for p in self.also_searched)
         return (
             f"cost model {self.run}: kept {len(self.kept)} of {len(self.predicted)} op-level settings "
-            f"(predicted best {op_label(i, m)} {ms:.3g} ms; within {self.tolerance:.0%}, the default's kept)"
-            + (f"; the space also holds {extra}, not kept (the knobs narrow as a grid)" if extra else "")
+            f"({', '.join(op_label(*p) for p in self.kept)}; predicted best {op_label(i, m)} {ms:.3g} ms; within "
+            f"{self.tolerance:.0%}, the default's kept)"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,7 +70,6 @@ class OpLevelShortlist:
             "kept": [{"intra_threads": i, "execution_mode": m} for i, m in self.kept],
             "default": {"intra_threads": self.default[0], "execution_mode": self.default[1]},
             "knobs": {k: list(v) for k, v in self.knobs.items()},
-            "also_searched": [{"intra_threads": i, "execution_mode": m} for i, m in self.also_searched],
         }
 
 

@@ -282,12 +282,15 @@ def make_backend(
     return SimulatedEngine(profile or resolve_profile(DEFAULT_PROFILE), n_requests=requests, slo_ms=slo_ms, seed=seed)
 
 
-def build_space(base: Space, knobs: Mapping[str, Sequence[float] | None]) -> Space:
+def build_space(
+    base: Space, knobs: Mapping[str, Sequence[float] | None], op_levels: Sequence[Sequence[int]] | None = None
+) -> Space:
     """``base`` with the given knob value lists replacing its values (None keeps a knob's values).
 
     Args:
         base: The space whose values and thread limits are kept.
         knobs: Knob name to its new list of values (None keeps the knob's values).
+        op_levels: The (intra_threads, execution_mode) pairs allowed (:class:`Space`; None: every pair).
 
     Returns:
         Space: The new space.
@@ -304,12 +307,17 @@ def build_space(base: Space, knobs: Mapping[str, Sequence[float] | None]) -> Spa
             if not given:
                 raise InvalidSpace(f"{KNOB_OPTIONS[knob]} lists no values: the space would be empty")
             values[knob] = tuple(given)
-    if all(given is None for given in knobs.values()):
+    if all(given is None for given in knobs.values()) and op_levels is None:
         return base  # nothing replaced: the same grid (a 32-core one takes ~0.02 s to rebuild)
-    return Space(**values, max_threads=base.max_threads, max_total_threads=base.max_total_threads)
+    return Space(**values, max_threads=base.max_threads, max_total_threads=base.max_total_threads, op_levels=op_levels)
 
 
-def tuning_space(kind: str, cores: int, knobs: Mapping[str, Sequence[float] | None] | None = None) -> Space:
+def tuning_space(
+    kind: str,
+    cores: int,
+    knobs: Mapping[str, Sequence[float] | None] | None = None,
+    op_levels: Sequence[Sequence[int]] | None = None,
+) -> Space:
     """The default grid of a ``cores``-core machine for backend ``kind``, with the given knob lists replacing it.
 
     Args:
@@ -317,6 +325,7 @@ def tuning_space(kind: str, cores: int, knobs: Mapping[str, Sequence[float] | No
             ``"rayserve"`` has the ``max_ongoing`` knob).
         cores: Cores of the machine, >= 1.
         knobs: Knob value lists replacing the defaults (None or a None value: keep the default).
+        op_levels: The (intra_threads, execution_mode) pairs allowed (a cost model's shortlist; None: every pair).
 
     Returns:
         Space: The grid to tune over.
@@ -331,7 +340,8 @@ def tuning_space(kind: str, cores: int, knobs: Mapping[str, Sequence[float] | No
             f"knob max_ongoing is Ray Serve's (requests a replica admits): --engine {kind} has one shared queue and "
             "no such knob; use --engine rayserve"
         )
-    return build_space(Space.for_machine(cores, DEFAULT_MAX_BATCH[kind], DEFAULT_MAX_ONGOING[kind]), knobs)
+    base = Space.for_machine(cores, DEFAULT_MAX_BATCH[kind], DEFAULT_MAX_ONGOING[kind])
+    return build_space(base, knobs, op_levels)
 
 
 def resolve_prior(spec: str) -> Prior:

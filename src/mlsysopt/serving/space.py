@@ -180,9 +180,14 @@ class Space:
             (every configuration has it unset, and the normalized coordinates have the six other knobs only).
         max_threads: Upper bound on ``instances``, ``intra_threads`` and ``inter_threads`` (None: no bound).
         max_total_threads: Drop configurations whose :attr:`Config.threads` exceeds this (None: keep all).
+        op_levels: The (``intra_threads``, ``execution_mode``) pairs allowed, e.g. what a cost model kept
+            (``serving tune --cost-model``); None: every pair of the two knobs' values. A grid of knob values cannot
+            leave one pair out (kept ``i1 par`` and ``i2 seq`` would bring ``i2 par`` back); this can. Checked on the
+            canonical configurations, so ``i1 o1 par`` counts as ``i1 seq``.
 
     Raises:
-        InvalidSpace: If a knob's values are not a list, are empty or out of range, or no configuration is left.
+        InvalidSpace: If a knob's values are not a list, are empty or out of range, a pair of ``op_levels`` is not
+            a pair of the knobs' values, or no configuration is left.
     """
 
     def __init__(
@@ -196,6 +201,7 @@ class Space:
         max_ongoing: Sequence[int] | None = None,
         max_threads: int | None = None,
         max_total_threads: int | None = None,
+        op_levels: Sequence[Sequence[int]] | None = None,
     ) -> None:
         self.values: dict[str, tuple] = {}
         given = (instances, max_batch, batch_timeout_ms, intra_threads, inter_threads, execution_mode, max_ongoing)
@@ -220,11 +226,38 @@ class Space:
             raise InvalidSpace(f"no configuration uses at most {max_total_threads} threads: the space is empty")
         self.raw_size = len(grid)
         self._configs = list(dict.fromkeys(self.canonical(c) for c in grid))
+        self.op_levels = None if op_levels is None else self._check_op_levels(op_levels)
+        if self.op_levels is not None:
+            self._configs = [c for c in self._configs if (c.intra_threads, c.execution_mode) in self.op_levels]
+            if not self._configs:
+                raise InvalidSpace(f"op_levels {self._op_text()}: no configuration of the space is left")
         self._index = {c: i for i, c in enumerate(self._configs)}
         pos = {k: {v: i for i, v in enumerate(self.values[k])} for k in self.knobs}
         span = np.array([max(len(self.values[k]) - 1, 1) for k in self.knobs], dtype=np.float64)
         raw = [[pos[k][getattr(c, k)] for k in self.knobs] for c in self._configs]
         self._coords = np.array(raw, dtype=np.float64).reshape(-1, len(self.knobs)) / span
+
+    def _check_op_levels(self, pairs: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
+        if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence) or not pairs:
+            raise InvalidSpace(
+                f"op_levels: expected a non-empty list of [intra_threads, execution_mode], got {pairs!r}"
+            )
+        out = set()
+        for pair in pairs:
+            if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+                raise InvalidSpace(f"op_levels: {pair!r} is not an [intra_threads, execution_mode] pair")
+            intra = as_int(pair[0], "op_levels: intra_threads")
+            mode = as_int(pair[1], "op_levels: execution_mode")
+            if intra not in self.values["intra_threads"] or mode not in self.values["execution_mode"]:
+                raise InvalidSpace(
+                    f"op_levels: [{intra}, {mode}] is not a pair of the space's values (intra_threads "
+                    f"{list(self.values['intra_threads'])}, execution_mode {list(self.values['execution_mode'])})"
+                )
+            out.add((intra, mode))
+        return tuple(sorted(out))
+
+    def _op_text(self) -> str:
+        return ", ".join(f"i{i} {EXECUTION_MODES[m]}" for i, m in self.op_levels or ())
 
     # ------------------------------------------------------------------ equivalence
     def canonical(self, config: Config) -> Config:
@@ -342,6 +375,7 @@ class Space:
             **{k: list(self.values[k]) for k in self.knobs},
             "max_threads": self.max_threads,
             "max_total_threads": self.max_total_threads,
+            **({} if self.op_levels is None else {"op_levels": [list(p) for p in self.op_levels]}),
             "size": self.size,
             "raw_size": self.raw_size,
         }
@@ -349,7 +383,7 @@ class Space:
     @classmethod
     def from_dict(cls, data: dict, where: str = "space") -> Space:
         """Inverse of :meth:`to_dict` (``size``/``raw_size`` are ignored); unknown keys are an error."""
-        allowed = {*KNOBS, "max_threads", "max_total_threads", "size", "raw_size"}
+        allowed = {*KNOBS, "max_threads", "max_total_threads", "op_levels", "size", "raw_size"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise InvalidSpace(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -379,4 +413,6 @@ class Space:
 
     def __repr__(self) -> str:
         grid = ", ".join(f"{k}={list(self.values[k])}" for k in self.knobs)
+        if self.op_levels is not None:
+            grid += f", op_levels=[{self._op_text()}]"
         return f"Space({grid}; {self.size} configurations of {self.raw_size})"

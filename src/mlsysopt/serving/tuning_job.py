@@ -202,7 +202,8 @@ class TuningJob(Job):
             if oracle is not None:  # the op-level knobs narrowed to what the cost model predicts fast
                 path = served.path  # type: ignore[union-attr]
                 self.shortlist = op_level_shortlist(oracle, path, self.space, window.cores, cost_model_tolerance)
-                self.space = tuning_space(engine, window.cores, {**(knobs or {}), **self.shortlist.knobs})
+                narrowed = {**(knobs or {}), **self.shortlist.knobs}
+                self.space = tuning_space(engine, window.cores, narrowed, op_levels=self.shortlist.kept)
             self.profile = prof
             self.prior = None
             if prior is not None:
