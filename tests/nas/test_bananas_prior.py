@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_methods import FakeSpace, constraints, fake_prior
 
-from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.errors import InvalidOption
 from mlsysopt.nas import Evaluation, get_method, run_search
 
 
@@ -45,7 +45,7 @@ def test_a_resume_inside_the_priors_picks_continues_the_same_search(tmp_path: Pa
 
 
 def test_bad_prior_init_is_refused_by_name() -> None:
-    with pytest.raises(MlsysoptError, match=r"prior_init \(11\) must be at most init \(10\)"):
+    with pytest.raises(InvalidOption, match="knob prior_init=11 must be at most init=10"):
         get_method("bananas_prior", FakeSpace(), constraints(), prior_init=11)
     with pytest.raises(InvalidOption, match="prior_init"):
         get_method("bananas_prior", FakeSpace(), constraints(), prior_init=-1)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from mlsysopt.errors import MlsysoptError
+from mlsysopt.errors import InvalidOption, MlsysoptError
 from mlsysopt.nas.baselines.bananas import Bananas, BananasConfig
 from mlsysopt.nas.knobs import MAX_POOL, knob
 from mlsysopt.nas.prior import TransferPrior
@@ -34,7 +34,7 @@ class BananasPriorConfig(BananasConfig):
         pool: Random candidates the prior ranks when the space cannot list its architectures, >= 1.
 
     Raises:
-        InvalidOption: If a knob has the wrong type or is out of range.
+        InvalidOption: If a knob has the wrong type or is out of range, or ``prior_init`` exceeds ``init``.
     """
 
     prior_init: int = knob(6, 0, MAX_POOL)  # chosen on the tuning tables (benchmarks/nas.py --tune, issue #34)
@@ -43,7 +43,10 @@ class BananasPriorConfig(BananasConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.prior_init > self.init:
-            raise MlsysoptError(f"prior_init ({self.prior_init}) must be at most init ({self.init})")
+            raise InvalidOption(
+                f"knob prior_init={self.prior_init} must be at most init={self.init} (the prior picks that many of "
+                "BANANAS' random starts)"
+            )
 
 
 class BananasPrior(Bananas):
