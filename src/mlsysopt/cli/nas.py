@@ -188,6 +188,7 @@ def nas_search(
 
     if note := warm_start_search(job, warm_start):  # earlier runs from the study store; nothing written yet
         err_console.print(note)
+    job.searcher.check_ready()  # a transfer method with no prior, not even from --warm-start: refused, nothing written
     check_parallel(workers, backend, address)  # after the limits, so a refused --workers gets no warning first
     with job.executor() as executor:  # an unreachable Ray head fails here, before any file
         cons = job.constraints

@@ -17,6 +17,7 @@ class PriorSource:
     space: SearchSpace
     prior: Any
     seed: int
+    name: str  # (the method's, on the searcher)
     valid: Callable[[Arch], bool]  # (Candidates.valid, on the searcher)
 
     def rank_by_prior(self, prior: Any, pool: int) -> list[Arch]:
@@ -38,6 +39,13 @@ class PriorSource:
         cands = [a for a in cands if self.valid(a)]
         score = PriorScorer(prior, self.space).score(cands)
         return [cands[i] for i in np.argsort(-score, kind="stable")]
+
+    def missing_prior(self, instead: str) -> MlsysoptError:
+        """The error of a method that cannot run without a prior and was given none (``instead``: what to run)."""
+        return MlsysoptError(
+            f"method '{self.name}' needs a transfer prior: {self.space.name} has none of its own, so give one "
+            f"(history records of earlier runs: --warm-start) or use {instead}"
+        )
 
     def resolve_prior(self, setting: str) -> Any:
         """The prior a method with knob ``prior=setting`` uses: None for ``"none"``; for ``"auto"`` the one given

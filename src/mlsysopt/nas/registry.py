@@ -135,4 +135,6 @@ def get_method(
     without it they take the space's own (NAS-Bench-Graph: the other datasets' tables).
     """
     cfg = method_config(name, **options)
-    return method_class(name)(space, constraints, budget=budget, seed=seed, config=cfg, prior=prior)
+    searcher = method_class(name)(space, constraints, budget=budget, seed=seed, config=cfg, prior=prior)
+    searcher.check_ready()
+    return searcher

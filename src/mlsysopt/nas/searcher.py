@@ -100,6 +100,11 @@ class Searcher(Candidates, Rewards, PriorSource, ABC, Generic[ConfigT]):
     def setup(self) -> None:
         """Build the method's own state from ``self.cfg`` (called once, at the end of ``__init__``)."""
 
+    def check_ready(self) -> None:
+        """Raise :class:`~mlsysopt.errors.MlsysoptError` if the method cannot search yet: a transfer method given no
+        prior (``--warm-start`` may still give it one, so ``nas search`` checks after the warm start;
+        :func:`~mlsysopt.nas.registry.get_method` checks at once)."""
+
     # ---------------------------------------------------------------- interface
     @abstractmethod
     def ask(self, n: int) -> list[Arch]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from mlsysopt.errors import InvalidOption, MlsysoptError
+from mlsysopt.errors import InvalidOption
 from mlsysopt.nas.baselines.bananas import Bananas, BananasConfig
 from mlsysopt.nas.knobs import MAX_POOL, knob
 from mlsysopt.nas.prior import TransferPrior
@@ -59,7 +59,8 @@ class BananasPrior(Bananas):
         prior: A transfer prior (:class:`~mlsysopt.nas.prior.TransferPrior`); None: the space's own (if any).
 
     Raises:
-        MlsysoptError: Also if neither ``prior`` nor the space gives a transfer prior.
+        MlsysoptError: Also, from :meth:`check_ready` and ``ask``, if neither ``prior``, the space nor a warm start
+            gives a transfer prior.
     """
 
     name = "bananas_prior"
@@ -67,16 +68,20 @@ class BananasPrior(Bananas):
     uses_prior = True
 
     def setup(self) -> None:
-        """BANANAS' state, and the prior's ranking of the space (its top ``prior_init`` are the first asked)."""
+        """BANANAS' state, and the prior's ranking of the space (its top ``prior_init`` are the first asked; none yet
+        without a prior: :meth:`check_ready` says so, after a ``--warm-start`` could have given one)."""
         super().setup()
-        prior = self.resolve_prior("auto")
-        if prior is None:
-            raise MlsysoptError(
-                f"method 'bananas_prior' needs a transfer prior: {self.space.name} has none of its own, so give one "
-                "(history records of earlier runs: --warm-start) or use bananas"
-            )
         self.warm_prior: dict[str, Any] | None = None
-        self._rank(prior)
+        self.ranked: list[Arch] = []
+        self.from_prior = self.next = 0
+        prior = self.resolve_prior("auto")
+        if prior is not None:
+            self._rank(prior)
+
+    def check_ready(self) -> None:
+        """Refuse to search without a prior (given, the space's own, or from ``--warm-start``)."""
+        if self.prior is None:
+            raise self.missing_prior("bananas")
 
     def _rank(self, prior: Any) -> None:
         self.prior = prior
@@ -93,6 +98,7 @@ class BananasPrior(Bananas):
 
     def ask(self, n: int) -> list[Arch]:
         """The prior's next best admissible architectures while fewer than ``prior_init`` were asked; then BANANAS."""
+        self.check_ready()
         out: list[Arch] = []
         while self.from_prior < self.cfg.prior_init and self.next < len(self.ranked) and len(out) < n:
             arch = self.ranked[self.next]

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from mlsysopt.errors import MlsysoptError
 from mlsysopt.nas.knobs import MAX_POOL, knob
 from mlsysopt.nas.prior import TransferPrior
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
@@ -45,7 +44,8 @@ class ZeroShot(Searcher[ZeroShotConfig]):
         prior: A transfer prior (:class:`~mlsysopt.nas.prior.TransferPrior`); None: the space's own (if any).
 
     Raises:
-        MlsysoptError: Also if neither ``prior`` nor the space gives a transfer prior.
+        MlsysoptError: Also, from :meth:`check_ready` and ``ask``, if neither ``prior``, the space nor a warm start
+            gives a transfer prior.
     """
 
     name = "zero_shot"
@@ -53,15 +53,19 @@ class ZeroShot(Searcher[ZeroShotConfig]):
     uses_prior = True
 
     def setup(self) -> None:
-        """Rank the candidates once by the prior's mean score over its source tasks."""
-        prior = self.resolve_prior("auto")
-        if prior is None:
-            raise MlsysoptError(
-                f"method 'zero_shot' needs a transfer prior: {self.space.name} has none of its own, so give one "
-                "(history records of earlier runs: --warm-start)"
-            )
+        """Rank the candidates once by the prior's mean score over its source tasks (none yet without a prior:
+        :meth:`check_ready` says so, after a ``--warm-start`` could have given one)."""
         self.warm_prior: dict[str, Any] | None = None
-        self._rank(prior)
+        self.ranked: list[Arch] = []
+        self.next = 0
+        prior = self.resolve_prior("auto")
+        if prior is not None:
+            self._rank(prior)
+
+    def check_ready(self) -> None:
+        """Refuse to search without a prior (given, the space's own, or from ``--warm-start``)."""
+        if self.prior is None:
+            raise self.missing_prior("epnas")
 
     def warm_start(self, histories: list[dict[str, Any]]) -> int:
         """``--warm-start``: rank by a prior trained on earlier runs' records and the space's own sources."""
@@ -77,6 +81,7 @@ class ZeroShot(Searcher[ZeroShotConfig]):
 
     def ask(self, n: int) -> list[Arch]:
         """The next ``n`` admissible architectures in the prior's order."""
+        self.check_ready()
         out: list[Arch] = []
         while self.next < len(self.ranked) and len(out) < n:
             arch = self.ranked[self.next]
