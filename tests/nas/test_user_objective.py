@@ -95,14 +95,13 @@ def test_search_export_and_resume(user: Path) -> None:
     settings = json.loads((user / "run2" / "settings.json").read_text())
     assert settings["warm_start"]["used"] == 9 and "warm start" in warm.stderr
     # the methods that cannot run without a prior get it from --warm-start on a space that has none of its own
-    for method in ("zero_shot", "bananas_prior"):
+    for method in ("zero_shot", "bananas_prior"):  # (one check after the warm start, shared: one warm run)
         cold = _search("--method", method, budget=3, out=f"cold_{method}")
         assert_user_error(cold, f"method '{method}' needs a transfer prior", "--warm-start")
         assert not (user / f"cold_{method}").exists()
-        warm = _search("--method", method, "--warm-start", "auto", budget=3, out=f"warm_{method}")
-        assert warm.returncode == 0, warm.stderr
-        res = json.loads((user / f"warm_{method}" / "result.json").read_text())
-        assert res["evaluated"] == 3
+    warm = _search("--method", "bananas_prior", "--warm-start", "auto", budget=2, out="warm_prior")
+    assert warm.returncode == 0, warm.stderr
+    assert json.loads((user / "warm_prior" / "result.json").read_text())["evaluated"] == 2
 
 
 def test_a_broken_objective_is_one_error(user: Path, monkeypatch: pytest.MonkeyPatch) -> None:
