@@ -69,3 +69,72 @@ class PriorSource:
         base = getattr(self.space, "prior_tasks", None)
         sources = list(base()) if with_space and callable(base) else []
         return TransferPrior().fit(sources + tasks)
+
+
+class PriorRanking:
+    """Mixin of the methods that evaluate a transfer prior's ranking of the space, best first (zero-shot transfer,
+    BANANAS' prior starts): the ranking, its position, a ``--warm-start`` prior and the refusal without any prior.
+
+    Put it before :class:`~mlsysopt.nas.searcher.Searcher` in the bases (its :meth:`check_ready` replaces the
+    searcher's); the method calls :meth:`setup_ranking` from its ``setup``.
+    """
+
+    #: What to run instead, named in the error when there is no prior.
+    instead: str = "another method"
+    prior: Any
+    warm_prior: dict[str, Any] | None
+    ranked: list[Arch]
+    next: int  # position in the ranking
+    taken: int  # architectures asked from the ranking
+
+    def setup_ranking(self, pool: int) -> None:
+        """Rank the space by the prior (the given one or the space's own); none yet without a prior: :meth:`check_ready`
+        says so, after a ``--warm-start`` could have given one. ``pool``: as :meth:`PriorSource.rank_by_prior`."""
+        self.pool, self.warm_prior = pool, None
+        self.ranked, self.next, self.taken = [], 0, 0
+        prior = self.resolve_prior("auto")  # type: ignore[attr-defined]
+        if prior is not None:
+            self._rank(prior)
+
+    def _rank(self, prior: Any) -> None:
+        self.prior = prior
+        self.ranked = self.rank_by_prior(prior, self.pool)  # type: ignore[attr-defined]
+        self.next = self.taken = 0
+
+    def check_ready(self) -> None:
+        """Refuse to search without a prior (given, the space's own, or from ``--warm-start``)."""
+        if self.prior is None:
+            raise self.missing_prior(self.instead)  # type: ignore[attr-defined]
+
+    def warm_start(self, histories: list[dict[str, Any]]) -> int:
+        """``--warm-start``: rank by a prior trained on earlier runs' records and the space's own sources."""
+        prior = self.prior_from_histories(histories)  # type: ignore[attr-defined]
+        self._rank(prior)
+        self.warm_prior = prior.state_dict()
+        return sum(1 for h in histories for r in h.get("records") or () if r.get("ok", True) and r.get("decoded"))
+
+    def take_ranked(self, n: int) -> list[Arch]:
+        """Up to ``n`` next admissible architectures of the ranking, marked as proposed."""
+        self.check_ready()
+        out: list[Arch] = []
+        while self.next < len(self.ranked) and len(out) < n:
+            arch = self.ranked[self.next]
+            self.next += 1
+            if self.admissible(arch) and all(self.key(arch) != self.key(a) for a in out):  # type: ignore[attr-defined]
+                out.append(arch)
+        self.taken += len(out)
+        self.mark(out)  # type: ignore[attr-defined]
+        return out
+
+    def ranking_state(self) -> dict[str, Any]:
+        """The position in the ranking and a warm-started prior (for the method's ``state_dict``)."""
+        return {"next": self.next, "taken": self.taken, "warm_prior": self.warm_prior}
+
+    def load_ranking_state(self, d: dict[str, Any]) -> None:
+        """Inverse of :meth:`ranking_state` (a warm-started prior ranks again)."""
+        if d.get("warm_prior") is not None:
+            from mlsysopt.nas.prior import TransferPrior  # deferred: mlsysopt.nas.prior imports torch
+
+            self._rank(TransferPrior.from_state_dict(d["warm_prior"]))
+            self.warm_prior = d["warm_prior"]
+        self.next, self.taken = int(d["next"]), int(d.get("taken", 0))

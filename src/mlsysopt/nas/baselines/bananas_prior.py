@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from mlsysopt.errors import InvalidOption
 from mlsysopt.nas.baselines.bananas import Bananas, BananasConfig
 from mlsysopt.nas.knobs import MAX_POOL, knob
-from mlsysopt.nas.prior import TransferPrior
+from mlsysopt.nas.prior_source import PriorRanking
 from mlsysopt.nas.searcher import SearcherConfig
 from mlsysopt.nas.spaces.base import Arch
 
@@ -49,7 +49,7 @@ class BananasPriorConfig(BananasConfig):
             )
 
 
-class BananasPrior(Bananas):
+class BananasPrior(PriorRanking, Bananas):
     """BANANAS whose first ``prior_init`` architectures are the transfer prior's best.
 
     Args:
@@ -67,58 +67,26 @@ class BananasPrior(Bananas):
     Config: ClassVar[type[SearcherConfig]] = BananasPriorConfig
     uses_prior = True
 
+    instead = "bananas"
+
     def setup(self) -> None:
-        """BANANAS' state, and the prior's ranking of the space (its top ``prior_init`` are the first asked; none yet
-        without a prior: :meth:`check_ready` says so, after a ``--warm-start`` could have given one)."""
+        """BANANAS' state, and the prior's ranking of the space (:class:`PriorRanking`; its top ``prior_init`` are
+        the first asked)."""
         super().setup()
-        self.warm_prior: dict[str, Any] | None = None
-        self.ranked: list[Arch] = []
-        self.from_prior = self.next = 0
-        prior = self.resolve_prior("auto")
-        if prior is not None:
-            self._rank(prior)
-
-    def check_ready(self) -> None:
-        """Refuse to search without a prior (given, the space's own, or from ``--warm-start``)."""
-        if self.prior is None:
-            raise self.missing_prior("bananas")
-
-    def _rank(self, prior: Any) -> None:
-        self.prior = prior
-        self.ranked = self.rank_by_prior(prior, self.cfg.pool)
-        self.from_prior = 0  # architectures asked from the ranking so far
-        self.next = 0  # position in the ranking
-
-    def warm_start(self, histories: list[dict[str, Any]]) -> int:
-        """``--warm-start``: rank by a prior trained on earlier runs' records and the space's own sources."""
-        prior = self.prior_from_histories(histories)
-        self._rank(prior)
-        self.warm_prior = prior.state_dict()
-        return sum(1 for h in histories for r in h.get("records") or () if r.get("ok", True) and r.get("decoded"))
+        self.setup_ranking(self.cfg.pool)
 
     def ask(self, n: int) -> list[Arch]:
         """The prior's next best admissible architectures while fewer than ``prior_init`` were asked; then BANANAS."""
-        self.check_ready()
-        out: list[Arch] = []
-        while self.from_prior < self.cfg.prior_init and self.next < len(self.ranked) and len(out) < n:
-            arch = self.ranked[self.next]
-            self.next += 1
-            if self.admissible(arch) and all(self.key(arch) != self.key(a) for a in out):
-                out.append(arch)
-                self.from_prior += 1
-        self.mark(out)
-        if len(out) < n and (self.from_prior >= self.cfg.prior_init or self.next >= len(self.ranked)):
+        out = self.take_ranked(min(n, max(self.cfg.prior_init - self.taken, 0)))
+        if len(out) < n and (self.taken >= self.cfg.prior_init or self.next >= len(self.ranked)):
             out += super().ask(n - len(out))
         return out
 
     def state_dict(self) -> dict[str, Any]:
         """BANANAS' state plus the position in the ranking (and a warm-started prior)."""
-        return {**super().state_dict(), "next": self.next, "from_prior": self.from_prior, "warm_prior": self.warm_prior}
+        return {**super().state_dict(), **self.ranking_state()}
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`."""
-        if d.get("warm_prior") is not None:
-            self._rank(TransferPrior.from_state_dict(d["warm_prior"]))
-            self.warm_prior = d["warm_prior"]
         super().load_state_dict(d)
-        self.next, self.from_prior = int(d["next"]), int(d["from_prior"])
+        self.load_ranking_state(d)

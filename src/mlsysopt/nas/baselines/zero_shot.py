@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from mlsysopt.nas.knobs import MAX_POOL, knob
-from mlsysopt.nas.prior import TransferPrior
+from mlsysopt.nas.prior_source import PriorRanking
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
@@ -34,7 +34,7 @@ class ZeroShotConfig(SearcherConfig):
     pool: int = knob(5000, 1, MAX_POOL)
 
 
-class ZeroShot(Searcher[ZeroShotConfig]):
+class ZeroShot(PriorRanking, Searcher[ZeroShotConfig]):
     """The prior's ranking, top first.
 
     Args:
@@ -52,56 +52,24 @@ class ZeroShot(Searcher[ZeroShotConfig]):
     Config: ClassVar[type[SearcherConfig]] = ZeroShotConfig
     uses_prior = True
 
+    instead = "epnas"
+
     def setup(self) -> None:
-        """Rank the candidates once by the prior's mean score over its source tasks (none yet without a prior:
-        :meth:`check_ready` says so, after a ``--warm-start`` could have given one)."""
-        self.warm_prior: dict[str, Any] | None = None
-        self.ranked: list[Arch] = []
-        self.next = 0
-        prior = self.resolve_prior("auto")
-        if prior is not None:
-            self._rank(prior)
-
-    def check_ready(self) -> None:
-        """Refuse to search without a prior (given, the space's own, or from ``--warm-start``)."""
-        if self.prior is None:
-            raise self.missing_prior("epnas")
-
-    def warm_start(self, histories: list[dict[str, Any]]) -> int:
-        """``--warm-start``: rank by a prior trained on earlier runs' records and the space's own sources."""
-        prior = self.prior_from_histories(histories)
-        self._rank(prior)
-        self.warm_prior = prior.state_dict()
-        return sum(1 for h in histories for r in h.get("records") or () if r.get("ok", True) and r.get("decoded"))
-
-    def _rank(self, prior: Any) -> None:
-        self.prior = prior
-        self.ranked = self.rank_by_prior(prior, self.cfg.pool)
-        self.next = 0
+        """Rank the candidates once by the prior's mean score over its source tasks (:class:`PriorRanking`)."""
+        self.setup_ranking(self.cfg.pool)
 
     def ask(self, n: int) -> list[Arch]:
         """The next ``n`` admissible architectures in the prior's order."""
-        self.check_ready()
-        out: list[Arch] = []
-        while self.next < len(self.ranked) and len(out) < n:
-            arch = self.ranked[self.next]
-            self.next += 1
-            if self.admissible(arch) and all(self.key(arch) != self.key(a) for a in out):
-                out.append(arch)
-        self.mark(out)
-        return out
+        return self.take_ranked(n)
 
     def tell(self, evals: list[Evaluation]) -> None:
         """Zero-shot transfer learns nothing from the target."""
 
     def state_dict(self) -> dict[str, Any]:
         """Base state plus the position in the ranking (and a warm-started prior)."""
-        return {**super().state_dict(), "next": self.next, "warm_prior": self.warm_prior}
+        return {**super().state_dict(), **self.ranking_state()}
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`."""
-        if d.get("warm_prior") is not None:
-            self._rank(TransferPrior.from_state_dict(d["warm_prior"]))
-            self.warm_prior = d["warm_prior"]
         super().load_state_dict(d)
-        self.next = int(d["next"])
+        self.load_ranking_state(d)
