@@ -195,6 +195,7 @@ class ObjectiveSpace(SearchSpace):
         sp = self.inner
         self.name = sp.name
         self.min_blocks, self.max_blocks = sp.min_blocks, sp.max_blocks
+        self.depth_is_a_choice = sp.depth_is_a_choice
         self.head_options, self.head_names = sp.head_options, sp.head_names
         self.block_options, self.block_names = sp.block_options, sp.block_names
         self.resource_names, self.costly_resources = sp.resource_names, sp.costly_resources

@@ -65,6 +65,7 @@ class MeasuredSpace(SearchSpace):
         self.inner, self.measures = inner, tuple(measures)
         self.name = inner.name
         self.min_blocks, self.max_blocks = inner.min_blocks, inner.max_blocks
+        self.depth_is_a_choice = inner.depth_is_a_choice
         self.head_options, self.head_names = inner.head_options, inner.head_names
         self.block_options, self.block_names = inner.block_options, inner.block_names
         added = tuple(n for m in self.measures for n in m.names)
@@ -105,9 +106,9 @@ class MeasuredSpace(SearchSpace):
         """The inner space's growth by one block."""
         return self.inner.extend(arch, rng)
 
-    def neighbours(self, arch: Arch) -> list[Arch]:
+    def neighbours(self, arch: Arch, depth: bool = False) -> list[Arch]:
         """The inner space's one-edit neighbours."""
-        return self.inner.neighbours(arch)
+        return self.inner.neighbours(arch, depth)
 
     def encode(self, arch: Arch) -> np.ndarray:
         """The inner space's encoding."""

@@ -8,7 +8,9 @@ independent Thompson sampling (a draw from a normal with the ensemble's mean and
 evaluates the top ``n``. The ensemble is trained again once ``refit_every`` new evaluations arrived (NASLib's
 BANANAS trains once per ``k = 10`` queries; 1: before every ask that has new data). BANANAS' path encoding is for
 DAG cells with ops on nodes; here the predictor reads the space's own one-hot encoding, hence "BANANAS-style".
-Architectures have ``max_blocks`` blocks.
+Architectures have ``max_blocks`` blocks, or any count where the block count is a choice of the space (a user's
+``Blocks(min, max)``): then the starts draw it and a mutation may drop or append a block
+(:meth:`~mlsysopt.nas.spaces.base.SearchSpace.mutate`).
 """
 
 from __future__ import annotations
@@ -78,17 +80,6 @@ class Bananas(Searcher[BananasConfig]):
                                 rank_weight=0.0)  # fmt: skip
         self.predictor = OnlinePredictor(self.space, knobs, self.seed)
 
-    def _mutate(self, parent: Arch) -> Arch:
-        opts = self.space.decisions(parent.blocks)
-        movable = [i for i, k in enumerate(opts) if k > 1]
-        if not movable:
-            return self.space.sample(self.rng)
-        i = int(self.rng.choice(movable))
-        new = int(self.rng.integers(opts[i] - 1))
-        choices = list(parent.choices)
-        choices[i] = new + (new >= choices[i])
-        return Arch(tuple(choices), parent.blocks)
-
     def _fit(self) -> None:
         p = self.predictor
         n = len(p.data)
@@ -106,7 +97,7 @@ class Bananas(Searcher[BananasConfig]):
         keys: set[Any] = set()
         for _ in range(max(1, cfg.tries // cfg.candidates)):
             for _ in range(cfg.candidates):
-                arch = self._mutate(parents[int(self.rng.integers(len(parents)))])
+                arch = self.space.mutate(parents[int(self.rng.integers(len(parents)))], self.rng)
                 if self.admissible(arch, costly=False) and self.key(arch) not in keys:
                     pool.append(arch)
                     keys.add(self.key(arch))

@@ -35,7 +35,8 @@ class EvolutionConfig(SearcherConfig):
 
 
 class RegularizedEvolution(Searcher[EvolutionConfig]):
-    """Aging evolution over architectures of ``max_blocks`` blocks.
+    """Aging evolution over architectures of ``max_blocks`` blocks (of any count where the block count is a choice
+    of the space: :meth:`~mlsysopt.nas.spaces.base.SearchSpace.mutate`).
 
     Args:
         space, constraints, budget, seed: as :class:`~mlsysopt.nas.searcher.Searcher` (which also says
@@ -56,15 +57,7 @@ class RegularizedEvolution(Searcher[EvolutionConfig]):
         cfg = self.cfg
         idx = self.rng.choice(len(self.population), min(cfg.sample, len(self.population)), replace=False)
         parent = max((self.population[i] for i in sorted(idx)), key=lambda p: p[1])[0]
-        opts = self.space.decisions(parent.blocks)
-        movable = [i for i, k in enumerate(opts) if k > 1]
-        if not movable:
-            return self.space.sample(self.rng)
-        i = int(self.rng.choice(movable))
-        new = int(self.rng.integers(opts[i] - 1))
-        choices = list(parent.choices)
-        choices[i] = new + (new >= choices[i])  # a different option, uniformly
-        return Arch(tuple(choices), parent.blocks)
+        return self.space.mutate(parent, self.rng)
 
     def _next(self) -> Arch:
         cfg = self.cfg

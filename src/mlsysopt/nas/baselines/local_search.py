@@ -5,8 +5,9 @@ Start from a uniformly random architecture; evaluate every (fresh, and in hard m
 current architecture -- one decision changed to another option -- in random order; once the whole neighbourhood is
 told, move to its best member if it beats the current one, else restart from a new random architecture. On
 NAS-Bench-201 this finds the optimum in ~127 queries, which makes it the baseline to beat on tabular benchmarks.
-Architectures have ``max_blocks`` blocks. With ``first_improvement`` the move happens at the first better neighbour
-(a cheaper variant, not the paper's default).
+Architectures have ``max_blocks`` blocks, or any count where the block count is a choice of the space (a user's
+``Blocks(min, max)``: then dropping the last block and repeating it are one edit too). With ``first_improvement``
+the move happens at the first better neighbour (a cheaper variant, not the paper's default).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class LocalSearch(Searcher[LocalSearchConfig]):
         return self.draw(lambda: self.space.sample(self.rng), 1)
 
     def _neighbourhood(self, arch: Arch) -> list[Arch]:
-        out = [a for a in self.space.neighbours(arch) if self.admissible(a, costly=False)]
+        out = [a for a in self.space.neighbours(arch, depth=True) if self.admissible(a, costly=False)]
         order = self.rng.permutation(len(out))
         seen: set[Any] = set()
         shuffled = []

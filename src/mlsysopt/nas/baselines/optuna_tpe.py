@@ -6,17 +6,21 @@ mode a suggestion that is infeasible on cheap resources is told back at once wit
 constraint values: Optuna learns from it and no evaluation is spent. A suggestion already evaluated is told its
 known value; one already in flight is told as failed. For an exact resume the sampler is re-created before every
 suggestion with a seed derived from the search seed and the trial count, and the trials are replayed from the state.
+Where the block count is a choice of the space (a user's ``Blocks(min, max)``) it is one more parameter, ``blocks``,
+suggested first, and only that many blocks' decisions follow (a conditional space, as a user writes it in Optuna;
+multivariate TPE then samples by group).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState
 
 from mlsysopt.nas.knobs import MAX_POOL, MAX_TRIES, knob
@@ -43,7 +47,8 @@ class TPEConfig(SearcherConfig):
 
 
 class OptunaTPE(Searcher[TPEConfig]):
-    """Constrained TPE over the decisions of ``max_blocks``-block architectures.
+    """Constrained TPE over the decisions of ``max_blocks``-block architectures (of any count where the block count
+    is a choice of the space).
 
     Args:
         space, constraints, budget, seed: as :class:`~mlsysopt.nas.searcher.Searcher` (which also says
@@ -64,6 +69,9 @@ class OptunaTPE(Searcher[TPEConfig]):
             n: CategoricalDistribution(list(range(k)))
             for n, k in zip(self.names, self.space.decisions(blocks), strict=True)
         }
+        sp = self.space
+        self.depth = sp.depth_is_a_choice and sp.min_blocks < sp.max_blocks
+        self.blocks_dist = IntDistribution(sp.min_blocks, sp.max_blocks)
         self.study = optuna.create_study(direction="maximize")
         self.records: list[dict[str, Any]] = []  # every finished trial, in order, for the resume replay
         self.pending: dict[Arch, optuna.Trial] = {}
@@ -83,14 +91,32 @@ class OptunaTPE(Searcher[TPEConfig]):
             {"params": dict(trial.params), "value": value, "constraints": cons, "ok": value is not None}
         )
 
+    def _arch(self, params: dict[str, Any]) -> Arch:
+        blocks = int(params["blocks"]) if self.depth else self.space.max_blocks
+        names = self.names[: len(self.space.decisions(blocks))]
+        return Arch(tuple(int(params[k]) for k in names), blocks)
+
+    def _distributions(self, params: dict[str, Any]) -> dict[str, BaseDistribution]:
+        """The distributions of the parameters a trial has (a replayed one: its block count's decisions only)."""
+        return {k: self.blocks_dist if k == "blocks" else self.dists[k] for k in params}
+
     def _suggest(self) -> tuple[optuna.Trial, Arch]:
         cfg = self.cfg
         n = len(self.study.get_trials(deepcopy=False))  # study.trials deep-copies every trial on each ask
-        self.study.sampler = optuna.samplers.TPESampler(
-            n_startup_trials=cfg.n_startup, multivariate=cfg.multivariate, seed=(self.seed * 1_000_003 + n) % 2**32
-        )
-        trial = self.study.ask(self.dists)
-        return trial, Arch(tuple(int(trial.params[k]) for k in self.names), self.space.max_blocks)
+        with warnings.catch_warnings():  # group (a conditional space) is experimental in Optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            self.study.sampler = optuna.samplers.TPESampler(
+                n_startup_trials=cfg.n_startup, multivariate=cfg.multivariate,
+                group=self.depth and cfg.multivariate, seed=(self.seed * 1_000_003 + n) % 2**32,
+            )  # fmt: skip
+        if not self.depth:
+            trial = self.study.ask(self.dists)
+            return trial, self._arch(trial.params)
+        trial = self.study.ask()
+        blocks = trial.suggest_int("blocks", self.space.min_blocks, self.space.max_blocks)
+        for k in self.names[: len(self.space.decisions(blocks))]:
+            trial.suggest_categorical(k, self.dists[k].choices)
+        return trial, self._arch(trial.params)
 
     def ask(self, n: int) -> list[Arch]:
         """Up to ``n`` new admissible suggestions (others are told back at once, costing no evaluation)."""
@@ -144,7 +170,7 @@ class OptunaTPE(Searcher[TPEConfig]):
                     state=state,
                     value=r["value"] if r["ok"] else None,
                     params=r["params"],
-                    distributions=self.dists,
+                    distributions=self._distributions(r["params"]),
                     constraints=r["constraints"] or None,
                 )
             )
@@ -152,5 +178,5 @@ class OptunaTPE(Searcher[TPEConfig]):
         self.known = {}
         for r in d["records"]:
             if r["ok"]:
-                arch = Arch(tuple(int(r["params"][k]) for k in self.names), self.space.max_blocks)
+                arch = self._arch(r["params"])
                 self.known[self.key(arch)] = (r["value"], r["constraints"])

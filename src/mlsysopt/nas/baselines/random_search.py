@@ -1,4 +1,5 @@
-"""Random search: uniform architectures of ``max_blocks`` blocks; in hard mode infeasible ones are never proposed."""
+"""Random search: uniform architectures of ``max_blocks`` blocks (where the block count is a choice of the space, a
+uniform count first); in hard mode infeasible ones are never proposed."""
 
 from __future__ import annotations
 

@@ -149,6 +149,12 @@ class SearchSpace(ABC):
     head_names: tuple[str, ...] = ()
     block_options: tuple[int, ...]
     block_names: tuple[str, ...]
+    #: Whether an architecture of fewer blocks is a different one that only it stands for (a declared space's
+    #: ``Blocks(min=1, max=3)``: one to three layers). The methods that do not grow architectures stage by stage
+    #: then draw and mutate the block count too (:meth:`sample`, :meth:`mutate`, ``neighbours(depth=True)``). False
+    #: where every architecture is a ``max_blocks`` one (NAS-Bench-Graph: fewer blocks stand for padded cells) and
+    #: in the CNN space, whose published baseline figures searched ``max_blocks`` CNNs.
+    depth_is_a_choice: bool = False
 
     # ------------------------------------------------------------------ decisions
     def decisions(self, blocks: int) -> list[int]:
@@ -209,8 +215,12 @@ class SearchSpace(ABC):
 
     # ------------------------------------------------------------------ sampling
     def sample(self, rng: np.random.Generator, blocks: int | None = None) -> Arch:
-        """A uniformly random valid architecture (uniform per decision, rejecting invalid ones); default max_blocks."""
-        blocks = self.max_blocks if blocks is None else blocks
+        """A uniformly random valid architecture (uniform per decision, rejecting invalid ones) of ``blocks`` blocks;
+        None: ``max_blocks``, or a block count drawn uniformly first where :attr:`depth_is_a_choice` (as a user
+        draws a layer count before the layers)."""
+        if blocks is None:
+            deep = self.depth_is_a_choice and self.min_blocks < self.max_blocks
+            blocks = int(rng.integers(self.min_blocks, self.max_blocks + 1)) if deep else self.max_blocks
         opts = self.decisions(blocks)
         for _ in range(_MAX_TRIES):
             arch = Arch(tuple(int(rng.integers(n)) for n in opts), blocks)
@@ -230,15 +240,43 @@ class SearchSpace(ABC):
                 return grown
         raise InvalidArchitecture(f"{self.name}: found no valid extension of {arch}")
 
-    def neighbours(self, arch: Arch) -> list[Arch]:
-        """Every architecture one decision away from ``arch`` (same blocks; validity is the caller's to check)."""
+    def neighbours(self, arch: Arch, depth: bool = False) -> list[Arch]:
+        """Every architecture one decision away from ``arch`` (same blocks; validity is the caller's to check); with
+        ``depth`` where :attr:`depth_is_a_choice`, also ``arch`` without its last block and with it repeated."""
         opts = self.decisions(arch.blocks)
         out = []
         for i, n in enumerate(opts):
             for c in range(n):
                 if c != arch.choices[i]:
                     out.append(Arch((*arch.choices[:i], c, *arch.choices[i + 1 :]), arch.blocks))
+        if depth and self.depth_is_a_choice:
+            per = len(self.block_options)
+            if arch.blocks > self.min_blocks:
+                out.append(Arch(arch.choices[: len(arch.choices) - per], arch.blocks - 1))
+            if arch.blocks < self.max_blocks:
+                out.append(Arch(arch.choices + arch.choices[len(arch.choices) - per :], arch.blocks + 1))
         return out
+
+    def mutate(self, arch: Arch, rng: np.random.Generator) -> Arch:
+        """``arch`` with one decision changed to another option, uniformly (a random architecture when none can
+        change). Where :attr:`depth_is_a_choice`, the block count is one more decision: a block dropped from the
+        end or one of random decisions appended (validity is the caller's to check)."""
+        opts = self.decisions(arch.blocks)
+        movable = [i for i, k in enumerate(opts) if k > 1]
+        if self.depth_is_a_choice and self.min_blocks < self.max_blocks:
+            movable.append(-1)  # the block count
+        if not movable:
+            return self.sample(rng)
+        i = int(rng.choice(movable))
+        if i == -1:
+            grow = arch.blocks == self.min_blocks or (arch.blocks < self.max_blocks and rng.random() < 0.5)
+            if grow:
+                return self.extend(arch, rng)
+            return Arch(arch.choices[: len(self.decisions(arch.blocks - 1))], arch.blocks - 1)
+        new = int(rng.integers(opts[i] - 1))
+        choices = list(arch.choices)
+        choices[i] = new + (new >= choices[i])  # a different option, uniformly
+        return Arch(tuple(choices), arch.blocks)
 
     # ------------------------------------------------------------------ encoding
     def encode_length(self) -> int:

@@ -191,6 +191,7 @@ class Space(SearchSpace):
             self.block_names, self.block_options = (), ()
         else:
             self.min_blocks, self.max_blocks = blocks.min, blocks.max
+            self.depth_is_a_choice = blocks.min < blocks.max  # one to three layers are three kinds of network
             self.block_names = tuple(f"b{{i}}.{k}" for k in blocks.choices)
             self.block_options = tuple(len(v) for v in blocks.choices.values())
         n = len(self.head_options) + len(self.block_options) * self.max_blocks
