@@ -85,8 +85,12 @@ def test_sample_extend_and_encode(space: SearchSpace) -> None:
                 grown = space.extend(arch, rng)
                 assert grown.blocks == b + 1 and grown.choices[: len(arch.choices)] == arch.choices
     assert len(cells) == len(set(cells.values())) > 20  # different archs encode differently
-    full = space.sample(rng)
+    full = space.sample(rng, space.max_blocks)
     assert full.blocks == space.max_blocks
+    # no count asked: max_blocks, or a count drawn where the depth is a choice (the CNN space: tests/nas/test_depth.py)
+    drawn = {space.sample(rng).blocks for _ in range(40)}
+    assert drawn == (set(range(space.min_blocks, space.max_blocks + 1)) if space.depth_is_a_choice
+                     else {space.max_blocks})  # fmt: skip
     with pytest.raises(InvalidArchitecture, match="max_blocks"):
         space.extend(full, rng)
 

@@ -152,8 +152,7 @@ class SearchSpace(ABC):
     #: Whether an architecture of fewer blocks is a different one that only it stands for (a declared space's
     #: ``Blocks(min=1, max=3)``: one to three layers). The methods that do not grow architectures stage by stage
     #: then draw and mutate the block count too (:meth:`sample`, :meth:`mutate`, ``neighbours(depth=True)``). False
-    #: where every architecture is a ``max_blocks`` one (NAS-Bench-Graph: fewer blocks stand for padded cells) and
-    #: in the CNN space, whose published baseline figures searched ``max_blocks`` CNNs.
+    #: where every architecture is a ``max_blocks`` one (NAS-Bench-Graph: fewer blocks stand for padded cells).
     depth_is_a_choice: bool = False
 
     # ------------------------------------------------------------------ decisions

@@ -141,6 +141,7 @@ class CnnSpace(SearchSpace):
     """
 
     min_blocks = 1
+    depth_is_a_choice = True  # a CNN of 1 to max_blocks cells: every method draws the count (baselines included)
     resource_names = ("params", "flops", "latency_ms", "intensity")
     costly_resources = ("latency_ms",)
     block_names = ("b{i}.op_a", "b{i}.op_b", "b{i}.width")
