@@ -92,7 +92,8 @@ class OptunaTPE(Searcher[TPEConfig]):
         )
 
     def _arch(self, params: dict[str, Any]) -> Arch:
-        blocks = int(params["blocks"]) if self.depth else self.space.max_blocks
+        # a trial recorded before the depth was searched (a checkpoint of an earlier version) has max_blocks blocks
+        blocks = int(params.get("blocks", self.space.max_blocks)) if self.depth else self.space.max_blocks
         names = self.names[: len(self.space.decisions(blocks))]
         return Arch(tuple(int(params[k]) for k in names), blocks)
 
