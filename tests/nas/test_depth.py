@@ -67,7 +67,7 @@ def _value(params: dict[str, Any], seed: int = 0) -> float:
     return 1.0 - 0.2 * (len(widths) - 1) + widths[0] / 1000 + (0.05 if params["lr"] == 0.01 else 0.0)
 
 
-@pytest.mark.parametrize("method", ["bananas", "tpe", "evolution", "local_search", "random"])
+@pytest.mark.parametrize("method", ["bananas", "tpe", "evolution", "local_search", "random", "reinforce"])
 def test_a_user_search_tries_every_depth_and_finds_the_one_layer_optimum(method: str) -> None:
     study = Study(_space(), method=method, seed=0).optimize(_value, 30)
     depths = {len(t.params["blocks"]) for t in study.trials}

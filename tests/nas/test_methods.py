@@ -152,8 +152,7 @@ def test_method_contract(method: str, space_cls: type[FakeSpace]) -> None:
         assert result.best is not None and cons.feasible(result.best.resources)
         assert result.best.perf == max(ev.perf for ev in result.history)
         runs.append([ev.arch for ev in result.history])
-        # REINFORCE's controller samples max_blocks architectures: its depth is not searched (the note)
-        if space.depth_is_a_choice and method != "reinforce":
+        if space.depth_is_a_choice:
             assert {a.blocks for a in asked} == {1, 2}, f"{method} never proposed one of the block counts"
     assert runs[0] == runs[1], f"{method} is not deterministic for a fixed seed"
     if method_class(method).anytime:  # the benchmark reads smaller budgets off one run: that must be exact

@@ -1,5 +1,8 @@
 """REINFORCE without progression or predictor (ENAS-like): the controller samples ``max_blocks`` architectures and
-every admissible sample is evaluated; infeasible samples get the penalty reward in the next update.
+every admissible sample is evaluated; infeasible samples get the penalty reward in the next update. Where the block
+count is a choice of the space (a user's ``Blocks(min, max)``) each sample's count is drawn uniformly first and the
+controller decodes that many blocks (a prefix of its decisions, as EPNAS's stages use it): it learns the decisions,
+not the count.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ class ReinforceSearch(Searcher[ReinforceConfig]):
         keys: set[Any] = set()
         batch = max(n, 100)  # sampled together for speed; taken in order, the rest discarded unseen
         for _ in range(max(1, self.cfg.tries // batch)):
-            for arch in self.policy.sample(self.options, self.space.max_blocks, batch):
+            for arch in self._sample(batch):
                 if len(out) >= n:
                     break
                 if not self.valid(arch) or (self.constraints.hard and not self.feasible(arch)):
@@ -62,6 +65,14 @@ class ReinforceSearch(Searcher[ReinforceConfig]):
                 break
         self.mark(out)
         return out
+
+    def _sample(self, batch: int) -> list[Arch]:
+        sp = self.space
+        if not (sp.depth_is_a_choice and sp.min_blocks < sp.max_blocks):
+            return self.policy.sample(self.options, sp.max_blocks, batch)
+        counts = self.rng.integers(sp.min_blocks, sp.max_blocks + 1, batch).tolist()
+        by_count = {b: iter(self.policy.sample(sp.decisions(b), b, counts.count(b))) for b in sorted(set(counts))}
+        return [next(by_count[b]) for b in counts]
 
     def tell(self, evals: list[Evaluation]) -> None:
         """One REINFORCE step on the told rewards plus up to as many penalised infeasible samples."""
