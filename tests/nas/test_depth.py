@@ -1,6 +1,6 @@
 """A user's ``Blocks(min, max)``: the block count is searched by every method, not only by those that grow stage by
-stage (one to three layers are three kinds of network; BANANAS, TPE, evolution, local and random search drew only
-``max_blocks`` architectures before)."""
+stage (one to three layers are three kinds of network; BANANAS, TPE, evolution, local and random search and
+REINFORCE drew only ``max_blocks`` architectures before)."""
 
 from __future__ import annotations
 
