@@ -285,6 +285,23 @@ def bootstrap_ratio(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> l
     return [float(a.mean() / b.mean()) if b.mean() > 0 else math.inf, float(lo), float(hi)]
 
 
+def regret_ratio(cells: dict[str, dict[int, list[dict[str, Any]]]], num: str, den: str, budget: int,
+                 rng: np.random.Generator) -> list[float]:  # fmt: skip
+    """:func:`bootstrap_ratio` of label ``num``'s validation regrets over ``den``'s at ``budget`` (the cells of
+    :func:`search_all`, paired by dataset, regime and seed)."""
+    a = np.array([c["val_regret"] for c in cells[num][budget]])
+    return bootstrap_ratio(a, np.array([c["val_regret"] for c in cells[den][budget]]), rng)
+
+
+def write_result(out: dict[str, Any], path: Path, t0: float) -> None:
+    """A side script's JSON: ``out`` with its seconds since ``t0`` and the load at the end, written to ``path``."""
+    out["seconds"] = time.perf_counter() - t0
+    out["load_average_at_end"] = os.getloadavg()[0]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
+    print(f"wrote {path} ({out['seconds']:.0f} s)")
+
+
 def bootstrap_mean(a: np.ndarray, rng: np.random.Generator) -> list[float]:
     """``[mean, lo, hi]`` with a 95% bootstrap interval."""
     means = a[rng.integers(0, len(a), (BOOTSTRAP, len(a)))].mean(1)
@@ -389,9 +406,7 @@ def transfer_ablation(cells: dict[str, dict[int, list[dict[str, Any]]]], budgets
         row = {}
         for m, without in TRANSFER_ABLATIONS.items():
             if m in cells and without in cells and b in cells[m] and b in cells[without]:
-                a = np.array([x["val_regret"] for x in cells[m][b]])
-                c = np.array([x["val_regret"] for x in cells[without][b]])
-                ratio = bootstrap_ratio(a, c, rng)
+                ratio = regret_ratio(cells, m, without, b, rng)
                 row[m] = {"without": without, "ratio": ratio, "adds": bool(ratio[2] < 1.0)}
         out[str(b)] = row
     return out

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import sys
 import time
@@ -34,7 +33,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nas
-from nas import BUDGETS, DATASETS, TIE, TUNING_DATASETS, bootstrap_ratio, relative_regret, search_all, summarise
+from nas import (
+    BUDGETS,
+    DATASETS,
+    TIE,
+    TUNING_DATASETS,
+    regret_ratio,
+    relative_regret,
+    search_all,
+    summarise,
+    write_result,
+)
 
 SHIPPED = "bananas"
 #: one knob away from the shipped BANANAS each (its knobs: ``BananasConfig``)
@@ -97,22 +106,14 @@ def main() -> None:
         held = search_all(DATASETS, args.seeds, BUDGETS, pair, cache=args.cache)
         hsum = summarise(held["cells"], DATASETS, BUDGETS, reference=SHIPPED)
         rng = np.random.default_rng(0)
-        ratio = {}
-        for b in BUDGETS:
-            a = np.array([c["val_regret"] for c in held["cells"][chosen][b]])
-            base = np.array([c["val_regret"] for c in held["cells"][SHIPPED][b]])
-            ratio[str(b)] = bootstrap_ratio(a, base, rng)
+        ratio = {str(b): regret_ratio(held["cells"], chosen, SHIPPED, b, rng) for b in BUDGETS}
         out["held_out"] = {"datasets": list(DATASETS), "seeds": args.seeds, "val_regret": hsum["val_regret"],
                            "ratio_to_shipped": ratio, "adopted": adopt(ratio),
                            "top1pct_rate": hsum["top1pct_rate"]}  # fmt: skip
         for b in BUDGETS:
             print(f"  {b:3d}: ratio {chosen}/{SHIPPED} {ratio[str(b)]}")
         print(f"  adopted: {out['held_out']['adopted']}")
-    out["seconds"] = time.perf_counter() - t0
-    out["load_average_at_end"] = os.getloadavg()[0]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1))
-    print(f"wrote {args.out} ({out['seconds']:.0f} s)")
+    write_result(out, args.out, t0)
 
 
 if __name__ == "__main__":

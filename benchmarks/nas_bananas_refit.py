@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import sys
 import time
@@ -36,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import nas
-from nas import BUDGETS, DATASETS, TIE, TUNING_DATASETS, bootstrap_ratio, search_all, summarise
+from nas import BUDGETS, DATASETS, TIE, TUNING_DATASETS, regret_ratio, search_all, summarise, write_result
 
 INTERVALS = (1, 2, 5, 10)
 
@@ -96,20 +95,14 @@ def main() -> None:
     ratio = {}
     if chosen != 1:
         for b in BUDGETS:
-            a = np.array([c["val_regret"] for c in held["cells"][f"bananas_k{chosen}"][b]])
-            base = np.array([c["val_regret"] for c in held["cells"]["bananas_k1"][b]])
-            ratio[str(b)] = bootstrap_ratio(a, base, rng)
+            ratio[str(b)] = regret_ratio(held["cells"], f"bananas_k{chosen}", "bananas_k1", b, rng)
     out["held_out"] = {"datasets": list(DATASETS), "seeds": args.seeds, "val_regret": hsum["val_regret"],
                        "ci95_val_regret": hsum["ci95_val_regret"], "ratio_chosen_to_k1": ratio,
                        "wall_s_per_search_at_100": hsum["wall_s"], "top1pct_rate": hsum["top1pct_rate"]}  # fmt: skip
     for b in BUDGETS:
         print(f"  {b:3d}: " + "  ".join(f"{m} {v:.5f}" for m, v in hsum["val_regret"][str(b)].items())
               + (f"  ratio {ratio[str(b)]}" if ratio else ""), flush=True)  # fmt: skip
-    out["seconds"] = time.perf_counter() - t0
-    out["load_average_at_end"] = os.getloadavg()[0]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1))
-    print(f"wrote {args.out} ({out['seconds']:.0f} s)")
+    write_result(out, args.out, t0)
 
 
 if __name__ == "__main__":
