@@ -131,8 +131,10 @@ def capacity_table(stable: Any, configs: list[Any], start: float, doublings: int
     return out
 
 
-def replay_steps(space: Any, objective: Any, measured: dict, rate: float, seed: int, tuner: str, n: int) -> list:
-    """``n`` steps of ``tuner`` on ``space`` answered from the ``measured`` table (config -> measurement)."""
+def replay_steps(
+    space: Any, objective: Any, measured: dict, rate: float, seed: int, tuner: str, n: int, **knobs: Any
+) -> list:
+    """``n`` steps of ``tuner`` (with its ``knobs``) on ``space`` answered from the ``measured`` table."""
     from mlsysopt.serving.backend import Backend
     from mlsysopt.serving.space import Workload
     from mlsysopt.serving.tuners import get_tuner
@@ -144,7 +146,7 @@ def replay_steps(space: Any, objective: Any, measured: dict, rate: float, seed: 
         def measure(self, config, workload, window=0):
             return measured[config]
 
-    return tune(get_tuner(tuner, space, objective, seed=seed), Table(), [(Workload(rate), n)]).steps
+    return tune(get_tuner(tuner, space, objective, seed=seed, **knobs), Table(), [(Workload(rate), n)]).steps
 
 
 def replay(space: Any, objective: Any, measured: dict, rate: float, seed: int, tuner: str, budget: int) -> dict:
@@ -255,6 +257,7 @@ def model_case(name: str, spec: str, quick: bool, workdir: Path, seed: int, roun
         fig = confirmed(default, pick, best, by_round)
         out.update(
             table_throughput={c.label(): caps[c] for c in space},
+            table_measurements={c.label(): m.to_dict() for c, m in table.items()},  # exact replays later
             default={"config": default.label(), "throughput_under_slo": statistics.median(by_round[default]),
                      "first": capacity_of(first)},
             best=best.label(),

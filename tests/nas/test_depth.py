@@ -100,3 +100,50 @@ def _evaluation(space: Space, arch: Arch) -> Any:
 
     value = _value(space.params(arch))
     return Evaluation(arch, value, value, {}, cost_s=0.0)
+
+
+def _told(searcher: Any, space: Space, rounds: int, n: int = 4) -> list[Arch]:
+    out = []
+    for _ in range(rounds):
+        archs = searcher.ask(n)
+        searcher.tell([_evaluation(space, a) for a in archs])
+        out += archs
+    return out
+
+
+def _counts(searcher: Any, n: int = 400) -> np.ndarray:
+    """How often the controller's first decision picks each block count, over ``n`` fresh samples."""
+    first = searcher.policy.controller.options[0]
+    picks = [a.choices[0] for a in searcher.policy.sample([first], 1, n)]
+    return np.bincount(picks, minlength=first) / n
+
+
+def test_reinforce_learns_the_block_count_with_the_decisions() -> None:
+    space = _space()
+    searcher = method_class("reinforce")(space, Constraints(), budget=200, seed=0)
+    before = _counts(searcher)
+    assert np.all(np.abs(before - 1 / 3) < 0.1)  # near-uniform at the start (ENAS's initialisation)
+    archs = _told(searcher, space, 15)  # 60 evaluations: the 12 one-block architectures are not all seen yet
+    after = _counts(searcher)
+    # each block past the first costs 0.2: the policy moves to one block and away from three (uniform stays 1/3)
+    assert after[0] > 0.5 and after[2] < 0.1, (before, after)
+    assert {a.blocks for a in archs} == {1, 2, 3}
+
+
+def test_reinforce_resumes_to_the_same_search_and_reads_a_checkpoint_of_uniform_counts() -> None:
+    space, cons = _space(), Constraints()
+    whole = _told(method_class("reinforce")(space, cons, budget=40, seed=3), space, 10)
+    first = method_class("reinforce")(space, cons, budget=40, seed=3)
+    head = _told(first, space, 6)
+    again = method_class("reinforce")(space, cons, budget=40, seed=3)
+    again.load_state_dict(first.state_dict())
+    assert head + _told(again, space, 4) == whole
+    # a search written before the count was learned (no "count_learned"): it goes on drawing the count uniformly
+    cls = method_class("reinforce")
+    old = cls(space, cons, budget=40, seed=3, config=cls.Config(learn_count=False))  # the ablation knob
+    _told(old, space, 3)
+    state = {k: v for k, v in old.state_dict().items() if k != "count_learned"}
+    resumed = method_class("reinforce")(space, cons, budget=40, seed=3)
+    resumed.load_state_dict(state)
+    assert not resumed.count_learned and resumed.policy.controller.options == old.policy.controller.options
+    assert {a.blocks for a in _told(resumed, space, 6)} == {1, 2, 3}

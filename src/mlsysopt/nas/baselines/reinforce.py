@@ -1,8 +1,12 @@
 """REINFORCE without progression or predictor (ENAS-like): the controller samples ``max_blocks`` architectures and
-every admissible sample is evaluated; infeasible samples get the penalty reward in the next update. Where the block
-count is a choice of the space (a user's ``Blocks(min, max)``) each sample's count is drawn uniformly first and the
-controller decodes that many blocks (a prefix of its decisions, as EPNAS's stages use it): it learns the decisions,
-not the count.
+every admissible sample is evaluated; infeasible samples get the penalty reward in the next update.
+
+Where the block count is a choice of the space (a user's ``Blocks(min, max)``) the count is the controller's first
+decision: one more LSTM step picks ``blocks - min_blocks``, then the controller decodes that many blocks' decisions
+(a prefix of ``decisions(max_blocks)``, as EPNAS's stages use it). The count's log-probability is part of the
+sample's, so the policy gradient learns the count with the decisions (Zoph & Le's controller, arXiv:1611.01578,
+fixes the depth; here it is one more categorical decision). A checkpoint of a search that drew the count uniformly
+(before 2026-12-08) resumes that way.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from mlsysopt.nas.controller import ControllerConfig, Policy
+from mlsysopt.nas.knobs import knob
 from mlsysopt.nas.searcher import Searcher, SearcherConfig
 from mlsysopt.nas.spaces.base import Arch, Evaluation
 
@@ -23,10 +28,14 @@ class ReinforceConfig(ControllerConfig, SearcherConfig):
         tries: as :class:`~mlsysopt.nas.searcher.SearcherConfig`.
         hidden, temperature, tanh_c, lr, entropy, baseline_decay, penalty: as
             :class:`~mlsysopt.nas.controller.ControllerConfig`.
+        learn_count: Where the block count is a choice of the space, make it the controller's first decision
+            (False: draw it uniformly and learn only the blocks' decisions, the ablation).
 
     Raises:
         InvalidOption: If a knob has the wrong type or is out of range.
     """
+
+    learn_count: bool = knob(True)
 
 
 class ReinforceSearch(Searcher[ReinforceConfig]):
@@ -42,10 +51,23 @@ class ReinforceSearch(Searcher[ReinforceConfig]):
     name = "reinforce"
     Config: ClassVar[type[SearcherConfig]] = ReinforceConfig
 
-    def setup(self) -> None:
-        """The method's state, built from ``self.cfg`` once the base searcher is ready."""
-        self.options = self.space.decisions(self.space.max_blocks)
-        self.policy = Policy(self.options, self.cfg, self.seed)
+    def setup(self, count_learned: bool | None = None) -> None:
+        """The method's state, built from ``self.cfg`` once the base searcher is ready.
+
+        Args:
+            count_learned: Whether a space whose block count is a choice gets the count as the controller's first
+                decision (None: ``learn_count``; False also for a checkpoint written before it was learned).
+        """
+        sp = self.space
+        self.options = sp.decisions(sp.max_blocks)
+        learn = self.cfg.learn_count if count_learned is None else count_learned
+        self.count_learned = bool(learn and sp.depth_is_a_choice and sp.min_blocks < sp.max_blocks)
+        counts = [sp.max_blocks - sp.min_blocks + 1] if self.count_learned else []
+        self.policy = Policy([*counts, *self.options], self.cfg, self.seed)
+
+    def _coded(self, arch: Arch) -> list[int]:
+        """The controller's decisions of ``arch``: its choices, after its block count where the count is learned."""
+        return [arch.blocks - self.space.min_blocks, *arch.choices] if self.count_learned else list(arch.choices)
 
     def ask(self, n: int) -> list[Arch]:
         """The controller's next ``n`` admissible samples (infeasible ones are kept for the penalty)."""
@@ -57,7 +79,7 @@ class ReinforceSearch(Searcher[ReinforceConfig]):
                 if len(out) >= n:
                     break
                 if not self.valid(arch) or (self.constraints.hard and not self.feasible(arch)):
-                    self.policy.infeasible.append(arch)
+                    self.policy.infeasible.append(Arch(tuple(self._coded(arch)), arch.blocks))
                 elif self.key(arch) not in self.seen and self.key(arch) not in keys:
                     out.append(arch)
                     keys.add(self.key(arch))
@@ -70,8 +92,18 @@ class ReinforceSearch(Searcher[ReinforceConfig]):
         sp = self.space
         if not (sp.depth_is_a_choice and sp.min_blocks < sp.max_blocks):
             return self.policy.sample(self.options, sp.max_blocks, batch)
-        counts = self.rng.integers(sp.min_blocks, sp.max_blocks + 1, batch).tolist()
-        by_count = {b: iter(self.policy.sample(sp.decisions(b), b, counts.count(b))) for b in sorted(set(counts))}
+        if not self.count_learned:  # learn_count=False, or a checkpoint from before the count was learned
+            counts = self.rng.integers(sp.min_blocks, sp.max_blocks + 1, batch).tolist()
+            by_count = {b: iter(self.policy.sample(sp.decisions(b), b, counts.count(b))) for b in sorted(set(counts))}
+            return [next(by_count[b]) for b in counts]
+        first = self.policy.controller.options[0]
+        counts = [sp.min_blocks + a.choices[0] for a in self.policy.sample([first], sp.min_blocks, batch)]
+        by_count = {}
+        for b in sorted(set(counts)):
+            coded = self.policy.sample(
+                [first, *sp.decisions(b)], b, counts.count(b), [[b - sp.min_blocks]] * counts.count(b)
+            )
+            by_count[b] = iter([Arch(a.choices[1:], b) for a in coded])
         return [next(by_count[b]) for b in counts]
 
     def tell(self, evals: list[Evaluation]) -> None:
@@ -79,15 +111,17 @@ class ReinforceSearch(Searcher[ReinforceConfig]):
         if not evals:
             return
         good = [ev for ev in evals if self.usable(ev)]
-        failed = [ev.arch.choices for ev in evals if not self.usable(ev)]
+        failed = [self._coded(ev.arch) for ev in evals if not self.usable(ev)]
         rewards = [self.reward(ev) for ev in good]
-        self.policy.update([ev.arch.choices for ev in good], rewards, failed, len(evals), self.rng)
+        self.policy.update([self._coded(ev.arch) for ev in good], rewards, failed, len(evals), self.rng)
 
     def state_dict(self) -> dict[str, Any]:
         """Base state plus controller, optimizer, baseline, generator and pending penalties."""
-        return {**super().state_dict(), **self.policy.state_dict()}
+        return {**super().state_dict(), **self.policy.state_dict(), "count_learned": self.count_learned}
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`."""
         super().load_state_dict(d)
+        if d.get("count_learned", False) != self.count_learned:  # written before the count was learned
+            self.setup(count_learned=d.get("count_learned", False))
         self.policy.load_state_dict(d)
