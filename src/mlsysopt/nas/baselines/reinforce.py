@@ -6,7 +6,7 @@ decision: one more LSTM step picks ``blocks - min_blocks``, then the controller 
 (a prefix of ``decisions(max_blocks)``, as EPNAS's stages use it). The count's log-probability is part of the
 sample's, so the policy gradient learns the count with the decisions (Zoph & Le's controller, arXiv:1611.01578,
 fixes the depth; here it is one more categorical decision). A checkpoint of a search that drew the count uniformly
-(before 2026-12-08) resumes that way.
+(``learn_count=False``, or written before the count was learned) resumes that way.
 """
 
 from __future__ import annotations
@@ -122,6 +122,6 @@ class ReinforceSearch(Searcher[ReinforceConfig]):
     def load_state_dict(self, d: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`."""
         super().load_state_dict(d)
-        if d.get("count_learned", False) != self.count_learned:  # written before the count was learned
+        if d.get("count_learned", False) != self.count_learned:  # the checkpoint's own mode (none: drawn, as before)
             self.setup(count_learned=d.get("count_learned", False))
         self.policy.load_state_dict(d)
