@@ -49,13 +49,11 @@ def best_at(run: dict[str, Any], n: int) -> float:
 
 
 def paired(a: list[float], b: list[float]) -> dict[str, Any]:
-    """Mean of ``a - b`` with its 95% t-interval."""
-    from scipy import stats
+    """Mean of ``a - b`` with its 95% t-interval (the library's :func:`~mlsysopt.serving.stats.mean_ci`)."""
+    from mlsysopt.serving.stats import mean_ci
 
     d = [x - y for x, y in zip(a, b, strict=True)]
-    m, s = statistics.fmean(d), statistics.stdev(d)
-    h = float(stats.t.ppf(0.975, len(d) - 1)) * s / len(d) ** 0.5
-    return {"mean": m, "ci95": [m - h, m + h]}
+    return {"mean": statistics.fmean(d), "ci95": list(mean_ci(d))}
 
 
 def main() -> None:

@@ -92,19 +92,22 @@ class ReinforceSearch(Searcher[ReinforceConfig]):
         sp = self.space
         if not (sp.depth_is_a_choice and sp.min_blocks < sp.max_blocks):
             return self.policy.sample(self.options, sp.max_blocks, batch)
-        if not self.count_learned:  # learn_count=False, or a checkpoint from before the count was learned
+        if self.count_learned:  # the controller's first decision
+            first = self.policy.controller.options[0]
+            counts = [sp.min_blocks + a.choices[0] for a in self.policy.sample([first], sp.min_blocks, batch)]
+        else:  # learn_count=False, or a checkpoint from before the count was learned
             counts = self.rng.integers(sp.min_blocks, sp.max_blocks + 1, batch).tolist()
-            by_count = {b: iter(self.policy.sample(sp.decisions(b), b, counts.count(b))) for b in sorted(set(counts))}
-            return [next(by_count[b]) for b in counts]
-        first = self.policy.controller.options[0]
-        counts = [sp.min_blocks + a.choices[0] for a in self.policy.sample([first], sp.min_blocks, batch)]
-        by_count = {}
-        for b in sorted(set(counts)):
-            coded = self.policy.sample(
-                [first, *sp.decisions(b)], b, counts.count(b), [[b - sp.min_blocks]] * counts.count(b)
-            )
-            by_count[b] = iter([Arch(a.choices[1:], b) for a in coded])
+        by_count = {b: iter(self._decode(b, counts.count(b))) for b in sorted(set(counts))}
         return [next(by_count[b]) for b in counts]
+
+    def _decode(self, blocks: int, n: int) -> list[Arch]:
+        """``n`` architectures of ``blocks`` blocks; where the count is learned, decoded after that count."""
+        decisions = self.space.decisions(blocks)
+        if not self.count_learned:
+            return self.policy.sample(decisions, blocks, n)
+        count = blocks - self.space.min_blocks
+        coded = self.policy.sample([self.policy.controller.options[0], *decisions], blocks, n, [[count]] * n)
+        return [Arch(a.choices[1:], blocks) for a in coded]
 
     def tell(self, evals: list[Evaluation]) -> None:
         """One REINFORCE step on the told rewards plus up to as many penalised infeasible samples."""
