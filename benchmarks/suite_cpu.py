@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT_ENV = "SUITE_CPU_OUT"
@@ -47,22 +49,16 @@ def busy_seconds() -> float:
 
 
 # ---------------------------------------------------------------------------- the plugin (inside each session)
-try:
-    import pytest
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
-        """Charge the test with the machine's busy CPU while its setup, call and teardown ran."""
-        out = os.environ.get(OUT_ENV)
-        busy, t0 = busy_seconds(), time.time()
-        yield
-        if out:
-            record = {"test": item.nodeid, "cpu_s": busy_seconds() - busy, "wall_s": time.time() - t0}
-            with open(out, "a") as f:
-                f.write(json.dumps(record) + "\n")
-
-except ImportError:  # the script's own run needs no pytest in its process
-    pass
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: Any, nextitem: Any) -> Any:
+    """Charge the test with the machine's busy CPU while its setup, call and teardown ran."""
+    out = os.environ.get(OUT_ENV)
+    busy, t0 = busy_seconds(), time.time()
+    yield
+    if out:
+        record = {"test": item.nodeid, "cpu_s": busy_seconds() - busy, "wall_s": time.time() - t0}
+        with open(out, "a") as f:
+            f.write(json.dumps(record) + "\n")
 
 
 # ---------------------------------------------------------------------------- the script
@@ -77,10 +73,11 @@ def sessions() -> dict[str, str]:
 
 
 def host() -> dict[str, Any]:
-    """The host's speed (the latency collection's reference workload, ms) and its load now."""
+    """The host's speed (the latency collection's reference workload, ms), its load and ``uptime`` now."""
     from mlsysopt.costmodel.oracle.timing import reference_ms
 
-    return {"reference_ms": round(reference_ms(), 4), "load_1min": os.getloadavg()[0]}
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    return {"reference_ms": round(reference_ms(), 4), "load_1min": os.getloadavg()[0], "uptime": uptime}
 
 
 def run_session(name: str, expression: str, top: int) -> dict[str, Any]:
@@ -102,6 +99,7 @@ def run_session(name: str, expression: str, top: int) -> dict[str, Any]:
     for r in rows:
         by_file[r["test"].split("::")[0]] += r["cpu_s"]
     ranked = sorted(rows, key=lambda r: -r["cpu_s"])
+    total = sum(r["cpu_s"] for r in rows)
     return {
         "expression": expression,
         "exit_code": proc.returncode,
@@ -109,10 +107,9 @@ def run_session(name: str, expression: str, top: int) -> dict[str, Any]:
         "cpu_s": round(cpu, 1),
         "wall_s": round(wall, 1),
         "tests": len(rows),
-        "tests_cpu_s": round(sum(r["cpu_s"] for r in rows), 1),
+        "tests_cpu_s": round(total, 1),
         "top_share": {
-            str(n): round(sum(r["cpu_s"] for r in ranked[:n]) / max(1e-9, sum(r["cpu_s"] for r in rows)), 3)
-            for n in (10, 50, 100, 200)
+            str(n): round(sum(r["cpu_s"] for r in ranked[:n]) / max(1e-9, total), 3) for n in (10, 50, 100, 200)
         },
         "top": [
             {"test": r["test"], "cpu_s": round(r["cpu_s"], 2), "wall_s": round(r["wall_s"], 2)} for r in ranked[:top]
@@ -127,11 +124,16 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=100, help="most expensive tests listed per session")
     ap.add_argument("--only", default="", help="comma-separated session names (default: all three)")
     args = ap.parse_args()
-    chosen = {k: v for k, v in sessions().items() if not args.only or k in args.only.split(",")}
-    before = host() | {"uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}
+    known = sessions()
+    only = [name.strip() for name in args.only.split(",") if name.strip()] or list(known)
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        ap.error(f"--only {','.join(unknown)}: expected session names among {', '.join(known)}")
+    chosen = {k: v for k, v in known.items() if k in only}
+    before = host()
     start = dt.datetime.now(dt.UTC)
     result = {name: run_session(name, expr, args.top) for name, expr in chosen.items()}
-    after = host() | {"uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}
+    after = host()
     doc = {
         "what": "machine-wide busy CPU per test of `make test`, each session run serially (benchmarks/suite_cpu.py)",
         "units": {"cpu_s": "CPU seconds of the whole machine", "wall_s": "seconds", "reference_ms": "ms"},
